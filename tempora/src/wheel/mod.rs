@@ -1,0 +1,839 @@
+//! A non-cascading hierarchical timer wheel: the data structure under every tempora base.
+//!
+//! The wheel owns a set of entries, each with an exact expiry in *ticks* (a `u64` whose unit the
+//! caller chooses) and a payload `T`. It answers three questions in O(1): where does a new
+//! entry go, when is the next one due ([`Wheel::next_expiry`]), and which entries are due now
+//! ([`Wheel::poll`] / [`Wheel::advance`]). It has no threads, no locks and no clock: the caller
+//! says what time it is.
+//!
+//! The design is the Linux timer wheel since 4.8 (non-cascading, `kernel/time/timer.c`), with
+//! the exact expiry kept per entry so that tempora can offer a precise mode besides the
+//! kernel's coarse one.
+//!
+//! # Levels
+//!
+//! The wheel has `L` levels ([`Builder::levels`], default [`DEFAULT_LEVELS`]) of
+//! [`LVL_SIZE`] = 64 buckets. Level `n` has a granularity of `8^n` ticks
+//! ([`granularity`]) and holds entries whose distance `delta = expiry - now` satisfies
+//! `level_start(n) <= delta < level_start(n + 1)`, where `level_start(0) = 0` and
+//! `level_start(n) = 63 * 8^(n-1)` ([`level_start`]). With the default 9 levels and a 1 ms
+//! tick (the `range` column is the largest delta the level holds):
+//!
+//! ```text
+//! level  granularity (ticks)  delta range (ticks)            1 ms tick: granularity / range
+//!   0                  1         0 ..            62           1 ms     /  62 ms
+//!   1                  8        63 ..           503           8 ms     / 503 ms
+//!   2                 64       504 ..         4_031          64 ms     /   4 s
+//!   3                512     4_032 ..        32_255         512 ms     /  32 s
+//!   4              4_096    32_256 ..       258_047           4 s     /   4.3 min
+//!   5             32_768   258_048 ..     2_064_383          33 s     /  34 min
+//!   6            262_144 2_064_384 ..    16_515_071         4.4 min   /   4.6 h
+//!   7          2_097_152 16_515_072 ..  132_120_575          35 min   /  36.7 h
+//!   8         16_777_216 132_120_576 .. 1_056_964_607        4.7 h    /  12.2 days
+//! ```
+//!
+//! The unit test `level_table_matches_doc` derives this table from the constants, so it
+//! cannot drift from the code.
+//!
+//! # Placement: never early, bounded late
+//!
+//! A *coarse* entry (the kernel's rule, [`Mode::COARSE`]) is placed in the bucket whose tick is
+//! its expiry rounded **up** to the level's granularity ([`round_up_slot`]). It fires when the
+//! wheel reaches that tick: never before its expiry, and late by less than one granule. At level
+//! `n >= 1` the delta is at least `63 * 8^(n-1)`, so the lateness is below `8/63` (about 1/8) of
+//! the timeout it was armed with; at level 0 it fires at its exact tick. Coarse entries are never
+//! moved after they are placed (no cascading), except far-out ones (below).
+//!
+//! A *precise* entry ([`Mode::PRECISE`]) is placed in the bucket whose tick is its expiry rounded
+//! **down**, which the wheel reaches at or before the expiry. If the entry's expiry has not come
+//! yet when its bucket is visited, it is re-placed relative to the bucket's tick; the remaining
+//! delta is below one granule of its old level, so the new level is strictly finer. At level 0
+//! the bucket tick is the expiry itself, so a precise entry fires at exactly its expiry tick. An
+//! entry that lives `8^n` ticks pays at most `n` re-placements, and only if it is still armed by
+//! then; most timers are cancelled first and never pay anything.
+//!
+//! A *far-out* entry, whose delta is beyond the last level's range, waits in the last level's
+//! furthest bucket (64 slots ahead) and is re-placed when that bucket is visited. It is never
+//! fired early, never dropped, and never clamped to the wheel's capacity (unlike the kernel,
+//! which clamps and so fires such timers early). So that a clock jump of any length does not
+//! visit it once per wheel range, an entry still far-out when visited during an advance to
+//! `T` is *parked*: moved to a per-core list whose visit tick is `T`, where it fires if due or
+//! is re-placed relative to `T - 1`. A far-out entry thus costs at most two visits per advance.
+//!
+//! A *deferrable* entry ([`Mode::DEFERRABLE`]) lives in a second, separate set of buckets. It
+//! fires when the wheel passes it but never makes [`Wheel::next_expiry`] earlier, so it never
+//! causes a wake-up of its own (the kernel's `BASE_DEF`).
+//!
+//! An entry inserted with an expiry at or before the wheel's clock is *ready*: it goes to a
+//! ready list that the next [`Wheel::poll`] drains first.
+//!
+//! # Finding the next expiry
+//!
+//! Each level has a 64-bit bitmap of non-empty buckets. The next bucket of a level is one
+//! rotate and one trailing-zero count away; the levels are scanned from the finest up and the
+//! scan stops as soon as no coarser level can hold an earlier bucket, as the kernel's
+//! `timer_recalc_next_expiry` does. The result is cached: [`Wheel::next_expiry`] is O(1) while
+//! nothing changed, and a change only invalidates the cache when it empties the bucket the cache
+//! points at. No list is ever walked to find the next expiry.
+//!
+//! # Advancing
+//!
+//! [`Wheel::poll`] jumps straight from one non-empty bucket to the next, so skipping an idle
+//! gap of any length costs O(levels), not O(ticks), and draining costs O(1) per entry. While a
+//! bucket with visit tick `V` is being drained, the wheel clock reads `V - 1`: every tick before
+//! `V` is fully processed and `V` is not, which makes a poll bounded by a count
+//! ([`Wheel::advance`] with `max`) resumable at any entry without further state.
+//!
+//! # Storage
+//!
+//! Entries live in a slab (`Vec`) addressed by `u32` index. A [`Key`] packs the index with a
+//! 32-bit generation that is bumped when the entry is freed, so a stale key (removed, fired, or
+//! its slot reused since) is rejected and never acts on another entry. Buckets are intrusive
+//! doubly-linked lists threaded through the slab by index: insert, remove and reschedule are
+//! O(1) and allocate nothing once the slab has grown to the peak population.
+//!
+//! ```text
+//!  cores[0] (normal)            cores[1] (deferrable)        slab: Vec<Entry<T>>
+//!  ┌───────────────────────┐    ┌──────────────────────┐     ┌─────┬─────┬─────┬─────┐
+//!  │ bitmap[level]: u64    │    │ same shape           │     │  0  │  1  │  2  │ ... │
+//!  │ heads[64*L]: u32 ─────┼────┼──────────────────────┼──▶  │next │prev │gen  │     │
+//!  │ ready: u32            │    │                      │     │expiry, bucket, mode, T│
+//!  └───────────────────────┘    └──────────────────────┘     └─────┴─────┴─────┴─────┘
+//! ```
+//!
+//! # Limits
+//!
+//! The wheel clock never passes [`MAX_TICK`] (2^62): [`Wheel::advance`] clamps its argument
+//! there, so bucket arithmetic cannot overflow. An entry whose expiry is beyond it is accepted
+//! and simply never fires. At a 1 ns tick, 2^62 ticks are 146 years.
+//!
+//! # Complexity
+//!
+//! | operation | cost |
+//! |---|---|
+//! | insert, remove, reschedule | O(1) |
+//! | next_expiry | O(1) cached, O(levels) after the cached bucket emptied |
+//! | poll / advance | O(levels) per non-empty bucket visited + O(1) per entry fired |
+
+mod layout;
+
+pub use layout::{
+    granularity, level_for_delta, level_start, round_up_slot, LVL_BITS, LVL_CLK_SHIFT,
+};
+pub use layout::{DEFAULT_LEVELS, LVL_SIZE, MAX_LEVELS, MAX_TICK};
+
+use std::cell::Cell;
+use std::fmt;
+
+/// Index sentinel: "no entry".
+const NIL: u32 = u32::MAX;
+/// `Entry::bucket` of a free slot.
+const VACANT: u16 = u16::MAX;
+/// Cached-next-expiry sentinel: "nothing armed".
+const NONE: u64 = u64::MAX;
+
+/// How an entry is placed and whether it can wake anyone. Combine with `|`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Mode(u8);
+
+impl Mode {
+    /// Expiry rounded up to the level's granularity (the kernel's rule): late by less than
+    /// about 1/8 of the timeout, never moved after insert.
+    pub const COARSE: Mode = Mode(0);
+    /// Fires at exactly its expiry tick; re-placed at finer levels as its bucket comes due.
+    pub const PRECISE: Mode = Mode(1);
+    /// Fires when the wheel passes it, but never makes [`Wheel::next_expiry`] earlier.
+    pub const DEFERRABLE: Mode = Mode(2);
+
+    /// Whether [`Mode::PRECISE`] is set.
+    #[inline]
+    pub const fn is_precise(self) -> bool {
+        self.0 & Mode::PRECISE.0 != 0
+    }
+
+    /// Whether [`Mode::DEFERRABLE`] is set.
+    #[inline]
+    pub const fn is_deferrable(self) -> bool {
+        self.0 & Mode::DEFERRABLE.0 != 0
+    }
+
+    #[inline]
+    const fn core(self) -> usize {
+        self.is_deferrable() as usize
+    }
+}
+
+impl std::ops::BitOr for Mode {
+    type Output = Mode;
+    fn bitor(self, rhs: Mode) -> Mode {
+        Mode(self.0 | rhs.0)
+    }
+}
+
+/// A handle to an entry: slab index and generation. Stale keys are rejected, never misapplied.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key(u64);
+
+impl Key {
+    #[inline]
+    fn new(index: u32, generation: u32) -> Key {
+        Key((generation as u64) << 32 | index as u64)
+    }
+
+    #[inline]
+    fn index(self) -> u32 {
+        self.0 as u32
+    }
+
+    #[inline]
+    fn generation(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+
+    /// The key as one `u64` (for storing it in an atomic or passing it through C).
+    pub fn to_bits(self) -> u64 {
+        self.0
+    }
+
+    /// The key back from [`Key::to_bits`]. Any value is safe to pass: a key that names no live
+    /// entry is simply rejected by the wheel.
+    pub fn from_bits(bits: u64) -> Key {
+        Key(bits)
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Key({}v{})", self.index(), self.generation())
+    }
+}
+
+/// An entry handed back by [`Wheel::poll`] when it fires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Expired<T> {
+    /// The key it had; now stale.
+    pub key: Key,
+    /// Its exact expiry (the wheel clock when it was polled is at least this).
+    pub expiry: u64,
+    /// Its payload.
+    pub value: T,
+}
+
+/// The key passed to [`Wheel::remove`] or [`Wheel::reschedule`] names no live entry: it was
+/// removed or fired, or its slot was reused since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaleKey;
+
+impl fmt::Display for StaleKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("stale wheel key: the entry was removed, fired or its slot reused")
+    }
+}
+
+impl std::error::Error for StaleKey {}
+
+/// A wheel configuration the builder refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(&'static str);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid wheel configuration: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// One slab slot. 24 bytes plus the payload.
+struct Entry<T> {
+    /// Exact expiry in ticks.
+    expiry: u64,
+    /// Next entry in the bucket list, or next free slot when vacant.
+    next: u32,
+    /// Previous entry in the bucket list (`NIL` at the head).
+    prev: u32,
+    /// Bumped when the slot is freed; a [`Key`] must match it.
+    generation: u32,
+    /// `level * 64 + slot`, `Core::ready_bucket()` for the ready list, `VACANT` when free.
+    bucket: u16,
+    mode: Mode,
+    /// `Some` exactly when `bucket != VACANT`.
+    value: Option<T>,
+}
+
+/// The buckets of one kind of entry (normal or deferrable).
+struct Core {
+    /// One bit per bucket of each level: set iff the bucket's list is non-empty.
+    bitmap: [u64; MAX_LEVELS],
+    /// List heads: `64 * levels` buckets, then the ready list, then the parked list.
+    heads: Box<[u32]>,
+    /// Visit tick of the parked list while it is non-empty.
+    park_tick: u64,
+}
+
+impl Core {
+    fn new(levels: usize) -> Core {
+        Core {
+            bitmap: [0; MAX_LEVELS],
+            heads: vec![NIL; LVL_SIZE * levels + 2].into_boxed_slice(),
+            park_tick: NONE,
+        }
+    }
+
+    #[inline]
+    fn ready_bucket(&self) -> u16 {
+        (self.heads.len() - 2) as u16
+    }
+
+    #[inline]
+    fn parked_bucket(&self) -> u16 {
+        (self.heads.len() - 1) as u16
+    }
+
+    #[inline]
+    fn ready_head(&self) -> u32 {
+        self.heads[self.heads.len() - 2]
+    }
+
+    #[inline]
+    fn parked_head(&self) -> u32 {
+        self.heads[self.heads.len() - 1]
+    }
+
+    /// Whether `bucket` is a wheel bucket (with a bitmap bit) rather than a list.
+    #[inline]
+    fn is_wheel_bucket(&self, bucket: u16) -> bool {
+        (bucket as usize) < self.heads.len() - 2
+    }
+}
+
+/// Configures and builds a [`Wheel`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    levels: usize,
+    start: u64,
+    capacity: usize,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            levels: DEFAULT_LEVELS,
+            start: 0,
+            capacity: 0,
+        }
+    }
+}
+
+impl Builder {
+    /// Number of levels, 1 ..= [`MAX_LEVELS`]. Each level multiplies the range by 8; entries
+    /// beyond the range are parked and re-placed (see the module doc). Default 9.
+    pub fn levels(&mut self, levels: usize) -> &mut Self {
+        self.levels = levels;
+        self
+    }
+
+    /// The wheel clock at creation (ticks). Default 0.
+    pub fn start(&mut self, now: u64) -> &mut Self {
+        self.start = now;
+        self
+    }
+
+    /// Slab slots to allocate up front, so the first `capacity` inserts never allocate.
+    pub fn capacity(&mut self, capacity: usize) -> &mut Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// Builds the wheel.
+    ///
+    /// # Errors
+    /// [`ConfigError`] when `levels` is 0 or above [`MAX_LEVELS`], or `start` is above
+    /// [`MAX_TICK`].
+    pub fn build<T>(&self) -> Result<Wheel<T>, ConfigError> {
+        if self.levels == 0 || self.levels > MAX_LEVELS {
+            return Err(ConfigError("levels must be between 1 and MAX_LEVELS (20)"));
+        }
+        if self.start > MAX_TICK {
+            return Err(ConfigError("start must not exceed MAX_TICK (2^62)"));
+        }
+        Ok(Wheel {
+            entries: Vec::with_capacity(self.capacity),
+            free_head: NIL,
+            len: 0,
+            clk: self.start,
+            levels: self.levels,
+            cores: [Core::new(self.levels), Core::new(self.levels)],
+            cursor: None,
+            cached_next: Cell::new(NONE),
+            cached_valid: Cell::new(true),
+        })
+    }
+}
+
+/// The bucket being drained by [`Wheel::poll`]: which core and bucket, and its visit tick.
+#[derive(Clone, Copy, Debug)]
+struct Cursor {
+    core: usize,
+    bucket: u16,
+    visit: u64,
+}
+
+/// A non-cascading hierarchical timer wheel over payloads `T`. See the [module docs](self).
+pub struct Wheel<T> {
+    entries: Vec<Entry<T>>,
+    free_head: u32,
+    len: usize,
+    /// Every tick `<= clk` has been processed (see "Advancing" in the module doc).
+    clk: u64,
+    levels: usize,
+    cores: [Core; 2],
+    cursor: Option<Cursor>,
+    /// Visit tick of the earliest non-deferrable bucket (or `clk` if a ready entry exists), or
+    /// `NONE`; meaningful only while `cached_valid`.
+    cached_next: Cell<u64>,
+    cached_valid: Cell<bool>,
+}
+
+impl<T> Default for Wheel<T> {
+    fn default() -> Self {
+        Wheel::new()
+    }
+}
+
+impl<T> fmt::Debug for Wheel<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Wheel")
+            .field("len", &self.len)
+            .field("now", &self.clk)
+            .field("levels", &self.levels)
+            .field("next_expiry", &self.next_expiry())
+            .finish()
+    }
+}
+
+impl Wheel<()> {
+    /// A [`Builder`] for other configurations; [`Builder::build`] picks the payload type.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
+impl<T> Wheel<T> {
+    /// A wheel with [`DEFAULT_LEVELS`] levels whose clock starts at 0.
+    pub fn new() -> Wheel<T> {
+        Builder::default()
+            .build()
+            .expect("the default configuration is valid")
+    }
+
+    /// The wheel clock: every tick up to and including it has been processed. During a
+    /// bounded drain of a bucket with visit tick `V` it reads `V - 1`.
+    #[inline]
+    pub fn now(&self) -> u64 {
+        self.clk
+    }
+
+    /// Number of levels.
+    pub fn levels(&self) -> usize {
+        self.levels
+    }
+
+    /// Number of live entries.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no entry is live.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Slab slots allocated (live entries plus free slots plus spare capacity).
+    pub fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
+    /// Reserves slab slots so the next `additional` inserts do not allocate.
+    pub fn reserve(&mut self, additional: usize) {
+        let free = self.entries.len() - self.len;
+        self.entries.reserve(additional.saturating_sub(free));
+    }
+
+    /// Heap bytes held by the wheel (slab capacity and bucket heads), excluding anything the
+    /// payloads own.
+    pub fn heap_bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<Entry<T>>()
+            + self.cores.iter().map(|c| c.heads.len() * 4).sum::<usize>()
+    }
+
+    /// Size of one slab entry in bytes (24 + the payload, rounded to its alignment).
+    pub const fn entry_size() -> usize {
+        std::mem::size_of::<Entry<T>>()
+    }
+
+    /// Inserts a [`Mode::COARSE`] entry expiring at tick `expiry`.
+    ///
+    /// # Panics
+    /// When the slab already holds `u32::MAX - 1` slots.
+    #[inline]
+    pub fn insert(&mut self, expiry: u64, value: T) -> Key {
+        self.insert_with(expiry, Mode::COARSE, value)
+    }
+
+    /// Inserts an entry expiring at tick `expiry`, placed as `mode` says. An expiry at or
+    /// before [`Wheel::now`] makes the entry ready: the next [`Wheel::poll`] returns it.
+    ///
+    /// # Panics
+    /// When the slab already holds `u32::MAX - 1` slots.
+    pub fn insert_with(&mut self, expiry: u64, mode: Mode, value: T) -> Key {
+        let index = self.alloc(expiry, mode, value);
+        self.place(index);
+        Key::new(index, self.entries[index as usize].generation)
+    }
+
+    /// Removes the entry and returns its payload, or `None` for a stale key.
+    #[inline]
+    pub fn remove(&mut self, key: Key) -> Option<T> {
+        let index = self.live_index(key)?;
+        self.unlink(index);
+        Some(self.free(index))
+    }
+
+    /// Moves a live entry to a new expiry; its key stays valid. Equivalent to remove + insert
+    /// with the same mode, without touching the slab or the key.
+    ///
+    /// # Errors
+    /// [`StaleKey`] when the key names no live entry; nothing changes.
+    pub fn reschedule(&mut self, key: Key, expiry: u64) -> Result<(), StaleKey> {
+        let index = self.live_index(key).ok_or(StaleKey)?;
+        let entry = &self.entries[index as usize];
+        let core = entry.mode.core();
+        let (bucket, visit) = self.bucket_for(core, expiry, entry.mode.is_precise());
+        if bucket == entry.bucket {
+            // Same bucket, so the same visit tick: only the exact expiry changes (the kernel's
+            // mod_timer shortcut). The cached next expiry cannot change either.
+            self.entries[index as usize].expiry = expiry;
+            return Ok(());
+        }
+        self.unlink(index);
+        self.entries[index as usize].expiry = expiry;
+        self.link(index, core, bucket, visit);
+        Ok(())
+    }
+
+    /// The payload of a live entry.
+    pub fn get(&self, key: Key) -> Option<&T> {
+        let index = self.live_index(key)?;
+        self.entries[index as usize].value.as_ref()
+    }
+
+    /// The payload of a live entry, mutably.
+    pub fn get_mut(&mut self, key: Key) -> Option<&mut T> {
+        let index = self.live_index(key)?;
+        self.entries[index as usize].value.as_mut()
+    }
+
+    /// The exact expiry of a live entry.
+    pub fn expiry(&self, key: Key) -> Option<u64> {
+        let index = self.live_index(key)?;
+        Some(self.entries[index as usize].expiry)
+    }
+
+    /// Whether the key names a live entry.
+    pub fn contains(&self, key: Key) -> bool {
+        self.live_index(key).is_some()
+    }
+
+    /// The tick at which the wheel next has work for a non-deferrable entry, or `None` when
+    /// there is none.
+    ///
+    /// This is the visit tick of the earliest non-empty bucket: a coarse entry fires then; a
+    /// precise entry fires then if it is at level 0, and is otherwise re-placed one level finer
+    /// (a poll that fires nothing). It equals [`Wheel::now`] while a ready entry waits, and it is
+    /// at or before `now` while a bounded poll has left due entries behind. Deferrable entries
+    /// never make it earlier.
+    ///
+    /// Cost: O(1) when the cache is valid (nothing that could move it changed since the last
+    /// call), otherwise O(levels) bitmap operations; no list is walked.
+    #[inline]
+    pub fn next_expiry(&self) -> Option<u64> {
+        if !self.cached_valid.get() {
+            self.cached_next.set(self.next_visit(0).0);
+            self.cached_valid.set(true);
+        }
+        match self.cached_next.get() {
+            NONE => None,
+            tick => Some(tick),
+        }
+    }
+
+    /// Returns one entry whose time has come by tick `now`, or `None` when no more are due, in
+    /// which case the wheel clock has reached `now`. Call it in a loop, or use
+    /// [`Wheel::advance`]. Ready entries come first, then buckets in tick order; entries of one
+    /// bucket come in no particular order.
+    ///
+    /// A `now` before [`Wheel::now`] is treated as `Wheel::now()` (a clock that went backwards
+    /// must not re-run or skip ticks), and a `now` beyond [`MAX_TICK`] as `MAX_TICK`.
+    pub fn poll(&mut self, now: u64) -> Option<Expired<T>> {
+        let target = now.min(MAX_TICK).max(self.clk);
+        self.cached_valid.set(false);
+        self.poll_due(target)
+    }
+
+    /// Fires up to `max` due entries by tick `now`, handing each to `f`; returns how many fired.
+    /// When it returns less than `max`, nothing is due by `now` any more and [`Wheel::now`]
+    /// equals `now` (clamped as in [`Wheel::poll`]). When it returns `max`, more may be due: call
+    /// again (each call's cost is bounded by `max` fires and the re-placements in between).
+    pub fn advance(&mut self, now: u64, max: usize, mut f: impl FnMut(Expired<T>)) -> usize {
+        let target = now.min(MAX_TICK).max(self.clk);
+        self.cached_valid.set(false);
+        let mut fired = 0;
+        while fired < max {
+            match self.poll_due(target) {
+                Some(expired) => {
+                    f(expired);
+                    fired += 1;
+                }
+                None => break,
+            }
+        }
+        fired
+    }
+
+    // ---- internals ------------------------------------------------------------------------
+
+    /// The slab index of a live entry named by `key`.
+    #[inline]
+    fn live_index(&self, key: Key) -> Option<u32> {
+        let entry = self.entries.get(key.index() as usize)?;
+        (entry.generation == key.generation() && entry.bucket != VACANT).then_some(key.index())
+    }
+
+    fn alloc(&mut self, expiry: u64, mode: Mode, value: T) -> u32 {
+        self.len += 1;
+        if self.free_head != NIL {
+            let index = self.free_head;
+            let entry = &mut self.entries[index as usize];
+            self.free_head = entry.next;
+            entry.expiry = expiry;
+            entry.mode = mode;
+            entry.value = Some(value);
+            return index;
+        }
+        let index = u32::try_from(self.entries.len())
+            .ok()
+            .filter(|&i| i != NIL)
+            .expect("tempora wheel: more than u32::MAX - 1 entries");
+        self.entries.push(Entry {
+            expiry,
+            next: NIL,
+            prev: NIL,
+            generation: 0,
+            bucket: VACANT,
+            mode,
+            value: Some(value),
+        });
+        index
+    }
+
+    /// Frees an unlinked slot and returns its payload. Bumping the generation is what makes
+    /// every key to this slot stale.
+    fn free(&mut self, index: u32) -> T {
+        self.len -= 1;
+        let entry = &mut self.entries[index as usize];
+        entry.generation = entry.generation.wrapping_add(1);
+        entry.bucket = VACANT;
+        entry.next = self.free_head;
+        self.free_head = index;
+        entry.value.take().expect("a live entry holds a value")
+    }
+
+    /// Bucket and visit tick for an entry of `core` expiring at `expiry`, placed relative to
+    /// the wheel clock.
+    #[inline]
+    fn bucket_for(&self, core: usize, expiry: u64, precise: bool) -> (u16, u64) {
+        if expiry <= self.clk {
+            return (self.cores[core].ready_bucket(), self.clk);
+        }
+        let (level, slot) = layout::place(self.clk, expiry, precise, self.levels);
+        let bucket = (level * LVL_SIZE) as u16 | (slot as u16 & (LVL_SIZE as u16 - 1));
+        (bucket, slot << (LVL_CLK_SHIFT * level as u32))
+    }
+
+    /// Places an allocated, unlinked entry according to its expiry and mode.
+    #[inline]
+    fn place(&mut self, index: u32) {
+        let entry = &self.entries[index as usize];
+        let core = entry.mode.core();
+        let (bucket, visit) = self.bucket_for(core, entry.expiry, entry.mode.is_precise());
+        self.link(index, core, bucket, visit);
+    }
+
+    /// Pushes the entry on the front of `bucket`'s list and keeps bitmap and cache in step.
+    #[inline]
+    fn link(&mut self, index: u32, core: usize, bucket: u16, visit: u64) {
+        let c = &mut self.cores[core];
+        let head = c.heads[bucket as usize];
+        c.heads[bucket as usize] = index;
+        if c.is_wheel_bucket(bucket) {
+            c.bitmap[bucket as usize / LVL_SIZE] |= 1 << (bucket as usize % LVL_SIZE);
+        }
+        if head != NIL {
+            self.entries[head as usize].prev = index;
+        }
+        let entry = &mut self.entries[index as usize];
+        entry.next = head;
+        entry.prev = NIL;
+        entry.bucket = bucket;
+        // A new non-deferrable bucket can only move the next expiry earlier.
+        if core == 0 && self.cached_valid.get() && visit < self.cached_next.get() {
+            self.cached_next.set(visit);
+        }
+    }
+
+    /// Takes a live entry out of its bucket list (the slot stays allocated).
+    #[inline]
+    fn unlink(&mut self, index: u32) {
+        let entry = &self.entries[index as usize];
+        let (next, prev, bucket, core) = (entry.next, entry.prev, entry.bucket, entry.mode.core());
+        if next != NIL {
+            self.entries[next as usize].prev = prev;
+        }
+        if prev != NIL {
+            self.entries[prev as usize].next = next;
+            return;
+        }
+        let c = &mut self.cores[core];
+        c.heads[bucket as usize] = next;
+        if next != NIL {
+            return;
+        }
+        // The bucket is now empty.
+        let visit = if c.is_wheel_bucket(bucket) {
+            let (level, slot) = (bucket as usize / LVL_SIZE, bucket as usize % LVL_SIZE);
+            c.bitmap[level] &= !(1 << slot);
+            layout::visit_of(self.clk, level, slot as u64)
+        } else if bucket == c.ready_bucket() {
+            self.clk
+        } else {
+            std::mem::replace(&mut c.park_tick, NONE)
+        };
+        if core == 0 && self.cached_valid.get() && self.cached_next.get() == visit {
+            self.cached_valid.set(false);
+        }
+    }
+
+    /// Earliest visit tick among `core`'s buckets (or `clk` if its ready list is non-empty),
+    /// with the bucket, or `(NONE, 0)`.
+    #[inline]
+    fn next_visit(&self, core: usize) -> (u64, u16) {
+        let c = &self.cores[core];
+        if c.ready_head() != NIL {
+            return (self.clk, c.ready_bucket());
+        }
+        let mut best = (NONE, 0u16);
+        if c.parked_head() != NIL {
+            best = (c.park_tick, c.parked_bucket());
+        }
+        for level in 0..self.levels {
+            let shift = LVL_CLK_SHIFT * level as u32;
+            let pos = self.clk >> shift;
+            let bits = c.bitmap[level];
+            if bits != 0 {
+                // Pending slots are pos+1 ..= pos+64; rotate so pos+1 is bit 0.
+                let distance = bits
+                    .rotate_right(((pos + 1) % LVL_SIZE as u64) as u32)
+                    .trailing_zeros();
+                let slot = pos + 1 + distance as u64;
+                let visit = slot << shift;
+                if visit < best.0 {
+                    best = (
+                        visit,
+                        (level * LVL_SIZE) as u16 | (slot % LVL_SIZE as u64) as u16,
+                    );
+                }
+            }
+            // Every bucket of the next level is visited at or after its next slot boundary.
+            let next_shift = shift + LVL_CLK_SHIFT;
+            if best.0 <= ((self.clk >> next_shift) + 1) << next_shift {
+                break;
+            }
+        }
+        best
+    }
+
+    /// The next due entry by `target` (already clamped), re-placing precise and far-out entries
+    /// whose bucket came before their expiry.
+    fn poll_due(&mut self, target: u64) -> Option<Expired<T>> {
+        loop {
+            // Ready entries first (normal, then deferrable).
+            for core in 0..2 {
+                let head = self.cores[core].ready_head();
+                if head != NIL {
+                    self.unlink(head);
+                    return Some(self.fire(head));
+                }
+            }
+            if let Some(cursor) = self.cursor {
+                let head = self.cores[cursor.core].heads[cursor.bucket as usize];
+                if head != NIL && cursor.visit <= target {
+                    self.unlink(head);
+                    if self.entries[head as usize].expiry <= cursor.visit {
+                        return Some(self.fire(head));
+                    }
+                    // Not yet due (precise, or far-out): re-place relative to clk = visit - 1.
+                    // A precise entry lands at a strictly finer level. A far-out one would come
+                    // back one wheel range later, again and again across a long jump, so it is
+                    // parked until `target` instead: visited at most twice per advance.
+                    let entry = &self.entries[head as usize];
+                    let c = &mut self.cores[cursor.core];
+                    let far_out = layout::level_for_delta(entry.expiry - self.clk) >= self.levels;
+                    if far_out && cursor.bucket != c.parked_bucket() {
+                        c.park_tick = c.park_tick.min(target);
+                        let (bucket, visit) = (c.parked_bucket(), c.park_tick);
+                        self.link(head, cursor.core, bucket, visit);
+                    } else {
+                        self.place(head);
+                    }
+                    continue;
+                }
+                self.cursor = None;
+            }
+            let (n_visit, n_bucket) = self.next_visit(0);
+            let (d_visit, d_bucket) = self.next_visit(1);
+            let (visit, core, bucket) = if d_visit < n_visit {
+                (d_visit, 1, d_bucket)
+            } else {
+                (n_visit, 0, n_bucket)
+            };
+            if visit > target {
+                self.clk = target;
+                return None;
+            }
+            // Everything before `visit` is processed; `visit` itself is being drained.
+            self.clk = visit - 1;
+            self.cursor = Some(Cursor {
+                core,
+                bucket,
+                visit,
+            });
+        }
+    }
+
+    fn fire(&mut self, index: u32) -> Expired<T> {
+        let entry = &self.entries[index as usize];
+        let (key, expiry) = (Key::new(index, entry.generation), entry.expiry);
+        Expired {
+            key,
+            expiry,
+            value: self.free(index),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

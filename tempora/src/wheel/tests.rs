@@ -1,0 +1,593 @@
+//! Unit tests of the wheel's geometry and behaviour, and the model-based property test.
+//!
+//! The property test checks, for random sequences of insert / remove / reschedule / advance
+//! (single ticks and huge jumps, bounded and unbounded), against a `BTreeMap` model:
+//! 1. every live entry fires exactly once, in the first advance whose target reaches its
+//!    fire tick, and never before its expiry;
+//! 2. a coarse entry fires within the documented slack (less than one granule of the level its
+//!    delta selects, hence below 8/63 of the delta), a precise one at its exact expiry tick;
+//! 3. stale keys (removed, fired, reused slot) are rejected by remove, reschedule and get;
+//! 4. `next_expiry()` equals the model's earliest visit tick of a non-deferrable entry, so
+//!    deferrable entries never move it.
+
+use super::*;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+/// The doc table rows, derived from the constants.
+fn level_rows(levels: usize) -> Vec<String> {
+    (0..levels)
+        .map(|n| {
+            let fmt = |v: u64| {
+                let s = v.to_string();
+                let mut out = String::new();
+                for (i, c) in s.chars().enumerate() {
+                    if i > 0 && (s.len() - i) % 3 == 0 {
+                        out.push('_');
+                    }
+                    out.push(c);
+                }
+                out
+            };
+            format!(
+                "{n}  {}  {} ..  {}",
+                fmt(granularity(n)),
+                fmt(level_start(n)),
+                fmt(level_start(n + 1) - 1)
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn level_table_matches_doc() {
+    let doc = include_str!("mod.rs");
+    // Collapse runs of spaces so the check ignores column alignment.
+    let squeeze = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let doc = squeeze(doc);
+    for row in level_rows(DEFAULT_LEVELS) {
+        assert!(
+            doc.contains(&squeeze(&row)),
+            "module doc lacks the row `{row}`"
+        );
+    }
+    // The slack bound: one granule of level n over the smallest delta of level n.
+    for n in 1..MAX_LEVELS {
+        assert!(granularity(n) * 63 <= level_start(n) * 8);
+    }
+}
+
+#[test]
+fn level_for_delta_at_every_boundary() {
+    assert_eq!(level_for_delta(0), 0);
+    assert_eq!(level_for_delta(62), 0);
+    for n in 1..MAX_LEVELS {
+        assert_eq!(
+            level_for_delta(level_start(n) - 1),
+            n - 1,
+            "below level {n}"
+        );
+        assert_eq!(level_for_delta(level_start(n)), n, "start of level {n}");
+        assert_eq!(level_for_delta(level_start(n) + 1), n);
+    }
+    assert!(level_for_delta(u64::MAX) >= MAX_LEVELS);
+    // Brute force over small deltas against the definition.
+    for delta in 0..200_000u64 {
+        let want = (0..).find(|&n| delta < level_start(n + 1)).unwrap();
+        assert_eq!(level_for_delta(delta), want, "delta {delta}");
+    }
+}
+
+#[test]
+fn round_up_never_early() {
+    for level in 0..MAX_LEVELS {
+        let g = granularity(level);
+        for expiry in [1, g - 1, g, g + 1, 5 * g, 5 * g + 1, u64::MAX] {
+            let slot = round_up_slot(expiry, level) as u128;
+            let tick = slot << (LVL_CLK_SHIFT * level as u32);
+            assert!(tick >= expiry as u128);
+            assert!(tick < expiry as u128 + g as u128);
+        }
+    }
+}
+
+/// Fires everything due by `now`, returning (payload, expiry) pairs.
+fn drain<T>(w: &mut Wheel<T>, now: u64) -> Vec<(T, u64)> {
+    let mut out = Vec::new();
+    w.advance(now, usize::MAX, |e| out.push((e.value, e.expiry)));
+    out
+}
+
+/// The first tick at which `advance` fires the only entry of a wheel.
+fn fire_tick(mut w: Wheel<u32>, limit: u64) -> u64 {
+    let mut now = w.now();
+    loop {
+        let next = w.next_expiry().expect("armed entry");
+        assert!(next > now || next == w.now(), "next_expiry must lie ahead");
+        assert!(next <= limit, "did not fire by {limit}");
+        // Nothing fires one tick before the wheel's own next expiry.
+        if next > now + 1 {
+            assert!(drain(&mut w, next - 1).is_empty());
+        }
+        now = next;
+        if !drain(&mut w, now).is_empty() {
+            return now;
+        }
+    }
+}
+
+#[test]
+fn coarse_fires_at_the_rounded_up_tick_on_every_level() {
+    for n in 0..DEFAULT_LEVELS {
+        for delta in [level_start(n), level_start(n) + 1, level_start(n + 1) - 1] {
+            for start in [0u64, 1, 12_345, 1 << 33] {
+                let mut w = Wheel::builder().start(start).build().unwrap();
+                w.insert(start + delta, 7u32);
+                let expiry = start + delta;
+                let got = fire_tick(w, u64::MAX);
+                let want = round_up_slot(expiry, n) << (3 * n);
+                assert_eq!(got, want, "level {n} delta {delta} start {start}");
+                assert!(got >= expiry && got - expiry < granularity(n));
+                if n > 0 {
+                    assert!((got - expiry) * 63 <= delta * 8, "slack above 8/63");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn precise_fires_exactly_on_every_level() {
+    for n in 0..DEFAULT_LEVELS {
+        for delta in [
+            level_start(n).max(1),
+            level_start(n) + 5,
+            level_start(n + 1) - 1,
+        ] {
+            let start = 1_000_003;
+            let mut w = Wheel::builder().start(start).build().unwrap();
+            w.insert_with(start + delta, Mode::PRECISE, 1u32);
+            assert_eq!(
+                fire_tick(w, u64::MAX),
+                start + delta,
+                "level {n} delta {delta}"
+            );
+        }
+    }
+}
+
+#[test]
+fn far_out_entries_are_replaced_never_early() {
+    let levels = 3; // range 4_031 ticks: everything beyond is far-out
+    for expiry in [4_032u64, 4_100, 100_000, 1_234_567] {
+        for mode in [Mode::COARSE, Mode::PRECISE] {
+            let mut w = Wheel::builder().levels(levels).build().unwrap();
+            w.insert_with(expiry, mode, 0u32);
+            let got = fire_tick(w, u64::MAX);
+            assert!(got >= expiry, "fired early: {got} < {expiry}");
+            if mode == Mode::PRECISE {
+                assert_eq!(got, expiry);
+            } else {
+                assert!(got - expiry < granularity(levels - 1));
+            }
+        }
+    }
+}
+
+#[test]
+fn huge_timeouts_do_not_panic_and_never_fire_early() {
+    let mut w = Wheel::new();
+    let a = w.insert(u64::MAX, 1u32);
+    let b = w.insert_with(MAX_TICK + 1, Mode::PRECISE, 2);
+    let c = w.insert(1 << 45, 3);
+    assert!(drain(&mut w, 1 << 44).is_empty());
+    assert_eq!(drain(&mut w, 1 << 45), vec![(3, 1 << 45)]);
+    assert!(
+        drain(&mut w, u64::MAX).is_empty(),
+        "nothing fires beyond MAX_TICK"
+    );
+    assert_eq!(w.now(), MAX_TICK);
+    assert!(w.contains(a) && w.contains(b) && !w.contains(c));
+    assert_eq!(w.remove(a), Some(1));
+}
+
+#[test]
+fn clock_jumps_of_2_pow_40_in_a_few_steps() {
+    let mut w = Wheel::new();
+    let step = 1u64 << 38;
+    let expiries = [step - 1, step * 2 + 17, (1 << 40) - 3, 1 << 40];
+    for (i, &e) in expiries.iter().enumerate() {
+        w.insert_with(
+            e,
+            if i % 2 == 0 {
+                Mode::PRECISE
+            } else {
+                Mode::COARSE
+            },
+            i,
+        );
+    }
+    let mut fired = Vec::new();
+    for k in 1..=4 {
+        let now = step * k;
+        for (i, expiry) in drain(&mut w, now) {
+            assert!(expiry <= now);
+            fired.push(i);
+        }
+        assert_eq!(w.now(), now);
+    }
+    fired.sort();
+    assert_eq!(fired, vec![0, 1, 2, 3]);
+    assert!(w.is_empty());
+    // An empty wheel skips any gap at once.
+    assert!(drain(&mut w, 1 << 61).is_empty());
+    assert_eq!(w.now(), 1 << 61);
+}
+
+#[test]
+fn stale_keys_are_rejected() {
+    let mut w = Wheel::new();
+    let a = w.insert(10, 'a');
+    assert_eq!(w.remove(a), Some('a'));
+    let b = w.insert(20, 'b'); // reuses a's slot
+    assert_eq!(w.remove(a), None, "stale key must not remove b");
+    assert_eq!(w.reschedule(a, 5), Err(StaleKey));
+    assert_eq!(w.get(a), None);
+    assert_eq!(w.expiry(b), Some(20));
+    assert_eq!(drain(&mut w, 20), vec![('b', 20)]);
+    assert_eq!(w.remove(b), None, "fired key is stale");
+    assert_eq!(w.remove(Key::from_bits(u64::MAX)), None);
+}
+
+#[test]
+fn past_expiry_is_ready_at_once() {
+    let mut w = Wheel::builder().start(100).build().unwrap();
+    w.insert(50, 1u32);
+    w.insert(100, 2);
+    assert_eq!(w.next_expiry(), Some(100));
+    let mut got = drain(&mut w, 100);
+    got.sort();
+    assert_eq!(got, vec![(1, 50), (2, 100)]);
+}
+
+#[test]
+fn deferrable_entries_never_move_next_expiry() {
+    let mut w = Wheel::new();
+    w.insert(1_000, 'n');
+    w.insert_with(10, Mode::DEFERRABLE, 'd');
+    w.insert_with(5, Mode::DEFERRABLE | Mode::PRECISE, 'p');
+    assert_eq!(w.next_expiry(), Some(round_up_slot(1_000, 2) << 6));
+    // They still fire when the wheel passes them.
+    let mut got: Vec<char> = drain(&mut w, 10).into_iter().map(|x| x.0).collect();
+    got.sort();
+    assert_eq!(got, vec!['d', 'p']);
+}
+
+#[test]
+fn bounded_poll_drains_a_burst_in_steps() {
+    let mut w = Wheel::new();
+    for i in 0..10_000u32 {
+        w.insert(5_000, i);
+    }
+    let mut total = 0;
+    let mut calls = 0;
+    loop {
+        let n = w.advance(6_000, 1_024, |e| assert!(e.expiry <= 6_000));
+        assert!(n <= 1_024);
+        total += n;
+        calls += 1;
+        if n < 1_024 {
+            break;
+        }
+        // Mid-burst the clock stays before the bucket and next_expiry says "due".
+        assert!(w.next_expiry().unwrap() <= 6_000);
+        assert!(w.now() < 6_000);
+    }
+    assert_eq!(total, 10_000);
+    assert_eq!(calls, 10);
+    assert_eq!(w.now(), 6_000);
+}
+
+#[test]
+fn reschedule_keeps_key_and_moves_entry() {
+    let mut w = Wheel::new();
+    let k = w.insert(100, 1u32);
+    w.reschedule(k, 5_000).unwrap();
+    assert!(drain(&mut w, 4_999).is_empty());
+    assert_eq!(w.expiry(k), Some(5_000));
+    w.reschedule(k, 5_001).unwrap(); // same coarse bucket: only the expiry changes
+    let got = drain(&mut w, 6_000);
+    assert_eq!(got, vec![(1, 5_001)]);
+}
+
+#[test]
+fn payloads_are_dropped_with_the_wheel() {
+    use std::rc::Rc;
+    let token = Rc::new(());
+    {
+        let mut w = Wheel::new();
+        for i in 0..100 {
+            w.insert(i * 1000, Rc::clone(&token));
+        }
+        drain(&mut w, 10_000);
+    }
+    assert_eq!(Rc::strong_count(&token), 1);
+}
+
+#[test]
+fn builder_rejects_bad_configs() {
+    assert!(Wheel::builder().levels(0).build::<()>().is_err());
+    assert!(Wheel::builder()
+        .levels(MAX_LEVELS + 1)
+        .build::<()>()
+        .is_err());
+    assert!(Wheel::builder().start(MAX_TICK + 1).build::<()>().is_err());
+    assert!(Wheel::builder().levels(MAX_LEVELS).build::<()>().is_ok());
+}
+
+// ---- model-based property test -------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Insert at `now + delta` (delta may be 0: ready).
+    Insert {
+        delta: u64,
+        precise: bool,
+        deferrable: bool,
+    },
+    /// Remove the n-th key ever handed out (live or stale).
+    Remove(usize),
+    /// Reschedule the n-th key to `now + delta`.
+    Reschedule(usize, u64),
+    /// Advance the clock by `step` and drain everything due.
+    Advance(u64),
+    /// Advance by `step` in calls of at most `max` fires each.
+    AdvanceBounded(u64, usize),
+}
+
+fn delta_strategy() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        3 => 0u64..70,
+        3 => 0u64..5_000,
+        2 => 0u64..3_000_000,
+        1 => (0u32..62).prop_map(|b| 1u64 << b),
+        1 => any::<u64>(),
+    ]
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (delta_strategy(), any::<bool>(), prop::bool::weighted(0.2))
+            .prop_map(|(delta, precise, deferrable)| Op::Insert { delta, precise, deferrable }),
+        3 => any::<usize>().prop_map(Op::Remove),
+        2 => (any::<usize>(), delta_strategy()).prop_map(|(i, d)| Op::Reschedule(i, d)),
+        3 => prop_oneof![3 => 1u64..3, 3 => 1u64..600, 2 => 1u64..100_000, 1 => 1u64..(1 << 40)]
+            .prop_map(Op::Advance),
+        1 => (1u64..5_000, 1usize..4).prop_map(|(s, m)| Op::AdvanceBounded(s, m)),
+    ]
+}
+
+/// What the model knows of a live entry.
+#[derive(Debug, Clone)]
+struct ModelEntry {
+    expiry: u64,
+    precise: bool,
+    deferrable: bool,
+    /// Wheel clock when it was last placed (insert, reschedule or re-placement).
+    placed_at: u64,
+    /// Delta when armed, for the slack bound.
+    armed_delta: u64,
+}
+
+/// The documented placement rule, written independently of the wheel: the tick at which the
+/// wheel next visits the entry.
+fn model_visit(e: &ModelEntry, levels: usize) -> u64 {
+    if e.expiry <= e.placed_at {
+        return e.placed_at;
+    }
+    let delta = e.expiry - e.placed_at;
+    let mut level = 0;
+    while level + 1 < levels && delta >= 63u64 << (3 * level) {
+        level += 1;
+    }
+    let g = 1u128 << (3 * level);
+    let (expiry, at) = (e.expiry as u128, e.placed_at as u128);
+    let slot = if e.precise {
+        expiry / g
+    } else {
+        expiry.div_ceil(g)
+    };
+    let slot = slot.min(at / g + 64);
+    (slot * g) as u64
+}
+
+/// Advances the model to `target`: re-places entries visited before their expiry (parking
+/// far-out ones until the target) and returns the keys of those that fire.
+fn model_advance(model: &mut BTreeMap<Key, ModelEntry>, target: u64, levels: usize) -> Vec<Key> {
+    let mut fired = Vec::new();
+    for (&key, e) in model.iter_mut() {
+        loop {
+            let visit = model_visit(e, levels);
+            if visit > target {
+                break;
+            }
+            if e.expiry <= visit {
+                fired.push(key);
+                break;
+            }
+            // Far-out from the visit: parked until the target, then placed from `target - 1`.
+            if level_for_delta(e.expiry - (visit - 1)) >= levels {
+                if e.expiry <= target {
+                    fired.push(key);
+                    break;
+                }
+                e.placed_at = target - 1;
+                continue;
+            }
+            e.placed_at = visit - 1;
+        }
+    }
+    for key in &fired {
+        model.remove(key);
+    }
+    fired
+}
+
+fn run_model(ops: Vec<Op>, levels: usize, start: u64) -> Result<(), TestCaseError> {
+    let mut w: Wheel<u64> = Wheel::builder()
+        .levels(levels)
+        .start(start)
+        .build()
+        .unwrap();
+    let mut model: BTreeMap<Key, ModelEntry> = BTreeMap::new();
+    let mut keys: Vec<Key> = Vec::new();
+    let fire_checks = |key: Key, expiry: u64, now: u64, e: &ModelEntry| {
+        prop_assert!(
+            expiry <= now,
+            "{key:?} fired early: expiry {expiry} > now {now}"
+        );
+        prop_assert_eq!(expiry, e.expiry);
+        Ok(())
+    };
+    for op in ops {
+        let now = w.now();
+        match op {
+            Op::Insert {
+                delta,
+                precise,
+                deferrable,
+            } => {
+                let expiry = now.saturating_add(delta);
+                let mut mode = if precise { Mode::PRECISE } else { Mode::COARSE };
+                if deferrable {
+                    mode = mode | Mode::DEFERRABLE;
+                }
+                let key = w.insert_with(expiry, mode, keys.len() as u64);
+                prop_assert!(
+                    !model.contains_key(&key),
+                    "fresh key collides with a live one"
+                );
+                keys.push(key);
+                let armed_delta = expiry - now;
+                model.insert(
+                    key,
+                    ModelEntry {
+                        expiry,
+                        precise,
+                        deferrable,
+                        placed_at: now,
+                        armed_delta,
+                    },
+                );
+            }
+            Op::Remove(i) if !keys.is_empty() => {
+                let key = keys[i % keys.len()];
+                let want = model.remove(&key).map(|_| ());
+                prop_assert_eq!(w.remove(key).map(|_| ()), want, "remove {:?}", key);
+            }
+            Op::Reschedule(i, delta) if !keys.is_empty() => {
+                let key = keys[i % keys.len()];
+                let expiry = now.saturating_add(delta);
+                match model.get_mut(&key) {
+                    Some(e) => {
+                        prop_assert_eq!(w.reschedule(key, expiry), Ok(()));
+                        e.expiry = expiry;
+                        e.placed_at = now;
+                        e.armed_delta = expiry - now;
+                    }
+                    None => prop_assert_eq!(w.reschedule(key, expiry), Err(StaleKey)),
+                }
+            }
+            Op::Remove(_) | Op::Reschedule(..) => {}
+            Op::Advance(step) | Op::AdvanceBounded(step, _) => {
+                let target = now.saturating_add(step).min(MAX_TICK);
+                let snapshot = model.clone();
+                let mut want = model_advance(&mut model, target, levels);
+                let mut got = Vec::new();
+                let max = match op {
+                    Op::AdvanceBounded(_, m) => m,
+                    _ => usize::MAX,
+                };
+                loop {
+                    let mut batch = Vec::new();
+                    let n = w.advance(target, max, |e| batch.push((e.key, e.expiry)));
+                    prop_assert_eq!(n, batch.len());
+                    prop_assert!(n <= max);
+                    for (key, expiry) in batch {
+                        let e = snapshot.get(&key).expect("fired entry was live");
+                        fire_checks(key, expiry, target, e)?;
+                        // Slack: coarse within one granule of the armed level, precise exact
+                        // (unless it was already due when armed, or armed far-out).
+                        let in_range = e.armed_delta > 0 && level_for_delta(e.armed_delta) < levels;
+                        if in_range {
+                            let fire = model_visit_fire(e, levels);
+                            prop_assert!(fire >= e.expiry);
+                            if e.precise {
+                                prop_assert_eq!(fire, e.expiry, "precise entry late");
+                            } else if e.armed_delta >= 63 {
+                                prop_assert!(
+                                    (fire - e.expiry) * 63 <= e.armed_delta * 8,
+                                    "coarse slack"
+                                );
+                            }
+                        }
+                        got.push(key);
+                    }
+                    if n < max {
+                        break;
+                    }
+                }
+                got.sort();
+                want.sort();
+                prop_assert_eq!(&got, &want, "fired set at {}", target);
+                prop_assert_eq!(w.now(), target);
+            }
+        }
+        prop_assert_eq!(w.len(), model.len());
+        let want_next = model
+            .values()
+            .filter(|e| !e.deferrable)
+            .map(|e| model_visit(e, levels))
+            .min();
+        prop_assert_eq!(w.next_expiry(), want_next, "next_expiry at now {}", w.now());
+    }
+    Ok(())
+}
+
+/// The tick at which the model says an entry fires, following re-placements from its
+/// current placement.
+fn model_visit_fire(e: &ModelEntry, levels: usize) -> u64 {
+    let mut e = e.clone();
+    loop {
+        let visit = model_visit(&e, levels);
+        if e.expiry <= visit {
+            return visit;
+        }
+        e.placed_at = visit - 1;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn wheel_matches_model(ops in prop::collection::vec(op_strategy(), 1..120)) {
+        run_model(ops, DEFAULT_LEVELS, 0)?;
+    }
+
+    #[test]
+    fn small_wheel_matches_model(
+        ops in prop::collection::vec(op_strategy(), 1..120),
+        levels in 1usize..4,
+        start in prop_oneof![Just(0u64), 0u64..1_000_000, Just(MAX_TICK - 1_000)],
+    ) {
+        run_model(ops, levels, start)?;
+    }
+
+    #[test]
+    fn key_bits_round_trip(index in 0u32..u32::MAX, generation in any::<u32>()) {
+        let key = Key::new(index, generation);
+        prop_assert_eq!(Key::from_bits(key.to_bits()), key);
+        prop_assert_eq!((key.index(), key.generation()), (index, generation));
+    }
+}
