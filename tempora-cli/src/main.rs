@@ -1,1 +1,72 @@
-fn main() {}
+//! The `tempora` command: `tempora bench` runs the benchmark suites side by side with peers.
+
+mod alloc;
+mod bench;
+
+use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static ALLOCATOR: alloc::Counting = alloc::Counting;
+
+#[derive(Parser)]
+#[command(
+    name = "tempora",
+    version,
+    about = "tempora: scalable POSIX-style timers in user space"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the benchmark suites, tempora and its peers side by side in one process.
+    Bench {
+        /// Which suite: all, wheel.
+        #[arg(long, default_value = "all", value_parser = clap::builder::PossibleValuesParser::new(bench::SUITES))]
+        suite: String,
+        /// Small sizes only (n = 100k), the whole run in about a minute.
+        #[arg(long)]
+        quick: bool,
+        /// One JSON object per result on stdout; the table goes to stderr.
+        #[arg(long)]
+        json: bool,
+        /// Live-timer counts to run instead of the suite's defaults (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        n: Option<Vec<usize>>,
+        /// Runs per measurement (the median is reported).
+        #[arg(long)]
+        reps: Option<usize>,
+        /// Only these implementations (comma-separated JSON `impl` names).
+        #[arg(long = "impl", value_delimiter = ',')]
+        impls: Option<Vec<String>>,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Bench {
+            suite,
+            quick,
+            json,
+            n,
+            reps,
+            impls,
+        } => {
+            if n.as_ref().is_some_and(|n| n.contains(&0)) || reps == Some(0) {
+                eprintln!("tempora bench: --n and --reps take positive numbers");
+                std::process::exit(2);
+            }
+            bench::run(&bench::Opts {
+                suite,
+                quick,
+                json,
+                n,
+                reps,
+                impls,
+            });
+        }
+    }
+}

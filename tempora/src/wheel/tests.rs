@@ -272,11 +272,11 @@ fn bounded_poll_drains_a_burst_in_steps() {
     let mut total = 0;
     let mut calls = 0;
     loop {
-        let n = w.advance(6_000, 1_024, |e| assert!(e.expiry <= 6_000));
-        assert!(n <= 1_024);
-        total += n;
+        let step = w.advance(6_000, 1_024, |e| assert!(e.expiry <= 6_000));
+        assert!(step.fired <= 1_024);
+        total += step.fired;
         calls += 1;
-        if n < 1_024 {
+        if step.complete {
             break;
         }
         // Mid-burst the clock stays before the bucket and next_expiry says "due".
@@ -286,6 +286,39 @@ fn bounded_poll_drains_a_burst_in_steps() {
     assert_eq!(total, 10_000);
     assert_eq!(calls, 10);
     assert_eq!(w.now(), 6_000);
+}
+
+#[test]
+fn bounded_advance_counts_replacements() {
+    // Precise entries 1_000 ticks out sit at level 2, rounded down to 960. Advancing to 999
+    // visits that bucket and re-places all 5_000 (none is due): no call may do more than
+    // `max` of that work, so it takes 50 calls that fire nothing.
+    let mut w = Wheel::new();
+    for i in 0..5_000u32 {
+        w.insert_with(1_000, Mode::PRECISE, i);
+    }
+    let mut calls = 0;
+    loop {
+        let step = w.advance(999, 100, |_| panic!("nothing is due by 999"));
+        calls += 1;
+        if step.complete {
+            break;
+        }
+    }
+    assert_eq!(calls, 50, "re-placements must count against max");
+    assert_eq!(
+        w.next_expiry(),
+        Some(1_000),
+        "all re-placed to their exact tick"
+    );
+    // Polled late, an entry still visited before its expiry fires at once: one visit each.
+    let mut w = Wheel::new();
+    for i in 0..5_000u32 {
+        w.insert_with(1_000, Mode::PRECISE, i);
+    }
+    let mut fired = 0;
+    while !w.advance(2_000, 100, |_| fired += 1).complete {}
+    assert_eq!(fired, 5_000);
 }
 
 #[test]
@@ -411,16 +444,14 @@ fn model_advance(model: &mut BTreeMap<Key, ModelEntry>, target: u64, levels: usi
             if visit > target {
                 break;
             }
-            if e.expiry <= visit {
+            // Visited and due by the target: fires (even before its rounded-down bucket's
+            // re-placement would have brought it to its exact tick).
+            if e.expiry <= target {
                 fired.push(key);
                 break;
             }
             // Far-out from the visit: parked until the target, then placed from `target - 1`.
             if level_for_delta(e.expiry - (visit - 1)) >= levels {
-                if e.expiry <= target {
-                    fired.push(key);
-                    break;
-                }
                 e.placed_at = target - 1;
                 continue;
             }
@@ -510,9 +541,9 @@ fn run_model(ops: Vec<Op>, levels: usize, start: u64) -> Result<(), TestCaseErro
                 };
                 loop {
                     let mut batch = Vec::new();
-                    let n = w.advance(target, max, |e| batch.push((e.key, e.expiry)));
-                    prop_assert_eq!(n, batch.len());
-                    prop_assert!(n <= max);
+                    let step = w.advance(target, max, |e| batch.push((e.key, e.expiry)));
+                    prop_assert_eq!(step.fired, batch.len());
+                    prop_assert!(step.fired <= max);
                     for (key, expiry) in batch {
                         let e = snapshot.get(&key).expect("fired entry was live");
                         fire_checks(key, expiry, target, e)?;
@@ -533,7 +564,7 @@ fn run_model(ops: Vec<Op>, levels: usize, start: u64) -> Result<(), TestCaseErro
                         }
                         got.push(key);
                     }
-                    if n < max {
+                    if step.complete {
                         break;
                     }
                 }
