@@ -42,6 +42,10 @@ enum Command {
         #[arg(long = "impl", value_delimiter = ',')]
         impls: Option<Vec<String>>,
     },
+    /// Check a `bench --json` output file: every line a result with the required fields, no
+    /// tempora result failed. Exits 1 with the first problem.
+    #[command(hide = true)]
+    CheckJson { file: std::path::PathBuf },
 }
 
 fn main() {
@@ -68,5 +72,12 @@ fn main() {
                 impls,
             });
         }
+        Command::CheckJson { file } => match bench::check_json(&file) {
+            Ok(count) => println!("{count} result lines ok"),
+            Err(err) => {
+                eprintln!("tempora check-json: {}: {err}", file.display());
+                std::process::exit(1);
+            }
+        },
     }
 }

@@ -237,6 +237,45 @@ fn spin_up() {
     std::hint::black_box(&buf);
 }
 
+/// Validates `bench --json` output: each line is an object with the CONVENTIONS.md fields,
+/// `ok:false` lines carry an `error`, and no `tempora` line failed. Returns the line count.
+pub fn check_json(path: &std::path::Path) -> Result<usize, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let mut count = 0;
+    for (i, line) in text.lines().enumerate() {
+        let at = |msg: &str| format!("line {}: {msg}: {line}", i + 1);
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| at(&e.to_string()))?;
+        for field in [
+            "suite",
+            "case",
+            "impl",
+            "n",
+            "threads",
+            "ns_per_op",
+            "total_ms",
+            "ok",
+        ] {
+            if v.get(field).is_none() {
+                return Err(at(&format!("missing field `{field}`")));
+            }
+        }
+        let ok = v["ok"]
+            .as_bool()
+            .ok_or_else(|| at("`ok` is not a boolean"))?;
+        if !ok && v.get("error").is_none() {
+            return Err(at("ok:false without an `error`"));
+        }
+        if !ok && v["impl"].as_str().is_some_and(|i| i.starts_with("tempora")) {
+            return Err(at("a tempora result failed"));
+        }
+        count += 1;
+    }
+    if count == 0 {
+        return Err("no result lines".into());
+    }
+    Ok(count)
+}
+
 /// The suites `--suite` accepts.
 pub const SUITES: [&str; 2] = ["all", "wheel"];
 

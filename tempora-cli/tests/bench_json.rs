@@ -1,0 +1,97 @@
+//! The benchmark's output contract (CONVENTIONS.md): with `--json`, stdout holds one JSON
+//! object per result and nothing else, every implementation of the suite appears for every
+//! case, and every fire was checked (no tempora result fired early or lost a timer).
+use std::process::Command;
+
+#[test]
+fn wheel_suite_json_lines_cover_every_case_and_peer() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tempora"))
+        .args([
+            "bench", "--suite", "wheel", "--n", "3000", "--reps", "1", "--json",
+        ])
+        .output()
+        .expect("run tempora bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let cases = [
+        "insert-cancel",
+        "insert-cancel90-expire",
+        "rearm",
+        "next-expiry",
+        "burst",
+    ];
+    let impls = [
+        "tempora",
+        "tempora-coarse",
+        "binary-heap",
+        "btreemap",
+        "nexus-timer",
+        "bitwheel",
+        "tokio-delayqueue",
+    ];
+    for case in cases {
+        for dist in ["uniform", "server"] {
+            for imp in impls {
+                let found = rows
+                    .iter()
+                    .any(|r| r["case"] == case && r["dist"] == dist && r["impl"] == imp);
+                assert!(found, "no row for {case}/{dist}/{imp}");
+            }
+        }
+    }
+    for r in rows
+        .iter()
+        .filter(|r| r["impl"].as_str().unwrap().starts_with("tempora"))
+    {
+        assert_eq!(r["ok"], true, "{r}");
+        assert_eq!(r["suite"], "wheel");
+        assert_eq!(r["n"], 3000);
+        if let Some(early) = r.get("early") {
+            assert_eq!(early, 0, "{r}");
+        }
+        if r["case"] == "insert-cancel" {
+            let bytes = r["bytes_per_timer"].as_f64().unwrap();
+            assert!(bytes <= 64.0, "wheel state per timer {bytes} B: {r}");
+        }
+    }
+    // The validator CI uses accepts it.
+    let file = std::env::temp_dir().join(format!("tempora-bench-{}.json", std::process::id()));
+    std::fs::write(&file, &stdout).unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_tempora"))
+        .arg("check-json")
+        .arg(&file)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&file).ok();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
+
+#[test]
+fn check_json_rejects_a_failed_tempora_row() {
+    let file = std::env::temp_dir().join(format!("tempora-bad-{}.json", std::process::id()));
+    std::fs::write(
+        &file,
+        r#"{"suite":"wheel","case":"burst","impl":"tempora","n":1,"threads":1,"ns_per_op":1.0,"total_ms":1.0,"ok":false,"error":"x"}"#,
+    )
+    .unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_tempora"))
+        .arg("check-json")
+        .arg(&file)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&file).ok();
+    assert_eq!(check.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&check.stderr).contains("a tempora result failed"));
+}
