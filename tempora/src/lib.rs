@@ -8,6 +8,5 @@
 //!
 //! The registry of timer IDs, the POSIX-style service, drivers, statistics and checkpointing
 //! build on it.
-#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod wheel;

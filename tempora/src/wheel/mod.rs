@@ -94,12 +94,15 @@
 //! O(1) and allocate nothing once the slab has grown to the peak population.
 //!
 //! ```text
-//!  cores[0] (normal)            cores[1] (deferrable)        slab: Vec<Entry<T>>
-//!  ┌───────────────────────┐    ┌──────────────────────┐     ┌─────┬─────┬─────┬─────┐
-//!  │ bitmap[level]: u64    │    │ same shape           │     │  0  │  1  │  2  │ ... │
-//!  │ heads[64*L]: u32 ─────┼────┼──────────────────────┼──▶  │next │prev │gen  │     │
-//!  │ ready: u32            │    │                      │     │expiry, bucket, mode, T│
-//!  └───────────────────────┘    └──────────────────────┘     └─────┴─────┴─────┴─────┘
+//!  cores[0] (normal)              cores[1] (deferrable)     slab: Vec<Entry<T>>, 32 B each
+//!  ┌─────────────────────────┐    ┌──────────────────┐      ┌──────┬──────┬──────┬─────┐
+//!  │ bitmap: [u64; levels]   │    │ same shape       │      │  0   │  1   │  2   │ ... │
+//!  │ heads: [u32; 64*L + 2] ─┼────┼──────────────────┼──▶   │ next │ prev │ gen  │     │
+//!  │   64 buckets per level  │    │                  │      │ expiry  bucket  mode  T  │
+//!  │   + ready list          │    │                  │      └──────┴──────┴──────┴─────┘
+//!  │   + parked list         │    │                  │       free slots: a list by `next`
+//!  │ park_tick: u64          │    │                  │
+//!  └─────────────────────────┘    └──────────────────┘
 //! ```
 //!
 //! # Limits
@@ -114,7 +117,8 @@
 //! |---|---|
 //! | insert, remove, reschedule | O(1) |
 //! | next_expiry | O(1) cached, O(levels) after the cached bucket emptied |
-//! | poll / advance | O(levels) per non-empty bucket visited + O(1) per entry fired |
+//! | poll / advance | O(levels) per non-empty bucket visited + O(1) per entry fired or re-placed |
+//! | advance with `max` | at most `max` entries fired or re-placed per call |
 
 mod layout;
 

@@ -322,6 +322,40 @@ fn bounded_advance_counts_replacements() {
 }
 
 #[test]
+fn poll_one_at_a_time_matches_advance() {
+    let fill = |w: &mut Wheel<u64>| {
+        let mut x = 12345u64;
+        for i in 0..2_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let mode = if i % 3 == 0 {
+                Mode::PRECISE
+            } else {
+                Mode::COARSE
+            };
+            w.insert_with(x % 100_000, mode, i);
+        }
+    };
+    let (mut a, mut b) = (Wheel::new(), Wheel::new());
+    fill(&mut a);
+    fill(&mut b);
+    for now in [0, 1, 63, 5_000, 5_000, 64_000, 99_999, 200_000] {
+        let mut by_advance: Vec<u64> = drain(&mut a, now).into_iter().map(|x| x.0).collect();
+        let mut by_poll = Vec::new();
+        while let Some(e) = b.poll(now) {
+            assert!(e.expiry <= now);
+            by_poll.push(e.value);
+        }
+        by_advance.sort();
+        by_poll.sort();
+        assert_eq!(by_poll, by_advance, "at {now}");
+        assert_eq!((a.now(), a.next_expiry()), (b.now(), b.next_expiry()));
+    }
+    assert!(a.is_empty() && b.is_empty());
+}
+
+#[test]
 fn reschedule_keeps_key_and_moves_entry() {
     let mut w = Wheel::new();
     let k = w.insert(100, 1u32);
