@@ -1,7 +1,20 @@
 //! The benchmark's output contract (CONVENTIONS.md): with `--json`, stdout holds one JSON
 //! object per result and nothing else, every implementation of the suite appears for every
 //! case, and every fire was checked (no tempora result fired early or lost a timer).
-use std::process::Command;
+use std::process::{Command, Output};
+
+/// Runs the hidden `tempora check-json` on `contents` written to a temporary file.
+fn check_json(name: &str, contents: &str) -> Output {
+    let file = std::env::temp_dir().join(format!("tempora-{name}-{}.json", std::process::id()));
+    std::fs::write(&file, contents).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tempora"))
+        .arg("check-json")
+        .arg(&file)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&file).ok();
+    out
+}
 
 #[test]
 fn wheel_suite_json_lines_cover_every_case_and_peer() {
@@ -63,14 +76,7 @@ fn wheel_suite_json_lines_cover_every_case_and_peer() {
         }
     }
     // The validator CI uses accepts it.
-    let file = std::env::temp_dir().join(format!("tempora-bench-{}.json", std::process::id()));
-    std::fs::write(&file, &stdout).unwrap();
-    let check = Command::new(env!("CARGO_BIN_EXE_tempora"))
-        .arg("check-json")
-        .arg(&file)
-        .output()
-        .unwrap();
-    std::fs::remove_file(&file).ok();
+    let check = check_json("bench", &stdout);
     assert!(
         check.status.success(),
         "{}",
@@ -80,18 +86,10 @@ fn wheel_suite_json_lines_cover_every_case_and_peer() {
 
 #[test]
 fn check_json_rejects_a_failed_tempora_row() {
-    let file = std::env::temp_dir().join(format!("tempora-bad-{}.json", std::process::id()));
-    std::fs::write(
-        &file,
+    let check = check_json(
+        "bad",
         r#"{"suite":"wheel","case":"burst","impl":"tempora","n":1,"threads":1,"ns_per_op":1.0,"total_ms":1.0,"ok":false,"error":"x"}"#,
-    )
-    .unwrap();
-    let check = Command::new(env!("CARGO_BIN_EXE_tempora"))
-        .arg("check-json")
-        .arg(&file)
-        .output()
-        .unwrap();
-    std::fs::remove_file(&file).ok();
+    );
     assert_eq!(check.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&check.stderr).contains("a tempora result failed"));
 }

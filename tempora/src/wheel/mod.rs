@@ -827,42 +827,20 @@ impl<T> Wheel<T> {
             complete: false,
         };
         loop {
-            // Ready entries first (normal, then deferrable).
+            // Ready entries first (normal, then deferrable), then the bucket being visited.
             for core in 0..2 {
-                loop {
-                    let head = self.cores[core].ready_head();
-                    if head == NIL {
-                        break;
-                    }
-                    if budget == 0 || fired == max_fires {
-                        return incomplete(fired);
-                    }
-                    budget -= 1;
-                    self.unlink(head);
-                    f(self.fire(head));
-                    fired += 1;
+                let ready = Cursor {
+                    core,
+                    bucket: self.cores[core].ready_bucket(),
+                    visit: self.clk,
+                };
+                if !self.drain_list(ready, target, &mut budget, &mut fired, max_fires, f) {
+                    return incomplete(fired);
                 }
             }
-            // Drain the bucket being visited.
             if let Some(cursor) = self.cursor.filter(|c| c.visit <= target) {
-                loop {
-                    let head = self.cores[cursor.core].heads[cursor.bucket as usize];
-                    if head == NIL {
-                        break;
-                    }
-                    if budget == 0 || fired == max_fires {
-                        return incomplete(fired);
-                    }
-                    budget -= 1;
-                    self.unlink(head);
-                    // Due by the caller's `now`: fire it, even if its exact expiry lies after
-                    // this bucket's tick (a precise or far-out entry polled late). Never early.
-                    if self.entries[head as usize].expiry <= target {
-                        f(self.fire(head));
-                        fired += 1;
-                    } else {
-                        self.replace(head, cursor, target);
-                    }
+                if !self.drain_list(cursor, target, &mut budget, &mut fired, max_fires, f) {
+                    return incomplete(fired);
                 }
             }
             self.cursor = None;
@@ -887,6 +865,40 @@ impl<T> Wheel<T> {
                 bucket,
                 visit,
             });
+        }
+    }
+
+    /// Drains the list `list.bucket` of `list.core` (a bucket, or the ready list, whose
+    /// entries all expire by `clk`), firing what is due by `target` and re-placing the rest.
+    /// Returns `false` when the budget or the fire limit stopped it before the list emptied.
+    #[inline]
+    fn drain_list(
+        &mut self,
+        list: Cursor,
+        target: u64,
+        budget: &mut usize,
+        fired: &mut usize,
+        max_fires: usize,
+        f: &mut impl FnMut(Expired<T>),
+    ) -> bool {
+        loop {
+            let head = self.cores[list.core].heads[list.bucket as usize];
+            if head == NIL {
+                return true;
+            }
+            if *budget == 0 || *fired == max_fires {
+                return false;
+            }
+            *budget -= 1;
+            self.unlink(head);
+            // Due by the caller's `now`: fire it, even if its exact expiry lies after this
+            // bucket's tick (a precise or far-out entry polled late). Never early.
+            if self.entries[head as usize].expiry <= target {
+                f(self.fire(head));
+                *fired += 1;
+            } else {
+                self.replace(head, list, target);
+            }
         }
     }
 
