@@ -619,10 +619,8 @@ impl<T> Wheel<T> {
     /// One call may re-place any number of precise entries before it finds one to fire; use
     /// [`Wheel::advance`] where a call must stay short.
     pub fn poll(&mut self, now: u64) -> Option<Expired<T>> {
-        let target = now.min(MAX_TICK).max(self.clk);
-        self.cached_valid.set(false);
         let mut out = None;
-        self.run(target, usize::MAX, 1, &mut |e| out = Some(e));
+        self.run(now, usize::MAX, 1, &mut |e| out = Some(e));
         out
     }
 
@@ -633,9 +631,7 @@ impl<T> Wheel<T> {
     /// `now` any more and [`Wheel::now`] equals `now` (clamped as in [`Wheel::poll`]);
     /// otherwise call again.
     pub fn advance(&mut self, now: u64, max: usize, mut f: impl FnMut(Expired<T>)) -> Advance {
-        let target = now.min(MAX_TICK).max(self.clk);
-        self.cached_valid.set(false);
-        self.run(target, max, usize::MAX, &mut f)
+        self.run(now, max, usize::MAX, &mut f)
     }
 
     // ---- internals ------------------------------------------------------------------------
@@ -807,20 +803,22 @@ impl<T> Wheel<T> {
         best
     }
 
-    /// Fires entries due by `target` (already clamped) into `f`, re-placing precise and
-    /// far-out entries whose bucket came before their expiry. Stops after `max_fires` fires or
-    /// `budget` visited entries (fires plus re-placements), or when nothing is due.
+    /// Fires entries due by `now` (clamped as [`Wheel::poll`] says) into `f`, re-placing precise
+    /// and far-out entries whose bucket came before their expiry. Stops after `max_fires` fires
+    /// or `budget` visited entries (fires plus re-placements), or when nothing is due.
     ///
     /// Nothing can join a ready list while this runs (`f` cannot reach the wheel, and a
     /// re-placed entry expires after its visit tick, so after `clk`), which is why the ready
     /// lists are checked once per bucket rather than once per entry.
     fn run(
         &mut self,
-        target: u64,
+        now: u64,
         mut budget: usize,
         max_fires: usize,
         f: &mut impl FnMut(Expired<T>),
     ) -> Advance {
+        let target = now.min(MAX_TICK).max(self.clk);
+        self.cached_valid.set(false);
         let mut fired = 0;
         let incomplete = |fired| Advance {
             fired,
@@ -852,7 +850,12 @@ impl<T> Wheel<T> {
                 (n_visit, 0, n_bucket)
             };
             if visit > target {
+                // `n_visit` is the next expiry for the new clock too: visit ticks are absolute,
+                // every bucket lies beyond `target`, and both ready lists are empty. Caching it
+                // spares the driver's `next_expiry()` after every poll a second scan.
                 self.clk = target;
+                self.cached_next.set(n_visit);
+                self.cached_valid.set(true);
                 return Advance {
                     fired,
                     complete: true,
@@ -868,8 +871,8 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// Drains the list `list.bucket` of `list.core` (a bucket, or the ready list, whose
-    /// entries all expire by `clk`), firing what is due by `target` and re-placing the rest.
+    /// Drains the list `list.bucket` of `list.core` (the bucket being visited, or a ready list),
+    /// firing what is due by `target` and re-placing the rest.
     /// Returns `false` when the budget or the fire limit stopped it before the list emptied.
     #[inline]
     fn drain_list(
