@@ -104,12 +104,25 @@ struct Sample {
     extras: Extras,
 }
 
-fn insert_all<Q: TimerQueue>(q: &mut Q, input: &Input) -> Vec<Option<Q::Handle>> {
-    let mut handles = Vec::with_capacity(input.n);
+/// Inserts every timer of the input (id = index), pushing the handles onto `handles`.
+fn insert_into<Q: TimerQueue>(q: &mut Q, input: &Input, handles: &mut Vec<Option<Q::Handle>>) {
     for (i, &d) in input.deadlines.iter().enumerate() {
         handles.push(Some(q.insert(d, i as u64)));
     }
+}
+
+fn insert_all<Q: TimerQueue>(q: &mut Q, input: &Input) -> Vec<Option<Q::Handle>> {
+    let mut handles = Vec::with_capacity(input.n);
+    insert_into(q, input, &mut handles);
     handles
+}
+
+/// Cancels every handle still held (untimed clean-up, and what peers that insist on getting
+/// their handles back need).
+fn cancel_all<Q: TimerQueue>(q: &mut Q, handles: impl IntoIterator<Item = Option<Q::Handle>>) {
+    for h in handles.into_iter().flatten() {
+        q.cancel(h);
+    }
 }
 
 /// One untimed insert-all, cancel-all round, so the timed round measures a structure in steady
@@ -117,9 +130,7 @@ fn insert_all<Q: TimerQueue>(q: &mut Q, input: &Input) -> Vec<Option<Q::Handle>>
 /// page faults whose cost depends on which allocation the allocator happened to reuse.
 fn warm_up<Q: TimerQueue>(q: &mut Q, input: &Input) {
     let handles = insert_all(q, input);
-    for h in handles.into_iter().flatten() {
-        q.cancel(h);
-    }
+    cancel_all(q, handles);
 }
 
 fn insert_cancel<Q: TimerQueue>(input: &Input) -> Sample {
@@ -128,9 +139,7 @@ fn insert_cancel<Q: TimerQueue>(input: &Input) -> Sample {
     let mut q = Q::new(input.n);
     warm_up(&mut q, input);
     let start = Instant::now();
-    for (i, &d) in input.deadlines.iter().enumerate() {
-        handles.push(Some(q.insert(d, i as u64)));
-    }
+    insert_into(&mut q, input, &mut handles);
     let bytes = allocated_bytes().saturating_sub(before);
     for &i in &input.order {
         let h = handles[i as usize].take().expect("handle");
@@ -205,14 +214,26 @@ fn drive<Q: TimerQueue>(
         wakeups += 1;
         buf.clear();
         q.poll(now, usize::MAX, &mut |id| buf.push(id));
-        for &id in &buf {
-            log.record(id, deadlines[id as usize], now);
-            if let Some(h) = handles[id as usize].take() {
-                q.release(h);
-            }
-        }
+        settle(q, handles, log, &buf, |id| deadlines[id as usize], now);
     }
     wakeups
+}
+
+/// After a poll at `now`: checks each fired id against its deadline and hands its handle back.
+fn settle<Q: TimerQueue>(
+    q: &mut Q,
+    handles: &mut [Option<Q::Handle>],
+    log: &mut FireLog,
+    fired: &[u64],
+    deadline: impl Fn(u64) -> u64,
+    now: u64,
+) {
+    for &id in fired {
+        log.record(id, deadline(id), now);
+        if let Some(h) = handles[id as usize].take() {
+            q.release(h);
+        }
+    }
 }
 
 fn expire90<Q: TimerQueue>(input: &Input) -> Sample {
@@ -230,9 +251,7 @@ fn expire90<Q: TimerQueue>(input: &Input) -> Sample {
     let total = start.elapsed();
     let expected = (input.n - cancelled) as u64;
     // Anything left is lost; hand leftover handles back so peers that insist are satisfied.
-    for h in handles.into_iter().flatten() {
-        q.cancel(h);
-    }
+    cancel_all(&mut q, handles);
     Sample {
         total,
         ops: input.n as u64,
@@ -264,9 +283,7 @@ fn rearm<Q: TimerQueue>(input: &Input) -> Sample {
         }
     }
     let total = start.elapsed();
-    for h in handles.into_iter().flatten() {
-        q.cancel(h);
-    }
+    cancel_all(&mut q, handles);
     Sample {
         total,
         ops: 10 * input.n as u64,
@@ -308,9 +325,7 @@ fn churn_run<Q: TimerQueue>(
     }
     let total = start.elapsed();
     black_box(sum);
-    for h in live {
-        q.cancel(h);
-    }
+    cancel_all(&mut q, live.into_iter().map(Some));
     (total, ops)
 }
 
@@ -358,12 +373,7 @@ fn burst<Q: TimerQueue>(input: &Input) -> Sample {
         buf.clear();
         let call = Instant::now();
         let (n, complete) = q.poll(now, BURST_MAX, &mut |id| buf.push(id));
-        for &id in &buf {
-            log.record(id, AT, now);
-            if let Some(h) = handles[id as usize].take() {
-                q.release(h);
-            }
-        }
+        settle(&mut q, &mut handles, &mut log, &buf, |_| AT, now);
         worst = worst.max(call.elapsed());
         progress = n > 0 || !complete;
     }
