@@ -1,0 +1,70 @@
+//! The one error type of the `tempora` crate.
+
+use std::fmt;
+
+/// Why a tempora call failed. Every variant maps to the errno a POSIX caller expects
+/// ([`Error::errno`]); a failed call changes nothing.
+///
+/// Permanent errors (retrying the same call cannot succeed): [`Error::UnknownTimer`],
+/// [`Error::InvalidId`], [`Error::NotRestoring`], [`Error::OwnerDeleted`],
+/// [`Error::InvalidConfig`], [`Error::IdInUse`] (until that timer is deleted).
+/// Transient: [`Error::NoFreeId`] (succeeds once a timer of the owner is deleted); see
+/// [`Error::is_transient`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The timer ID is unknown to this owner: never created, already deleted, or another
+    /// owner's (IDs are per owner). `EINVAL`, as `timer_settime` & co. return.
+    UnknownTimer,
+    /// A requested timer ID is negative or beyond the owner's ID range. `EINVAL`.
+    InvalidId,
+    /// A requested timer ID is in use by the same owner. `EBUSY`, as exact-ID
+    /// `timer_create` returns.
+    IdInUse,
+    /// Every timer ID of the owner is in use. `EAGAIN`, as `timer_create` returns.
+    NoFreeId,
+    /// An exact-ID create while the owner's restore mode is off. `EINVAL`.
+    NotRestoring,
+    /// The owner has been deleted. `EINVAL`.
+    OwnerDeleted,
+    /// A builder was given an invalid setting; the text says which. `EINVAL`.
+    InvalidConfig(&'static str),
+}
+
+impl Error {
+    /// The errno value a POSIX caller would see for this error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            Error::UnknownTimer
+            | Error::InvalidId
+            | Error::NotRestoring
+            | Error::OwnerDeleted
+            | Error::InvalidConfig(_) => libc::EINVAL,
+            Error::IdInUse => libc::EBUSY,
+            Error::NoFreeId => libc::EAGAIN,
+        }
+    }
+
+    /// Whether the same call may succeed later without the caller changing anything.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::NoFreeId)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::UnknownTimer => f.write_str("unknown timer ID for this owner (EINVAL)"),
+            Error::InvalidId => f.write_str("timer ID out of range (EINVAL)"),
+            Error::IdInUse => f.write_str("timer ID already in use (EBUSY)"),
+            Error::NoFreeId => f.write_str("every timer ID of the owner is in use (EAGAIN)"),
+            Error::NotRestoring => {
+                f.write_str("exact-ID create needs the owner's restore mode on (EINVAL)")
+            }
+            Error::OwnerDeleted => f.write_str("the owner has been deleted (EINVAL)"),
+            Error::InvalidConfig(what) => write!(f, "invalid configuration: {what} (EINVAL)"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

@@ -1,0 +1,930 @@
+//! Owners, timer IDs and the registry that maps (owner, ID) to a timer object.
+//!
+//! An [`Owner`] is the user-space analogue of a process: a namespace of [`TimerId`]s (and, in
+//! later layers, a node for statistics and the unit of checkpoint). The [`Registry`] holds one
+//! hash table for the timers of **all** its owners, as Linux does since 6.15, and each owner
+//! keeps its timer objects in slot pages of its own (`owner.rs`).
+//!
+//! ```text
+//!  Registry ── table ──► Table { buckets[2^k], future } ─ Bucket (64 B): head|LOCK, len
+//!     │                                                    └─► Timer ─► Timer ─► nulls(k, i)
+//!     ├─ count stripes[S] (approximate timer count, per thread shard)
+//!     └─ seed (per-registry hash key)
+//!  Owner ── key, ID counter, restore flag, slot pages, shards[S]
+//! ```
+//!
+//! # Sizing: scaled by CPUs, then grown
+//!
+//! The table starts, as Linux 6.15's does, at `roundup_pow_of_two(512 * CPUs)` buckets (1024
+//! on a 2-CPU machine; [`Builder::initial_buckets`] overrides it), but unlike Linux's, which is
+//! fixed at boot and so has chains of ~100 at 100k timers and ~10k at 10M, it doubles whenever
+//! the registry holds more than [`Builder::max_load`] (default 2) timers per bucket. Growth is
+//! incremental (see `table.rs`): while a resize is in progress every create and delete splits
+//! [`MIGRATE_BATCH`](table::MIGRATE_BATCH) old buckets, lookups never wait for it, and a writer
+//! waits for at most one bucket's split.
+//!
+//! # Hash
+//!
+//! Keyed by (owner key, ID) with the *run-linear keyed hash* ([`table::hash`]): runs of 16
+//! consecutive IDs of an owner fill 16 consecutive buckets, runs and owners scatter by two
+//! folded multiplies with a random per-registry seed.
+//!
+//! # IDs
+//!
+//! * Normal mode: each owner has a counter (the kernel's `next_posix_timer_id`) that wraps from
+//!   `i32::MAX` (or the configured [`Builder::id_bits`] limit) to 0; a candidate already in use
+//!   is skipped. A thread claims 16 IDs of the counter at a time for its shard, so on one thread
+//!   IDs come out as 0, 1, 2, … exactly as from Linux; across threads they are unique but only
+//!   increasing per thread. When every ID is in use, create fails with [`Error::NoFreeId`]
+//!   (`EAGAIN`) after trying each candidate once: at most `2^id_bits` probes.
+//! * Exact-ID (restore) mode ([`Owner::set_restore_ids`], Linux's
+//!   `PR_TIMER_CREATE_RESTORE_IDS`): [`Owner::create_with_id`] takes the requested ID; in use
+//!   → [`Error::IdInUse`] (`EBUSY`), negative or beyond the limit → [`Error::InvalidId`]
+//!   (`EINVAL`), mode off → [`Error::NotRestoring`]. On success the counter is **set** to
+//!   `id + 1`, so after restoring, normal creates continue after the last restored ID (Linux
+//!   6.18 on the development machine: restore 200 then 100, switch off, the next ID is 101;
+//!   restoring in ascending order, as checkpoint tools do, means after the highest).
+//!
+//! # Locking
+//!
+//! Locks, all short (no allocation of timer memory, no callback, no I/O while held):
+//! * shard lock (`ByteLock`): an owner shard's free list and ID/slot blocks;
+//! * timer lock (`ByteLock` in the timer's second cache line): the timer's state;
+//! * bucket lock (bit 0 of the bucket head): the chain's links and `len`.
+//!
+//! **Lock order: shard → timer → bucket (old table → future table).** A create holds its
+//! shard lock while it hashes the new timer (so an owner teardown, which takes every shard lock
+//! first, never races a half-made timer); delete takes the timer lock, drops it, then the
+//! bucket lock, then the home shard's lock with nothing else held; a split takes the old bucket
+//! then the two future buckets. No path takes a lock that comes earlier in the order while
+//! holding a later one.
+//!
+//! # Lock-free lookups, and what they may observe
+//!
+//! A lookup pins the epoch, walks the chain without any lock (Acquire loads), and takes the
+//! lock of the first timer whose `owner` word is exactly "visible, this owner" and whose ID
+//! matches. Under that lock it checks both again; only then is the timer the caller's. During a
+//! concurrent delete of the same ID a lookup observes exactly one of:
+//! 1. the timer before the delete took its lock: the operation applies to the live timer and
+//!    is ordered before the delete;
+//! 2. `Error::UnknownTimer`: the delete had already marked it pending (under the timer lock) or
+//!    unhashed it.
+//!
+//! It never observes a freed timer (slots are type-stable and pages outlive every pinned
+//! walker), and never another owner's or another ID's timer: if the slot was deleted and
+//! re-created meanwhile the re-check fails and the lookup starts over. A walk carried into
+//! another chain by such a reuse, or by a resize, ends at a foreign nulls marker and restarts.
+//!
+//! # Listing
+//!
+//! [`Owner::timers`] scans the owner's own slot pages, taking each live timer's lock for a few
+//! nanoseconds; it takes no shard or bucket lock, so creators and deleters never wait for it
+//! (seed 000's RCU-safe `/proc/PID/timers`). A timer that exists for the whole listing is in
+//! one slot for the whole listing and is reported exactly once; timers created or deleted
+//! meanwhile may or may not appear. Deleting an owner ([`Owner::destroy`], or dropping its last
+//! handle) deletes all its timers.
+
+mod owner;
+pub(crate) mod table;
+pub(crate) mod timer;
+
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+#[cfg(loom)]
+mod loom_tests;
+
+pub use timer::Status;
+
+use crate::clock::ClockId;
+use crate::error::Error;
+use crate::sync::{thread_index, AtomicBool, AtomicIsize, AtomicU32, AtomicU64, Ordering};
+use crossbeam_epoch::{self as epoch, Atomic, Guard};
+use crossbeam_utils::CachePadded;
+use owner::{Shard, Slots, ID_BLOCK, NONE, SLOT_BLOCK};
+use std::sync::Arc;
+use table::{Table, MIGRATE_BATCH};
+use timer::{visible, Timer, TimerState, PENDING};
+
+/// A timer ID: a non-negative `i32`, like Linux's `timer_t`. IDs are per [`Owner`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(transparent)]
+pub struct TimerId(i32);
+
+impl TimerId {
+    /// The ID `raw`, if it is non-negative.
+    pub fn new(raw: i32) -> Option<TimerId> {
+        (raw >= 0).then_some(TimerId(raw))
+    }
+
+    /// The raw value.
+    pub fn get(self) -> i32 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for TimerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// How a timer reports its expiry, chosen at create (the service layer implements them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum NotifyKind {
+    /// Nothing is delivered (`SIGEV_NONE`); gettime shows the state.
+    #[default]
+    None = 0,
+    /// An event on the owner's queue, with POSIX overrun semantics (`SIGEV_SIGNAL`).
+    Queue = 1,
+    /// A callback on the driver (`SIGEV_THREAD`).
+    Callback = 2,
+}
+
+impl NotifyKind {
+    fn from_u8(v: u8) -> NotifyKind {
+        match v {
+            1 => NotifyKind::Queue,
+            2 => NotifyKind::Callback,
+            _ => NotifyKind::None,
+        }
+    }
+}
+
+/// One line of an owner's timer listing ([`Owner::timers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TimerInfo {
+    /// The timer's ID.
+    pub id: TimerId,
+    /// The clock it was created on.
+    pub clock: ClockId,
+    /// How it notifies.
+    pub notify: NotifyKind,
+    /// Armed, disarmed, or waiting for its event to be consumed.
+    pub status: Status,
+}
+
+/// Configures a [`Registry`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    id_bits: u32,
+    initial_buckets: Option<usize>,
+    max_load: usize,
+    shards: Option<usize>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            id_bits: 31,
+            initial_buckets: None,
+            max_load: 2,
+            shards: None,
+        }
+    }
+}
+
+impl Builder {
+    /// Timer IDs are `0 .. 2^bits` (1 ..= 31; default 31, Linux's whole `timer_t` range). A
+    /// small limit makes ID exhaustion testable.
+    pub fn id_bits(&mut self, bits: u32) -> &mut Self {
+        self.id_bits = bits;
+        self
+    }
+
+    /// Initial bucket count, a power of two (default `roundup_pow_of_two(512 * CPUs)`).
+    pub fn initial_buckets(&mut self, buckets: usize) -> &mut Self {
+        self.initial_buckets = Some(buckets);
+        self
+    }
+
+    /// The table doubles when it holds more than `load` timers per bucket (1 ..= 64; default 2).
+    pub fn max_load(&mut self, load: usize) -> &mut Self {
+        self.max_load = load;
+        self
+    }
+
+    /// Shards per owner, a power of two (default: CPUs rounded up, at least 2, at most 64).
+    pub fn shards(&mut self, shards: usize) -> &mut Self {
+        self.shards = Some(shards);
+        self
+    }
+
+    /// Builds the registry.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a setting out of the documented range.
+    pub fn build(&self) -> Result<Registry, Error> {
+        if !(1..=31).contains(&self.id_bits) {
+            return Err(Error::InvalidConfig("id_bits must be 1..=31"));
+        }
+        if !(1..=64).contains(&self.max_load) {
+            return Err(Error::InvalidConfig("max_load must be 1..=64"));
+        }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let buckets = self
+            .initial_buckets
+            .unwrap_or_else(|| (512 * cpus).next_power_of_two());
+        if !buckets.is_power_of_two() || !(16..=1 << table::MAX_BITS).contains(&buckets) {
+            return Err(Error::InvalidConfig(
+                "initial_buckets must be a power of two, 16 ..= 2^40",
+            ));
+        }
+        let shards = self
+            .shards
+            .unwrap_or_else(|| cpus.next_power_of_two().clamp(2, 64));
+        if !shards.is_power_of_two() || shards > 1 << 15 {
+            return Err(Error::InvalidConfig(
+                "shards must be a power of two, at most 2^15",
+            ));
+        }
+        let seed = random_seed();
+        let stripes = (cpus.next_power_of_two() * 2).max(2);
+        Ok(Registry {
+            shared: Arc::new(Shared {
+                table: Atomic::new(Table::new(buckets.trailing_zeros(), seed)),
+                seed,
+                count: (0..stripes).map(|_| Default::default()).collect(),
+                next_owner: AtomicU64::new(1),
+                id_mask: (1u32 << self.id_bits) - 1,
+                max_load: self.max_load,
+                shards,
+            }),
+        })
+    }
+}
+
+/// A per-registry hash key from the standard library's randomly keyed hasher.
+fn random_seed() -> [u64; 2] {
+    use std::hash::{BuildHasher, Hasher};
+    let state = std::collections::hash_map::RandomState::new();
+    let mut out = [0u64; 2];
+    for (i, v) in out.iter_mut().enumerate() {
+        let mut h = state.build_hasher();
+        h.write_usize(i);
+        *v = h.finish();
+    }
+    out
+}
+
+/// The registry of timer IDs of all its owners. Cloning shares it.
+#[derive(Clone)]
+pub struct Registry {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("buckets", &self.buckets())
+            .field("timers", &self.len())
+            .finish()
+    }
+}
+
+struct Shared {
+    table: Atomic<Table>,
+    /// The hash key (every table generation uses the same).
+    seed: [u64; 2],
+    /// Timer count, striped by thread index (summed when deciding to grow).
+    count: Box<[CachePadded<AtomicIsize>]>,
+    next_owner: AtomicU64,
+    id_mask: u32,
+    max_load: usize,
+    shards: usize,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::new()
+    }
+}
+
+impl Registry {
+    /// A registry with the default configuration.
+    pub fn new() -> Registry {
+        Builder::default().build().expect("default configuration")
+    }
+
+    /// A builder to configure a registry.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// A new owner (an empty ID namespace, restore mode off, next ID 0).
+    pub fn owner(&self) -> Owner {
+        let s = &self.shared;
+        Owner {
+            inner: Arc::new(OwnerInner {
+                key: s.next_owner.fetch_add(1, Ordering::Relaxed),
+                shared: self.shared.clone(),
+                counter: CachePadded::new(AtomicU32::new(0)),
+                epoch: AtomicU32::new(0),
+                restore: AtomicBool::new(false),
+                dead: AtomicBool::new(false),
+                slots: Slots::new(),
+                shards: (0..s.shards)
+                    .map(|_| CachePadded::new(Shard::new()))
+                    .collect(),
+            }),
+        }
+    }
+
+    /// Buckets in the current table.
+    pub fn buckets(&self) -> usize {
+        let guard = epoch::pin();
+        self.shared.current(&guard).buckets.len()
+    }
+
+    /// Whether a resize is in progress.
+    pub fn resizing(&self) -> bool {
+        let guard = epoch::pin();
+        !self
+            .shared
+            .current(&guard)
+            .future
+            .load(Ordering::Acquire)
+            .is_null()
+    }
+
+    /// Timers in the registry (exact when no create or delete is in flight).
+    pub fn len(&self) -> usize {
+        self.shared.count().max(0) as usize
+    }
+
+    /// Whether the registry holds no timer.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of hash table (current table and, during a resize, the future one).
+    pub fn table_bytes(&self) -> usize {
+        let guard = epoch::pin();
+        let t = self.shared.current(&guard);
+        let f = t.future.load(Ordering::Acquire);
+        let mut bytes = std::mem::size_of_val(&*t.buckets);
+        if !f.is_null() {
+            // SAFETY: a future table lives as long as the table pointing at it (see `future`).
+            bytes += std::mem::size_of_val(&*unsafe { &*f }.buckets);
+        }
+        bytes
+    }
+}
+
+impl Shared {
+    #[inline]
+    fn current<'g>(&self, guard: &'g Guard) -> &'g Table {
+        // Acquire: pairs with the Release store that published the table (build or the end of
+        // a resize), so its buckets are visible.
+        let t = self.table.load(Ordering::Acquire, guard);
+        // SAFETY: the current table is never null, and a retired table is destroyed through
+        // `defer_destroy` only after every thread pinned when it was retired has unpinned;
+        // `guard` is such a pin.
+        unsafe { t.deref() }
+    }
+
+    /// The timer (owner, id) as a lock-free walk finds it; re-check under its lock.
+    #[inline]
+    fn find<'g>(&self, hash: u64, owner_word: u64, id: i32, guard: &'g Guard) -> Option<&'g Timer> {
+        table::find(|| self.current(guard), hash, owner_word, id)
+    }
+
+    /// Locks the bucket of `hash` in the table that holds it now; returns (table, index, head).
+    #[inline]
+    fn lock_bucket<'g>(&self, hash: u64, guard: &'g Guard) -> (&'g Table, usize, usize) {
+        let mut t = self.current(guard);
+        loop {
+            let idx = t.index(hash);
+            match t.buckets[idx].lock() {
+                Some(head) => return (t, idx, head),
+                None => t = t.future().expect("a MOVED bucket has a future table"),
+            }
+        }
+    }
+
+    #[inline]
+    fn count_add(&self, delta: isize) {
+        // Relaxed: the count is a growth hint; nothing is ordered by it.
+        self.count[thread_index() & (self.count.len() - 1)].fetch_add(delta, Ordering::Relaxed);
+    }
+
+    fn count(&self) -> isize {
+        self.count.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// After an insert made a chain of `len` in `t`: start a resize if the registry holds more
+    /// than `max_load` timers per bucket.
+    fn maybe_grow(&self, t: &Table, len: u32, guard: &Guard) {
+        if (len as usize) <= self.max_load || t.bits >= table::MAX_BITS {
+            return;
+        }
+        if !t.future.load(Ordering::Acquire).is_null() || !std::ptr::eq(t, self.current(guard)) {
+            return;
+        }
+        if self.count() <= (t.buckets.len() * self.max_load) as isize {
+            return;
+        }
+        let f = Box::into_raw(Box::new(Table::new(t.bits + 1, t.seed)));
+        // AcqRel: Release publishes the new (empty) table to walkers that load `future`.
+        if t.future
+            .compare_exchange(std::ptr::null_mut(), f, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // SAFETY: `f` came from `Box::into_raw` above and was never shared.
+            drop(unsafe { Box::from_raw(f) });
+        }
+    }
+
+    /// If a resize is in progress, splits the next `MIGRATE_BATCH` buckets; the call that
+    /// splits the last one makes the future table current and retires the old one.
+    #[inline]
+    fn help_resize(&self, guard: &Guard) {
+        let cur = self.table.load(Ordering::Acquire, guard);
+        // SAFETY: as in `current`.
+        let t = unsafe { cur.deref() };
+        let Some(f) = t.future() else {
+            return;
+        };
+        self.split_some(cur, t, f, guard);
+    }
+
+    #[cold]
+    fn split_some(&self, cur: epoch::Shared<'_, Table>, t: &Table, f: &Table, guard: &Guard) {
+        let n = t.buckets.len();
+        let start = t.claimed.fetch_add(MIGRATE_BATCH, Ordering::Relaxed);
+        if start >= n {
+            return;
+        }
+        let end = (start + MIGRATE_BATCH).min(n);
+        for i in start..end {
+            t.split_bucket(i, f);
+        }
+        // AcqRel: the last splitter sees every other splitter's work before publishing.
+        let done = t.split.fetch_add(end - start, Ordering::AcqRel) + (end - start);
+        if done == n {
+            // Release: the new table and everything split into it are visible to whoever
+            // loads it as current.
+            self.table
+                .store(epoch::Shared::from(f as *const Table), Ordering::Release);
+            // SAFETY: `cur` is no longer reachable from `self.table` (replaced just above, and
+            // only the last splitter does this, once per table). Pinned threads may still use
+            // it; `defer_destroy` waits for them.
+            unsafe { guard.defer_destroy(cur) };
+        }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: the last handle is gone (owners hold an `Arc<Shared>`), so no thread can
+        // reach the tables any more.
+        unsafe {
+            let guard = epoch::unprotected();
+            let t = self.table.load(Ordering::Acquire, guard);
+            let f = t.deref().future.load(Ordering::Acquire);
+            if !f.is_null() {
+                drop(Box::from_raw(f));
+            }
+            drop(t.into_owned());
+        }
+    }
+}
+
+/// An ID namespace: the user-space analogue of a process. Cloning shares it; it is deleted,
+/// with all its timers, by [`Owner::destroy`] or when its last handle is dropped.
+#[derive(Clone)]
+pub struct Owner {
+    inner: Arc<OwnerInner>,
+}
+
+impl std::fmt::Debug for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Owner")
+            .field("key", &self.inner.key)
+            .field("restore_ids", &self.restore_ids())
+            .field("destroyed", &self.inner.dead.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+struct OwnerInner {
+    /// Unique for the registry's life; never 0 (0 marks a free slot).
+    key: u64,
+    shared: Arc<Shared>,
+    /// Next timer ID candidate (the kernel's `next_posix_timer_id`), claimed in blocks.
+    counter: CachePadded<AtomicU32>,
+    /// Bumped by an exact-ID create so shards drop their claimed ID blocks.
+    epoch: AtomicU32,
+    restore: AtomicBool,
+    dead: AtomicBool,
+    slots: Slots,
+    shards: Box<[CachePadded<Shard>]>,
+}
+
+impl Owner {
+    /// Creates a timer with the next free ID (disarmed).
+    ///
+    /// # Errors
+    /// [`Error::NoFreeId`] when every ID is in use; [`Error::OwnerDeleted`].
+    #[doc(alias = "timer_create")]
+    pub fn create(&self, clock: ClockId, notify: NotifyKind) -> Result<TimerId, Error> {
+        self.inner.create(None, clock, notify)
+    }
+
+    /// Creates a timer with exactly the ID `id` (restore mode must be on).
+    ///
+    /// # Errors
+    /// [`Error::NotRestoring`] if restore mode is off; [`Error::InvalidId`] for a negative ID
+    /// or one beyond the ID limit; [`Error::IdInUse`] if this owner has a timer `id`;
+    /// [`Error::OwnerDeleted`]. Nothing is allocated or changed on error.
+    #[doc(alias = "timer_create")]
+    #[doc(alias = "PR_TIMER_CREATE_RESTORE_IDS")]
+    pub fn create_with_id(
+        &self,
+        id: i32,
+        clock: ClockId,
+        notify: NotifyKind,
+    ) -> Result<TimerId, Error> {
+        self.inner.create(Some(id), clock, notify)
+    }
+
+    /// Deletes timer `id`; its ID becomes free once this returns.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTimer`] if this owner has no timer `id`; [`Error::OwnerDeleted`].
+    #[doc(alias = "timer_delete")]
+    pub fn delete(&self, id: TimerId) -> Result<(), Error> {
+        self.inner.delete(id)
+    }
+
+    /// The overrun count latched when the timer's last event was consumed.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTimer`]; [`Error::OwnerDeleted`].
+    #[doc(alias = "timer_getoverrun")]
+    pub fn getoverrun(&self, id: TimerId) -> Result<i32, Error> {
+        self.inner.with_timer(id, |st| st.overrun_last)
+    }
+
+    /// Turns exact-ID (restore) mode on or off.
+    #[doc(alias = "PR_TIMER_CREATE_RESTORE_IDS")]
+    pub fn set_restore_ids(&self, on: bool) {
+        self.inner.restore.store(on, Ordering::Release);
+    }
+
+    /// Whether exact-ID (restore) mode is on.
+    pub fn restore_ids(&self) -> bool {
+        self.inner.restore.load(Ordering::Acquire)
+    }
+
+    /// The owner's timers, without blocking creators or deleters (see the module doc for what a
+    /// listing concurrent with them reports). Order: by slot, not by ID.
+    pub fn timers(&self) -> Vec<TimerInfo> {
+        self.inner.list()
+    }
+
+    /// Deletes the owner and all its timers. Later calls on any handle of it fail with
+    /// [`Error::OwnerDeleted`]. Idempotent.
+    pub fn destroy(&self) {
+        self.inner.teardown();
+    }
+
+    /// Whether [`Owner::destroy`] has been called.
+    pub fn is_destroyed(&self) -> bool {
+        self.inner.dead.load(Ordering::Acquire)
+    }
+
+    /// Bytes of timer slot pages this owner has allocated.
+    pub fn slot_bytes(&self) -> usize {
+        self.inner.slots.bytes()
+    }
+
+    /// Runs `f` on timer `id`'s state with its lock held (the service layer's entry point).
+    #[allow(dead_code)] // used by the service layer and tests
+    pub(crate) fn with_timer<R>(
+        &self,
+        id: TimerId,
+        f: impl FnOnce(&mut TimerState) -> R,
+    ) -> Result<R, Error> {
+        self.inner.with_timer(id, f)
+    }
+}
+
+impl OwnerInner {
+    #[inline]
+    fn shard(&self) -> (u16, &Shard) {
+        let i = thread_index() & (self.shards.len() - 1);
+        (i as u16, &self.shards[i])
+    }
+
+    fn create(
+        &self,
+        requested: Option<i32>,
+        clock: ClockId,
+        notify: NotifyKind,
+    ) -> Result<TimerId, Error> {
+        let shared = &*self.shared;
+        // Validate before allocating anything (Linux e0fd4d42e27f fixed a leak here).
+        if let Some(id) = requested {
+            if !self.restore.load(Ordering::Acquire) {
+                return Err(Error::NotRestoring);
+            }
+            if id < 0 || id as u32 > shared.id_mask {
+                return Err(Error::InvalidId);
+            }
+        }
+        let guard = epoch::pin();
+        let (home, shard) = self.shard();
+        shard.lock.lock();
+        // SAFETY: the shard lock is held until the unlock at the end of this block; every
+        // path below reaches it.
+        let result = unsafe {
+            shard
+                .with_lock_held(|st| self.create_locked(st, home, requested, clock, notify, &guard))
+        };
+        shard.lock.unlock();
+        let (id, table, len) = result?;
+        shared.count_add(1);
+        shared.maybe_grow(table, len, &guard);
+        shared.help_resize(&guard);
+        Ok(id)
+    }
+
+    /// The body of `create`, with the shard lock held.
+    fn create_locked<'g>(
+        &self,
+        st: &mut owner::ShardState,
+        home: u16,
+        requested: Option<i32>,
+        clock: ClockId,
+        notify: NotifyKind,
+        guard: &'g Guard,
+    ) -> Result<(TimerId, &'g Table, u32), Error> {
+        let shared = &*self.shared;
+        if self.dead.load(Ordering::Acquire) {
+            return Err(Error::OwnerDeleted);
+        }
+        let index = self.alloc_slot(st).ok_or(Error::NoFreeId)?;
+        let timer = self.slots.get(index);
+        // A listing may hold this slot's lock (it saw the previous timer): reset under it.
+        timer.locked(|s| *s = TimerState::default());
+        // Relaxed: all published by the bucket unlock (Release) below.
+        timer
+            .hot
+            .owner
+            .store(visible(self.key) | PENDING, Ordering::Relaxed);
+        timer.hot.clock.store(clock as u8, Ordering::Relaxed);
+        timer.hot.notify.store(notify as u8, Ordering::Relaxed);
+        timer.hot.home.store(home, Ordering::Relaxed);
+        let mut attempts: u64 = 0;
+        let limit = u64::from(shared.id_mask) + 1;
+        let (id, table, len) = loop {
+            let id = match requested {
+                Some(id) => id,
+                None => {
+                    if attempts == limit {
+                        self.free_slot_locked(st, index, timer);
+                        return Err(Error::NoFreeId);
+                    }
+                    attempts += 1;
+                    self.next_candidate(st)
+                }
+            };
+            timer.hot.id.store(id, Ordering::Relaxed);
+            let hash = table::hash(shared.seed, self.key, id);
+            let (t, idx, head) = shared.lock_bucket(hash, guard);
+            if t.taken(head, self.key, id) {
+                t.buckets[idx].unlock(head);
+                if requested.is_some() {
+                    self.free_slot_locked(st, index, timer);
+                    return Err(Error::IdInUse);
+                }
+                continue;
+            }
+            let len = t.link_and_unlock(idx, head, timer);
+            break (id, t, len);
+        };
+        if requested.is_some() {
+            // Linux sets (not maxes) the counter at hash-insert time; the epoch bump voids the
+            // ID blocks shards claimed before. Release: pairs with the Acquire in
+            // `next_candidate`, which then reads the new counter when it re-claims.
+            self.counter
+                .store((id as u32).wrapping_add(1), Ordering::Relaxed);
+            self.epoch.fetch_add(1, Ordering::Release);
+        }
+        // Release: a walker that reads the visible owner word (Acquire) sees the timer's
+        // fields and its chain link.
+        timer.hot.owner.store(visible(self.key), Ordering::Release);
+        Ok((TimerId(id), table, len))
+    }
+
+    /// The next ID candidate from the shard's block, claiming a new block when it is used up
+    /// or voided by an exact-ID create.
+    #[inline]
+    fn next_candidate(&self, st: &mut owner::ShardState) -> i32 {
+        // Acquire: pairs with the Release epoch bump of an exact-ID create.
+        let epoch = self.epoch.load(Ordering::Acquire);
+        if st.id_left == 0 || st.id_epoch != epoch {
+            // Relaxed: uniqueness of the claimed range comes from the atomic add itself.
+            st.id_next = self.counter.fetch_add(ID_BLOCK, Ordering::Relaxed);
+            st.id_left = ID_BLOCK;
+            st.id_epoch = epoch;
+        }
+        let c = st.id_next;
+        st.id_next = c.wrapping_add(1);
+        st.id_left -= 1;
+        (c & self.shared.id_mask) as i32
+    }
+
+    /// A free slot index from the shard: its free list, its bump block, or a new block.
+    #[inline]
+    fn alloc_slot(&self, st: &mut owner::ShardState) -> Option<u32> {
+        if st.free_head != NONE {
+            let index = st.free_head;
+            st.free_head = self.slots.get(index).hot.free_next.load(Ordering::Relaxed);
+            return Some(index);
+        }
+        if st.bump_left == 0 {
+            st.bump_next = self.slots.claim(SLOT_BLOCK)?;
+            st.bump_left = SLOT_BLOCK;
+        }
+        let index = st.bump_next;
+        st.bump_next += 1;
+        st.bump_left -= 1;
+        self.slots
+            .get(index)
+            .hot
+            .index
+            .store(index, Ordering::Relaxed);
+        Some(index)
+    }
+
+    /// Returns an unhashed slot to a shard whose lock the caller holds.
+    #[inline]
+    fn free_slot_locked(&self, st: &mut owner::ShardState, index: u32, timer: &Timer) {
+        // Release: a walker that still stands on this slot and reads 0 no longer matches it.
+        timer.hot.owner.store(0, Ordering::Release);
+        timer.hot.free_next.store(st.free_head, Ordering::Relaxed);
+        st.free_head = index;
+    }
+
+    /// Finds timer `id`, runs `f` under its lock after re-checking it, retrying if the slot was
+    /// reused under the walk.
+    #[inline]
+    fn with_timer<R>(&self, id: TimerId, f: impl FnOnce(&mut TimerState) -> R) -> Result<R, Error> {
+        if self.dead.load(Ordering::Acquire) {
+            return Err(Error::OwnerDeleted);
+        }
+        let guard = epoch::pin();
+        let word = visible(self.key);
+        let hash = table::hash(self.shared.seed, self.key, id.0);
+        let mut f = Some(f);
+        loop {
+            let timer = self
+                .shared
+                .find(hash, word, id.0, &guard)
+                .ok_or(Error::UnknownTimer)?;
+            let r = timer.locked(|st| {
+                (timer.hot.owner.load(Ordering::Acquire) == word
+                    && timer.hot.id.load(Ordering::Relaxed) == id.0)
+                    .then(|| (f.take().expect("runs once"))(st))
+            });
+            if let Some(r) = r {
+                return Ok(r);
+            }
+        }
+    }
+
+    fn delete(&self, id: TimerId) -> Result<(), Error> {
+        if self.dead.load(Ordering::Acquire) {
+            return Err(Error::OwnerDeleted);
+        }
+        let guard = epoch::pin();
+        let word = visible(self.key);
+        let hash = table::hash(self.shared.seed, self.key, id.0);
+        let timer = loop {
+            let timer = self
+                .shared
+                .find(hash, word, id.0, &guard)
+                .ok_or(Error::UnknownTimer)?;
+            if timer.locked(|st| Self::mark_deleted(timer, word, Some(id.0), st)) {
+                break timer;
+            }
+        };
+        self.unhash(timer, hash, &guard);
+        let home = &self.shards[usize::from(timer.hot.home.load(Ordering::Relaxed))];
+        let index = timer.hot.index.load(Ordering::Relaxed);
+        home.locked(|st| self.free_slot_locked(st, index, timer));
+        self.shared.count_add(-1);
+        self.shared.help_resize(&guard);
+        Ok(())
+    }
+
+    /// Under the timer's lock: if it is still the visible timer (`word`, `id`), mark it pending
+    /// (invisible to lookups, ID still taken), disarm it and void its pending event.
+    fn mark_deleted(timer: &Timer, word: u64, id: Option<i32>, st: &mut TimerState) -> bool {
+        if timer.hot.owner.load(Ordering::Acquire) != word
+            || id.is_some_and(|id| timer.hot.id.load(Ordering::Relaxed) != id)
+        {
+            return false;
+        }
+        // Relaxed: ordered before the unhash by the bucket lock's Acquire/Release.
+        timer.hot.owner.store(word | PENDING, Ordering::Relaxed);
+        st.signal_seq = st.signal_seq.wrapping_add(1);
+        st.status = Status::Disarmed;
+        true
+    }
+
+    /// Unlinks a pending timer from its chain (the ID becomes free).
+    fn unhash(&self, timer: &Timer, hash: u64, guard: &Guard) {
+        let (t, idx, head) = self.shared.lock_bucket(hash, guard);
+        let found = t.unlink_and_unlock(idx, head, timer);
+        debug_assert!(
+            found,
+            "a pending timer is hashed until its deleter unhashes it"
+        );
+    }
+
+    fn list(&self) -> Vec<TimerInfo> {
+        let mut out = Vec::new();
+        let word = visible(self.key);
+        for index in 0..self.slots.claimed() {
+            let Some(timer) = self.slots.try_get(index) else {
+                continue;
+            };
+            if timer.hot.owner.load(Ordering::Relaxed) != word {
+                continue;
+            }
+            let info = timer.locked(|st| {
+                (timer.hot.owner.load(Ordering::Acquire) == word).then(|| TimerInfo {
+                    id: TimerId(timer.hot.id.load(Ordering::Relaxed)),
+                    clock: timer.clock(),
+                    notify: timer.notify(),
+                    status: st.status,
+                })
+            });
+            out.extend(info);
+        }
+        out
+    }
+
+    fn teardown(&self) {
+        if self.dead.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Every create holds its shard lock from the dead check to the visible store, so once
+        // all shard locks have been taken no create is half done and none will start.
+        for shard in self.shards.iter() {
+            shard.lock.lock();
+            shard.lock.unlock();
+        }
+        let guard = epoch::pin();
+        let word = visible(self.key);
+        let mut deleted = 0;
+        for index in 0..self.slots.claimed() {
+            let Some(timer) = self.slots.try_get(index) else {
+                continue;
+            };
+            if timer.hot.owner.load(Ordering::Acquire) >> 1 != self.key {
+                continue;
+            }
+            let id = timer.hot.id.load(Ordering::Relaxed);
+            if timer.locked(|st| Self::mark_deleted(timer, word, None, st)) {
+                let hash = table::hash(self.shared.seed, self.key, id);
+                self.unhash(timer, hash, &guard);
+                // Release: as in `free_slot_locked`; the slot is not reused (the owner is dead).
+                timer.hot.owner.store(0, Ordering::Release);
+                deleted += 1;
+            } else {
+                // A concurrent `delete` marked it; wait until it has unhashed it, so that no
+                // timer of this owner is reachable once teardown returns.
+                let mut spins = 0;
+                while timer.hot.owner.load(Ordering::Acquire) >> 1 == self.key {
+                    crate::sync::backoff(&mut spins);
+                }
+            }
+        }
+        self.shared.count_add(-deleted);
+    }
+}
+
+impl Drop for OwnerInner {
+    fn drop(&mut self) {
+        self.teardown();
+        let pages = self.slots.take_pages();
+        let guard = epoch::pin();
+        // SAFETY: every timer of this owner was unhashed by `teardown`, and no handle is left,
+        // so after the threads pinned now have unpinned (walkers that may still stand on one
+        // of these timers), nothing can reach the pages. They are taken out exactly once.
+        unsafe { guard.defer_unchecked(move || free_owner_pages(pages)) };
+    }
+}
+
+/// Frees an owner's pages (deferred).
+fn free_owner_pages(pages: Vec<(usize, *mut Timer)>) {
+    // SAFETY: called once, from the deferred function of `OwnerInner::drop`, after the epoch
+    // guarantees no walker can reach the pages.
+    unsafe { owner::free_pages(pages) }
+}

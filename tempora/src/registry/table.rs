@@ -1,0 +1,433 @@
+//! The hash table of all owners' timers: cache-line buckets, each a bit lock and a chain.
+//!
+//! A bucket's `head` word holds the chain's first timer pointer, or a *nulls marker* when the
+//! chain is empty; bit 0 is the bucket's lock. Timer objects are 64-byte aligned, so a pointer's
+//! low six bits are free:
+//!
+//! ```text
+//!  head / hash_next word
+//!  ┌──────────────────────────────────────────────┬──┬──┐
+//!  │ timer pointer (64-byte aligned)              │ 0│ L│   L = LOCKED (heads only)
+//!  ├────────────────────────────┬─────────────────┼──┼──┤
+//!  │ bucket index               │ table bits (6)  │ 1│ 0│   nulls marker: end of chain
+//!  └────────────────────────────┴─────────────────┴──┴──┘
+//!  0 (in a head)  = empty chain, read as nulls(this table, this bucket)
+//!  MOVED          = all ones but bit 0: the bucket was split into the next table
+//! ```
+//!
+//! Every chain ends in the nulls marker of its own (table, bucket). A lock-free walker that
+//! reaches the end of a chain compares the marker with the one it expects: a different marker
+//! means it was carried into another chain (the timer it stood on was deleted and re-created
+//! elsewhere, or moved by a resize) and it restarts. This is the kernel's `hlist_nulls`
+//! technique for type-stable (`SLAB_TYPESAFE_BY_RCU`) objects.
+//!
+//! # Growth
+//!
+//! Bucket index = `hash & mask`. When the table grows, a table of twice the size is attached as
+//! `future`, and each old bucket `i` is split into future buckets `i` and `i + old_len` by
+//! [`Table::split_bucket`], under the old bucket's lock and the two new buckets' locks (lock
+//! order: old table before future table). Entries are moved tail first: the tail is linked at
+//! the head of its new chain (Release) before its predecessor's link is cut (Release), so a
+//! walker of the old chain either follows it into the new chain (and restarts on the foreign
+//! nulls marker) or finds the old chain ended; a walker that finds nothing in a table with a
+//! `future` looks there next, and the Release/Acquire pair on the cut link guarantees it sees
+//! the `future` pointer. The split bucket's head becomes `MOVED`, which sends walkers and
+//! writers to the future table. Splitting is incremental: creates and deletes each split a few
+//! buckets ([`MIGRATE_BATCH`]) while a resize is in progress, so no call pays for the whole
+//! table.
+
+use super::timer::Timer;
+use crate::sync::{backoff, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+
+/// Bucket head bit 0: the bucket's lock.
+pub(crate) const LOCKED: usize = 1;
+/// Bit 1 of a chain word: this is a nulls marker, not a pointer.
+pub(crate) const NULLS: usize = 2;
+/// Head of a bucket that has been split into the next table. Its table-bits field (63) is
+/// larger than any table's, so it never equals a real nulls marker.
+pub(crate) const MOVED: usize = !LOCKED;
+/// Largest table: 2^MAX_BITS buckets (a nulls marker stores the index above 8 bits).
+pub(crate) const MAX_BITS: u32 = 40;
+/// Old buckets a create or delete splits while a resize is in progress.
+pub(crate) const MIGRATE_BATCH: usize = 8;
+
+/// Consecutive timer IDs of one owner that land in consecutive buckets (see [`hash`]).
+pub(crate) const RUN_BITS: u32 = 4;
+
+/// The nulls marker ending chain `idx` of a table of `2^bits` buckets.
+#[inline]
+pub(crate) fn nulls(bits: u32, idx: usize) -> usize {
+    (idx << 8) | ((bits as usize) << 2) | NULLS
+}
+
+/// The splitmix64 finalizer (Steele, Lea and Flood): two multiply-xorshift rounds after
+/// which every input bit affects every output bit with probability close to 1/2.
+#[inline]
+fn splitmix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The *run-linear keyed hash* of (owner key, timer ID).
+///
+/// The owner key (spread by a multiply with the golden-ratio constant), the ID's run number
+/// (`id >> RUN_BITS`) and the registry's random seed are combined and put through the
+/// [`splitmix64`] finalizer; the ID's low `RUN_BITS` bits are then *added*. So the 16
+/// consecutive IDs of a run fall into 16 consecutive buckets from a random start (one 1 KiB stretch of the table:
+/// a create-then-lookup sweep over an owner's IDs, the seed's Tests 1-3 and the common case of
+/// IDs handed out in order, walks the table sequentially and the hardware prefetcher hides the
+/// misses), while distinct runs, owners and strides (the seed's sparse restore case: IDs 512
+/// apart) scatter uniformly. The seed is drawn per registry, so a caller who picks IDs
+/// (exact-ID mode) cannot aim them at one bucket.
+#[inline]
+pub(crate) fn hash(seed: [u64; 2], owner_key: u64, id: i32) -> u64 {
+    let id = u64::from(id as u32);
+    let owner = owner_key.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seed[0];
+    let run = splitmix64(owner ^ (id >> RUN_BITS).wrapping_add(seed[1]));
+    // Added, not appended: appending would confine IDs with a stride that is a multiple of 16
+    // (all with the same low bits) to one bucket in 16.
+    run.wrapping_add(id & ((1 << RUN_BITS) - 1))
+}
+
+/// One bucket: its lock and chain head in one word, the chain length, a cache line of its own.
+#[derive(Debug, Default)]
+#[repr(C, align(64))]
+pub(crate) struct Bucket {
+    pub(crate) head: AtomicUsize,
+    /// Timers in the chain; written under the lock, read as a resize hint.
+    pub(crate) len: AtomicU32,
+}
+
+impl Bucket {
+    /// Locks the bucket and returns its head (lock bit clear), or `None` if it was split
+    /// (`MOVED`): the caller goes to the future table.
+    #[inline]
+    pub(crate) fn lock(&self) -> Option<usize> {
+        let mut spins = 0;
+        loop {
+            // Relaxed: a hint; the compare-exchange is the synchronising access.
+            let h = self.head.load(Ordering::Relaxed);
+            if h == MOVED {
+                // Acquire: pairs with the Release store of MOVED in `split_bucket`, so the
+                // future table's new chains are visible to this writer.
+                let _ = self.head.load(Ordering::Acquire);
+                return None;
+            }
+            if h & LOCKED == 0 {
+                // Acquire: pairs with the Release store of the previous holder's unlock.
+                if self
+                    .head
+                    .compare_exchange_weak(h, h | LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return Some(h);
+                }
+                continue;
+            }
+            backoff(&mut spins);
+        }
+    }
+
+    /// Unlocks the bucket, publishing `head` as the chain's first word.
+    #[inline]
+    pub(crate) fn unlock(&self, head: usize) {
+        debug_assert_eq!(head & LOCKED, 0);
+        // Release: publishes the chain changes (and a new timer's fields) made under the lock;
+        // pairs with the Acquire loads of walkers and the next locker.
+        self.head.store(head, Ordering::Release);
+    }
+}
+
+/// One generation of the hash table.
+#[derive(Debug)]
+pub(crate) struct Table {
+    pub(crate) buckets: Box<[Bucket]>,
+    pub(crate) bits: u32,
+    pub(crate) mask: usize,
+    pub(crate) seed: [u64; 2],
+    /// The table this one is being split into, or null. Set once, never cleared.
+    pub(crate) future: AtomicPtr<Table>,
+    /// Next old bucket to split (claimed in `MIGRATE_BATCH` steps) and buckets split so far.
+    pub(crate) claimed: crossbeam_utils::CachePadded<AtomicUsize>,
+    pub(crate) split: crossbeam_utils::CachePadded<AtomicUsize>,
+}
+
+/// Where a walk found a timer.
+pub(crate) enum Walk<'a> {
+    Found(&'a Timer),
+    /// Not in this table's chain; `future` holds it if anything does.
+    Absent,
+    /// The walk was carried into a foreign chain: start again.
+    Restart,
+    /// The bucket was split: continue in `future`.
+    Moved,
+}
+
+impl Table {
+    /// An empty table of `2^bits` buckets.
+    pub(crate) fn new(bits: u32, seed: [u64; 2]) -> Table {
+        let len = 1usize << bits;
+        Table {
+            buckets: new_buckets(len),
+            bits,
+            mask: len - 1,
+            seed,
+            future: AtomicPtr::new(std::ptr::null_mut()),
+            claimed: Default::default(),
+            split: Default::default(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn index(&self, hash: u64) -> usize {
+        hash as usize & self.mask
+    }
+
+    /// The first chain word of bucket `idx` as a walker sees it (empty reads as its marker).
+    #[inline]
+    fn first(&self, idx: usize) -> usize {
+        // Acquire: pairs with the Release in `Bucket::unlock` / `split_bucket`, so the fields
+        // of the first timer are visible.
+        let h = self.buckets[idx].head.load(Ordering::Acquire) & !LOCKED;
+        if h == 0 {
+            nulls(self.bits, idx)
+        } else {
+            h
+        }
+    }
+
+    /// Walks the chain of `hash` looking for the visible timer (owner, id), without locks.
+    ///
+    /// A `Found` timer matched when it was read; the caller must re-check under the timer's
+    /// lock (it may have been deleted and reused since).
+    #[inline]
+    pub(crate) fn walk(&self, hash: u64, owner_word: u64, id: i32) -> Walk<'_> {
+        let idx = self.index(hash);
+        let mut p = self.first(idx);
+        if p == MOVED {
+            return Walk::Moved;
+        }
+        while p & NULLS == 0 {
+            // SAFETY: `p` came from a bucket head or a `hash_next` word, which only ever hold
+            // pointers to `Timer`s in slot pages. Slot pages stay allocated while any walker
+            // that could have read a pointer into them is pinned (the registry frees them
+            // through epoch reclamation after unhashing every timer of the owner), and the
+            // caller holds a pin (or, in loom tests, the timers outlive the model).
+            let t = unsafe { &*(p as *const Timer) };
+            // Acquire: pairs with the Release store that made the timer visible at create.
+            if t.hot.owner.load(Ordering::Acquire) == owner_word
+                && t.hot.id.load(Ordering::Relaxed) == id
+            {
+                return Walk::Found(t);
+            }
+            // Acquire: pairs with the Release stores of links in insert/unlink/split.
+            p = t.hot.hash_next.load(Ordering::Acquire);
+        }
+        if p == nulls(self.bits, idx) {
+            Walk::Absent
+        } else {
+            Walk::Restart
+        }
+    }
+
+    /// The table this one is being split into, if a resize is in progress.
+    ///
+    /// A future table becomes current before its predecessor is retired and is itself retired
+    /// only after that (through the registry's epoch), so it lives at least as long as `self`
+    /// is reachable by the caller.
+    #[inline]
+    pub(crate) fn future(&self) -> Option<&Table> {
+        // Acquire: pairs with the Release compare-exchange that attached it (`maybe_grow`).
+        let f = self.future.load(Ordering::Acquire);
+        // SAFETY: see above; `f` came from `Box::into_raw` and is freed only after it stops
+        // being reachable from the current table and every pinned walker has left.
+        (!f.is_null()).then(|| unsafe { &*f })
+    }
+
+    /// Walks a *locked* chain starting at `head` for any timer holding (owner, id), visible or
+    /// pending: the ID is taken either way (the kernel masks bit 0 for its collision check).
+    pub(crate) fn taken(&self, head: usize, owner_key: u64, id: i32) -> bool {
+        let mut p = head;
+        while p != 0 && p & NULLS == 0 {
+            // SAFETY: the bucket lock is held, so the chain is stable and every pointer in it is
+            // a hashed, live timer.
+            let t = unsafe { &*(p as *const Timer) };
+            if t.hot.owner.load(Ordering::Relaxed) >> 1 == owner_key
+                && t.hot.id.load(Ordering::Relaxed) == id
+            {
+                return true;
+            }
+            p = t.hot.hash_next.load(Ordering::Relaxed);
+        }
+        false
+    }
+
+    /// Links `timer` at the head of locked bucket `idx` (whose head was `head`) and unlocks it.
+    /// Returns the chain length after the insert.
+    pub(crate) fn link_and_unlock(&self, idx: usize, head: usize, timer: &Timer) -> u32 {
+        let next = if head == 0 {
+            nulls(self.bits, idx)
+        } else {
+            head
+        };
+        // Relaxed: published by the Release unlock below.
+        timer.hot.hash_next.store(next, Ordering::Relaxed);
+        let b = &self.buckets[idx];
+        let len = b.len.load(Ordering::Relaxed) + 1;
+        b.len.store(len, Ordering::Relaxed);
+        b.unlock(timer as *const Timer as usize);
+        len
+    }
+
+    /// Removes `timer` from locked bucket `idx` (whose head was `head`) and unlocks it.
+    /// Returns false (and changes nothing) if the timer is not in the chain.
+    pub(crate) fn unlink_and_unlock(&self, idx: usize, head: usize, timer: &Timer) -> bool {
+        let target = timer as *const Timer as usize;
+        let b = &self.buckets[idx];
+        // Relaxed: we hold the bucket lock, which orders every write to this chain.
+        let next = timer.hot.hash_next.load(Ordering::Relaxed);
+        let mut found = false;
+        let mut new_head = head;
+        if head == target {
+            new_head = next;
+            found = true;
+        } else {
+            let mut p = head;
+            while p != 0 && p & NULLS == 0 {
+                // SAFETY: the bucket lock is held; every pointer in the chain is a live timer.
+                let t = unsafe { &*(p as *const Timer) };
+                let n = t.hot.hash_next.load(Ordering::Relaxed);
+                if n == target {
+                    // Release: a walker that reads the new link sees a consistent successor.
+                    // The unlinked timer keeps its own `hash_next`, so a walker standing on it
+                    // continues along the chain.
+                    t.hot.hash_next.store(next, Ordering::Release);
+                    found = true;
+                    break;
+                }
+                p = n;
+            }
+        }
+        if found {
+            b.len
+                .store(b.len.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+        }
+        b.unlock(new_head);
+        found
+    }
+
+    /// Splits old bucket `i` into `future` buckets `i` and `i + len` (see the module doc).
+    /// The caller claimed `i`; nobody else splits it, and nobody writes the two future buckets
+    /// until this bucket reads `MOVED`.
+    pub(crate) fn split_bucket(&self, i: usize, future: &Table) {
+        let old = &self.buckets[i];
+        let Some(head) = old.lock() else {
+            debug_assert!(false, "bucket {i} split twice");
+            return;
+        };
+        let mut chain: Vec<&Timer> = Vec::new();
+        let mut p = head;
+        while p != 0 && p & NULLS == 0 {
+            // SAFETY: the old bucket's lock is held; its chain holds live timers only.
+            let t = unsafe { &*(p as *const Timer) };
+            chain.push(t);
+            p = t.hot.hash_next.load(Ordering::Relaxed);
+        }
+        let lo = i;
+        let hi = i + self.buckets.len();
+        let mut heads = [0usize; 2];
+        for (k, &j) in [lo, hi].iter().enumerate() {
+            heads[k] = future.buckets[j]
+                .lock()
+                .expect("a future bucket is never MOVED");
+        }
+        let end_of_old = nulls(self.bits, i);
+        for (pos, t) in chain.iter().enumerate().rev() {
+            let owner_key = t.hot.owner.load(Ordering::Relaxed) >> 1;
+            debug_assert_ne!(owner_key, 0);
+            let id = t.hot.id.load(Ordering::Relaxed);
+            let j = future.index(hash(self.seed, owner_key, id));
+            let k = usize::from(j != lo);
+            let next = if heads[k] == 0 {
+                nulls(future.bits, j)
+            } else {
+                heads[k]
+            };
+            // Release (both stores): link the timer into its new chain before anyone can
+            // reach that chain through it.
+            t.hot.hash_next.store(next, Ordering::Release);
+            let ptr = *t as *const Timer as usize;
+            future.buckets[j]
+                .head
+                .store(ptr | LOCKED, Ordering::Release);
+            heads[k] = ptr;
+            let nb = &future.buckets[j];
+            nb.len
+                .store(nb.len.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            // Cut the old chain before this timer. Release: a walker that reads the cut sees
+            // the timer already in the future table (and the `future` pointer).
+            if pos > 0 {
+                chain[pos - 1]
+                    .hot
+                    .hash_next
+                    .store(end_of_old, Ordering::Release);
+            }
+        }
+        old.len.store(0, Ordering::Relaxed);
+        // Release: pairs with the Acquire of walkers and lockers that read MOVED and then use
+        // the future table's chains. This also unlocks the old bucket.
+        old.head.store(MOVED, Ordering::Release);
+        for (k, &j) in [lo, hi].iter().enumerate() {
+            future.buckets[j].unlock(heads[k]);
+        }
+    }
+}
+
+/// The lock-free lookup of the visible timer (owner, id) with hash `hash`, starting (and
+/// restarting) from the table `current` returns and following `future` tables through split
+/// buckets and misses. A found timer matched when it was read: re-check it under its lock.
+#[inline]
+pub(crate) fn find<'a>(
+    current: impl Fn() -> &'a Table,
+    hash: u64,
+    owner_word: u64,
+    id: i32,
+) -> Option<&'a Timer> {
+    'restart: loop {
+        let mut t = current();
+        loop {
+            match t.walk(hash, owner_word, id) {
+                Walk::Found(timer) => return Some(timer),
+                Walk::Restart => continue 'restart,
+                Walk::Absent | Walk::Moved => match t.future() {
+                    Some(f) => t = f,
+                    None => return None,
+                },
+            }
+        }
+    }
+}
+
+/// `len` empty buckets. Outside loom this is zeroed memory straight from the allocator (pages
+/// the table never touches cost nothing, and a 2^24-bucket table is not written at allocation).
+fn new_buckets(len: usize) -> Box<[Bucket]> {
+    #[cfg(not(loom))]
+    {
+        let layout = std::alloc::Layout::array::<Bucket>(len).expect("table layout");
+        // SAFETY: `len >= 1`, so the layout is non-zero-sized.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Bucket>();
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: `ptr` is a fresh allocation of `len` buckets with the global allocator and
+        // the layout `Box<[Bucket]>` frees with; a `Bucket` is an `AtomicUsize` and an
+        // `AtomicU32`, for which all-zero bytes are a valid value (0), and zero is also the
+        // "empty chain, unlocked" head.
+        unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) }
+    }
+    #[cfg(loom)]
+    {
+        (0..len).map(|_| Bucket::default()).collect()
+    }
+}
