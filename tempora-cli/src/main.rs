@@ -23,7 +23,7 @@ struct Cli {
 enum Command {
     /// Run the benchmark suites, tempora and its peers side by side in one process.
     Bench {
-        /// Which suite: all, wheel.
+        /// Which suite: all, seed (registry: the seed's Tests 1-5), wheel.
         #[arg(long, default_value = "all", value_parser = clap::builder::PossibleValuesParser::new(bench::SUITES))]
         suite: String,
         /// Small sizes only (n = 100k), the whole run in about a minute.

@@ -3,6 +3,8 @@
 //! else on stdout) and SVG plots under `target/tempora-bench/`.
 
 mod queues;
+mod registries;
+mod seed;
 mod svg;
 mod wheel;
 
@@ -55,6 +57,9 @@ pub struct Extras {
     /// next-expiry: ns per (churn op + next_expiry); ns_per_op is the marginal next_expiry.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pair_ns: Option<f64>,
+    /// seed t4/t5/loop: per-thread time divided by the same work on one thread alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_one_thread: Option<f64>,
 }
 
 /// One JSON result line (CONVENTIONS.md "Benchmark output").
@@ -181,10 +186,11 @@ impl Reporter {
                     opt(e.lost.map(|v| v.to_string())),
                     opt(e.max_late_ms.map(|v| format!("{v}ms"))),
                     opt(e.worst_call_us.map(|v| format!("{v:.0}"))),
-                    match (&r.error, e.wakeups, e.pair_ns) {
+                    match (&r.error, e.wakeups, e.pair_ns, e.vs_one_thread) {
                         (Some(err), ..) => err.clone(),
-                        (None, Some(w), _) => format!("{w} wake-ups"),
-                        (None, None, Some(p)) => format!("{p:.1} ns per op+next_expiry"),
+                        (None, Some(w), ..) => format!("{w} wake-ups"),
+                        (None, None, Some(p), _) => format!("{p:.1} ns per op+next_expiry"),
+                        (None, None, None, Some(v)) => format!("{v:.2}x one thread alone"),
                         _ => String::new(),
                     }
                 );
@@ -277,12 +283,15 @@ pub fn check_json(path: &std::path::Path) -> Result<usize, String> {
 }
 
 /// The suites `--suite` accepts.
-pub const SUITES: [&str; 2] = ["all", "wheel"];
+pub const SUITES: [&str; 3] = ["all", "seed", "wheel"];
 
 /// Runs the selected suites.
 pub fn run(opts: &Opts) {
     let mut rep = Reporter::new(opts);
     spin_up();
+    if opts.suite == "all" || opts.suite == "seed" {
+        seed::run(opts, &mut rep);
+    }
     if opts.suite == "all" || opts.suite == "wheel" {
         wheel::run(opts, &mut rep);
     }

@@ -1,0 +1,363 @@
+//! The ID registries the seed suite compares, behind one trait: tempora's registry, the live
+//! kernel's POSIX timers, one global lock around a hash map (Linux before 6.15), a per-owner
+//! array indexed by ID (the xarray alternative the kernel rejected for memory), and dashmap.
+//!
+//! Every in-process peer stores the same per-timer state tempora keeps in its timer object
+//! ([`PeerTimer`]: status, base, sequence, expiry, interval, overrun counts, wheel key, clock,
+//! notify kind), so memory and speed compare like for like.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use dashmap::DashMap;
+use parking_lot::{Mutex, RwLock};
+
+/// errno of a failed operation.
+pub type Errno = i32;
+
+/// A timer ID registry with per-owner ID namespaces.
+pub trait Registry: Sync + Sized {
+    const NAME: &'static str;
+    type Owner: Send + Sync;
+    fn new() -> Self;
+    fn owner(&self) -> Self::Owner;
+    /// Creates a timer with the next free ID.
+    fn create(&self, o: &Self::Owner) -> Result<i32, Errno>;
+    /// Creates a timer with exactly `id` (restore mode), for the sparse-ID memory case.
+    fn create_exact(&self, o: &Self::Owner, id: i32) -> Result<(), Errno>;
+    /// Lookup plus reading the overrun count.
+    fn getoverrun(&self, o: &Self::Owner, id: i32) -> Result<i32, Errno>;
+    fn delete(&self, o: &Self::Owner, id: i32) -> Result<(), Errno>;
+}
+
+/// The state every peer keeps per timer (what tempora's timer object holds).
+#[derive(Debug, Default, Clone, Copy)]
+#[allow(dead_code)] // written, never read: the peers carry it so memory compares like for like
+pub struct PeerTimer {
+    status: u8,
+    clock: u8,
+    notify: u8,
+    base: u16,
+    signal_seq: u32,
+    expiry: u64,
+    interval: u64,
+    overrun: i64,
+    overrun_last: i32,
+    wheel_key: u64,
+}
+
+pub struct Tempora(tempora::registry::Registry);
+
+impl Registry for Tempora {
+    const NAME: &'static str = "tempora";
+    type Owner = tempora::registry::Owner;
+    fn new() -> Self {
+        Tempora(tempora::registry::Registry::new())
+    }
+    fn owner(&self) -> Self::Owner {
+        self.0.owner()
+    }
+    #[inline]
+    fn create(&self, o: &Self::Owner) -> Result<i32, Errno> {
+        o.create(
+            tempora::clock::ClockId::Monotonic,
+            tempora::registry::NotifyKind::None,
+        )
+        .map(|id| id.get())
+        .map_err(|e| e.errno())
+    }
+    fn create_exact(&self, o: &Self::Owner, id: i32) -> Result<(), Errno> {
+        o.set_restore_ids(true);
+        let r = o.create_with_id(
+            id,
+            tempora::clock::ClockId::Monotonic,
+            tempora::registry::NotifyKind::None,
+        );
+        o.set_restore_ids(false);
+        r.map(drop).map_err(|e| e.errno())
+    }
+    #[inline]
+    fn getoverrun(&self, o: &Self::Owner, id: i32) -> Result<i32, Errno> {
+        let id = tempora::registry::TimerId::new(id).ok_or(libc::EINVAL)?;
+        o.getoverrun(id).map_err(|e| e.errno())
+    }
+    #[inline]
+    fn delete(&self, o: &Self::Owner, id: i32) -> Result<(), Errno> {
+        let id = tempora::registry::TimerId::new(id).ok_or(libc::EINVAL)?;
+        o.delete(id).map_err(|e| e.errno())
+    }
+}
+
+/// The live kernel's POSIX timers through raw syscalls: CLOCK_MONOTONIC, SIGEV_NONE. The owner
+/// is this process.
+pub struct Kernel;
+
+fn errno() -> Errno {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+impl Kernel {
+    pub fn timer_create() -> Result<i32, Errno> {
+        // SAFETY: a zeroed `sigevent` is a valid argument once `sigev_notify` is set.
+        let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
+        sev.sigev_notify = libc::SIGEV_NONE;
+        let mut id: libc::c_int = 0;
+        // SAFETY: raw timer_create(2): the kernel reads `sev` and writes the kernel timer_t
+        // (an int) through the third pointer; both outlive the call.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_timer_create,
+                libc::CLOCK_MONOTONIC,
+                &mut sev as *mut libc::sigevent,
+                &mut id as *mut libc::c_int,
+            )
+        };
+        if r < 0 {
+            Err(errno())
+        } else {
+            Ok(id)
+        }
+    }
+
+    pub fn timer_getoverrun(id: i32) -> Result<i32, Errno> {
+        // SAFETY: timer_getoverrun(2) takes the kernel timer_t by value.
+        let r = unsafe { libc::syscall(libc::SYS_timer_getoverrun, id as libc::c_long) };
+        if r < 0 {
+            Err(errno())
+        } else {
+            Ok(r as i32)
+        }
+    }
+
+    pub fn timer_delete(id: i32) -> Result<(), Errno> {
+        // SAFETY: timer_delete(2) takes the kernel timer_t by value.
+        let r = unsafe { libc::syscall(libc::SYS_timer_delete, id as libc::c_long) };
+        if r < 0 {
+            Err(errno())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Registry for Kernel {
+    const NAME: &'static str = "kernel";
+    type Owner = ();
+    fn new() -> Self {
+        Kernel
+    }
+    fn owner(&self) -> Self::Owner {}
+    #[inline]
+    fn create(&self, _: &()) -> Result<i32, Errno> {
+        Kernel::timer_create()
+    }
+    fn create_exact(&self, _: &(), _id: i32) -> Result<(), Errno> {
+        Err(libc::ENOTSUP)
+    }
+    #[inline]
+    fn getoverrun(&self, _: &(), id: i32) -> Result<i32, Errno> {
+        Kernel::timer_getoverrun(id)
+    }
+    #[inline]
+    fn delete(&self, _: &(), id: i32) -> Result<(), Errno> {
+        Kernel::timer_delete(id)
+    }
+}
+
+/// One mutex around one hash map for all owners, IDs from a per-owner counter: the pre-6.15
+/// kernel design (global `hash_lock`).
+pub struct GlobalLock {
+    map: Mutex<hashbrown::HashMap<(u64, i32), PeerTimer>>,
+    owners: AtomicU64,
+}
+
+pub struct CounterOwner {
+    key: u64,
+    next: AtomicU32,
+}
+
+impl Registry for GlobalLock {
+    const NAME: &'static str = "global-lock";
+    type Owner = CounterOwner;
+    fn new() -> Self {
+        GlobalLock {
+            map: Mutex::new(hashbrown::HashMap::new()),
+            owners: AtomicU64::new(1),
+        }
+    }
+    fn owner(&self) -> CounterOwner {
+        CounterOwner {
+            key: self.owners.fetch_add(1, Ordering::Relaxed),
+            next: AtomicU32::new(0),
+        }
+    }
+    #[inline]
+    fn create(&self, o: &CounterOwner) -> Result<i32, Errno> {
+        let mut map = self.map.lock();
+        for _ in 0..=i32::MAX as u32 {
+            let id = (o.next.fetch_add(1, Ordering::Relaxed) & i32::MAX as u32) as i32;
+            if let hashbrown::hash_map::Entry::Vacant(v) = map.entry((o.key, id)) {
+                v.insert(PeerTimer::default());
+                return Ok(id);
+            }
+        }
+        Err(libc::EAGAIN)
+    }
+    fn create_exact(&self, o: &CounterOwner, id: i32) -> Result<(), Errno> {
+        match self.map.lock().entry((o.key, id)) {
+            hashbrown::hash_map::Entry::Vacant(v) => {
+                v.insert(PeerTimer::default());
+                o.next.store(id as u32 + 1, Ordering::Relaxed);
+                Ok(())
+            }
+            hashbrown::hash_map::Entry::Occupied(_) => Err(libc::EBUSY),
+        }
+    }
+    #[inline]
+    fn getoverrun(&self, o: &CounterOwner, id: i32) -> Result<i32, Errno> {
+        self.map
+            .lock()
+            .get(&(o.key, id))
+            .map(|t| t.overrun_last)
+            .ok_or(libc::EINVAL)
+    }
+    #[inline]
+    fn delete(&self, o: &CounterOwner, id: i32) -> Result<(), Errno> {
+        self.map
+            .lock()
+            .remove(&(o.key, id))
+            .map(drop)
+            .ok_or(libc::EINVAL)
+    }
+}
+
+/// A per-owner array indexed by ID (pointers to timer objects, as an xarray holds), behind a
+/// per-owner reader-writer lock.
+pub struct SparseArray;
+
+#[derive(Default)]
+pub struct ArrayOwner {
+    inner: RwLock<ArrayInner>,
+}
+
+#[derive(Default)]
+struct ArrayInner {
+    slots: Vec<Option<Box<PeerTimer>>>,
+    next: u32,
+}
+
+impl Registry for SparseArray {
+    const NAME: &'static str = "sparse-array";
+    type Owner = ArrayOwner;
+    fn new() -> Self {
+        SparseArray
+    }
+    fn owner(&self) -> ArrayOwner {
+        ArrayOwner::default()
+    }
+    #[inline]
+    fn create(&self, o: &ArrayOwner) -> Result<i32, Errno> {
+        let mut g = o.inner.write();
+        loop {
+            let id = g.next & i32::MAX as u32;
+            g.next = g.next.wrapping_add(1);
+            let i = id as usize;
+            if i >= g.slots.len() {
+                g.slots.resize_with(i + 1, || None);
+            }
+            if g.slots[i].is_none() {
+                g.slots[i] = Some(Box::default());
+                return Ok(id as i32);
+            }
+        }
+    }
+    fn create_exact(&self, o: &ArrayOwner, id: i32) -> Result<(), Errno> {
+        let mut g = o.inner.write();
+        let i = id as usize;
+        if i >= g.slots.len() {
+            g.slots.resize_with(i + 1, || None);
+        }
+        if g.slots[i].is_some() {
+            return Err(libc::EBUSY);
+        }
+        g.slots[i] = Some(Box::default());
+        g.next = id as u32 + 1;
+        Ok(())
+    }
+    #[inline]
+    fn getoverrun(&self, o: &ArrayOwner, id: i32) -> Result<i32, Errno> {
+        o.inner
+            .read()
+            .slots
+            .get(id as usize)
+            .and_then(|s| s.as_ref())
+            .map(|t| t.overrun_last)
+            .ok_or(libc::EINVAL)
+    }
+    #[inline]
+    fn delete(&self, o: &ArrayOwner, id: i32) -> Result<(), Errno> {
+        o.inner
+            .write()
+            .slots
+            .get_mut(id as usize)
+            .and_then(Option::take)
+            .map(drop)
+            .ok_or(libc::EINVAL)
+    }
+}
+
+/// dashmap (a sharded `RwLock<HashMap>`) keyed by (owner, ID), IDs from a per-owner counter.
+pub struct Dash {
+    map: DashMap<(u64, i32), PeerTimer>,
+    owners: AtomicU64,
+}
+
+impl Registry for Dash {
+    const NAME: &'static str = "dashmap";
+    type Owner = CounterOwner;
+    fn new() -> Self {
+        Dash {
+            map: DashMap::new(),
+            owners: AtomicU64::new(1),
+        }
+    }
+    fn owner(&self) -> CounterOwner {
+        CounterOwner {
+            key: self.owners.fetch_add(1, Ordering::Relaxed),
+            next: AtomicU32::new(0),
+        }
+    }
+    #[inline]
+    fn create(&self, o: &CounterOwner) -> Result<i32, Errno> {
+        for _ in 0..=i32::MAX as u32 {
+            let id = (o.next.fetch_add(1, Ordering::Relaxed) & i32::MAX as u32) as i32;
+            if let dashmap::mapref::entry::Entry::Vacant(v) = self.map.entry((o.key, id)) {
+                v.insert(PeerTimer::default());
+                return Ok(id);
+            }
+        }
+        Err(libc::EAGAIN)
+    }
+    fn create_exact(&self, o: &CounterOwner, id: i32) -> Result<(), Errno> {
+        match self.map.entry((o.key, id)) {
+            dashmap::mapref::entry::Entry::Vacant(v) => {
+                v.insert(PeerTimer::default());
+                o.next.store(id as u32 + 1, Ordering::Relaxed);
+                Ok(())
+            }
+            dashmap::mapref::entry::Entry::Occupied(_) => Err(libc::EBUSY),
+        }
+    }
+    #[inline]
+    fn getoverrun(&self, o: &CounterOwner, id: i32) -> Result<i32, Errno> {
+        self.map
+            .get(&(o.key, id))
+            .map(|t| t.overrun_last)
+            .ok_or(libc::EINVAL)
+    }
+    #[inline]
+    fn delete(&self, o: &CounterOwner, id: i32) -> Result<(), Errno> {
+        self.map.remove(&(o.key, id)).map(drop).ok_or(libc::EINVAL)
+    }
+}
