@@ -540,7 +540,7 @@ fn memory<R: Registry>(sparse: bool, rep: &mut Reporter) {
         record(
             rep,
             Row {
-                case: case,
+                case,
                 imp: R::NAME,
                 n: SPARSE_TIMERS,
                 threads: 1,
@@ -577,7 +577,7 @@ fn memory<R: Registry>(sparse: bool, rep: &mut Reporter) {
     record(
         rep,
         Row {
-            case: case,
+            case,
             imp: R::NAME,
             n: SPARSE_TIMERS,
             threads: 1,
