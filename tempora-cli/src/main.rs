@@ -41,6 +41,9 @@ enum Command {
         /// Only these implementations (comma-separated JSON `impl` names).
         #[arg(long = "impl", value_delimiter = ',')]
         impls: Option<Vec<String>>,
+        /// Only cases whose JSON `case` name starts with one of these (comma-separated).
+        #[arg(long = "case", value_delimiter = ',')]
+        cases: Option<Vec<String>>,
     },
     /// Check a `bench --json` output file: every line a result with the required fields, no
     /// tempora result failed. Exits 1 with the first problem.
@@ -58,6 +61,7 @@ fn main() {
             n,
             reps,
             impls,
+            cases,
         } => {
             if n.as_ref().is_some_and(|n| n.contains(&0)) || reps == Some(0) {
                 eprintln!("tempora bench: --n and --reps take positive numbers");
@@ -70,6 +74,7 @@ fn main() {
                 n,
                 reps,
                 impls,
+                cases,
             });
         }
         Command::CheckJson { file } => match bench::check_json(&file) {

@@ -26,6 +26,7 @@ pub struct Opts {
     pub n: Option<Vec<usize>>,
     pub reps: Option<usize>,
     pub impls: Option<Vec<String>>,
+    pub cases: Option<Vec<String>>,
 }
 
 /// Optional per-case fields of a result line.
@@ -57,6 +58,10 @@ pub struct Extras {
     /// next-expiry: ns per (churn op + next_expiry); ns_per_op is the marginal next_expiry.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pair_ns: Option<f64>,
+    /// seed t1-create: ns per create in the first run, on a fresh registry (table growth and
+    /// first-touch page faults included); `ns_per_op` is the median of the later runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cold_ns_per_op: Option<f64>,
     /// seed t4/t5/loop: per-thread time divided by the same work on one thread alone.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vs_one_thread: Option<f64>,
@@ -86,6 +91,7 @@ pub struct Record {
 pub struct Reporter {
     json: bool,
     impls: Option<Vec<String>>,
+    cases: Option<Vec<String>>,
     records: Vec<Record>,
     progress: ProgressBar,
 }
@@ -101,9 +107,17 @@ impl Reporter {
         Reporter {
             json: opts.json,
             impls: opts.impls.clone(),
+            cases: opts.cases.clone(),
             records: Vec::new(),
             progress,
         }
+    }
+
+    /// Whether `--case` selects this case (always true without `--case`).
+    pub fn wants_case(&self, case: &str) -> bool {
+        self.cases
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|c| case.starts_with(c.as_str())))
     }
 
     /// Whether `--impl` selects this implementation (always true without `--impl`).
@@ -191,6 +205,9 @@ impl Reporter {
                         (None, Some(w), ..) => format!("{w} wake-ups"),
                         (None, None, Some(p), _) => format!("{p:.1} ns per op+next_expiry"),
                         (None, None, None, Some(v)) => format!("{v:.2}x one thread alone"),
+                        _ if e.cold_ns_per_op.is_some() => {
+                            format!("cold {:.1} ns/op", e.cold_ns_per_op.unwrap_or(0.0))
+                        }
                         _ => String::new(),
                     }
                 );

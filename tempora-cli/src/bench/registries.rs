@@ -27,6 +27,12 @@ pub trait Registry: Sync + Sized {
     /// Lookup plus reading the overrun count.
     fn getoverrun(&self, o: &Self::Owner, id: i32) -> Result<i32, Errno>;
     fn delete(&self, o: &Self::Owner, id: i32) -> Result<(), Errno>;
+    /// Deletes the owner's timers `ids` and the owner (untimed clean-up between runs).
+    fn release(&self, o: Self::Owner, ids: &[i32]) {
+        for &id in ids {
+            let _ = self.delete(&o, id);
+        }
+    }
 }
 
 /// The state every peer keeps per timer (what tempora's timer object holds).
@@ -84,6 +90,10 @@ impl Registry for Tempora {
     fn delete(&self, o: &Self::Owner, id: i32) -> Result<(), Errno> {
         let id = tempora::registry::TimerId::new(id).ok_or(libc::EINVAL)?;
         o.delete(id).map_err(|e| e.errno())
+    }
+    fn release(&self, o: Self::Owner, _ids: &[i32]) {
+        // Deleting the owner deletes its timers.
+        drop(o);
     }
 }
 

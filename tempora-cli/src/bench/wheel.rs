@@ -416,7 +416,7 @@ fn workload<Q: TimerQueue>(case: &str) -> Workload {
 
 /// Runs one case for one implementation `reps` times; reports the median by ns_per_op.
 fn measure<Q: TimerQueue>(case: &str, input: &Input, reps: usize, rep: &mut Reporter) {
-    if !rep.wants_impl(Q::NAME) {
+    if !rep.wants_impl(Q::NAME) || !rep.wants_case(case) {
         return;
     }
     let run = workload::<Q>(case);

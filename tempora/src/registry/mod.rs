@@ -101,10 +101,10 @@ use crate::error::Error;
 use crate::sync::{thread_index, AtomicBool, AtomicIsize, AtomicU32, AtomicU64, Ordering};
 use crossbeam_epoch::{self as epoch, Atomic, Guard};
 use crossbeam_utils::CachePadded;
-use owner::{Shard, Slots, ID_BLOCK, NONE, SLOT_BLOCK};
+use owner::{PagePool, Shard, Slots, ID_BLOCK, NONE, SLOT_BLOCK};
 use std::sync::Arc;
 use table::{Table, MIGRATE_BATCH};
-use timer::{visible, Timer, TimerState, PENDING};
+use timer::{visible, Locked, Timer, PENDING};
 
 /// A timer ID: a non-negative `i32`, like Linux's `timer_t`. IDs are per [`Owner`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -246,6 +246,7 @@ impl Builder {
             shared: Arc::new(Shared {
                 table: Atomic::new(Table::new(buckets.trailing_zeros(), seed)),
                 seed,
+                pool: PagePool::new(),
                 count: (0..stripes).map(|_| Default::default()).collect(),
                 next_owner: AtomicU64::new(1),
                 id_mask: (1u32 << self.id_bits) - 1,
@@ -288,6 +289,8 @@ struct Shared {
     table: Atomic<Table>,
     /// The hash key (every table generation uses the same).
     seed: [u64; 2],
+    /// Slot pages of torn-down owners, for new owners to reuse.
+    pool: PagePool,
     /// Timer count, striped by thread index (summed when deciding to grow).
     count: Box<[CachePadded<AtomicIsize>]>,
     next_owner: AtomicU64,
@@ -357,6 +360,11 @@ impl Registry {
     /// Whether the registry holds no timer.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Bytes of slot pages kept for reuse after their owners were deleted.
+    pub fn pooled_bytes(&self) -> usize {
+        self.shared.pool.bytes()
     }
 
     /// Bytes of hash table (current table and, during a resize, the future one).
@@ -559,13 +567,15 @@ impl Owner {
         self.inner.delete(id)
     }
 
-    /// The overrun count latched when the timer's last event was consumed.
+    /// The overrun count latched when the timer's last event was consumed. Lock-free: the
+    /// value the timer had at one instant while it existed.
     ///
     /// # Errors
     /// [`Error::UnknownTimer`]; [`Error::OwnerDeleted`].
     #[doc(alias = "timer_getoverrun")]
     pub fn getoverrun(&self, id: TimerId) -> Result<i32, Error> {
-        self.inner.with_timer(id, |st| st.overrun_last)
+        self.inner
+            .read_timer(id, |t| t.written.overrun_last.load(Ordering::Relaxed))
     }
 
     /// Turns exact-ID (restore) mode on or off.
@@ -606,7 +616,7 @@ impl Owner {
     pub(crate) fn with_timer<R>(
         &self,
         id: TimerId,
-        f: impl FnOnce(&mut TimerState) -> R,
+        f: impl FnOnce(Locked<'_>) -> R,
     ) -> Result<R, Error> {
         self.inner.with_timer(id, f)
     }
@@ -666,18 +676,11 @@ impl OwnerInner {
         if self.dead.load(Ordering::Acquire) {
             return Err(Error::OwnerDeleted);
         }
-        let index = self.alloc_slot(st).ok_or(Error::NoFreeId)?;
-        let timer = self.slots.get(index);
-        // A listing may hold this slot's lock (it saw the previous timer): reset under it.
-        timer.locked(|s| *s = TimerState::default());
-        // Relaxed: all published by the bucket unlock (Release) below.
-        timer
-            .hot
-            .owner
-            .store(visible(self.key) | PENDING, Ordering::Relaxed);
-        timer.hot.clock.store(clock as u8, Ordering::Relaxed);
-        timer.hot.notify.store(notify as u8, Ordering::Relaxed);
-        timer.hot.home.store(home, Ordering::Relaxed);
+        let index = self.alloc_slot(st, guard).ok_or(Error::NoFreeId)?;
+        let timer = self.slots.get(index, guard);
+        // SAFETY: the slot came off this shard's free list or bump block: it is free (owner
+        // word 0) and the shard lock is held.
+        unsafe { timer.reset_for_create(visible(self.key) | PENDING, clock, notify, home) };
         let mut attempts: u64 = 0;
         let limit = u64::from(shared.id_mask) + 1;
         let (id, table, len) = loop {
@@ -740,21 +743,26 @@ impl OwnerInner {
 
     /// A free slot index from the shard: its free list, its bump block, or a new block.
     #[inline]
-    fn alloc_slot(&self, st: &mut owner::ShardState) -> Option<u32> {
+    fn alloc_slot(&self, st: &mut owner::ShardState, guard: &Guard) -> Option<u32> {
         if st.free_head != NONE {
             let index = st.free_head;
-            st.free_head = self.slots.get(index).hot.free_next.load(Ordering::Relaxed);
+            st.free_head = self
+                .slots
+                .get(index, guard)
+                .hot
+                .free_next
+                .load(Ordering::Relaxed);
             return Some(index);
         }
         if st.bump_left == 0 {
-            st.bump_next = self.slots.claim(SLOT_BLOCK)?;
+            st.bump_next = self.slots.claim(SLOT_BLOCK, &self.shared.pool, guard)?;
             st.bump_left = SLOT_BLOCK;
         }
         let index = st.bump_next;
         st.bump_next += 1;
         st.bump_left -= 1;
         self.slots
-            .get(index)
+            .get(index, guard)
             .hot
             .index
             .store(index, Ordering::Relaxed);
@@ -773,7 +781,7 @@ impl OwnerInner {
     /// Finds timer `id`, runs `f` under its lock after re-checking it, retrying if the slot was
     /// reused under the walk.
     #[inline]
-    fn with_timer<R>(&self, id: TimerId, f: impl FnOnce(&mut TimerState) -> R) -> Result<R, Error> {
+    fn with_timer<R>(&self, id: TimerId, f: impl FnOnce(Locked<'_>) -> R) -> Result<R, Error> {
         if self.dead.load(Ordering::Acquire) {
             return Err(Error::OwnerDeleted);
         }
@@ -786,12 +794,28 @@ impl OwnerInner {
                 .shared
                 .find(hash, word, id.0, &guard)
                 .ok_or(Error::UnknownTimer)?;
-            let r = timer.locked(|st| {
-                (timer.hot.owner.load(Ordering::Acquire) == word
-                    && timer.hot.id.load(Ordering::Relaxed) == id.0)
-                    .then(|| (f.take().expect("runs once"))(st))
-            });
-            if let Some(r) = r {
+            if let Some(r) = timer.lock_if(word, Some(id.0), |l| (f.take().expect("runs once"))(l))
+            {
+                return Ok(r);
+            }
+        }
+    }
+
+    /// Reads a field of timer `id` without its lock (see `Timer::read_current`).
+    #[inline]
+    fn read_timer<R>(&self, id: TimerId, read: impl Fn(&Timer) -> R) -> Result<R, Error> {
+        if self.dead.load(Ordering::Acquire) {
+            return Err(Error::OwnerDeleted);
+        }
+        let guard = epoch::pin();
+        let word = visible(self.key);
+        let hash = table::hash(self.shared.seed, self.key, id.0);
+        loop {
+            let timer = self
+                .shared
+                .find(hash, word, id.0, &guard)
+                .ok_or(Error::UnknownTimer)?;
+            if let Some(r) = timer.read_current(word, id.0, &read) {
                 return Ok(r);
             }
         }
@@ -809,7 +833,10 @@ impl OwnerInner {
                 .shared
                 .find(hash, word, id.0, &guard)
                 .ok_or(Error::UnknownTimer)?;
-            if timer.locked(|st| Self::mark_deleted(timer, word, Some(id.0), st)) {
+            if timer
+                .lock_if(word, Some(id.0), Self::mark_deleted)
+                .is_some()
+            {
                 break timer;
             }
         };
@@ -822,19 +849,14 @@ impl OwnerInner {
         Ok(())
     }
 
-    /// Under the timer's lock: if it is still the visible timer (`word`, `id`), mark it pending
-    /// (invisible to lookups, ID still taken), disarm it and void its pending event.
-    fn mark_deleted(timer: &Timer, word: u64, id: Option<i32>, st: &mut TimerState) -> bool {
-        if timer.hot.owner.load(Ordering::Acquire) != word
-            || id.is_some_and(|id| timer.hot.id.load(Ordering::Relaxed) != id)
-        {
-            return false;
-        }
+    /// Under the lock of a visible timer: mark it pending (invisible to lookups, ID still
+    /// taken), disarm it and void its pending event.
+    fn mark_deleted(mut l: Locked<'_>) {
+        let word = l.timer.hot.owner.load(Ordering::Relaxed);
         // Relaxed: ordered before the unhash by the bucket lock's Acquire/Release.
-        timer.hot.owner.store(word | PENDING, Ordering::Relaxed);
-        st.signal_seq = st.signal_seq.wrapping_add(1);
-        st.status = Status::Disarmed;
-        true
+        l.timer.hot.owner.store(word | PENDING, Ordering::Relaxed);
+        l.state.signal_seq = l.state.signal_seq.wrapping_add(1);
+        l.set_status(Status::Disarmed);
     }
 
     /// Unlinks a pending timer from its chain (the ID becomes free).
@@ -850,23 +872,20 @@ impl OwnerInner {
     fn list(&self) -> Vec<TimerInfo> {
         let mut out = Vec::new();
         let word = visible(self.key);
-        for index in 0..self.slots.claimed() {
-            let Some(timer) = self.slots.try_get(index) else {
-                continue;
-            };
+        let guard = epoch::pin();
+        self.slots.for_each(&guard, |timer| {
+            // Relaxed: a filter; `read_current` re-reads with Acquire.
             if timer.hot.owner.load(Ordering::Relaxed) != word {
-                continue;
+                return;
             }
-            let info = timer.locked(|st| {
-                (timer.hot.owner.load(Ordering::Acquire) == word).then(|| TimerInfo {
-                    id: TimerId(timer.hot.id.load(Ordering::Relaxed)),
-                    clock: timer.clock(),
-                    notify: timer.notify(),
-                    status: st.status,
-                })
-            });
-            out.extend(info);
-        }
+            let id = timer.hot.id.load(Ordering::Relaxed);
+            out.extend(timer.read_current(word, id, |t| TimerInfo {
+                id: TimerId(id),
+                clock: t.clock(),
+                notify: t.notify(),
+                status: t.status(),
+            }));
+        });
         out
     }
 
@@ -883,15 +902,12 @@ impl OwnerInner {
         let guard = epoch::pin();
         let word = visible(self.key);
         let mut deleted = 0;
-        for index in 0..self.slots.claimed() {
-            let Some(timer) = self.slots.try_get(index) else {
-                continue;
-            };
+        self.slots.for_each(&guard, |timer| {
             if timer.hot.owner.load(Ordering::Acquire) >> 1 != self.key {
-                continue;
+                return;
             }
             let id = timer.hot.id.load(Ordering::Relaxed);
-            if timer.locked(|st| Self::mark_deleted(timer, word, None, st)) {
+            if timer.lock_if(word, None, Self::mark_deleted).is_some() {
                 let hash = table::hash(self.shared.seed, self.key, id);
                 self.unhash(timer, hash, &guard);
                 // Release: as in `free_slot_locked`; the slot is not reused (the owner is dead).
@@ -905,7 +921,7 @@ impl OwnerInner {
                     crate::sync::backoff(&mut spins);
                 }
             }
-        }
+        });
         self.shared.count_add(-deleted);
     }
 }
@@ -914,17 +930,15 @@ impl Drop for OwnerInner {
     fn drop(&mut self) {
         self.teardown();
         let pages = self.slots.take_pages();
+        let shared = self.shared.clone();
         let guard = epoch::pin();
-        // SAFETY: every timer of this owner was unhashed by `teardown`, and no handle is left,
-        // so after the threads pinned now have unpinned (walkers that may still stand on one
-        // of these timers), nothing can reach the pages. They are taken out exactly once.
-        unsafe { guard.defer_unchecked(move || free_owner_pages(pages)) };
+        // SAFETY: every timer of this owner was unhashed and freed (owner word 0) by
+        // `teardown`, and no handle is left, so after the threads pinned now have unpinned
+        // (walkers that may still stand on one of these timers), nothing uses the pages. They
+        // were taken out exactly once.
+        // `recycle`'s contract holds when the deferred call runs, after the grace period.
+        unsafe { guard.defer_unchecked(move || shared.pool.recycle(pages)) };
+        // Start the grace period now, so the next owner is likely to find the pages pooled.
+        guard.flush();
     }
-}
-
-/// Frees an owner's pages (deferred).
-fn free_owner_pages(pages: Vec<(usize, *mut Timer)>) {
-    // SAFETY: called once, from the deferred function of `OwnerInner::drop`, after the epoch
-    // guarantees no walker can reach the pages.
-    unsafe { owner::free_pages(pages) }
 }

@@ -1,9 +1,9 @@
 //! An owner's timer storage: slot pages and per-thread shards.
 //!
 //! ```text
-//!  Owner ── pages[0..30] ── page p: 4·2^p Timer slots (128 B each), allocated on demand,
-//!        │                  zeroed, never moved; slot index i lives in page p, offset o with
-//!        │                  i + 4 = 4·2^p + o
+//!  Owner ── dir ──► Dir { pages[cap] } ── page k: 64 Timer slots (8 KiB), slot index
+//!        │          (doubles, old dirs      i = 64·k + offset; allocated on demand, zeroed,
+//!        │           retired via epoch)     never moved while the owner lives
 //!        ├─ claimed         slots handed to shards so far (bump counter)
 //!        ├─ counter         next timer ID (the kernel's next_posix_timer_id), claimed in blocks
 //!        └─ shards[S] ─┬─ lock (ByteLock) ─ free list of slots, bump block, ID block
@@ -17,143 +17,253 @@
 //! goes back to the shard that allocated it (its `home`), so memory stays bounded when timers
 //! are created on one thread and deleted on another.
 //!
-//! Slots are never freed while the owner exists (type-stable memory; see `timer.rs`). The pages
-//! are freed after the owner is torn down, through epoch reclamation.
+//! Pages are small and fixed (64 slots) so an owner's slot memory is its peak timer count
+//! rounded up to 64 per shard, not up to the next power of two; the page directory is the only
+//! thing that doubles (8 bytes per 64 timers). The hot paths (lookup by ID) never touch the
+//! directory: they reach timers through the hash chains.
+//!
+//! Slots are never freed while the owner exists (type-stable memory; see `timer.rs`). When the
+//! owner is torn down its pages go, after an epoch grace period, to the registry's [`PagePool`],
+//! from which later owners take pages before asking the allocator: like a kernel slab cache, a
+//! registry keeps the timer memory it has needed, so an owner that replaces another (a
+//! restarted component, a forked worker) reuses warm memory instead of faulting fresh memory
+//! in. Pooled pages are freed when the registry is dropped.
 
 use super::timer::Timer;
 use crate::sync::{AtomicPtr, AtomicU32, ByteLock, Ordering, UnsafeCell};
+use crossbeam_epoch::{Atomic, Guard, Owned};
 use std::alloc::Layout;
 
-/// Slot pages per owner: page `p` holds `4 << p` slots, 2^32 - 4 in all.
-pub(crate) const PAGES: usize = 30;
-/// Slots a shard claims from its owner at a time.
+/// Slots per page.
+pub(crate) const PAGE_SLOTS: usize = 64;
+/// Slots a shard claims from its owner at a time (divides `PAGE_SLOTS`).
 pub(crate) const SLOT_BLOCK: u32 = 8;
 /// Timer IDs a shard claims from its owner's counter at a time.
 pub(crate) const ID_BLOCK: u32 = 16;
 /// "No slot" in a free list.
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// (page, offset) of slot `index`.
-#[inline]
-pub(crate) fn locate(index: u32) -> (usize, usize) {
-    let s = u64::from(index) + 4;
-    let p = (63 - s.leading_zeros()) as usize - 2;
-    (p, (s - (4u64 << p)) as usize)
+fn page_layout() -> Layout {
+    Layout::array::<Timer>(PAGE_SLOTS).expect("page layout")
 }
 
-fn page_layout(p: usize) -> Layout {
-    Layout::array::<Timer>(4usize << p).expect("page layout")
+/// The page directory: page pointers by page number, null until allocated.
+struct Dir {
+    pages: Box<[AtomicPtr<Timer>]>,
+}
+
+impl Dir {
+    fn with_capacity(cap: usize) -> Dir {
+        Dir {
+            pages: (0..cap)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+        }
+    }
 }
 
 /// The slot pages of one owner.
 pub(crate) struct Slots {
-    pages: [AtomicPtr<Timer>; PAGES],
+    dir: Atomic<Dir>,
+    /// Serialises page allocation and directory growth (once per 64 fresh slots).
+    grow: ByteLock,
     claimed: AtomicU32,
 }
 
 impl Slots {
     pub(crate) fn new() -> Slots {
         Slots {
-            pages: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+            dir: Atomic::new(Dir::with_capacity(4)),
+            grow: ByteLock::new(),
             claimed: AtomicU32::new(0),
         }
     }
 
-    /// The slot at `index`, whose page must exist (it was claimed).
     #[inline]
-    pub(crate) fn get(&self, index: u32) -> &Timer {
-        let (p, o) = locate(index);
-        // Acquire: pairs with the Release compare-exchange that installed the page.
-        let page = self.pages[p].load(Ordering::Acquire);
-        assert!(!page.is_null(), "slot {index} has no page");
-        // SAFETY: the page holds `4 << p` initialised (zeroed) timers and `o < 4 << p` by
-        // `locate`; pages are only freed by `free_pages`, after the owner is gone.
-        unsafe { &*page.add(o) }
+    fn page(&self, k: usize, guard: &Guard) -> *mut Timer {
+        // Acquire: pairs with the Release store that published the directory.
+        let dir = self.dir.load(Ordering::Acquire, guard);
+        // SAFETY: the directory is never null; a replaced one is destroyed through the epoch
+        // after every thread pinned at its replacement (`guard` is such a pin) has unpinned.
+        let dir = unsafe { dir.deref() };
+        dir.pages
+            .get(k)
+            // Acquire: pairs with the Release store that installed the page.
+            .map_or(std::ptr::null_mut(), |p| p.load(Ordering::Acquire))
     }
 
-    /// Claims `n` fresh slots and makes sure their pages exist. `None` when the 2^32-slot space
-    /// is exhausted.
-    pub(crate) fn claim(&self, n: u32) -> Option<u32> {
+    /// The slot at `index`, whose page must exist (it was claimed).
+    #[inline]
+    pub(crate) fn get(&self, index: u32, guard: &Guard) -> &Timer {
+        self.try_get(index, guard)
+            .unwrap_or_else(|| panic!("slot {index} has no page"))
+    }
+
+    /// The slot at `index` if its page exists.
+    #[inline]
+    pub(crate) fn try_get(&self, index: u32, guard: &Guard) -> Option<&Timer> {
+        let page = self.page(index as usize / PAGE_SLOTS, guard);
+        // SAFETY: a page holds `PAGE_SLOTS` initialised timers and the offset is below that;
+        // pages leave an owner only through `take_pages`, after it is gone, so the page lives
+        // as long as `self`.
+        (!page.is_null()).then(|| unsafe { &*page.add(index as usize % PAGE_SLOTS) })
+    }
+
+    /// Claims `n` fresh slots (`n` divides `PAGE_SLOTS`, so they share one page) and makes
+    /// sure their page exists. `None` when the 2^32-slot space is exhausted.
+    pub(crate) fn claim(&self, n: u32, pool: &PagePool, guard: &Guard) -> Option<u32> {
         let base = self.claimed.fetch_add(n, Ordering::Relaxed);
-        if base > u32::MAX - 4 - n {
+        if base > u32::MAX - 2 * PAGE_SLOTS as u32 {
             return None;
         }
-        let (first, _) = locate(base);
-        let (last, _) = locate(base + n - 1);
-        for p in first..=last {
-            self.ensure_page(p);
+        let k = base as usize / PAGE_SLOTS;
+        if self.page(k, guard).is_null() {
+            self.add_page(k, pool, guard);
         }
         Some(base)
     }
 
-    fn ensure_page(&self, p: usize) {
-        if !self.pages[p].load(Ordering::Acquire).is_null() {
-            return;
+    #[cold]
+    fn add_page(&self, k: usize, pool: &PagePool, guard: &Guard) {
+        self.grow.lock();
+        let shared = self.dir.load(Ordering::Acquire, guard);
+        // SAFETY: as in `page`.
+        let mut dir = unsafe { shared.deref() };
+        if dir.pages.len() <= k {
+            let bigger = Dir::with_capacity((dir.pages.len() * 2).max(k + 1));
+            for (new, old) in bigger.pages.iter().zip(dir.pages.iter()) {
+                new.store(old.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            // Release: publishes the copied page pointers with the directory.
+            let new = self.dir.swap(Owned::new(bigger), Ordering::AcqRel, guard);
+            // SAFETY: the old directory is unreachable from `self.dir` now; threads pinned
+            // before may still read it (its page pointers stay valid), so it is destroyed only
+            // after they unpin.
+            unsafe { guard.defer_destroy(new) };
+            // SAFETY: just published; alive while `guard` is pinned.
+            dir = unsafe { self.dir.load(Ordering::Acquire, guard).deref() };
         }
-        let layout = page_layout(p);
-        // SAFETY: the layout is non-zero-sized; zeroed memory is a valid array of free timers
-        // (`Timer`: atomics, a byte lock and plain integers, all valid as zero).
-        let page = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Timer>();
-        if page.is_null() {
-            std::alloc::handle_alloc_error(layout);
+        if dir.pages[k].load(Ordering::Relaxed).is_null() {
+            let page = pool.take().unwrap_or_else(|| {
+                // SAFETY: the layout is non-zero-sized; zeroed memory is a valid array of free
+                // timers (`Timer`: atomics, a byte lock and plain integers, all valid as zero).
+                let page = unsafe { std::alloc::alloc_zeroed(page_layout()) }.cast::<Timer>();
+                if page.is_null() {
+                    std::alloc::handle_alloc_error(page_layout());
+                }
+                page
+            });
+            // Release: publishes the (zeroed or recycled-free) page.
+            dir.pages[k].store(page, Ordering::Release);
         }
-        // AcqRel: Release publishes the zeroed page; Acquire on failure sees the winner's.
-        if self.pages[p]
-            .compare_exchange(
-                std::ptr::null_mut(),
-                page,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_err()
-        {
-            // SAFETY: `page` was allocated above with `layout` and never shared.
-            unsafe { std::alloc::dealloc(page.cast(), layout) };
+        self.grow.unlock();
+    }
+
+    /// Calls `f` on every slot of every allocated page, in index order.
+    pub(crate) fn for_each(&self, guard: &Guard, mut f: impl FnMut(&Timer)) {
+        let claimed = self.claimed.load(Ordering::Acquire) as usize;
+        for k in 0..claimed.div_ceil(PAGE_SLOTS) {
+            let page = self.page(k, guard);
+            if page.is_null() {
+                continue;
+            }
+            // SAFETY: as in `try_get`; the page holds `PAGE_SLOTS` timers.
+            let slots = unsafe { std::slice::from_raw_parts(page, PAGE_SLOTS) };
+            slots.iter().for_each(&mut f);
         }
     }
 
-    /// Slots claimed so far (indices `0..claimed` may hold timers, if their page exists).
-    pub(crate) fn claimed(&self) -> u32 {
-        self.claimed.load(Ordering::Acquire).min(u32::MAX - 4)
-    }
-
-    /// The slot at `index` if its page exists.
-    pub(crate) fn try_get(&self, index: u32) -> Option<&Timer> {
-        let (p, o) = locate(index);
-        let page = self.pages[p].load(Ordering::Acquire);
-        // SAFETY: as in `get`.
-        (!page.is_null()).then(|| unsafe { &*page.add(o) })
-    }
-
-    /// Bytes of slot pages allocated.
+    /// Bytes of slot pages and directory allocated.
     pub(crate) fn bytes(&self) -> usize {
-        (0..PAGES)
-            .filter(|&p| !self.pages[p].load(Ordering::Relaxed).is_null())
-            .map(|p| page_layout(p).size())
-            .sum()
+        let guard = crossbeam_epoch::pin();
+        let dir = self.dir.load(Ordering::Acquire, &guard);
+        // SAFETY: as in `page`.
+        let dir = unsafe { dir.deref() };
+        let pages = dir
+            .pages
+            .iter()
+            .filter(|p| !p.load(Ordering::Relaxed).is_null())
+            .count();
+        pages * page_layout().size() + dir.pages.len() * std::mem::size_of::<AtomicPtr<Timer>>()
     }
 
-    /// Takes the pages out, to be freed once no walker can reach them.
-    pub(crate) fn take_pages(&self) -> Vec<(usize, *mut Timer)> {
-        (0..PAGES)
+    /// Takes the pages out, for recycling once no walker can reach them.
+    pub(crate) fn take_pages(&self) -> Vec<PagePtr> {
+        let guard = crossbeam_epoch::pin();
+        let dir = self.dir.load(Ordering::Acquire, &guard);
+        // SAFETY: as in `page`.
+        let dir = unsafe { dir.deref() };
+        dir.pages
+            .iter()
             .filter_map(|p| {
-                let page = self.pages[p].swap(std::ptr::null_mut(), Ordering::AcqRel);
-                (!page.is_null()).then_some((p, page))
+                let page = p.swap(std::ptr::null_mut(), Ordering::AcqRel);
+                (!page.is_null()).then_some(PagePtr(page))
             })
             .collect()
     }
 }
 
-/// Frees pages taken by [`Slots::take_pages`].
-///
-/// # Safety
-/// No thread may use any timer in these pages any more, and each page must have come from
-/// `take_pages` exactly once.
-pub(crate) unsafe fn free_pages(pages: Vec<(usize, *mut Timer)>) {
-    for (p, page) in pages {
-        // SAFETY: allocated by `ensure_page` with `page_layout(p)`; the caller promises it is
-        // unreachable and freed once.
-        unsafe { std::alloc::dealloc(page.cast(), page_layout(p)) };
+impl Drop for Slots {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no other thread can reach this owner's directory any more
+        // (readers of older directories are covered by their own deferred destruction).
+        unsafe {
+            drop(
+                self.dir
+                    .load(Ordering::Acquire, crossbeam_epoch::unprotected())
+                    .into_owned(),
+            )
+        };
+    }
+}
+
+/// A page of timer slots owned by nobody, every slot free (owner word 0).
+pub(crate) struct PagePtr(*mut Timer);
+
+// SAFETY: a pooled page is not used by any thread; the pointer is handed over with the page.
+unsafe impl Send for PagePtr {}
+
+/// Pages of torn-down owners, ready for reuse (see the module doc).
+pub(crate) struct PagePool {
+    pages: crossbeam_queue::SegQueue<PagePtr>,
+}
+
+impl PagePool {
+    pub(crate) fn new() -> PagePool {
+        PagePool {
+            pages: crossbeam_queue::SegQueue::new(),
+        }
+    }
+
+    fn take(&self) -> Option<*mut Timer> {
+        self.pages.pop().map(|p| p.0)
+    }
+
+    /// Takes back pages from [`Slots::take_pages`].
+    ///
+    /// # Safety
+    /// No thread may use any timer in these pages any more (the epoch grace period after the
+    /// owner's teardown has passed), every slot in them is free (owner word 0), and each page
+    /// comes from `take_pages` once.
+    pub(crate) unsafe fn recycle(&self, pages: Vec<PagePtr>) {
+        for page in pages {
+            self.pages.push(page);
+        }
+    }
+
+    /// Bytes of pooled pages.
+    pub(crate) fn bytes(&self) -> usize {
+        self.pages.len() * page_layout().size()
+    }
+}
+
+impl Drop for PagePool {
+    fn drop(&mut self) {
+        while let Some(page) = self.pages.pop() {
+            // SAFETY: allocated by `add_page` with `page_layout()`; pooled pages are unused
+            // (`recycle`'s contract) and popped once.
+            unsafe { std::alloc::dealloc(page.0.cast(), page_layout()) };
+        }
     }
 }
 

@@ -204,7 +204,7 @@ fn getoverrun_reads_the_latched_count() {
     let r = Registry::new();
     let o = r.owner();
     let t = mono(&o).unwrap();
-    o.with_timer(t, |st| st.overrun_last = 42).unwrap();
+    o.with_timer(t, |mut l| l.set_overrun_last(42)).unwrap();
     assert_eq!(o.getoverrun(t), Ok(42));
 }
 
@@ -215,7 +215,8 @@ fn listing_reports_every_timer_with_clock_notify_and_status() {
     let a = o.create(ClockId::Realtime, NotifyKind::Queue).unwrap();
     let b = o.create(ClockId::Boottime, NotifyKind::Callback).unwrap();
     let c = mono(&o).unwrap();
-    o.with_timer(b, |st| st.status = Status::Armed).unwrap();
+    o.with_timer(b, |mut l| l.set_status(Status::Armed))
+        .unwrap();
     o.delete(c).unwrap();
     let mut list = o.timers();
     list.sort_by_key(|i| i.id);
@@ -385,7 +386,7 @@ fn stress_delete_racing_lookup_never_returns_another_timer() {
     for i in 0..IDS {
         o.create_with_id(i, ClockId::Monotonic, NotifyKind::None)
             .unwrap();
-        o.with_timer(id(i), |st| st.interval = i as u64 + 1)
+        o.with_timer(id(i), |l| l.state.interval = i as u64 + 1)
             .unwrap();
     }
     let stop = StdAtomicBool::new(false);
@@ -400,7 +401,7 @@ fn stress_delete_racing_lookup_never_returns_another_timer() {
                     o.delete(id(i)).unwrap();
                     o.create_with_id(i, ClockId::Monotonic, NotifyKind::None)
                         .unwrap();
-                    o.with_timer(id(i), |st| st.interval = i as u64 + 1)
+                    o.with_timer(id(i), |l| l.state.interval = i as u64 + 1)
                         .unwrap();
                 }
             }
@@ -423,7 +424,7 @@ fn stress_delete_racing_lookup_never_returns_another_timer() {
                 let mut found = 0u64;
                 while !stop.load(Ordering::Acquire) {
                     for i in 0..IDS {
-                        match o.with_timer(id(i), |st| st.interval) {
+                        match o.with_timer(id(i), |l| l.state.interval) {
                             Ok(v) => {
                                 assert!(v == 0 || v == i as u64 + 1, "ID {i} returned payload {v}");
                                 found += 1;
@@ -437,4 +438,36 @@ fn stress_delete_racing_lookup_never_returns_another_timer() {
         }
     });
     assert_eq!(o.timers().len(), IDS as usize);
+}
+
+#[test]
+fn a_deleted_owners_pages_are_reused_by_the_next_owner() {
+    let r = Registry::new();
+    let a = r.owner();
+    for _ in 0..1000 {
+        mono(&a).unwrap();
+    }
+    let bytes = a.slot_bytes();
+    drop(a);
+    // The pages reach the pool after an epoch grace period; other tests' threads may hold
+    // pins for a moment, so give the epoch a few chances to advance.
+    let pages = 1000usize.div_ceil(64) * 64 * std::mem::size_of::<Timer>();
+    assert!(
+        bytes > pages && bytes < pages + 1024,
+        "16 pages and a directory: {bytes}"
+    );
+    for _ in 0..100_000 {
+        if r.pooled_bytes() == pages {
+            break;
+        }
+        crossbeam_epoch::pin().flush();
+    }
+    assert_eq!(r.pooled_bytes(), pages, "torn-down owner's pages pooled");
+    let b = r.owner();
+    for _ in 0..1000 {
+        mono(&b).unwrap();
+    }
+    assert_eq!(r.pooled_bytes(), 0, "the next owner took them");
+    assert_eq!(b.slot_bytes(), bytes);
+    assert_eq!(b.timers().len(), 1000);
 }

@@ -2,26 +2,33 @@
 //!
 //! ```text
 //!  offset  line 1: read-mostly (what a concurrent hash walker touches)
-//!       0  hash_next  AtomicUsize   next timer in the bucket chain, or a nulls marker
-//!       8  owner      AtomicU64     owner key << 1 | PENDING; 0 = free slot
-//!      16  id         AtomicI32     the timer ID (timer_t)
-//!      20  clock      AtomicU8      ClockId as its clockid_t value
-//!      21  notify     AtomicU8      NotifyKind
-//!      22  home       AtomicU16     the owner shard whose free list takes the slot back
-//!      24  index      AtomicU32     this slot's index in its owner's slot pages
-//!      28  free_next  AtomicU32     next free slot while on a shard's free list
-//!      32  (reserved up to 64)
+//!       0  hash_next     AtomicUsize  next timer in the bucket chain, or a nulls marker
+//!       8  owner         AtomicU64    owner key << 1 | PENDING; 0 = free slot
+//!      16  id            AtomicI32    the timer ID (timer_t)
+//!      20  clock         AtomicU8     ClockId as its clockid_t value
+//!      21  notify        AtomicU8     NotifyKind
+//!      22  home          AtomicU16    the owner shard whose free list takes the slot back
+//!      24  index         AtomicU32    this slot's index in its owner's slot pages
+//!      28  free_next     AtomicU32    next free slot while on a shard's free list
+//!      32  generation    AtomicU32    bumped by every create in this slot
+//!      36  (reserved up to 64)
 //!          line 2: written while the timer is in use
-//!      64  lock       ByteLock      the timer's own lock: covers everything below
-//!      72  state      TimerState    status, base, signal_seq, expiry, interval,
-//!                                   overrun, overrun_last, wheel_key (48 bytes)
+//!      64  lock          ByteLock     the timer's own lock: covers every write below
+//!      65  status        AtomicU8     Status (written under the lock, read lock-free)
+//!      68  overrun_last  AtomicI32    what getoverrun returns (written under the lock)
+//!      72  state         TimerState   base, signal_seq, expiry, interval, overrun,
+//!                                     wheel_key (40 bytes, read and written under the lock)
 //!     128  (end; the object is 64-byte aligned)
 //! ```
 //!
 //! Walkers of a bucket chain read `hash_next`, `owner` and `id` of every timer they pass;
 //! locking a timer, arming it and counting overruns write only line 2, so they do not
 //! invalidate line 1 in the caches of CPUs walking the same chain. `owner` is written at
-//! create and delete only; `clock` and `notify` at create only. The unit test
+//! create and delete only; `clock`, `notify` and `generation` at create only.
+//!
+//! `status` and `overrun_last` are atomics so that getoverrun and listings read them without
+//! the lock: a reader checks (owner, id, generation) before and after the read, and the value
+//! is the timer's at an instant when it was live (`Timer::read_current`). The unit test
 //! `timer_layout_matches_doc` asserts every offset above.
 //!
 //! # Type-stable memory
@@ -37,7 +44,8 @@
 use super::NotifyKind;
 use crate::clock::ClockId;
 use crate::sync::{
-    AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, ByteLock, UnsafeCell,
+    AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, ByteLock, Ordering,
+    UnsafeCell,
 };
 
 /// `owner` bit 0: the slot is hashed (its ID is taken) but not visible to lookups, because it
@@ -63,14 +71,13 @@ pub enum Status {
     RequeuePending = 2,
 }
 
-/// Line 2's fields, all covered by the timer's lock.
+/// Line 2's plain fields, read and written only under the timer's lock.
 #[derive(Debug, Default, Clone, Copy)]
 #[repr(C)]
 pub(crate) struct TimerState {
-    pub(crate) status: Status,
-    pub(crate) _reserved: u8,
     /// The base whose wheel holds the timer while armed.
     pub(crate) base: u16,
+    pub(crate) _reserved: u16,
     /// Bumped by settime, delete and re-arm; an event carrying an older value is stale.
     pub(crate) signal_seq: u32,
     /// Absolute expiry, ns on the timer's clock.
@@ -79,9 +86,6 @@ pub(crate) struct TimerState {
     pub(crate) interval: u64,
     /// Periods missed since the pending event was queued.
     pub(crate) overrun: i64,
-    /// The overrun latched when the last event was consumed: what getoverrun returns.
-    pub(crate) overrun_last: i32,
-    pub(crate) _reserved2: u32,
     /// The wheel key while armed.
     pub(crate) wheel_key: u64,
 }
@@ -98,6 +102,7 @@ pub(crate) struct ReadMostly {
     pub(crate) home: AtomicU16,
     pub(crate) index: AtomicU32,
     pub(crate) free_next: AtomicU32,
+    pub(crate) generation: AtomicU32,
 }
 
 /// Line 2: written while the timer is in use.
@@ -105,6 +110,8 @@ pub(crate) struct ReadMostly {
 #[repr(C, align(64))]
 pub(crate) struct Written {
     pub(crate) lock: ByteLock,
+    pub(crate) status: AtomicU8,
+    pub(crate) overrun_last: AtomicI32,
     pub(crate) state: UnsafeCell<TimerState>,
 }
 
@@ -122,29 +129,145 @@ unsafe impl Sync for Timer {}
 // SAFETY: as above; a `Timer` holds no thread-bound data.
 unsafe impl Send for Timer {}
 
+/// The timer's fields as a locked caller sees them.
+pub(crate) struct Locked<'a> {
+    pub(crate) timer: &'a Timer,
+    pub(crate) state: &'a mut TimerState,
+}
+
+impl Locked<'_> {
+    pub(crate) fn set_status(&mut self, status: Status) {
+        // Relaxed: lock-free readers validate with the generation check in `read_current`.
+        self.timer
+            .written
+            .status
+            .store(status as u8, Ordering::Relaxed);
+    }
+    #[allow(dead_code)] // the service layer latches overruns here; tests use it now
+    pub(crate) fn set_overrun_last(&mut self, v: i32) {
+        // Relaxed: as in `set_status`.
+        self.timer.written.overrun_last.store(v, Ordering::Relaxed);
+    }
+}
+
+impl Status {
+    fn from_u8(v: u8) -> Status {
+        match v {
+            1 => Status::Armed,
+            2 => Status::RequeuePending,
+            _ => Status::Disarmed,
+        }
+    }
+}
+
 impl Timer {
-    /// Runs `f` with the timer's lock held and its state borrowed mutably.
+    /// Whether this slot holds the visible timer `(owner_word, id)` right now.
     #[inline]
-    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut TimerState) -> R) -> R {
+    pub(crate) fn is(&self, owner_word: u64, id: i32) -> bool {
+        // Acquire: pairs with the Release store that made the timer visible at create.
+        self.hot.owner.load(Ordering::Acquire) == owner_word
+            && self.hot.id.load(Ordering::Relaxed) == id
+    }
+
+    /// Takes the timer's lock and, if the slot still holds the visible timer
+    /// `(owner_word, id)` (any ID if `id` is `None`), runs `f` on its fields. `None` if the slot
+    /// holds something else: the caller looks again.
+    ///
+    /// The identity is checked before the state is borrowed, so a slot being re-created by
+    /// another thread (which resets the state without the lock, see `reset_for_create`) is
+    /// never borrowed here.
+    #[inline]
+    pub(crate) fn lock_if<R>(
+        &self,
+        owner_word: u64,
+        id: Option<i32>,
+        f: impl FnOnce(Locked<'_>) -> R,
+    ) -> Option<R> {
         self.written.lock.lock();
-        // SAFETY: `written.state` is only ever accessed here, with `written.lock` held, so this
-        // is the only reference to it until the unlock below.
-        let r = self.written.state.with_mut(|p| f(unsafe { &mut *p }));
+        // Acquire: pairs with the Release store that made the timer visible at create.
+        let current = self.hot.owner.load(Ordering::Acquire) == owner_word
+            && id.is_none_or(|id| self.hot.id.load(Ordering::Relaxed) == id);
+        let r = current.then(|| {
+            self.written.state.with_mut(|p| {
+                f(Locked {
+                    timer: self,
+                    // SAFETY: the lock is held and the slot holds a visible timer: its state is
+                    // only accessed by holders of this lock (the create that resets it without
+                    // the lock runs only while the slot is free or pending, and a visible slot
+                    // is neither until a delete, which needs this lock, marks it pending).
+                    state: unsafe { &mut *p },
+                })
+            })
+        });
         self.written.lock.unlock();
         r
     }
 
+    /// Reads a field of the visible timer `(owner_word, id)` without the lock: `Some` only if
+    /// the slot held that timer, in the same incarnation, before and after the read.
+    #[inline]
+    pub(crate) fn read_current<R>(
+        &self,
+        owner_word: u64,
+        id: i32,
+        read: impl FnOnce(&Timer) -> R,
+    ) -> Option<R> {
+        // Acquire (in `is`): the generation and fields of the visible incarnation are visible.
+        if !self.is(owner_word, id) {
+            return None;
+        }
+        let generation = self.hot.generation.load(Ordering::Relaxed);
+        let v = read(self);
+        // Acquire: the re-check below is not performed before the read above.
+        std::sync::atomic::fence(Ordering::Acquire);
+        (self.is(owner_word, id) && self.hot.generation.load(Ordering::Relaxed) == generation)
+            .then_some(v)
+    }
+
+    /// Re-initialises a free slot for a new timer of `owner_word | PENDING`, without the lock.
+    ///
+    /// # Safety
+    /// The slot is free (owner word 0) and the caller holds its owner shard's lock, so no
+    /// other create touches it; lock holders leave the state alone because the slot is not
+    /// visible (see `lock_if`).
+    pub(crate) unsafe fn reset_for_create(
+        &self,
+        pending_word: u64,
+        clock: ClockId,
+        notify: NotifyKind,
+        home: u16,
+    ) {
+        let generation = self.hot.generation.load(Ordering::Relaxed).wrapping_add(1);
+        // Relaxed: all published by the bucket unlock and the visible store (Release).
+        self.hot.owner.store(pending_word, Ordering::Relaxed);
+        self.hot.generation.store(generation, Ordering::Relaxed);
+        self.hot.clock.store(clock as u8, Ordering::Relaxed);
+        self.hot.notify.store(notify as u8, Ordering::Relaxed);
+        self.hot.home.store(home, Ordering::Relaxed);
+        self.written
+            .status
+            .store(Status::Disarmed as u8, Ordering::Relaxed);
+        self.written.overrun_last.store(0, Ordering::Relaxed);
+        // SAFETY: the caller's contract: nobody else accesses the state of a free slot.
+        self.written
+            .state
+            .with_mut(|p| unsafe { *p = TimerState::default() });
+    }
+
     /// The clock recorded at create.
     pub(crate) fn clock(&self) -> ClockId {
-        ClockId::from_raw(i32::from(
-            self.hot.clock.load(crate::sync::Ordering::Relaxed),
-        ))
-        .unwrap_or(ClockId::Monotonic)
+        ClockId::from_raw(i32::from(self.hot.clock.load(Ordering::Relaxed)))
+            .unwrap_or(ClockId::Monotonic)
     }
 
     /// The notification kind recorded at create.
     pub(crate) fn notify(&self) -> NotifyKind {
-        NotifyKind::from_u8(self.hot.notify.load(crate::sync::Ordering::Relaxed))
+        NotifyKind::from_u8(self.hot.notify.load(Ordering::Relaxed))
+    }
+
+    /// The status (validate with `read_current` when read without the lock).
+    pub(crate) fn status(&self) -> Status {
+        Status::from_u8(self.written.status.load(Ordering::Relaxed))
     }
 }
 
@@ -166,18 +289,28 @@ mod tests {
         assert_eq!(offset_of!(ReadMostly, home), 22);
         assert_eq!(offset_of!(ReadMostly, index), 24);
         assert_eq!(offset_of!(ReadMostly, free_next), 28);
+        assert_eq!(offset_of!(ReadMostly, generation), 32);
         assert_eq!(offset_of!(Timer, written), 64);
         assert_eq!(64 + offset_of!(Written, lock), 64);
+        assert_eq!(64 + offset_of!(Written, status), 65);
+        assert_eq!(64 + offset_of!(Written, overrun_last), 68);
         assert_eq!(64 + offset_of!(Written, state), 72);
-        assert_eq!(size_of::<TimerState>(), 48);
+        assert_eq!(size_of::<TimerState>(), 40);
         assert_eq!(offset_of!(TimerState, expiry), 8);
-        assert_eq!(offset_of!(TimerState, wheel_key), 40);
+        assert_eq!(offset_of!(TimerState, wheel_key), 32);
     }
 
     #[test]
     fn zeroed_timer_is_a_free_slot() {
         let t = Timer::default();
-        assert_eq!(t.hot.owner.load(crate::sync::Ordering::Relaxed), 0);
-        assert_eq!(t.locked(|s| s.status), Status::Disarmed);
+        assert_eq!(t.hot.owner.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            t.written.status.load(Ordering::Relaxed),
+            Status::Disarmed as u8
+        );
+        assert!(
+            t.lock_if(visible(1), None, |_| ()).is_none(),
+            "a free slot is nobody's"
+        );
     }
 }
