@@ -85,6 +85,77 @@ fn wheel_suite_json_lines_cover_every_case_and_peer() {
 }
 
 #[test]
+fn seed_suite_json_lines_cover_every_case_and_registry() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tempora"))
+        .args([
+            "bench", "--suite", "seed", "--quick", "--n", "3000", "--reps", "1", "--json",
+        ])
+        .output()
+        .expect("run tempora bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let cases = [
+        ("t1-create", 1),
+        ("t1-getoverrun", 1),
+        ("t4-create", 2),
+        ("t4-getoverrun", 2),
+        ("t5-create", 2),
+        ("t5-getoverrun", 2),
+        ("loop", 2),
+        ("mem-dense", 1),
+        ("mem-sparse", 1),
+    ];
+    let impls = [
+        "tempora",
+        "kernel",
+        "global-lock",
+        "sparse-array",
+        "dashmap",
+    ];
+    for (case, threads) in cases {
+        for imp in impls {
+            let row = rows
+                .iter()
+                .find(|r| r["case"] == case && r["impl"] == imp)
+                .unwrap_or_else(|| panic!("no row for {case}/{imp}"));
+            assert_eq!(row["threads"], threads, "{row}");
+            assert_eq!(row["suite"], "seed");
+            if imp == "tempora" {
+                assert_eq!(row["ok"], true, "{row}");
+            }
+            if row["ok"] == false {
+                assert!(
+                    row["error"].as_str().is_some_and(|e| !e.is_empty()),
+                    "{row}"
+                );
+            }
+        }
+    }
+    let bytes = |case: &str, imp: &str| {
+        rows.iter()
+            .find(|r| r["case"] == case && r["impl"] == imp)
+            .and_then(|r| r["bytes_per_timer"].as_f64())
+            .unwrap()
+    };
+    // The seed's point about sparse IDs: an array indexed by ID pays for the gaps.
+    assert!(bytes("mem-sparse", "tempora") * 4.0 < bytes("mem-sparse", "sparse-array"));
+    let check = check_json("seed", &stdout);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
+
+#[test]
 fn check_json_rejects_a_failed_tempora_row() {
     let check = check_json(
         "bad",

@@ -394,12 +394,18 @@ pub(crate) fn find<'a>(
     owner_word: u64,
     id: i32,
 ) -> Option<&'a Timer> {
+    let mut spins = 0;
     'restart: loop {
         let mut t = current();
         loop {
             match t.walk(hash, owner_word, id) {
                 Walk::Found(timer) => return Some(timer),
-                Walk::Restart => continue 'restart,
+                Walk::Restart => {
+                    // The chain changed under the walk (a split in progress, or the timer we
+                    // stood on re-created elsewhere): let the writer finish.
+                    backoff(&mut spins);
+                    continue 'restart;
+                }
                 Walk::Absent | Walk::Moved => match t.future() {
                     Some(f) => t = f,
                     None => return None,
