@@ -127,24 +127,45 @@ impl ByteLock {
     }
 }
 
-/// A small per-thread number, handed out once per thread in creation order. Shards (per-owner
-/// ID blocks and free lists, the registry's count stripes) are picked by `thread_index() & mask`
-/// so that threads on different CPUs mostly write different cache lines.
+/// A small number for the calling thread: the lowest one no other live thread holds. Shards
+/// (per-owner ID blocks and free lists, the registry's count stripes) are picked by
+/// `thread_index() & mask`, so up to `mask + 1` threads that run at the same time always get
+/// different shards, however many threads came and went before them. (The CPU number would
+/// avoid even that bound, but a thread that migrates would then switch ID blocks, and IDs on
+/// one thread would stop coming out in order.) The index is taken at the thread's first call
+/// and given back when the thread exits; that bookkeeping takes a process-wide mutex, twice per
+/// thread lifetime and never on a timer operation.
 #[cfg(not(loom))]
 pub(crate) fn thread_index() -> usize {
-    use std::cell::Cell;
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    thread_local! {
-        static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
-    }
-    INDEX.with(|i| {
-        let mut v = i.get();
-        if v == usize::MAX {
-            v = NEXT.fetch_add(1, Ordering::Relaxed);
-            i.set(v);
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    use std::sync::Mutex;
+
+    static FREE: Mutex<(usize, BinaryHeap<Reverse<usize>>)> = Mutex::new((0, BinaryHeap::new()));
+
+    struct Held(usize);
+    impl Drop for Held {
+        fn drop(&mut self) {
+            if let Ok(mut free) = FREE.lock() {
+                free.1.push(Reverse(self.0));
+            }
         }
-        v
-    })
+    }
+    thread_local! {
+        static INDEX: Held = {
+            let mut free = FREE.lock().unwrap_or_else(|e| e.into_inner());
+            let i = match free.1.pop() {
+                Some(Reverse(i)) => i,
+                None => {
+                    free.0 += 1;
+                    free.0 - 1
+                }
+            };
+            Held(i)
+        };
+    }
+    // During thread teardown the index may already be gone: any shard is correct.
+    INDEX.try_with(|h| h.0).unwrap_or(0)
 }
 
 /// Under loom all model threads share shard 0 (the shard choice is a performance matter only).

@@ -24,7 +24,7 @@ fn insert(t: &Table, timer: &Timer) {
     let h = hash(SEED, OWNER, id);
     let idx = t.index(h);
     let head = t.buckets[idx].lock().expect("not moved");
-    t.link_and_unlock(idx, head, timer);
+    t.link_and_unlock(idx, head, timer, h);
 }
 
 fn lookup(t: &Table, id: i32) -> bool {

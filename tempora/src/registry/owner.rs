@@ -140,6 +140,7 @@ impl Slots {
             // before may still read it (its page pointers stay valid), so it is destroyed only
             // after they unpin.
             unsafe { guard.defer_destroy(new) };
+            guard.flush();
             // SAFETY: just published; alive while `guard` is pinned.
             dir = unsafe { self.dir.load(Ordering::Acquire, guard).deref() };
         }

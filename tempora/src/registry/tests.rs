@@ -471,3 +471,49 @@ fn a_deleted_owners_pages_are_reused_by_the_next_owner() {
     assert_eq!(b.slot_bytes(), bytes);
     assert_eq!(b.timers().len(), 1000);
 }
+
+#[test]
+fn counter_skips_ids_restored_ahead_of_it() {
+    // Restored IDs ahead of the counter must be skipped when the counter reaches them, even
+    // though the counter has not wrapped (the chain check is not skipped after an exact-ID
+    // create).
+    let r = Registry::new();
+    let o = r.owner();
+    o.set_restore_ids(true);
+    o.create_with_id(10, ClockId::Monotonic, NotifyKind::None)
+        .unwrap();
+    o.create_with_id(12, ClockId::Monotonic, NotifyKind::None)
+        .unwrap();
+    o.create_with_id(5, ClockId::Monotonic, NotifyKind::None)
+        .unwrap();
+    o.set_restore_ids(false);
+    let got: Vec<i32> = (0..6).map(|_| mono(&o).unwrap().get()).collect();
+    assert_eq!(got, vec![6, 7, 8, 9, 11, 13]);
+}
+
+#[test]
+fn ids_stay_unique_when_a_wrapped_counter_meets_ids_in_use() {
+    // A counter that wraps hands out every ID again; only the free ones may be taken.
+    let r = Registry::builder().id_bits(6).build().unwrap();
+    let o = r.owner();
+    let mut live = BTreeSet::new();
+    for round in 0..20 {
+        while let Ok(t) = mono(&o) {
+            assert!(
+                live.insert(t.get()),
+                "ID {t} handed out twice (round {round})"
+            );
+        }
+        assert_eq!(live.len(), 64);
+        // Free every third ID.
+        let victims: Vec<i32> = live
+            .iter()
+            .copied()
+            .filter(|i| (i + round) % 3 == 0)
+            .collect();
+        for v in victims {
+            o.delete(id(v)).unwrap();
+            live.remove(&v);
+        }
+    }
+}
