@@ -16,12 +16,12 @@ fn check_json(name: &str, contents: &str) -> Output {
     out
 }
 
-#[test]
-fn wheel_suite_json_lines_cover_every_case_and_peer() {
+/// Runs `tempora bench <args> --json`; its stdout and the parsed lines.
+fn bench_json(args: &[&str]) -> (String, Vec<serde_json::Value>) {
     let out = Command::new(env!("CARGO_BIN_EXE_tempora"))
-        .args([
-            "bench", "--suite", "wheel", "--n", "3000", "--reps", "1", "--json",
-        ])
+        .arg("bench")
+        .args(args)
+        .arg("--json")
         .output()
         .expect("run tempora bench");
     assert!(
@@ -30,10 +30,16 @@ fn wheel_suite_json_lines_cover_every_case_and_peer() {
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<serde_json::Value> = stdout
+    let rows = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect();
+    (stdout, rows)
+}
+
+#[test]
+fn wheel_suite_json_lines_cover_every_case_and_peer() {
+    let (stdout, rows) = bench_json(&["--suite", "wheel", "--n", "3000", "--reps", "1"]);
     let cases = [
         "insert-cancel",
         "insert-cancel90-expire",
@@ -86,22 +92,7 @@ fn wheel_suite_json_lines_cover_every_case_and_peer() {
 
 #[test]
 fn seed_suite_json_lines_cover_every_case_and_registry() {
-    let out = Command::new(env!("CARGO_BIN_EXE_tempora"))
-        .args([
-            "bench", "--suite", "seed", "--quick", "--n", "3000", "--reps", "1", "--json",
-        ])
-        .output()
-        .expect("run tempora bench");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+    let (stdout, rows) = bench_json(&["--suite", "seed", "--quick", "--n", "3000", "--reps", "1"]);
     let cases = [
         ("t1-create", 1),
         ("t1-getoverrun", 1),

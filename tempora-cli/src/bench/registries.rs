@@ -179,12 +179,48 @@ impl Registry for Kernel {
 /// kernel design (global `hash_lock`).
 pub struct GlobalLock {
     map: Mutex<hashbrown::HashMap<(u64, i32), PeerTimer>>,
-    owners: AtomicU64,
+    owners: OwnerKeys,
 }
 
 pub struct CounterOwner {
     key: u64,
     next: AtomicU32,
+}
+
+/// Hands out owner keys for the peers whose owners are a key and an ID counter.
+struct OwnerKeys(AtomicU64);
+
+impl OwnerKeys {
+    fn new() -> OwnerKeys {
+        OwnerKeys(AtomicU64::new(1))
+    }
+
+    fn owner(&self) -> CounterOwner {
+        CounterOwner {
+            key: self.0.fetch_add(1, Ordering::Relaxed),
+            next: AtomicU32::new(0),
+        }
+    }
+}
+
+impl CounterOwner {
+    /// Linux's ID allocation: counter values in turn (wrapping at `i32::MAX`), each tried once
+    /// with `insert_if_vacant`, until one is free; EAGAIN when none is.
+    #[inline]
+    fn allocate(&self, mut insert_if_vacant: impl FnMut(i32) -> bool) -> Result<i32, Errno> {
+        for _ in 0..=i32::MAX as u32 {
+            let id = (self.next.fetch_add(1, Ordering::Relaxed) & i32::MAX as u32) as i32;
+            if insert_if_vacant(id) {
+                return Ok(id);
+            }
+        }
+        Err(libc::EAGAIN)
+    }
+
+    /// Exact-ID create's counter rule: the next ID follows the restored one.
+    fn restored(&self, id: i32) {
+        self.next.store(id as u32 + 1, Ordering::Relaxed);
+    }
 }
 
 impl Registry for GlobalLock {
@@ -193,32 +229,28 @@ impl Registry for GlobalLock {
     fn new() -> Self {
         GlobalLock {
             map: Mutex::new(hashbrown::HashMap::new()),
-            owners: AtomicU64::new(1),
+            owners: OwnerKeys::new(),
         }
     }
     fn owner(&self) -> CounterOwner {
-        CounterOwner {
-            key: self.owners.fetch_add(1, Ordering::Relaxed),
-            next: AtomicU32::new(0),
-        }
+        self.owners.owner()
     }
     #[inline]
     fn create(&self, o: &CounterOwner) -> Result<i32, Errno> {
         let mut map = self.map.lock();
-        for _ in 0..=i32::MAX as u32 {
-            let id = (o.next.fetch_add(1, Ordering::Relaxed) & i32::MAX as u32) as i32;
-            if let hashbrown::hash_map::Entry::Vacant(v) = map.entry((o.key, id)) {
+        o.allocate(|id| match map.entry((o.key, id)) {
+            hashbrown::hash_map::Entry::Vacant(v) => {
                 v.insert(PeerTimer::default());
-                return Ok(id);
+                true
             }
-        }
-        Err(libc::EAGAIN)
+            hashbrown::hash_map::Entry::Occupied(_) => false,
+        })
     }
     fn create_exact(&self, o: &CounterOwner, id: i32) -> Result<(), Errno> {
         match self.map.lock().entry((o.key, id)) {
             hashbrown::hash_map::Entry::Vacant(v) => {
                 v.insert(PeerTimer::default());
-                o.next.store(id as u32 + 1, Ordering::Relaxed);
+                o.restored(id);
                 Ok(())
             }
             hashbrown::hash_map::Entry::Occupied(_) => Err(libc::EBUSY),
@@ -320,7 +352,7 @@ impl Registry for SparseArray {
 /// dashmap (a sharded `RwLock<HashMap>`) keyed by (owner, ID), IDs from a per-owner counter.
 pub struct Dash {
     map: DashMap<(u64, i32), PeerTimer>,
-    owners: AtomicU64,
+    owners: OwnerKeys,
 }
 
 impl Registry for Dash {
@@ -329,31 +361,27 @@ impl Registry for Dash {
     fn new() -> Self {
         Dash {
             map: DashMap::new(),
-            owners: AtomicU64::new(1),
+            owners: OwnerKeys::new(),
         }
     }
     fn owner(&self) -> CounterOwner {
-        CounterOwner {
-            key: self.owners.fetch_add(1, Ordering::Relaxed),
-            next: AtomicU32::new(0),
-        }
+        self.owners.owner()
     }
     #[inline]
     fn create(&self, o: &CounterOwner) -> Result<i32, Errno> {
-        for _ in 0..=i32::MAX as u32 {
-            let id = (o.next.fetch_add(1, Ordering::Relaxed) & i32::MAX as u32) as i32;
-            if let dashmap::mapref::entry::Entry::Vacant(v) = self.map.entry((o.key, id)) {
+        o.allocate(|id| match self.map.entry((o.key, id)) {
+            dashmap::mapref::entry::Entry::Vacant(v) => {
                 v.insert(PeerTimer::default());
-                return Ok(id);
+                true
             }
-        }
-        Err(libc::EAGAIN)
+            dashmap::mapref::entry::Entry::Occupied(_) => false,
+        })
     }
     fn create_exact(&self, o: &CounterOwner, id: i32) -> Result<(), Errno> {
         match self.map.entry((o.key, id)) {
             dashmap::mapref::entry::Entry::Vacant(v) => {
                 v.insert(PeerTimer::default());
-                o.next.store(id as u32 + 1, Ordering::Relaxed);
+                o.restored(id);
                 Ok(())
             }
             dashmap::mapref::entry::Entry::Occupied(_) => Err(libc::EBUSY),

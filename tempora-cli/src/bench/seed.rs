@@ -553,22 +553,32 @@ fn memory<R: Registry>(sparse: bool, rep: &mut Reporter) {
     if !rep.wants_impl(R::NAME) || !rep.wants_case(case) {
         return;
     }
-    if R::NAME == Kernel::NAME {
-        record(
-            rep,
-            Row {
-                case,
-                imp: R::NAME,
-                n: SPARSE_TIMERS,
-                threads: 1,
-                ns_per_op: 0.0,
-                error: Some("kernel memory is not visible to the process's allocator".into()),
-                extras: Extras::default(),
+    let (ns, bytes, error) = if R::NAME == Kernel::NAME {
+        let why = "kernel memory is not visible to the process's allocator";
+        (0.0, None, Some(why.to_string()))
+    } else {
+        memory_run::<R>(sparse)
+    };
+    record(
+        rep,
+        Row {
+            case,
+            imp: R::NAME,
+            n: SPARSE_TIMERS,
+            threads: 1,
+            ns_per_op: ns,
+            error,
+            extras: Extras {
+                bytes_per_timer: bytes,
+                ..Extras::default()
             },
-        );
-        rep.tick();
-        return;
-    }
+        },
+    );
+    rep.tick();
+}
+
+/// One memory run: (ns per create, bytes per timer, error).
+fn memory_run<R: Registry>(sparse: bool) -> (f64, Option<f64>, Option<String>) {
     settle_reclamation();
     let before = allocated_bytes();
     let reg = R::new();
@@ -591,23 +601,8 @@ fn memory<R: Registry>(sparse: bool, rep: &mut Reporter) {
     drop(o);
     drop(reg);
     let ns = d.as_nanos() as f64 / SPARSE_TIMERS as f64;
-    let ok = failed.is_none();
-    record(
-        rep,
-        Row {
-            case,
-            imp: R::NAME,
-            n: SPARSE_TIMERS,
-            threads: 1,
-            ns_per_op: ns,
-            error: failed,
-            extras: Extras {
-                bytes_per_timer: ok.then_some(bytes),
-                ..Extras::default()
-            },
-        },
-    );
-    rep.tick();
+    let bytes = failed.is_none().then_some(bytes);
+    (ns, bytes, failed)
 }
 
 const IMPLS: usize = 5;
