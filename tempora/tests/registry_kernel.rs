@@ -7,43 +7,7 @@
 use tempora::clock::ClockId;
 use tempora::registry::{NotifyKind, Registry};
 
-const PR_TIMER_CREATE_RESTORE_IDS: libc::c_int = 77;
-
-fn prctl_restore(arg: libc::c_ulong) -> libc::c_int {
-    // SAFETY: prctl(2) with integer arguments only.
-    unsafe {
-        libc::prctl(
-            PR_TIMER_CREATE_RESTORE_IDS,
-            arg,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        )
-    }
-}
-
-/// timer_create(CLOCK_MONOTONIC, SIGEV_NONE) through the raw syscall; in restore mode the ID
-/// pointer carries the requested ID in.
-fn kernel_create(requested: i32) -> Result<i32, i32> {
-    // SAFETY: a zeroed sigevent is valid once sigev_notify is set.
-    let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
-    sev.sigev_notify = libc::SIGEV_NONE;
-    let mut id: libc::c_int = requested;
-    // SAFETY: the kernel reads `sev` and reads/writes `id`, both live for the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_timer_create,
-            libc::CLOCK_MONOTONIC,
-            &mut sev as *mut libc::sigevent,
-            &mut id as *mut libc::c_int,
-        )
-    };
-    if r < 0 {
-        Err(std::io::Error::last_os_error().raw_os_error().unwrap())
-    } else {
-        Ok(id)
-    }
-}
+use tempora_kernel::{restore_ids as prctl_restore, timer_create_none as kernel_create};
 
 #[derive(Debug, Clone, Copy)]
 enum Op {
@@ -55,11 +19,11 @@ enum Op {
 
 #[test]
 fn restore_mode_and_id_counter_match_the_kernel() {
-    if prctl_restore(2) < 0 {
+    if prctl_restore(2).is_err() {
         eprintln!("skipped: this kernel has no PR_TIMER_CREATE_RESTORE_IDS (Linux < 6.15)");
         return;
     }
-    prctl_restore(0);
+    prctl_restore(0).unwrap();
     let ops = [
         Op::Create,
         Op::QueryRestore,
@@ -101,9 +65,9 @@ fn restore_mode_and_id_counter_match_the_kernel() {
             ),
             Op::Restore(on) => {
                 owner.set_restore_ids(on);
-                (Ok(prctl_restore(u64::from(on) as libc::c_ulong)), Ok(0))
+                (prctl_restore(u64::from(on)), Ok(0))
             }
-            Op::QueryRestore => (Ok(prctl_restore(2)), Ok(i32::from(owner.restore_ids()))),
+            Op::QueryRestore => (prctl_restore(2), Ok(i32::from(owner.restore_ids()))),
         };
         if let Ok(id) = k {
             if matches!(op, Op::Create | Op::Exact(_)) {
@@ -113,7 +77,6 @@ fn restore_mode_and_id_counter_match_the_kernel() {
         assert_eq!(t, k, "step {step} {op:?}: tempora {t:?}, kernel {k:?}");
     }
     for id in kernel_ids {
-        // SAFETY: timer_delete(2) on a timer this test created.
-        unsafe { libc::syscall(libc::SYS_timer_delete, id as libc::c_long) };
+        tempora_kernel::timer_delete(id).unwrap();
     }
 }

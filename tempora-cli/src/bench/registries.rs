@@ -11,8 +11,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use dashmap::DashMap;
 use parking_lot::{Mutex, RwLock};
 
-/// errno of a failed operation.
-pub type Errno = i32;
+pub use tempora_kernel::Errno;
 
 /// A timer ID registry with per-owner ID namespaces.
 pub trait Registry: Sync + Sized {
@@ -101,56 +100,6 @@ impl Registry for Tempora {
 /// is this process.
 pub struct Kernel;
 
-fn errno() -> Errno {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
-
-impl Kernel {
-    pub fn timer_create() -> Result<i32, Errno> {
-        // SAFETY: a zeroed `sigevent` is a valid argument once `sigev_notify` is set.
-        let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
-        sev.sigev_notify = libc::SIGEV_NONE;
-        let mut id: libc::c_int = 0;
-        // SAFETY: raw timer_create(2): the kernel reads `sev` and writes the kernel timer_t
-        // (an int) through the third pointer; both outlive the call.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_timer_create,
-                libc::CLOCK_MONOTONIC,
-                &mut sev as *mut libc::sigevent,
-                &mut id as *mut libc::c_int,
-            )
-        };
-        if r < 0 {
-            Err(errno())
-        } else {
-            Ok(id)
-        }
-    }
-
-    pub fn timer_getoverrun(id: i32) -> Result<i32, Errno> {
-        // SAFETY: timer_getoverrun(2) takes the kernel timer_t by value.
-        let r = unsafe { libc::syscall(libc::SYS_timer_getoverrun, id as libc::c_long) };
-        if r < 0 {
-            Err(errno())
-        } else {
-            Ok(r as i32)
-        }
-    }
-
-    pub fn timer_delete(id: i32) -> Result<(), Errno> {
-        // SAFETY: timer_delete(2) takes the kernel timer_t by value.
-        let r = unsafe { libc::syscall(libc::SYS_timer_delete, id as libc::c_long) };
-        if r < 0 {
-            Err(errno())
-        } else {
-            Ok(())
-        }
-    }
-}
-
 impl Registry for Kernel {
     const NAME: &'static str = "kernel";
     type Owner = ();
@@ -160,18 +109,18 @@ impl Registry for Kernel {
     fn owner(&self) -> Self::Owner {}
     #[inline]
     fn create(&self, _: &()) -> Result<i32, Errno> {
-        Kernel::timer_create()
+        tempora_kernel::timer_create_none(0)
     }
     fn create_exact(&self, _: &(), _id: i32) -> Result<(), Errno> {
         Err(libc::ENOTSUP)
     }
     #[inline]
     fn getoverrun(&self, _: &(), id: i32) -> Result<i32, Errno> {
-        Kernel::timer_getoverrun(id)
+        tempora_kernel::timer_getoverrun(id)
     }
     #[inline]
     fn delete(&self, _: &(), id: i32) -> Result<(), Errno> {
-        Kernel::timer_delete(id)
+        tempora_kernel::timer_delete(id)
     }
 }
 

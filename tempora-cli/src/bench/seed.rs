@@ -43,14 +43,10 @@ fn errno_text(e: Errno) -> String {
 }
 
 fn rlimit_sigpending() -> String {
-    // SAFETY: getrlimit(2) writes the struct it is given.
-    let mut l: libc::rlimit = unsafe { std::mem::zeroed() };
-    // SAFETY: `l` is a valid, writable rlimit.
-    if unsafe { libc::getrlimit(libc::RLIMIT_SIGPENDING, &mut l) } == 0 {
-        format!("RLIMIT_SIGPENDING {}", l.rlim_cur)
-    } else {
-        "RLIMIT_SIGPENDING unknown".into()
-    }
+    tempora_kernel::rlimit_sigpending().map_or_else(
+        || "RLIMIT_SIGPENDING unknown".into(),
+        |l| format!("RLIMIT_SIGPENDING {l}"),
+    )
 }
 
 fn create_failed(e: Errno, made: usize) -> String {
@@ -411,7 +407,7 @@ fn kernel_forks(threads: usize) -> Round {
             let t0 = Instant::now();
             let mut err = 0;
             for _ in 0..PER_THREAD {
-                match Kernel::timer_create() {
+                match tempora_kernel::timer_create_none(0) {
                     Ok(id) => buf.push(id),
                     Err(e) => {
                         err = e;
@@ -423,14 +419,14 @@ fn kernel_forks(threads: usize) -> Round {
             let t1 = Instant::now();
             let mut sum = 0i64;
             for &id in buf.iter() {
-                sum += i64::from(Kernel::timer_getoverrun(id).unwrap_or(-1));
+                sum += i64::from(tempora_kernel::timer_getoverrun(id).unwrap_or(-1));
             }
             black_box(sum);
             s.get_ns = t1.elapsed().as_nanos() as u64;
             s.errno = err;
             s.made = buf.len() as u32;
             for &id in buf.iter() {
-                let _ = Kernel::timer_delete(id);
+                let _ = tempora_kernel::timer_delete(id);
             }
             // SAFETY: ends the child without running the parent's destructors or atexit hooks.
             unsafe { libc::_exit(0) };

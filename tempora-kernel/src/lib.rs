@@ -1,0 +1,81 @@
+//! The running kernel's POSIX timers, called through raw syscalls (not glibc's wrappers, which
+//! add a thread for `SIGEV_THREAD` and map `timer_t` to a pointer): the reference that
+//! tempora's differential tests and the `kernel` benchmark peer compare against.
+//!
+//! Every call returns the kernel's result or its errno.
+
+/// errno of a failed call.
+pub type Errno = i32;
+
+/// `PR_TIMER_CREATE_RESTORE_IDS` (Linux 6.15+).
+pub const PR_TIMER_CREATE_RESTORE_IDS: libc::c_int = 77;
+
+fn errno() -> Errno {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+fn check(r: libc::c_long) -> Result<libc::c_long, Errno> {
+    if r < 0 {
+        Err(errno())
+    } else {
+        Ok(r)
+    }
+}
+
+/// `timer_create(CLOCK_MONOTONIC, {SIGEV_NONE}, &id)`. In restore mode the kernel reads the
+/// requested ID from `id`'s initial value, `requested`.
+pub fn timer_create_none(requested: i32) -> Result<i32, Errno> {
+    // SAFETY: a zeroed sigevent is a valid argument once `sigev_notify` is set.
+    let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
+    sev.sigev_notify = libc::SIGEV_NONE;
+    let mut id: libc::c_int = requested;
+    // SAFETY: raw timer_create(2): the kernel reads `sev` and reads/writes the kernel timer_t
+    // (an int) through the third pointer; both outlive the call.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_timer_create,
+            libc::CLOCK_MONOTONIC,
+            &mut sev as *mut libc::sigevent,
+            &mut id as *mut libc::c_int,
+        )
+    })
+    .map(|_| id)
+}
+
+/// `timer_getoverrun(id)`.
+pub fn timer_getoverrun(id: i32) -> Result<i32, Errno> {
+    // SAFETY: timer_getoverrun(2) takes the kernel timer_t by value.
+    check(unsafe { libc::syscall(libc::SYS_timer_getoverrun, id as libc::c_long) })
+        .map(|r| r as i32)
+}
+
+/// `timer_delete(id)`.
+pub fn timer_delete(id: i32) -> Result<(), Errno> {
+    // SAFETY: timer_delete(2) takes the kernel timer_t by value.
+    check(unsafe { libc::syscall(libc::SYS_timer_delete, id as libc::c_long) }).map(drop)
+}
+
+/// `prctl(PR_TIMER_CREATE_RESTORE_IDS, arg, 0, 0, 0)`: arg 0 = off, 1 = on, 2 = query.
+pub fn restore_ids(arg: libc::c_ulong) -> Result<i32, Errno> {
+    // SAFETY: prctl(2) with integer arguments only.
+    let r = unsafe {
+        libc::prctl(
+            PR_TIMER_CREATE_RESTORE_IDS,
+            arg,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    check(r as libc::c_long).map(|r| r as i32)
+}
+
+/// The soft `RLIMIT_SIGPENDING`: how many POSIX timers (and queued signals) this user may hold.
+pub fn rlimit_sigpending() -> Option<u64> {
+    // SAFETY: getrlimit(2) writes the struct it is given.
+    let mut l: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: `l` is a valid, writable rlimit.
+    (unsafe { libc::getrlimit(libc::RLIMIT_SIGPENDING, &mut l) } == 0).then_some(l.rlim_cur)
+}
