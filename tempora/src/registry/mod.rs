@@ -392,10 +392,10 @@ impl Registry {
         let guard = epoch::pin();
         let t = self.shared.current(&guard);
         let f = t.future.load(Ordering::Acquire);
-        let mut bytes = std::mem::size_of_val(&*t.buckets);
+        let mut bytes = std::mem::size_of_val::<[table::Bucket]>(&t.buckets);
         if !f.is_null() {
             // SAFETY: a future table lives as long as the table pointing at it (see `future`).
-            bytes += std::mem::size_of_val(&*unsafe { &*f }.buckets);
+            bytes += std::mem::size_of_val::<[table::Bucket]>(&unsafe { &*f }.buckets);
         }
         bytes
     }
@@ -518,8 +518,10 @@ impl Shared {
                 .store(epoch::Shared::from(f as *const Table), Ordering::Release);
             // SAFETY: `cur` is no longer reachable from `self.table` (replaced just above, and
             // only the last splitter does this, once per table). Pinned threads may still use
-            // it; `defer_destroy` waits for them.
-            unsafe { guard.defer_destroy(cur) };
+            // it; the deferred function runs after they unpin, and owns the table from then on.
+            let retired = unsafe { cur.into_owned() }.into_box();
+            // SAFETY: the deferred function frees the table after the grace period (above).
+            unsafe { guard.defer_unchecked(move || free_table(retired)) };
             // Hand the retired table to the global queue now: a resize is rare, so this
             // thread's bag would otherwise hold it until 64 other deferred frees came along.
             guard.flush();
@@ -1010,5 +1012,21 @@ impl Drop for OwnerInner {
         unsafe { guard.defer_unchecked(move || shared.pool.recycle(pages)) };
         // Start the grace period now, so the next owner is likely to find the pages pooled.
         guard.flush();
+    }
+}
+
+/// Frees a retired table. A large one is freed on a thread of its own: returning hundreds of
+/// MiB to the kernel takes milliseconds (16 ms for 256 MiB, measured), which would otherwise
+/// land inside whichever create or delete happened to run the epoch's deferred functions.
+fn free_table(table: Box<Table>) {
+    const BACKGROUND_BYTES: usize = 16 << 20;
+    if std::mem::size_of_val::<[table::Bucket]>(&table.buckets) >= BACKGROUND_BYTES {
+        let spawned = std::thread::Builder::new()
+            .name("tempora-free".into())
+            .spawn(move || drop(table));
+        // If no thread can be started, `spawn` drops the closure: the table is freed here.
+        drop(spawned);
+    } else {
+        drop(table);
     }
 }
