@@ -436,7 +436,8 @@ impl Shared {
     ///
     /// `thread_index()` is unique among live threads, so a thread whose index is below the
     /// stripe count is the only writer of its stripe (an index is handed to a new thread only
-    /// after its previous holder exited, through a mutex, which orders the two writers): it
+    /// after its previous holder exited, and the Release/Acquire pair on the index bitmap
+    /// orders the two writers): it
     /// updates with a plain load and store instead of a read-modify-write. Threads beyond the
     /// stripe count share one overflow counter and add atomically.
     #[inline]
