@@ -517,3 +517,10 @@ fn ids_stay_unique_when_a_wrapped_counter_meets_ids_in_use() {
         }
     }
 }
+
+#[test]
+fn handles_are_send_and_sync() {
+    fn shareable<T: Send + Sync + Clone>() {}
+    shareable::<Registry>();
+    shareable::<Owner>();
+}
