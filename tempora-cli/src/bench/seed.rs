@@ -109,9 +109,11 @@ fn getoverrun_all<R: Registry>(reg: &R, o: &R::Owner, ids: &[i32]) -> i64 {
     sum
 }
 
-/// Lets memory freed through epoch reclamation by earlier cases (tempora's retired tables and
-/// the pages of deleted owners) actually be freed, so it does not land inside the next
-/// memory measurement as a negative.
+/// Lets work deferred through epoch reclamation by earlier runs finish: tempora's retired tables
+/// are freed (so they do not land inside the next memory measurement as a negative) and the
+/// pages of deleted owners reach the registry's pool (so every warm run starts from the same
+/// state instead of sometimes faulting fresh pages in, which made runs bimodal). The other
+/// registries do not use the epoch; for them this is a no-op.
 fn settle_reclamation() {
     for _ in 0..256 {
         crossbeam_epoch::pin().flush();
@@ -143,6 +145,7 @@ fn t1<R: Registry>(n: usize, reps: usize, rep: &mut Reporter) {
     let reg = R::new();
     for run in 0..reps {
         ids.clear();
+        settle_reclamation();
         let o = reg.owner();
         let t0 = Instant::now();
         let made = create_n(&reg, &o, n, &mut ids);
@@ -307,7 +310,9 @@ fn t45<R: Registry>(threads: usize, shared_owner: bool, reps: usize, rep: &mut R
     let mut failed = None;
     let reg = R::new();
     for _ in 0..reps {
+        settle_reclamation();
         let one = threads_round(&reg, 1, true);
+        settle_reclamation();
         let many = if R::NAME == Kernel::NAME && !shared_owner {
             kernel_forks(threads)
         } else {

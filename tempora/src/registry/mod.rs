@@ -45,7 +45,7 @@
 //!
 //! * Normal mode: each owner has a counter (the kernel's `next_posix_timer_id`) that wraps from
 //!   `i32::MAX` (or the configured [`Builder::id_bits`] limit) to 0; a candidate already in use
-//!   is skipped. A thread claims 16 IDs of the counter at a time for its shard, so on one thread
+//!   is skipped. A thread claims 64 IDs of the counter at a time for its shard, so on one thread
 //!   IDs come out as 0, 1, 2, … exactly as from Linux; across threads they are unique but only
 //!   increasing per thread. When every ID is in use, create fails with [`Error::NoFreeId`]
 //!   (`EAGAIN`) after trying each candidate once: at most `2^id_bits` probes.
@@ -115,10 +115,12 @@ pub use timer::Status;
 
 use crate::clock::ClockId;
 use crate::error::Error;
-use crate::sync::{thread_index, AtomicBool, AtomicIsize, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{
+    thread_index, AtomicBool, AtomicIsize, AtomicPtr, AtomicU32, AtomicU64, Ordering,
+};
 use crossbeam_epoch::{self as epoch, Atomic, Guard};
 use crossbeam_utils::CachePadded;
-use owner::{PagePool, Shard, Slots, ID_BLOCK, NONE, SLOT_BLOCK};
+use owner::{PagePool, Shard, Slots, ID_BLOCK, NONE, SLOT_BLOCK_MAX};
 use std::sync::Arc;
 use table::{Table, MIGRATE_BATCH};
 use timer::{visible, Locked, Timer, PENDING};
@@ -223,7 +225,9 @@ impl Builder {
         self
     }
 
-    /// Shards per owner, a power of two (default: CPUs rounded up, at least 2, at most 64).
+    /// Shards per owner, a power of two (default 64). Threads share an owner's shard only when
+    /// more than this many use the owner at once; a shard (128 bytes) is allocated when a thread
+    /// first creates in the owner.
     pub fn shards(&mut self, shards: usize) -> &mut Self {
         self.shards = Some(shards);
         self
@@ -249,9 +253,7 @@ impl Builder {
                 "initial_buckets must be a power of two, 16 ..= 2^40",
             ));
         }
-        let shards = self
-            .shards
-            .unwrap_or_else(|| cpus.next_power_of_two().clamp(2, 64));
+        let shards = self.shards.unwrap_or(64);
         if !shards.is_power_of_two() || shards > 1 << 15 {
             return Err(Error::InvalidConfig(
                 "shards must be a power of two, at most 2^15",
@@ -349,7 +351,7 @@ impl Registry {
                 dead: AtomicBool::new(false),
                 slots: Slots::new(),
                 shards: (0..s.shards)
-                    .map(|_| CachePadded::new(Shard::new()))
+                    .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                     .collect(),
             }),
         }
@@ -578,7 +580,8 @@ struct OwnerInner {
     reused_ids: AtomicBool,
     dead: AtomicBool,
     slots: Slots,
-    shards: Box<[CachePadded<Shard>]>,
+    /// Allocated when a thread index first creates here (see `shard_at`).
+    shards: Box<[AtomicPtr<CachePadded<Shard>>]>,
 }
 
 impl Owner {
@@ -676,7 +679,40 @@ impl OwnerInner {
     #[inline]
     fn shard(&self) -> (u16, &Shard) {
         let i = thread_index() & (self.shards.len() - 1);
-        (i as u16, &self.shards[i])
+        (i as u16, self.shard_at(i))
+    }
+
+    /// Shard `i`, allocated on first use.
+    #[inline]
+    fn shard_at(&self, i: usize) -> &Shard {
+        // SeqCst: see `teardown` (store buffering with the `dead` flag).
+        let p = self.shards[i].load(Ordering::SeqCst);
+        if !p.is_null() {
+            // SAFETY: installed shards are freed only when the owner is dropped.
+            return unsafe { &*p };
+        }
+        self.new_shard(i)
+    }
+
+    #[cold]
+    fn new_shard(&self, i: usize) -> &Shard {
+        let fresh = Box::into_raw(Box::new(CachePadded::new(Shard::new())));
+        // SeqCst: (C) in `teardown`'s argument.
+        match self.shards[i].compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        ) {
+            // SAFETY: just installed; freed only when the owner is dropped.
+            Ok(_) => unsafe { &*fresh },
+            Err(winner) => {
+                // SAFETY: `fresh` was never shared; `winner` is installed (as above).
+                drop(unsafe { Box::from_raw(fresh) });
+                // SAFETY: as above.
+                unsafe { &*winner }
+            }
+        }
     }
 
     fn create(
@@ -723,7 +759,8 @@ impl OwnerInner {
         guard: &'g Guard,
     ) -> Result<(TimerId, &'g Table, u32), Error> {
         let shared = &*self.shared;
-        if self.dead.load(Ordering::Acquire) {
+        // SeqCst: (D) in `teardown`'s argument.
+        if self.dead.load(Ordering::SeqCst) {
             return Err(Error::OwnerDeleted);
         }
         let index = self.alloc_slot(st, guard).ok_or(Error::NoFreeId)?;
@@ -828,8 +865,9 @@ impl OwnerInner {
             return Some(index);
         }
         if st.bump_left == 0 {
-            st.bump_next = self.slots.claim(SLOT_BLOCK, &self.shared.pool, guard)?;
-            st.bump_left = SLOT_BLOCK;
+            st.bump_next = self.slots.claim(st.bump_block, &self.shared.pool, guard)?;
+            st.bump_left = st.bump_block;
+            st.bump_block = (st.bump_block * 2).min(SLOT_BLOCK_MAX);
         }
         let index = st.bump_next;
         st.bump_next += 1;
@@ -914,7 +952,7 @@ impl OwnerInner {
             }
         };
         self.unhash(timer, hash, &guard);
-        let home = &self.shards[usize::from(timer.hot.home.load(Ordering::Relaxed))];
+        let home = self.shard_at(usize::from(timer.hot.home.load(Ordering::Relaxed)));
         let index = timer.hot.index.load(Ordering::Relaxed);
         home.locked(|st| self.free_slot_locked(st, index, timer));
         self.shared.count_add(-1);
@@ -963,14 +1001,30 @@ impl OwnerInner {
     }
 
     fn teardown(&self) {
-        if self.dead.swap(true, Ordering::AcqRel) {
+        // Every create holds its shard lock from the dead check to the visible store, so once
+        // every shard lock has been taken after `dead` is set, no create is half done and none
+        // will start. A shard installed concurrently is covered by store buffering between
+        // two SeqCst pairs:
+        //
+        //   teardown                          a thread's first create in this owner
+        //   (A) dead.swap(true)               (C) shards[i]: null -> new shard
+        //   (B) shards[i].load() == null?     (D) lock it; dead.load() == false?
+        //
+        // "B reads null and D reads false" is impossible: if teardown skips shard i, the
+        // creator sees `dead` and gives up; otherwise teardown locks shard i after it.
+        // SeqCst: (A).
+        if self.dead.swap(true, Ordering::SeqCst) {
             return;
         }
-        // Every create holds its shard lock from the dead check to the visible store, so once
-        // all shard locks have been taken no create is half done and none will start.
-        for shard in self.shards.iter() {
-            shard.lock.lock();
-            shard.lock.unlock();
+        for slot in self.shards.iter() {
+            // SeqCst: (B).
+            let p = slot.load(Ordering::SeqCst);
+            if !p.is_null() {
+                // SAFETY: installed shards live as long as the owner.
+                let shard = unsafe { &*p };
+                shard.lock.lock();
+                shard.lock.unlock();
+            }
         }
         let guard = epoch::pin();
         let word = visible(self.key);
@@ -1002,6 +1056,14 @@ impl OwnerInner {
 impl Drop for OwnerInner {
     fn drop(&mut self) {
         self.teardown();
+        for slot in self.shards.iter() {
+            let p = slot.swap(std::ptr::null_mut(), Ordering::AcqRel);
+            if !p.is_null() {
+                // SAFETY: installed by `new_shard` from `Box::into_raw`; no handle is left, so
+                // nothing uses it; swapped out once.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
         let pages = self.slots.take_pages();
         let shared = self.shared.clone();
         let guard = epoch::pin();

@@ -36,10 +36,16 @@ use std::alloc::Layout;
 
 /// Slots per page.
 pub(crate) const PAGE_SLOTS: usize = 64;
-/// Slots a shard claims from its owner at a time (divides `PAGE_SLOTS`).
+/// Slots a shard claims from its owner at a time: its first claim, doubled at each later claim
+/// up to [`SLOT_BLOCK_MAX`]. Small first, so an owner that many threads touch once does not
+/// strand a page per thread; large later, so a thread creating many timers takes the shared
+/// `claimed` line once per 64 creates, not once per 8 (measured with two threads creating in
+/// one owner: 45 ns per create vs 32 ns with an owner each).
 pub(crate) const SLOT_BLOCK: u32 = 8;
+/// Largest slot claim (a page).
+pub(crate) const SLOT_BLOCK_MAX: u32 = PAGE_SLOTS as u32;
 /// Timer IDs a shard claims from its owner's counter at a time.
-pub(crate) const ID_BLOCK: u32 = 16;
+pub(crate) const ID_BLOCK: u32 = 64;
 /// "No slot" in a free list.
 pub(crate) const NONE: u32 = u32::MAX;
 
@@ -64,10 +70,12 @@ impl Dir {
 
 /// The slot pages of one owner.
 pub(crate) struct Slots {
+    /// Read by every slot access.
     dir: Atomic<Dir>,
     /// Serialises page allocation and directory growth (once per 64 fresh slots).
     grow: ByteLock,
-    claimed: AtomicU32,
+    /// Written by every shard's block claim: a line of its own, away from `dir`.
+    claimed: crossbeam_utils::CachePadded<AtomicU32>,
 }
 
 impl Slots {
@@ -75,7 +83,7 @@ impl Slots {
         Slots {
             dir: Atomic::new(Dir::with_capacity(4)),
             grow: ByteLock::new(),
-            claimed: AtomicU32::new(0),
+            claimed: crossbeam_utils::CachePadded::new(AtomicU32::new(0)),
         }
     }
 
@@ -109,16 +117,20 @@ impl Slots {
         (!page.is_null()).then(|| unsafe { &*page.add(index as usize % PAGE_SLOTS) })
     }
 
-    /// Claims `n` fresh slots (`n` divides `PAGE_SLOTS`, so they share one page) and makes
-    /// sure their page exists. `None` when the 2^32-slot space is exhausted.
+    /// Claims `n` (at most `PAGE_SLOTS`) fresh slots and makes sure their pages exist. `None`
+    /// when the 2^32-slot space is exhausted.
     pub(crate) fn claim(&self, n: u32, pool: &PagePool, guard: &Guard) -> Option<u32> {
+        debug_assert!(n as usize <= PAGE_SLOTS);
         let base = self.claimed.fetch_add(n, Ordering::Relaxed);
         if base > u32::MAX - 2 * PAGE_SLOTS as u32 {
             return None;
         }
-        let k = base as usize / PAGE_SLOTS;
-        if self.page(k, guard).is_null() {
-            self.add_page(k, pool, guard);
+        let first = base as usize / PAGE_SLOTS;
+        let last = (base + n - 1) as usize / PAGE_SLOTS;
+        for k in first..=last {
+            if self.page(k, guard).is_null() {
+                self.add_page(k, pool, guard);
+            }
         }
         Some(base)
     }
@@ -274,6 +286,8 @@ pub(crate) struct ShardState {
     pub(crate) free_head: u32,
     pub(crate) bump_next: u32,
     pub(crate) bump_left: u32,
+    /// The size of the next slot claim (`SLOT_BLOCK` doubling to `SLOT_BLOCK_MAX`).
+    pub(crate) bump_block: u32,
     pub(crate) id_next: u32,
     pub(crate) id_left: u32,
     /// The owner's ID epoch when the ID block was claimed; a newer epoch voids the block.
@@ -296,6 +310,7 @@ impl Shard {
             lock: ByteLock::new(),
             state: UnsafeCell::new(ShardState {
                 free_head: NONE,
+                bump_block: SLOT_BLOCK,
                 ..ShardState::default()
             }),
         }
