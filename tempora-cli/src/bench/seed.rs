@@ -216,6 +216,7 @@ fn t1<R: Registry>(n: usize, reps: usize, rep: &mut Reporter) {
 /// The slowest single create while creating `n` timers (each call timed on its own).
 fn worst_create<R: Registry>(n: usize, ids: &mut Vec<i32>) -> f64 {
     ids.clear();
+    settle_reclamation();
     let reg = R::new();
     let o = reg.owner();
     let mut worst = Duration::ZERO;

@@ -1072,9 +1072,30 @@ impl Drop for OwnerInner {
         // (walkers that may still stand on one of these timers), nothing uses the pages. They
         // were taken out exactly once.
         // `recycle`'s contract holds when the deferred call runs, after the grace period.
-        unsafe { guard.defer_unchecked(move || shared.pool.recycle(pages)) };
+        unsafe {
+            guard.defer_unchecked(move || {
+                shared.pool.recycle(pages);
+                drop_shared(shared);
+            })
+        };
         // Start the grace period now, so the next owner is likely to find the pages pooled.
         guard.flush();
+    }
+}
+
+/// Drops a reference to a registry's shared state from a deferred function. If it is the last
+/// one (the registry and all its owners are gone) and the registry is large, the drop (its
+/// table and pooled pages, up to gigabytes) runs on a thread of its own instead of inside
+/// whatever unrelated call ran the deferred function.
+fn drop_shared(shared: Arc<Shared>) {
+    const BACKGROUND_BYTES: usize = 16 << 20;
+    if Arc::strong_count(&shared) == 1 && shared.pool.bytes() >= BACKGROUND_BYTES {
+        // If no thread can be started, `spawn` drops the closure: the state is freed here.
+        drop(
+            std::thread::Builder::new()
+                .name("tempora-free".into())
+                .spawn(move || drop(shared)),
+        );
     }
 }
 
