@@ -524,3 +524,47 @@ fn handles_are_send_and_sync() {
     shareable::<Registry>();
     shareable::<Owner>();
 }
+
+/// Lookups racing the table's growth: every doubling retires a table that readers may still be
+/// walking. Freed tables are poisoned by the allocator above, so a table freed before its
+/// readers left would send a walker through 0xA5 pointers.
+#[test]
+fn stress_lookups_racing_table_growth_read_no_freed_table() {
+    let iterations = if cfg!(debug_assertions) { 30 } else { 200 };
+    for _ in 0..iterations {
+        let r = Registry::builder()
+            .initial_buckets(16)
+            .max_load(1)
+            .build()
+            .unwrap();
+        let watched = r.owner();
+        let ids: Vec<TimerId> = (0..64).map(|_| mono(&watched).unwrap()).collect();
+        for t in &ids {
+            watched
+                .with_timer(*t, |l| l.state.interval = t.get() as u64 + 1)
+                .unwrap();
+        }
+        let done = StdAtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let grower = r.owner();
+                for _ in 0..20_000 {
+                    mono(&grower).unwrap();
+                }
+                done.store(true, Ordering::Release);
+            });
+            for _ in 0..2 {
+                s.spawn(|| {
+                    while !done.load(Ordering::Acquire) {
+                        for t in &ids {
+                            let v = watched.with_timer(*t, |l| l.state.interval).unwrap();
+                            assert_eq!(v, t.get() as u64 + 1);
+                            assert_eq!(watched.getoverrun(*t), Ok(0));
+                        }
+                    }
+                });
+            }
+        });
+        assert!(r.buckets() >= 16 << 10, "grew to {}", r.buckets());
+    }
+}
