@@ -1,4 +1,20 @@
-//! Clock identities. A timer is created on one clock; the service (next issue) reads it.
+//! Clocks: which clock a timer runs on, where "now" comes from, and the conversions between
+//! the nanoseconds of the API and the ticks of the wheel.
+//!
+//! Every time at tempora's API is an unsigned count of nanoseconds on one of three clocks
+//! ([`ClockId`]), exactly as `clock_gettime` reports it: `CLOCK_REALTIME` since the Unix epoch,
+//! `CLOCK_MONOTONIC` and `CLOCK_BOOTTIME` since boot. A timer keeps its exact expiry in
+//! nanoseconds; ticks ([`Resolution`]) only decide which wheel bucket it waits in, and the
+//! conversion rounds **up** so that a bucket is never visited before the expiry it holds.
+//!
+//! A [`ClockSource`] answers "what time is it on clock C". [`OsClock`] asks the kernel
+//! (`clock_gettime`, served by the vDSO without a system call); [`ManualClock`] is set by hand,
+//! so tests of timer semantics are deterministic and never sleep.
+
+use crate::error::Error;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The clocks a timer can be created on, with Linux's `clockid_t` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -25,6 +41,322 @@ impl ClockId {
             1 => Some(ClockId::Monotonic),
             7 => Some(ClockId::Boottime),
             _ => None,
+        }
+    }
+}
+
+/// Where "now" comes from.
+///
+/// Implementations must be monotonic for [`ClockId::Monotonic`] and [`ClockId::Boottime`]
+/// (never go backwards), with boot time never behind monotonic time; the realtime clock may
+/// jump either way.
+pub trait ClockSource: Send + Sync + 'static {
+    /// The current time on `clock`, in nanoseconds.
+    fn now(&self, clock: ClockId) -> u64;
+}
+
+/// The operating system's clocks, read with `clock_gettime` (the vDSO: no system call).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OsClock;
+
+impl ClockSource for OsClock {
+    #[inline]
+    fn now(&self, clock: ClockId) -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; the clock ids are ones Linux supports.
+        let r = unsafe { libc::clock_gettime(clock.as_raw() as libc::clockid_t, &mut ts) };
+        debug_assert_eq!(r, 0, "clock_gettime({clock:?}) failed");
+        // The kernel never reports negative times for these clocks (realtime before 1970 is
+        // clamped to 0 here).
+        (ts.tv_sec.max(0) as u64)
+            .saturating_mul(NANOS_PER_SEC)
+            .saturating_add(ts.tv_nsec.max(0) as u64)
+    }
+}
+
+/// A clock set by hand, for deterministic tests: time moves only when the test says so.
+/// Clones share the same time.
+///
+/// It starts at monotonic = boot time = 1 s and realtime = 2026-01-01T00:00:00Z.
+/// [`ManualClock::advance`] moves all three clocks; [`ManualClock::suspend`] models a system
+/// suspend (boot time and realtime move, monotonic time does not);
+/// [`ManualClock::set_realtime`] steps the wall clock, as `settimeofday` does.
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    inner: Arc<ManualTimes>,
+}
+
+#[derive(Debug)]
+struct ManualTimes {
+    monotonic: AtomicU64,
+    boottime: AtomicU64,
+    realtime: AtomicU64,
+}
+
+/// 2026-01-01T00:00:00Z in nanoseconds since the Unix epoch.
+const MANUAL_REALTIME_START: u64 = 1_767_225_600 * NANOS_PER_SEC;
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        ManualClock::new()
+    }
+}
+
+impl ManualClock {
+    /// A manual clock at its starting times (see the type's doc).
+    pub fn new() -> ManualClock {
+        ManualClock {
+            inner: Arc::new(ManualTimes {
+                monotonic: AtomicU64::new(NANOS_PER_SEC),
+                boottime: AtomicU64::new(NANOS_PER_SEC),
+                realtime: AtomicU64::new(MANUAL_REALTIME_START),
+            }),
+        }
+    }
+
+    /// Moves every clock forward by `d`.
+    pub fn advance(&self, d: Duration) {
+        let ns = duration_nanos(d);
+        for c in [
+            &self.inner.monotonic,
+            &self.inner.boottime,
+            &self.inner.realtime,
+        ] {
+            add_saturating(c, ns);
+        }
+    }
+
+    /// Models a suspend of length `d`: boot time and realtime move, monotonic time does not.
+    pub fn suspend(&self, d: Duration) {
+        let ns = duration_nanos(d);
+        add_saturating(&self.inner.boottime, ns);
+        add_saturating(&self.inner.realtime, ns);
+    }
+
+    /// Steps the realtime clock to `ns` since the epoch (forwards or backwards).
+    pub fn set_realtime(&self, ns: u64) {
+        // Relaxed (all): a test's clock; ordering with the timers comes from their own locks.
+        self.inner.realtime.store(ns, Ordering::Relaxed);
+    }
+}
+
+impl ClockSource for ManualClock {
+    fn now(&self, clock: ClockId) -> u64 {
+        let c = match clock {
+            ClockId::Monotonic => &self.inner.monotonic,
+            ClockId::Boottime => &self.inner.boottime,
+            ClockId::Realtime => &self.inner.realtime,
+        };
+        c.load(Ordering::Relaxed)
+    }
+}
+
+fn add_saturating(c: &AtomicU64, ns: u64) {
+    // Relaxed: see `set_realtime`. The closure never returns `None`, so this cannot fail.
+    let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        Some(v.saturating_add(ns))
+    });
+}
+
+fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Nanoseconds per second.
+pub const NANOS_PER_SEC: u64 = 1_000_000_000;
+
+/// A POSIX `struct timespec` as callers pass it: signed seconds and nanoseconds, validated by
+/// [`TimeSpec::to_nanos`] the way `timer_settime` validates its argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TimeSpec {
+    /// Seconds (`tv_sec`).
+    pub sec: i64,
+    /// Nanoseconds (`tv_nsec`), valid in `0 .. 1_000_000_000`.
+    pub nsec: i64,
+}
+
+impl TimeSpec {
+    /// A time span of `sec` seconds and `nsec` nanoseconds (not validated).
+    pub const fn new(sec: i64, nsec: i64) -> TimeSpec {
+        TimeSpec { sec, nsec }
+    }
+
+    /// The value in nanoseconds. Seconds beyond what 64 bits of nanoseconds hold saturate to
+    /// `u64::MAX` (a timer that never fires), as the kernel's saturating conversion does.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTime`] (`EINVAL`) if `sec < 0` or `nsec` is outside
+    /// `0 .. 1_000_000_000`: the kernel's `timespec64_valid` rule.
+    pub fn to_nanos(self) -> Result<u64, Error> {
+        if self.sec < 0 || !(0..NANOS_PER_SEC as i64).contains(&self.nsec) {
+            return Err(Error::InvalidTime);
+        }
+        Ok((self.sec as u64)
+            .saturating_mul(NANOS_PER_SEC)
+            .saturating_add(self.nsec as u64))
+    }
+
+    /// The timespec of `ns` nanoseconds.
+    pub fn from_nanos(ns: u64) -> TimeSpec {
+        TimeSpec {
+            sec: (ns / NANOS_PER_SEC) as i64,
+            nsec: (ns % NANOS_PER_SEC) as i64,
+        }
+    }
+}
+
+impl From<Duration> for TimeSpec {
+    fn from(d: Duration) -> TimeSpec {
+        TimeSpec {
+            sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            nsec: i64::from(d.subsec_nanos()),
+        }
+    }
+}
+
+/// The wheel's tick: the bucketing granularity of a base, in nanoseconds.
+///
+/// A timer keeps its exact expiry in nanoseconds; the tick only picks its bucket. The
+/// conversion to ticks rounds **up** ([`Resolution::ticks_ceil`]): the wheel reaches tick `k`
+/// only once `now >= k * tick`, so a timer placed at `ceil(expiry / tick)` is never visited
+/// before its expiry, and is late by less than one tick when polled on time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resolution {
+    ns: u64,
+}
+
+impl Resolution {
+    /// A tick of `ns` nanoseconds.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a zero tick.
+    pub fn new(ns: u64) -> Result<Resolution, Error> {
+        if ns == 0 {
+            return Err(Error::InvalidConfig("the tick must be at least 1 ns"));
+        }
+        Ok(Resolution { ns })
+    }
+
+    /// The tick in nanoseconds.
+    pub fn nanos(self) -> u64 {
+        self.ns
+    }
+
+    /// The first tick at or after `ns`: where a timer expiring at `ns` waits.
+    pub fn ticks_ceil(self, ns: u64) -> u64 {
+        ns.div_ceil(self.ns)
+    }
+
+    /// The last tick at or before `ns`: how far the wheel may advance at time `ns`.
+    pub fn ticks_floor(self, ns: u64) -> u64 {
+        ns / self.ns
+    }
+
+    /// The start of tick `ticks`, in nanoseconds (saturating).
+    pub fn tick_start(self, ticks: u64) -> u64 {
+        ticks.saturating_mul(self.ns)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn os_clocks_are_sane() {
+        let c = OsClock;
+        let m1 = c.now(ClockId::Monotonic);
+        let b1 = c.now(ClockId::Boottime);
+        let m2 = c.now(ClockId::Monotonic);
+        assert!(m2 >= m1, "monotonic went backwards");
+        assert!(b1 >= m1, "boot time behind monotonic time");
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let rt = c.now(ClockId::Realtime);
+        assert!(
+            rt.abs_diff(wall) < 5 * NANOS_PER_SEC,
+            "realtime {rt} vs {wall}"
+        );
+    }
+
+    #[test]
+    fn manual_clock_moves_only_when_told() {
+        let c = ManualClock::new();
+        let shared = c.clone();
+        let (m, b, r) = (
+            c.now(ClockId::Monotonic),
+            c.now(ClockId::Boottime),
+            c.now(ClockId::Realtime),
+        );
+        assert_eq!((m, b), (NANOS_PER_SEC, NANOS_PER_SEC));
+        assert_eq!(r, MANUAL_REALTIME_START);
+        shared.advance(Duration::from_millis(5));
+        assert_eq!(c.now(ClockId::Monotonic), m + 5_000_000);
+        assert_eq!(c.now(ClockId::Boottime), b + 5_000_000);
+        assert_eq!(c.now(ClockId::Realtime), r + 5_000_000);
+        c.suspend(Duration::from_secs(10));
+        assert_eq!(
+            c.now(ClockId::Monotonic),
+            m + 5_000_000,
+            "suspend stops monotonic"
+        );
+        assert_eq!(c.now(ClockId::Boottime), b + 10_005_000_000);
+        c.set_realtime(42);
+        assert_eq!(c.now(ClockId::Realtime), 42, "the wall clock steps back");
+        c.advance(Duration::MAX);
+        assert_eq!(c.now(ClockId::Monotonic), u64::MAX, "saturates");
+    }
+
+    #[test]
+    fn timespec_validation_is_the_kernels() {
+        assert_eq!(TimeSpec::new(1, 500).to_nanos(), Ok(1_000_000_500));
+        assert_eq!(TimeSpec::new(0, 999_999_999).to_nanos(), Ok(999_999_999));
+        for bad in [
+            TimeSpec::new(-1, 0),
+            TimeSpec::new(0, -1),
+            TimeSpec::new(0, 1_000_000_000),
+            TimeSpec::new(i64::MIN, 0),
+        ] {
+            let e = bad.to_nanos().unwrap_err();
+            assert_eq!(
+                (e, e.errno()),
+                (Error::InvalidTime, libc::EINVAL),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(TimeSpec::new(i64::MAX, 0).to_nanos(), Ok(u64::MAX));
+        assert_eq!(TimeSpec::from_nanos(3_000_000_007), TimeSpec::new(3, 7));
+        assert_eq!(
+            TimeSpec::from(Duration::from_millis(1500)),
+            TimeSpec::new(1, 500_000_000)
+        );
+    }
+
+    #[test]
+    fn zero_tick_is_rejected() {
+        assert!(Resolution::new(0).is_err());
+    }
+
+    proptest! {
+        /// The wheel reaches tick k at `tick_start(k)`; a timer at `ticks_ceil(expiry)` is
+        /// therefore never reached before its expiry and less than one tick after it.
+        #[test]
+        fn ceil_placement_is_never_early_and_less_than_a_tick_late(
+            tick in 1u64..10_000_000,
+            expiry in 0u64..(u64::MAX / 4),
+        ) {
+            let r = Resolution::new(tick).unwrap();
+            let k = r.ticks_ceil(expiry);
+            prop_assert!(r.tick_start(k) >= expiry);
+            prop_assert!(r.tick_start(k) - expiry < tick);
+            prop_assert!(r.ticks_floor(expiry) <= k);
+            prop_assert!(r.ticks_floor(r.tick_start(k)) == k);
         }
     }
 }

@@ -6,7 +6,7 @@ use std::fmt;
 /// ([`Error::errno`]); a failed call changes nothing.
 ///
 /// Permanent errors (retrying the same call cannot succeed): [`Error::UnknownTimer`],
-/// [`Error::InvalidId`], [`Error::NotRestoring`], [`Error::OwnerDeleted`],
+/// [`Error::InvalidId`], [`Error::NotRestoring`], [`Error::OwnerDeleted`], [`Error::InvalidTime`],
 /// [`Error::InvalidConfig`], [`Error::IdInUse`] (until that timer is deleted).
 /// Transient: [`Error::NoFreeId`] (succeeds once a timer of the owner is deleted); see
 /// [`Error::is_transient`].
@@ -27,6 +27,9 @@ pub enum Error {
     NotRestoring,
     /// The owner has been deleted. `EINVAL`.
     OwnerDeleted,
+    /// A time with negative seconds or nanoseconds outside `0 .. 1_000_000_000`. `EINVAL`, as
+    /// `timer_settime` returns (checked before the timer is looked up).
+    InvalidTime,
     /// A builder was given an invalid setting; the text says which. `EINVAL`.
     InvalidConfig(&'static str),
 }
@@ -39,6 +42,7 @@ impl Error {
             | Error::InvalidId
             | Error::NotRestoring
             | Error::OwnerDeleted
+            | Error::InvalidTime
             | Error::InvalidConfig(_) => libc::EINVAL,
             Error::IdInUse => libc::EBUSY,
             Error::NoFreeId => libc::EAGAIN,
@@ -62,6 +66,9 @@ impl fmt::Display for Error {
                 f.write_str("exact-ID create needs the owner's restore mode on (EINVAL)")
             }
             Error::OwnerDeleted => f.write_str("the owner has been deleted (EINVAL)"),
+            Error::InvalidTime => {
+                f.write_str("time out of range: negative seconds or tv_nsec not in 0..1e9 (EINVAL)")
+            }
             Error::InvalidConfig(what) => write!(f, "invalid configuration: {what} (EINVAL)"),
         }
     }

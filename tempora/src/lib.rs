@@ -7,7 +7,9 @@
 //!   coarse placement, deferrable entries, generation-checked keys.
 //! - [`registry`]: owners (ID namespaces), timer IDs, and one hash table for all owners' timers
 //!   with per-bucket locks, lock-free lookups, incremental growth and exact-ID (restore) mode.
-//! - [`clock`]: clock identities; [`Error`]: the crate's one error type, with errno values.
+//! - [`clock`]: clock identities, the OS and manual clock sources, timespec validation and the
+//!   nanosecond/tick conversion that never rounds early; [`Error`]: the crate's one error
+//!   type, with errno values.
 //!
 //! The POSIX-style service, drivers, statistics and checkpointing build on them.
 
