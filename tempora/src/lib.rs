@@ -15,6 +15,7 @@
 
 pub mod clock;
 mod error;
+pub(crate) mod itimer;
 pub mod registry;
 pub(crate) mod sync;
 pub mod wheel;

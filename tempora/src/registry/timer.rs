@@ -16,8 +16,8 @@
 //!      64  lock          ByteLock     the timer's own lock: covers every write below
 //!      65  status        AtomicU8     Status (written under the lock, read lock-free)
 //!      68  overrun_last  AtomicI32    what getoverrun returns (written under the lock)
-//!      72  state         TimerState   base, signal_seq, expiry, interval, overrun,
-//!                                     wheel_key (40 bytes, read and written under the lock)
+//!      72  state         TimerState   base, expiry_clock, signal_seq, expiry, interval,
+//!                                     overrun, wheel_key (40 bytes, under the lock)
 //!     128  (end; the object is 64-byte aligned)
 //! ```
 //!
@@ -77,7 +77,10 @@ pub enum Status {
 pub(crate) struct TimerState {
     /// The base whose wheel holds the timer while armed.
     pub(crate) base: u16,
-    pub(crate) _reserved: u16,
+    /// The clock the armed expiry is measured on (`ClockId` as u8): the timer's own clock,
+    /// except that a relative `CLOCK_REALTIME` arming runs on the monotonic clock.
+    pub(crate) expiry_clock: u8,
+    pub(crate) _reserved: u8,
     /// Bumped by settime, delete and re-arm; an event carrying an older value is stale.
     pub(crate) signal_seq: u32,
     /// Absolute expiry, ns on the timer's clock.

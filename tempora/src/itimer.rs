@@ -1,0 +1,530 @@
+//! The POSIX interval-timer rules, as Linux 6.15+ applies them, on one locked timer.
+//!
+//! Each function here runs with the timer's lock held (on a [`Locked`] view) and is given the
+//! current time; none touches a wheel, a queue or a clock itself. It returns what the caller
+//! (the service) must do: arm the timer at an expiry on some clock, drop it from its wheel,
+//! queue an event, re-arm. That keeps the rules testable on their own, with any time.
+//!
+//! ```text
+//!  settime(v != 0) ──► Armed ──(expiry passes; the base calls expire)──┐
+//!        ▲              │                                              │
+//!        │              │ settime / delete: signal_seq++ (a queued     ▼
+//!        │              │ event becomes stale, dropped at consume)   one-shot: Disarmed
+//!        │              ▼                                            periodic: RequeuePending
+//!  settime(v == 0) ─► Disarmed ◄── consume(one-shot event)                  │
+//!                                                                           │ consume(event):
+//!            Armed ◄── forward past now, overrun_last := periods missed ◄──┘
+//! ```
+//!
+//! The rules, with the kernel's names (reference: `linux-timers.md` §1.6-1.9):
+//! * `settime` computes the old setting exactly as `gettime` would, then: `signal_seq += 1`
+//!   (an event still queued from the previous arming is dropped when it is consumed), status
+//!   := Disarmed, overrun := -1, `overrun_last` := 0, interval := the new interval only if the
+//!   new value is non-zero (zero disarms and zeroes the interval, and leaves the old expiry
+//!   stored, which only a `SIGEV_NONE` timer's gettime still shows, as on Linux). A relative `CLOCK_REALTIME`
+//!   arming runs on the monotonic clock; an absolute one on the realtime clock; a relative
+//!   value is added to now with saturation (an overflow never fires). A `SIGEV_NONE` timer
+//!   keeps its expiry for `gettime` but is never queued (status stays Disarmed).
+//! * `gettime`: a periodic timer that is not Armed (its event is pending, or it is `SIGEV_NONE`)
+//!   is first *forwarded* by whole intervals past now, the skipped intervals added to the
+//!   internal overrun (not visible until an event is consumed), so its remaining time is in
+//!   `(0, interval]`. A one-shot timer that is Disarmed reads zero (never armed, disarmed, or
+//!   fired, even with its event still pending); a one-shot `SIGEV_NONE` timer reads its
+//!   remaining time, zero once passed. An armed timer whose expiry has passed but that the base
+//!   has not fired yet reads 1 ns, so an armed timer never reads as disarmed.
+//! * `expire` (the base found the timer due): periodic → RequeuePending, one-shot → Disarmed;
+//!   the event carries the current `signal_seq`. Nothing re-arms here: a periodic timer whose
+//!   events nobody consumes costs nothing after its first expiry.
+//! * `consume` (the owner takes the event): stale (`signal_seq` moved) → dropped. One-shot →
+//!   delivered with overrun 0. Periodic → forwarded past now (the skipped intervals added to
+//!   the overrun, which started at -1, so the expiry that queued the event does not count),
+//!   re-armed, `overrun_last` := min(overrun, `i32::MAX`), overrun := -1, `signal_seq += 1`.
+
+#![cfg_attr(not(test), allow(dead_code))] // the service layer (issue 4, next) calls these
+
+use crate::clock::ClockId;
+use crate::registry::timer::{Locked, Status};
+use crate::registry::NotifyKind;
+
+/// A timer setting as `timer_gettime` reports it: remaining time and interval, in ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Setting {
+    pub(crate) value: u64,
+    pub(crate) interval: u64,
+}
+
+/// What the caller must do with the timer's wheel entry after `settime` or `consume`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arm {
+    /// Not queued on any wheel (remove it if it was).
+    Off,
+    /// Queue it to fire once `clock` reads `expiry` (at once if that has passed).
+    At { clock: ClockId, expiry: u64 },
+}
+
+/// An event queued by `expire`, to be handed back to `consume`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Event {
+    seq: u32,
+}
+
+/// What consuming an event means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Consumed {
+    /// settime or delete since it was queued: drop it, deliver nothing.
+    Stale,
+    /// Deliver it with this overrun; `rearm` is where a periodic timer now waits.
+    Deliver { overrun: i32, rearm: Arm },
+}
+
+/// Moves `expiry` forward by whole `interval`s until it is after `now`; returns the new expiry
+/// and the number of intervals added (0 if `expiry` is already after `now`). Saturates: an
+/// expiry that would pass `u64::MAX` stays there (never fires).
+pub(crate) fn forward(expiry: u64, interval: u64, now: u64) -> (u64, u64) {
+    if now < expiry || interval == 0 {
+        return (expiry, 0);
+    }
+    let n = (now - expiry) / interval + 1;
+    (expiry.saturating_add(n.saturating_mul(interval)), n)
+}
+
+fn clock_of(raw: u8) -> ClockId {
+    ClockId::from_raw(i32::from(raw)).unwrap_or(ClockId::Monotonic)
+}
+
+impl Locked<'_> {
+    fn expiry_clock(&self) -> ClockId {
+        clock_of(self.state.expiry_clock)
+    }
+
+    /// `timer_gettime`. May forward a periodic timer that is not armed (see the module doc),
+    /// which is why it needs the lock and `&mut`.
+    pub(crate) fn gettime(&mut self, now: &dyn Fn(ClockId) -> u64) -> Setting {
+        let interval = self.state.interval;
+        let status = self.timer.status();
+        let none = self.timer.notify() == NotifyKind::None;
+        let armed_like = status != Status::Disarmed || none;
+        if !armed_like || (interval == 0 && status == Status::Disarmed && !none) {
+            return Setting { value: 0, interval };
+        }
+        let t = now(self.expiry_clock());
+        if interval != 0 && status != Status::Armed {
+            let (expiry, n) = forward(self.state.expiry, interval, t);
+            self.state.expiry = expiry;
+            self.state.overrun = self.state.overrun.saturating_add(n as i64);
+        }
+        let remaining = self.state.expiry.saturating_sub(t);
+        let value = match (remaining, none) {
+            (0, true) => 0,
+            (0, false) => 1,
+            (r, _) => r,
+        };
+        Setting { value, interval }
+    }
+
+    /// `timer_settime`: returns the old setting and what to do with the wheel entry.
+    /// `value` and `interval` are validated nanoseconds; `abs` is `TIMER_ABSTIME`.
+    pub(crate) fn settime(
+        &mut self,
+        now: &dyn Fn(ClockId) -> u64,
+        abs: bool,
+        value: u64,
+        interval: u64,
+    ) -> (Setting, Arm) {
+        let old = self.gettime(now);
+        self.state.signal_seq = self.state.signal_seq.wrapping_add(1);
+        self.set_status(Status::Disarmed);
+        self.state.overrun = -1;
+        self.set_overrun_last(0);
+        if value == 0 {
+            // The stored expiry is left alone, as the kernel leaves its hrtimer's: a disarmed
+            // SIGEV_NONE timer goes on reading the remaining time of its old expiry (measured
+            // on Linux 6.18; `sigev_none_disarmed_keeps_counting_down_like_linux`).
+            self.state.interval = 0;
+            return (old, Arm::Off);
+        }
+        self.state.interval = interval;
+        let clock = self.timer.clock();
+        let expiry_clock = if clock == ClockId::Realtime && !abs {
+            ClockId::Monotonic
+        } else {
+            clock
+        };
+        self.state.expiry_clock = expiry_clock as u8;
+        self.state.expiry = if abs {
+            value
+        } else {
+            now(expiry_clock).saturating_add(value)
+        };
+        if self.timer.notify() == NotifyKind::None {
+            return (old, Arm::Off);
+        }
+        self.set_status(Status::Armed);
+        (
+            old,
+            Arm::At {
+                clock: expiry_clock,
+                expiry: self.state.expiry,
+            },
+        )
+    }
+
+    /// The base found the timer due: its event, or `None` if it is no longer armed.
+    pub(crate) fn expire(&mut self) -> Option<Event> {
+        if self.timer.status() != Status::Armed {
+            return None;
+        }
+        let next = if self.state.interval != 0 {
+            Status::RequeuePending
+        } else {
+            Status::Disarmed
+        };
+        self.set_status(next);
+        Some(Event {
+            seq: self.state.signal_seq,
+        })
+    }
+
+    /// The owner consumes `event` at time `now`.
+    pub(crate) fn consume(&mut self, event: Event, now: &dyn Fn(ClockId) -> u64) -> Consumed {
+        if event.seq != self.state.signal_seq {
+            return Consumed::Stale;
+        }
+        if self.timer.status() != Status::RequeuePending {
+            return Consumed::Deliver {
+                overrun: 0,
+                rearm: Arm::Off,
+            };
+        }
+        let clock = self.expiry_clock();
+        let (expiry, n) = forward(self.state.expiry, self.state.interval, now(clock));
+        self.state.expiry = expiry;
+        let overrun = self.state.overrun.saturating_add(n as i64);
+        let latched = overrun.clamp(0, i64::from(i32::MAX)) as i32;
+        self.set_overrun_last(latched);
+        self.state.overrun = -1;
+        self.state.signal_seq = self.state.signal_seq.wrapping_add(1);
+        self.set_status(Status::Armed);
+        Consumed::Deliver {
+            overrun: latched,
+            rearm: Arm::At { clock, expiry },
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::clock::{ClockSource, ManualClock};
+    use crate::registry::{Owner, Registry, TimerId};
+    use std::time::Duration;
+
+    const MS: u64 = 1_000_000;
+
+    struct Fixture {
+        clock: ManualClock,
+        owner: Owner,
+        _registry: Registry,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let registry = Registry::new();
+            Fixture {
+                clock: ManualClock::new(),
+                owner: registry.owner(),
+                _registry: registry,
+            }
+        }
+        fn timer(&self, clock: ClockId, notify: NotifyKind) -> TimerId {
+            self.owner.create(clock, notify).unwrap()
+        }
+        fn with<R>(
+            &self,
+            id: TimerId,
+            f: impl FnOnce(&mut Locked<'_>, &dyn Fn(ClockId) -> u64) -> R,
+        ) -> R {
+            let c = self.clock.clone();
+            let now = move |k: ClockId| c.now(k);
+            self.owner.with_timer(id, |mut l| f(&mut l, &now)).unwrap()
+        }
+        fn settime(&self, id: TimerId, abs: bool, value: u64, interval: u64) -> (Setting, Arm) {
+            self.with(id, |l, now| l.settime(now, abs, value, interval))
+        }
+        fn gettime(&self, id: TimerId) -> Setting {
+            self.with(id, |l, now| l.gettime(now))
+        }
+        fn advance(&self, ns: u64) {
+            self.clock.advance(Duration::from_nanos(ns));
+        }
+        fn mono(&self) -> u64 {
+            self.clock.now(ClockId::Monotonic)
+        }
+    }
+
+    #[test]
+    fn forward_counts_whole_intervals_past_now() {
+        assert_eq!(forward(100, 100, 99), (100, 0));
+        assert_eq!(forward(100, 100, 100), (200, 1));
+        assert_eq!(forward(100, 100, 1050), (1100, 10));
+        assert_eq!(forward(u64::MAX - 5, 10, u64::MAX), (u64::MAX, 1));
+    }
+
+    #[test]
+    fn relative_one_shot_counts_down_reads_1ns_when_overdue_then_zero_once_fired() {
+        let f = Fixture::new();
+        let t = f.timer(ClockId::Monotonic, NotifyKind::Queue);
+        let (old, arm) = f.settime(t, false, 10 * MS, 0);
+        assert_eq!(old, Setting::default(), "a new timer is disarmed");
+        assert_eq!(
+            arm,
+            Arm::At {
+                clock: ClockId::Monotonic,
+                expiry: f.mono() + 10 * MS
+            }
+        );
+        f.advance(4 * MS);
+        assert_eq!(
+            f.gettime(t),
+            Setting {
+                value: 6 * MS,
+                interval: 0
+            }
+        );
+        f.advance(20 * MS);
+        assert_eq!(
+            f.gettime(t).value,
+            1,
+            "armed and overdue, not yet fired: 1 ns"
+        );
+        let ev = f.with(t, |l, _| l.expire()).unwrap();
+        assert_eq!(
+            f.gettime(t),
+            Setting::default(),
+            "a fired one-shot reads zero"
+        );
+        assert_eq!(
+            f.with(t, |l, now| l.consume(ev, now)),
+            Consumed::Deliver {
+                overrun: 0,
+                rearm: Arm::Off
+            }
+        );
+        assert_eq!(f.owner.getoverrun(t), Ok(0));
+    }
+
+    #[test]
+    fn zero_value_disarms_and_zeroes_the_interval_and_returns_the_old_setting() {
+        let f = Fixture::new();
+        let t = f.timer(ClockId::Monotonic, NotifyKind::Queue);
+        f.settime(t, false, 50 * MS, 20 * MS);
+        f.advance(10 * MS);
+        let (old, arm) = f.settime(t, false, 0, 7 * MS);
+        assert_eq!(
+            old,
+            Setting {
+                value: 40 * MS,
+                interval: 20 * MS
+            }
+        );
+        assert_eq!(arm, Arm::Off);
+        assert_eq!(
+            f.gettime(t),
+            Setting::default(),
+            "interval zeroed with the value"
+        );
+    }
+
+    #[test]
+    fn periodic_event_pending_is_forwarded_and_overrun_counts_missed_periods_on_consume() {
+        let f = Fixture::new();
+        let t = f.timer(ClockId::Monotonic, NotifyKind::Queue);
+        f.settime(t, false, 100 * MS, 100 * MS);
+        f.advance(100 * MS);
+        let ev = f.with(t, |l, _| l.expire()).unwrap();
+        f.advance(150 * MS); // 250 ms after arming: event pending
+        assert_eq!(
+            f.gettime(t),
+            Setting {
+                value: 50 * MS,
+                interval: 100 * MS
+            },
+            "forwarded into (0, interval]"
+        );
+        assert_eq!(
+            f.owner.getoverrun(t),
+            Ok(0),
+            "unchanged until the event is consumed"
+        );
+        f.advance(800 * MS); // 1050 ms: ~1 s of periods missed, as the kernel selftest
+        let start = f.mono() - 1050 * MS;
+        assert_eq!(
+            f.with(t, |l, now| l.consume(ev, now)),
+            Consumed::Deliver {
+                overrun: 9,
+                rearm: Arm::At {
+                    clock: ClockId::Monotonic,
+                    expiry: start + 1100 * MS
+                }
+            }
+        );
+        assert_eq!(f.owner.getoverrun(t), Ok(9));
+        assert_eq!(f.gettime(t).value, 50 * MS, "re-armed for the next period");
+    }
+
+    #[test]
+    fn consuming_on_time_reports_no_overrun() {
+        let f = Fixture::new();
+        let t = f.timer(ClockId::Monotonic, NotifyKind::Queue);
+        f.settime(t, false, 10 * MS, 10 * MS);
+        f.advance(10 * MS);
+        let ev = f.with(t, |l, _| l.expire()).unwrap();
+        let c = f.with(t, |l, now| l.consume(ev, now));
+        assert!(matches!(c, Consumed::Deliver { overrun: 0, .. }), "{c:?}");
+    }
+
+    #[test]
+    fn settime_makes_a_queued_event_stale_and_resets_the_overrun() {
+        let f = Fixture::new();
+        let t = f.timer(ClockId::Monotonic, NotifyKind::Queue);
+        f.settime(t, false, MS, MS);
+        f.advance(MS);
+        let e1 = f.with(t, |l, _| l.expire()).unwrap();
+        f.advance(10 * MS); // periods at 2..=11 ms missed while the event waited
+        let _ = f.with(t, |l, now| l.consume(e1, now));
+        assert_eq!(f.owner.getoverrun(t), Ok(10));
+        f.advance(MS);
+        let e2 = f.with(t, |l, _| l.expire()).unwrap();
+        f.settime(t, false, 5 * MS, 0);
+        assert_eq!(f.owner.getoverrun(t), Ok(0), "settime resets the overrun");
+        assert_eq!(f.with(t, |l, now| l.consume(e2, now)), Consumed::Stale);
+    }
+
+    #[test]
+    fn overrun_is_capped_at_i32_max() {
+        let f = Fixture::new();
+        let t = f.timer(ClockId::Monotonic, NotifyKind::Queue);
+        f.settime(t, false, 1, 1);
+        f.advance(1);
+        let ev = f.with(t, |l, _| l.expire()).unwrap();
+        f.advance(1 << 40);
+        let c = f.with(t, |l, now| l.consume(ev, now));
+        assert!(
+            matches!(
+                c,
+                Consumed::Deliver {
+                    overrun: i32::MAX,
+                    ..
+                }
+            ),
+            "{c:?}"
+        );
+        assert_eq!(f.owner.getoverrun(t), Ok(i32::MAX));
+    }
+
+    #[test]
+    fn realtime_relative_runs_on_monotonic_absolute_on_realtime() {
+        let f = Fixture::new();
+        let t = f.timer(ClockId::Realtime, NotifyKind::Queue);
+        let (_, rel) = f.settime(t, false, 5 * MS, 0);
+        assert_eq!(
+            rel,
+            Arm::At {
+                clock: ClockId::Monotonic,
+                expiry: f.mono() + 5 * MS
+            }
+        );
+        let wall = f.clock.now(ClockId::Realtime);
+        let (_, abs) = f.settime(t, true, wall + 7 * MS, 0);
+        assert_eq!(
+            abs,
+            Arm::At {
+                clock: ClockId::Realtime,
+                expiry: wall + 7 * MS
+            }
+        );
+        // A wall-clock step moves what gettime reports for the absolute timer.
+        f.clock.set_realtime(wall + 2 * MS);
+        assert_eq!(f.gettime(t).value, 5 * MS);
+    }
+
+    #[test]
+    fn past_absolute_time_arms_for_immediate_firing_and_huge_relative_never_fires() {
+        let f = Fixture::new();
+        let t = f.timer(ClockId::Monotonic, NotifyKind::Queue);
+        let (_, arm) = f.settime(t, true, 5, 0);
+        assert_eq!(
+            arm,
+            Arm::At {
+                clock: ClockId::Monotonic,
+                expiry: 5
+            }
+        );
+        assert_eq!(f.gettime(t).value, 1, "overdue until the base fires it");
+        let (_, arm) = f.settime(t, false, u64::MAX, 0);
+        assert_eq!(
+            arm,
+            Arm::At {
+                clock: ClockId::Monotonic,
+                expiry: u64::MAX
+            }
+        );
+    }
+
+    #[test]
+    fn sigev_none_is_never_queued_but_gettime_shows_its_state() {
+        let f = Fixture::new();
+        let one = f.timer(ClockId::Monotonic, NotifyKind::None);
+        let per = f.timer(ClockId::Monotonic, NotifyKind::None);
+        assert_eq!(f.settime(one, false, 10 * MS, 0).1, Arm::Off);
+        assert_eq!(f.settime(per, false, 10 * MS, 4 * MS).1, Arm::Off);
+        f.advance(3 * MS);
+        assert_eq!(f.gettime(one).value, 7 * MS);
+        f.advance(10 * MS);
+        assert_eq!(f.gettime(one), Setting::default(), "passed: zero");
+        // 13 ms after arming: first expiry at 10 ms, forwarded to 14 ms.
+        assert_eq!(
+            f.gettime(per),
+            Setting {
+                value: MS,
+                interval: 4 * MS
+            },
+            "periodic: forwarded into (0, interval]"
+        );
+        assert_eq!(f.owner.getoverrun(per), Ok(0));
+        assert_eq!(f.with(per, |l, _| l.expire()), None, "never armed");
+    }
+
+    /// Linux 6.18, measured: `timer_settime(SIGEV_NONE periodic 10 ms / 4 ms)`, 13.27 ms
+    /// later `timer_settime(0, interval 7 ms)` returned old (0.721 ms, 4 ms), and the next
+    /// `timer_gettime` returned (0.720 ms, 0): disarmed, yet still counting down to the old
+    /// expiry. A timer that notifies reads zero once disarmed.
+    #[test]
+    fn sigev_none_disarmed_keeps_counting_down_like_linux() {
+        let f = Fixture::new();
+        let none = f.timer(ClockId::Monotonic, NotifyKind::None);
+        let queued = f.timer(ClockId::Monotonic, NotifyKind::Queue);
+        for t in [none, queued] {
+            f.settime(t, false, 10 * MS, 4 * MS);
+        }
+        f.advance(13 * MS);
+        let (old, _) = f.settime(none, false, 0, 7 * MS);
+        assert_eq!(
+            old,
+            Setting {
+                value: MS,
+                interval: 4 * MS
+            }
+        );
+        f.advance(MS / 2);
+        assert_eq!(
+            f.gettime(none),
+            Setting {
+                value: MS / 2,
+                interval: 0
+            }
+        );
+        f.settime(queued, false, 0, 7 * MS);
+        assert_eq!(f.gettime(queued), Setting::default());
+    }
+}
