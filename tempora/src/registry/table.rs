@@ -439,6 +439,9 @@ impl Table {
             let nb = &future.buckets[j];
             nb.len
                 .store(nb.len.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            // Moved oldest first, so the near entries end up naming the newest three, as if
+            // the timers had been created into this bucket.
+            nb.near_push(tag(h), ptr);
             // Cut the old chain before this timer. Release: a walker that reads the cut sees
             // the timer already in the future table (and the `future` pointer).
             if pos > 0 {
