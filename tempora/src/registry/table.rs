@@ -608,3 +608,54 @@ fn new_buckets(len: usize) -> Buckets {
     let first = unsafe { std::ptr::NonNull::new_unchecked(raw.as_ptr().add(offset).cast()) };
     Buckets { raw, first, len }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::registry::timer::visible;
+
+    const SEED: [u64; 2] = [11, 13];
+    const OWNER: u64 = 5;
+
+    fn timer(id: i32) -> Box<Timer> {
+        let t = Box::new(Timer::default());
+        t.hot.owner.store(visible(OWNER), Ordering::Relaxed);
+        t.hot.id.store(id, Ordering::Relaxed);
+        t
+    }
+
+    /// After a split every moved timer is a near entry of its new bucket (so a lookup finds it
+    /// from the bucket line), and the old bucket reads MOVED.
+    #[test]
+    fn split_moves_chains_and_refills_near_entries() {
+        let old = Table::new(4, SEED);
+        let future = Table::new(5, SEED);
+        // Three IDs in old bucket 0.
+        let ids: Vec<i32> = (0..)
+            .filter(|&id| old.index(hash(SEED, OWNER, id)) == 0)
+            .take(3)
+            .collect();
+        let timers: Vec<Box<Timer>> = ids.iter().map(|&id| timer(id)).collect();
+        for (t, &id) in timers.iter().zip(&ids) {
+            let h = hash(SEED, OWNER, id);
+            let head = old.buckets[0].lock().unwrap();
+            old.link_and_unlock(0, head, t, h);
+        }
+        old.split_bucket(0, &future);
+        assert_eq!(old.buckets[0].head.load(Ordering::Relaxed), MOVED);
+        for (t, &id) in timers.iter().zip(&ids) {
+            let h = hash(SEED, OWNER, id);
+            let b = &future.buckets[future.index(h)];
+            let ptr = &**t as *const Timer as usize;
+            let near = (0..NEAR).any(|i| {
+                b.near[i].load(Ordering::Relaxed) == ptr
+                    && b.tags[i].load(Ordering::Relaxed) == tag(h)
+            });
+            assert!(near, "timer {id} is not a near entry of its new bucket");
+            assert!(
+                matches!(future.walk(h, visible(OWNER), id), Walk::Found(f) if std::ptr::eq(f, &**t))
+            );
+            assert!(matches!(old.walk(h, visible(OWNER), id), Walk::Moved));
+        }
+    }
+}
