@@ -79,3 +79,69 @@ pub fn rlimit_sigpending() -> Option<u64> {
     // SAFETY: `l` is a valid, writable rlimit.
     (unsafe { libc::getrlimit(libc::RLIMIT_SIGPENDING, &mut l) } == 0).then_some(l.rlim_cur)
 }
+
+fn timespec(ns: u64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    }
+}
+
+fn nanos(ts: &libc::timespec) -> u64 {
+    (ts.tv_sec.max(0) as u64) * 1_000_000_000 + ts.tv_nsec.max(0) as u64
+}
+
+/// `timer_create(clock, {SIGEV_NONE}, &id)` on any clock (`clockid_t` value).
+pub fn timer_create_none_on(clock: libc::clockid_t) -> Result<i32, Errno> {
+    // SAFETY: a zeroed sigevent is a valid argument once `sigev_notify` is set.
+    let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
+    sev.sigev_notify = libc::SIGEV_NONE;
+    let mut id: libc::c_int = 0;
+    // SAFETY: as in `timer_create_none`.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_timer_create,
+            clock,
+            &mut sev as *mut libc::sigevent,
+            &mut id as *mut libc::c_int,
+        )
+    })
+    .map(|_| id)
+}
+
+/// `timer_settime(id, flags, {value, interval}, &old)`, times in ns; returns the old
+/// (value, interval).
+pub fn timer_settime(id: i32, flags: i32, value: u64, interval: u64) -> Result<(u64, u64), Errno> {
+    let new = libc::itimerspec {
+        it_interval: timespec(interval),
+        it_value: timespec(value),
+    };
+    // SAFETY: zeroed itimerspec is valid; the kernel writes it.
+    let mut old: libc::itimerspec = unsafe { std::mem::zeroed() };
+    // SAFETY: raw timer_settime(2): both structs live for the call.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_timer_settime,
+            id as libc::c_long,
+            flags as libc::c_long,
+            &new as *const libc::itimerspec,
+            &mut old as *mut libc::itimerspec,
+        )
+    })
+    .map(|_| (nanos(&old.it_value), nanos(&old.it_interval)))
+}
+
+/// `timer_gettime(id)`: (remaining, interval) in ns.
+pub fn timer_gettime(id: i32) -> Result<(u64, u64), Errno> {
+    // SAFETY: zeroed itimerspec is valid; the kernel writes it.
+    let mut cur: libc::itimerspec = unsafe { std::mem::zeroed() };
+    // SAFETY: raw timer_gettime(2): `cur` lives for the call.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_timer_gettime,
+            id as libc::c_long,
+            &mut cur as *mut libc::itimerspec,
+        )
+    })
+    .map(|_| (nanos(&cur.it_value), nanos(&cur.it_interval)))
+}

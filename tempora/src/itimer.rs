@@ -527,4 +527,80 @@ mod tests {
         f.settime(queued, false, 0, 7 * MS);
         assert_eq!(f.gettime(queued), Setting::default());
     }
+
+    /// The rules against the running kernel, for what needs no signal: random sequences of
+    /// settime (relative and absolute, with and without an interval, zero values) and gettime
+    /// on a `SIGEV_NONE` kernel timer and a `SIGEV_NONE` tempora timer on the OS clocks,
+    /// CLOCK_MONOTONIC and CLOCK_REALTIME. Each pair of calls is timed; the two answers may
+    /// differ by the time between them (and, for a periodic timer, modulo its interval), never
+    /// more. `TEMPORA_SOAK=<steps>` runs longer.
+    #[test]
+    fn kernel_differential_sigev_none_settime_gettime() {
+        use crate::clock::OsClock;
+        let steps: usize = std::env::var("TEMPORA_SOAK")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(150);
+        let registry = Registry::new();
+        let owner = registry.owner();
+        let now = |k: ClockId| OsClock.now(k);
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |m: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % m
+        };
+        for clock in [ClockId::Monotonic, ClockId::Realtime] {
+            let k = tempora_kernel::timer_create_none_on(clock.as_raw()).unwrap();
+            let t = owner.create(clock, NotifyKind::None).unwrap();
+            for step in 0..steps {
+                let op = next(3);
+                let before = OsClock.now(ClockId::Monotonic);
+                let (kernel, ours, what) = if op < 2 {
+                    let abs = next(2) == 1;
+                    let value = if next(5) == 0 { 0 } else { 1 + next(60 * MS) };
+                    let interval = if next(2) == 0 {
+                        0
+                    } else {
+                        20 * MS + next(20 * MS)
+                    };
+                    let value = if abs && value != 0 {
+                        now(clock) + value
+                    } else {
+                        value
+                    };
+                    let kernel =
+                        tempora_kernel::timer_settime(k, i32::from(abs), value, interval).unwrap();
+                    let (old, _) = owner
+                        .with_timer(t, |mut l| l.settime(&now, abs, value, interval))
+                        .unwrap();
+                    (
+                        kernel,
+                        (old.value, old.interval),
+                        format!("settime abs={abs} {value} {interval}"),
+                    )
+                } else {
+                    let kernel = tempora_kernel::timer_gettime(k).unwrap();
+                    let cur = owner.with_timer(t, |mut l| l.gettime(&now)).unwrap();
+                    (kernel, (cur.value, cur.interval), "gettime".to_string())
+                };
+                let gap = OsClock.now(ClockId::Monotonic) - before + 100_000;
+                assert_eq!(kernel.1, ours.1, "{clock:?} step {step} {what}: interval");
+                let diff = kernel.0.abs_diff(ours.0);
+                let circular = match kernel.1 {
+                    0 => diff,
+                    i => diff.min(i.saturating_sub(diff)),
+                };
+                assert!(
+                    circular <= gap,
+                    "{clock:?} step {step} {what}: kernel {kernel:?}, tempora {ours:?}, gap {gap}"
+                );
+                if next(4) == 0 {
+                    std::thread::sleep(Duration::from_nanos(next(8 * MS)));
+                }
+            }
+            tempora_kernel::timer_delete(k).unwrap();
+        }
+    }
 }
