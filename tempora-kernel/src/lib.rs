@@ -27,6 +27,10 @@ fn check(r: libc::c_long) -> Result<libc::c_long, Errno> {
 /// `timer_create(CLOCK_MONOTONIC, {SIGEV_NONE}, &id)`. In restore mode the kernel reads the
 /// requested ID from `id`'s initial value, `requested`.
 pub fn timer_create_none(requested: i32) -> Result<i32, Errno> {
+    create_none(libc::CLOCK_MONOTONIC, requested)
+}
+
+fn create_none(clock: libc::clockid_t, requested: i32) -> Result<i32, Errno> {
     // SAFETY: a zeroed sigevent is a valid argument once `sigev_notify` is set.
     let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
     sev.sigev_notify = libc::SIGEV_NONE;
@@ -36,7 +40,7 @@ pub fn timer_create_none(requested: i32) -> Result<i32, Errno> {
     check(unsafe {
         libc::syscall(
             libc::SYS_timer_create,
-            libc::CLOCK_MONOTONIC,
+            clock,
             &mut sev as *mut libc::sigevent,
             &mut id as *mut libc::c_int,
         )
@@ -93,20 +97,7 @@ fn nanos(ts: &libc::timespec) -> u64 {
 
 /// `timer_create(clock, {SIGEV_NONE}, &id)` on any clock (`clockid_t` value).
 pub fn timer_create_none_on(clock: libc::clockid_t) -> Result<i32, Errno> {
-    // SAFETY: a zeroed sigevent is a valid argument once `sigev_notify` is set.
-    let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
-    sev.sigev_notify = libc::SIGEV_NONE;
-    let mut id: libc::c_int = 0;
-    // SAFETY: as in `timer_create_none`.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_timer_create,
-            clock,
-            &mut sev as *mut libc::sigevent,
-            &mut id as *mut libc::c_int,
-        )
-    })
-    .map(|_| id)
+    create_none(clock, 0)
 }
 
 /// `timer_settime(id, flags, {value, interval}, &old)`, times in ns; returns the old
