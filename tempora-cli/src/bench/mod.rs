@@ -17,15 +17,29 @@ use serde::Serialize;
 
 pub use crate::alloc::allocated_bytes;
 
-/// What `tempora bench` was asked to do.
-#[derive(Debug, Clone)]
+/// What `tempora bench` was asked to do: the subcommand's arguments.
+#[derive(Debug, Clone, clap::Args)]
 pub struct Opts {
+    /// Which suite: all, seed (registry: the seed's Tests 1-5), wheel.
+    #[arg(long, default_value = "all", value_parser = clap::builder::PossibleValuesParser::new(SUITES))]
     pub suite: String,
+    /// Small sizes only, the whole run in under a minute.
+    #[arg(long)]
     pub quick: bool,
+    /// One JSON object per result on stdout; the table goes to stderr.
+    #[arg(long)]
     pub json: bool,
+    /// Live-timer counts to run instead of the suite's defaults (comma-separated).
+    #[arg(long, value_delimiter = ',')]
     pub n: Option<Vec<usize>>,
+    /// Runs per measurement (the median is reported).
+    #[arg(long)]
     pub reps: Option<usize>,
+    /// Only these implementations (comma-separated JSON `impl` names).
+    #[arg(long = "impl", value_delimiter = ',')]
     pub impls: Option<Vec<String>>,
+    /// Only cases whose JSON `case` name starts with one of these (comma-separated).
+    #[arg(long = "case", value_delimiter = ',')]
     pub cases: Option<Vec<String>>,
 }
 
