@@ -366,12 +366,7 @@ impl Registry {
     /// Whether a resize is in progress.
     pub fn resizing(&self) -> bool {
         let guard = epoch::pin();
-        !self
-            .shared
-            .current(&guard)
-            .future
-            .load(Ordering::Acquire)
-            .is_null()
+        self.shared.current(&guard).future().is_some()
     }
 
     /// Timers in the registry (exact when no create or delete is in flight).
@@ -393,13 +388,10 @@ impl Registry {
     pub fn table_bytes(&self) -> usize {
         let guard = epoch::pin();
         let t = self.shared.current(&guard);
-        let f = t.future.load(Ordering::Acquire);
-        let mut bytes = std::mem::size_of_val::<[table::Bucket]>(&t.buckets);
-        if !f.is_null() {
-            // SAFETY: a future table lives as long as the table pointing at it (see `future`).
-            bytes += std::mem::size_of_val::<[table::Bucket]>(&unsafe { &*f }.buckets);
-        }
-        bytes
+        std::iter::once(t)
+            .chain(t.future())
+            .map(|t| std::mem::size_of_val::<[table::Bucket]>(&t.buckets))
+            .sum()
     }
 }
 
@@ -409,9 +401,9 @@ impl Shared {
         // Acquire: pairs with the Release store that published the table (build or the end of
         // a resize), so its buckets are visible.
         let t = self.table.load(Ordering::Acquire, guard);
-        // SAFETY: the current table is never null, and a retired table is destroyed through
-        // `defer_destroy` only after every thread pinned when it was retired has unpinned;
-        // `guard` is such a pin.
+        // SAFETY: the current table is never null, and a retired table is freed by a deferred
+        // function (`split_some`) only after every thread pinned when it was retired has
+        // unpinned; `guard` is such a pin.
         unsafe { t.deref() }
     }
 
@@ -471,7 +463,7 @@ impl Shared {
         if (len as usize) <= 2 * self.max_load || t.bits >= table::MAX_BITS {
             return;
         }
-        if !t.future.load(Ordering::Acquire).is_null() || !std::ptr::eq(t, self.current(guard)) {
+        if t.future().is_some() || !std::ptr::eq(t, self.current(guard)) {
             return;
         }
         if self.count() <= (t.buckets.len() * self.max_load) as isize {
@@ -763,8 +755,7 @@ impl OwnerInner {
         if self.dead.load(Ordering::SeqCst) {
             return Err(Error::OwnerDeleted);
         }
-        let index = self.alloc_slot(st, guard).ok_or(Error::NoFreeId)?;
-        let timer = self.slots.get(index, guard);
+        let (index, timer) = self.alloc_slot(st, guard).ok_or(Error::NoFreeId)?;
         // SAFETY: the slot came off this shard's free list or bump block: it is free (owner
         // word 0) and the shard lock is held.
         unsafe { timer.reset_for_create(visible(self.key) | PENDING, clock, notify, home) };
@@ -783,7 +774,7 @@ impl OwnerInner {
                 }
             };
             timer.hot.id.store(id, Ordering::Relaxed);
-            let hash = table::hash(shared.seed, self.key, id);
+            let hash = self.hash(TimerId(id));
             if requested.is_some() {
                 // (B): set before the bucket lock is taken below.
                 self.reused_ids.store(true, Ordering::Relaxed);
@@ -851,18 +842,19 @@ impl OwnerInner {
         (c & self.shared.id_mask) as i32
     }
 
-    /// A free slot index from the shard: its free list, its bump block, or a new block.
+    /// A free slot from the shard (its index and the slot): its free list, its bump block, or
+    /// a new block.
     #[inline]
-    fn alloc_slot(&self, st: &mut owner::ShardState, guard: &Guard) -> Option<u32> {
+    fn alloc_slot<'g>(
+        &'g self,
+        st: &mut owner::ShardState,
+        guard: &Guard,
+    ) -> Option<(u32, &'g Timer)> {
         if st.free_head != NONE {
             let index = st.free_head;
-            st.free_head = self
-                .slots
-                .get(index, guard)
-                .hot
-                .free_next
-                .load(Ordering::Relaxed);
-            return Some(index);
+            let timer = self.slots.get(index, guard);
+            st.free_head = timer.hot.free_next.load(Ordering::Relaxed);
+            return Some((index, timer));
         }
         if st.bump_left == 0 {
             st.bump_next = self.slots.claim(st.bump_block, &self.shared.pool, guard)?;
@@ -872,12 +864,9 @@ impl OwnerInner {
         let index = st.bump_next;
         st.bump_next += 1;
         st.bump_left -= 1;
-        self.slots
-            .get(index, guard)
-            .hot
-            .index
-            .store(index, Ordering::Relaxed);
-        Some(index)
+        let timer = self.slots.get(index, guard);
+        timer.hot.index.store(index, Ordering::Relaxed);
+        Some((index, timer))
     }
 
     /// Returns an unhashed slot to a shard whose lock the caller holds.
@@ -889,68 +878,68 @@ impl OwnerInner {
         st.free_head = index;
     }
 
-    /// Finds timer `id`, runs `f` under its lock after re-checking it, retrying if the slot was
-    /// reused under the walk.
+    /// The hash of this owner's timer `id`.
     #[inline]
-    fn with_timer<R>(&self, id: TimerId, f: impl FnOnce(Locked<'_>) -> R) -> Result<R, Error> {
+    fn hash(&self, id: TimerId) -> u64 {
+        table::hash(self.shared.seed, self.key, id.0)
+    }
+
+    /// The lookup every by-ID call shares: fails if the owner is deleted, then finds the
+    /// visible timer `id` (hash `hash`) and hands it to `attempt`, walking again whenever the
+    /// attempt finds the slot reused under the walk (returns `None`).
+    #[inline]
+    fn lookup<'g, R>(
+        &self,
+        id: TimerId,
+        hash: u64,
+        guard: &'g Guard,
+        mut attempt: impl FnMut(&'g Timer) -> Option<R>,
+    ) -> Result<R, Error> {
         if self.dead.load(Ordering::Acquire) {
             return Err(Error::OwnerDeleted);
         }
-        let guard = epoch::pin();
         let word = visible(self.key);
-        let hash = table::hash(self.shared.seed, self.key, id.0);
-        let mut f = Some(f);
         loop {
             let timer = self
                 .shared
-                .find(hash, word, id.0, &guard)
+                .find(hash, word, id.0, guard)
                 .ok_or(Error::UnknownTimer)?;
-            if let Some(r) = timer.lock_if(word, Some(id.0), |l| (f.take().expect("runs once"))(l))
-            {
+            if let Some(r) = attempt(timer) {
                 return Ok(r);
             }
         }
+    }
+
+    /// Runs `f` on timer `id` under its lock, after re-checking it there.
+    #[inline]
+    fn with_timer<R>(&self, id: TimerId, f: impl FnOnce(Locked<'_>) -> R) -> Result<R, Error> {
+        let guard = epoch::pin();
+        let word = visible(self.key);
+        let mut f = Some(f);
+        self.lookup(id, self.hash(id), &guard, |timer| {
+            timer.lock_if(word, Some(id.0), |l| (f.take().expect("runs once"))(l))
+        })
     }
 
     /// Reads a field of timer `id` without its lock (see `Timer::read_current`).
     #[inline]
     fn read_timer<R>(&self, id: TimerId, read: impl Fn(&Timer) -> R) -> Result<R, Error> {
-        if self.dead.load(Ordering::Acquire) {
-            return Err(Error::OwnerDeleted);
-        }
         let guard = epoch::pin();
         let word = visible(self.key);
-        let hash = table::hash(self.shared.seed, self.key, id.0);
-        loop {
-            let timer = self
-                .shared
-                .find(hash, word, id.0, &guard)
-                .ok_or(Error::UnknownTimer)?;
-            if let Some(r) = timer.read_current(word, id.0, &read) {
-                return Ok(r);
-            }
-        }
+        self.lookup(id, self.hash(id), &guard, |timer| {
+            timer.read_current(word, id.0, &read)
+        })
     }
 
     fn delete(&self, id: TimerId) -> Result<(), Error> {
-        if self.dead.load(Ordering::Acquire) {
-            return Err(Error::OwnerDeleted);
-        }
         let guard = epoch::pin();
         let word = visible(self.key);
-        let hash = table::hash(self.shared.seed, self.key, id.0);
-        let timer = loop {
-            let timer = self
-                .shared
-                .find(hash, word, id.0, &guard)
-                .ok_or(Error::UnknownTimer)?;
-            if timer
+        let hash = self.hash(id);
+        let timer = self.lookup(id, hash, &guard, |timer| {
+            timer
                 .lock_if(word, Some(id.0), Self::mark_deleted)
-                .is_some()
-            {
-                break timer;
-            }
-        };
+                .map(|()| timer)
+        })?;
         self.unhash(timer, hash, &guard);
         let home = self.shard_at(usize::from(timer.hot.home.load(Ordering::Relaxed)));
         let index = timer.hot.index.load(Ordering::Relaxed);
@@ -1035,8 +1024,7 @@ impl OwnerInner {
             }
             let id = timer.hot.id.load(Ordering::Relaxed);
             if timer.lock_if(word, None, Self::mark_deleted).is_some() {
-                let hash = table::hash(self.shared.seed, self.key, id);
-                self.unhash(timer, hash, &guard);
+                self.unhash(timer, self.hash(TimerId(id)), &guard);
                 // Release: as in `free_slot_locked`; the slot is not reused (the owner is dead).
                 timer.hot.owner.store(0, Ordering::Release);
                 deleted += 1;
