@@ -516,7 +516,12 @@ impl Shared {
             // it; the deferred function runs after they unpin, and owns the table from then on.
             let retired = unsafe { cur.into_owned() }.into_box();
             // SAFETY: the deferred function frees the table after the grace period (above).
-            unsafe { guard.defer_unchecked(move || free_table(retired)) };
+            unsafe {
+                guard.defer_unchecked(move || {
+                    let bytes = std::mem::size_of_val::<[table::Bucket]>(&retired.buckets);
+                    drop_deferred(retired, bytes);
+                })
+            };
             // Hand the retired table to the global queue now: a resize is rare, so this
             // thread's bag would otherwise hold it until 64 other deferred frees came along.
             guard.flush();
@@ -1063,7 +1068,13 @@ impl Drop for OwnerInner {
         unsafe {
             guard.defer_unchecked(move || {
                 shared.pool.recycle(pages);
-                drop_shared(shared);
+                // The last reference (registry and owners gone) frees the table and the pool.
+                let bytes = if Arc::strong_count(&shared) == 1 {
+                    shared.pool.bytes()
+                } else {
+                    0
+                };
+                drop_deferred(shared, bytes);
             })
         };
         // Start the grace period now, so the next owner is likely to find the pages pooled.
@@ -1071,34 +1082,17 @@ impl Drop for OwnerInner {
     }
 }
 
-/// Drops a reference to a registry's shared state from a deferred function. If it is the last
-/// one (the registry and all its owners are gone) and the registry is large, the drop (its
-/// table and pooled pages, up to gigabytes) runs on a thread of its own instead of inside
-/// whatever unrelated call ran the deferred function.
-fn drop_shared(shared: Arc<Shared>) {
-    const BACKGROUND_BYTES: usize = 16 << 20;
-    if Arc::strong_count(&shared) == 1 && shared.pool.bytes() >= BACKGROUND_BYTES {
-        // If no thread can be started, `spawn` drops the closure: the state is freed here.
+/// Drops `value`, which owns about `bytes` of memory, from a deferred function. A large value
+/// is dropped on a thread of its own: returning hundreds of MiB to the kernel takes
+/// milliseconds (16 ms for a 256 MiB table, measured), which would otherwise land inside
+/// whichever unrelated create or delete happened to run the epoch's deferred functions.
+fn drop_deferred<T: Send + 'static>(value: T, bytes: usize) {
+    if bytes >= table::LARGE_FREE_BYTES {
+        // If no thread can be started, `spawn` drops the closure: the value is freed here.
         drop(
             std::thread::Builder::new()
                 .name("tempora-free".into())
-                .spawn(move || drop(shared)),
+                .spawn(move || drop(value)),
         );
-    }
-}
-
-/// Frees a retired table. A large one is freed on a thread of its own: returning hundreds of
-/// MiB to the kernel takes milliseconds (16 ms for 256 MiB, measured), which would otherwise
-/// land inside whichever create or delete happened to run the epoch's deferred functions.
-fn free_table(table: Box<Table>) {
-    const BACKGROUND_BYTES: usize = 16 << 20;
-    if std::mem::size_of_val::<[table::Bucket]>(&table.buckets) >= BACKGROUND_BYTES {
-        let spawned = std::thread::Builder::new()
-            .name("tempora-free".into())
-            .spawn(move || drop(table));
-        // If no thread can be started, `spawn` drops the closure: the table is freed here.
-        drop(spawned);
-    } else {
-        drop(table);
     }
 }

@@ -48,6 +48,10 @@ pub(crate) const NULLS: usize = 2;
 pub(crate) const MOVED: usize = !LOCKED;
 /// Largest table: 2^MAX_BITS buckets (a nulls marker stores the index above 8 bits).
 pub(crate) const MAX_BITS: u32 = 40;
+/// Blocks of memory at least this large are given back to the kernel in steps
+/// (`Buckets::release_pages`) and, when freed by a deferred function, on a thread of their own
+/// (the registry's `drop_deferred`).
+pub(crate) const LARGE_FREE_BYTES: usize = 16 << 20;
 /// Old buckets a create or delete splits while a resize is in progress.
 pub(crate) const MIGRATE_BATCH: usize = 8;
 
@@ -575,7 +579,7 @@ impl std::ops::Deref for Buckets {
 #[cfg(not(loom))]
 impl Drop for Buckets {
     fn drop(&mut self) {
-        if std::mem::size_of_val::<[Bucket]>(self) >= 16 << 20 {
+        if std::mem::size_of_val::<[Bucket]>(self) >= LARGE_FREE_BYTES {
             self.release_pages();
         }
         // SAFETY: `raw` was allocated in `new_buckets` with exactly this layout.
