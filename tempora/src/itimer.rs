@@ -88,13 +88,9 @@ pub(crate) fn forward(expiry: u64, interval: u64, now: u64) -> (u64, u64) {
     (expiry.saturating_add(n.saturating_mul(interval)), n)
 }
 
-fn clock_of(raw: u8) -> ClockId {
-    ClockId::from_raw(i32::from(raw)).unwrap_or(ClockId::Monotonic)
-}
-
 impl Locked<'_> {
     fn expiry_clock(&self) -> ClockId {
-        clock_of(self.state.expiry_clock)
+        ClockId::from_stored(self.state.expiry_clock)
     }
 
     /// `timer_gettime`. May forward a periodic timer that is not armed (see the module doc),
@@ -103,8 +99,7 @@ impl Locked<'_> {
         let interval = self.state.interval;
         let status = self.timer.status();
         let none = self.timer.notify() == NotifyKind::None;
-        let armed_like = status != Status::Disarmed || none;
-        if !armed_like || (interval == 0 && status == Status::Disarmed && !none) {
+        if status == Status::Disarmed && !none {
             return Setting { value: 0, interval };
         }
         let t = now(self.expiry_clock());

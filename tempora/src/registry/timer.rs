@@ -259,8 +259,7 @@ impl Timer {
 
     /// The clock recorded at create.
     pub(crate) fn clock(&self) -> ClockId {
-        ClockId::from_raw(i32::from(self.hot.clock.load(Ordering::Relaxed)))
-            .unwrap_or(ClockId::Monotonic)
+        ClockId::from_stored(self.hot.clock.load(Ordering::Relaxed))
     }
 
     /// The notification kind recorded at create.
