@@ -87,14 +87,20 @@ impl Slots {
         }
     }
 
+    /// The current page directory.
     #[inline]
-    fn page(&self, k: usize, guard: &Guard) -> *mut Timer {
-        // Acquire: pairs with the Release store that published the directory.
+    fn dir<'g>(&self, guard: &'g Guard) -> &'g Dir {
+        // Acquire: pairs with the Release swap that published the directory.
         let dir = self.dir.load(Ordering::Acquire, guard);
         // SAFETY: the directory is never null; a replaced one is destroyed through the epoch
         // after every thread pinned at its replacement (`guard` is such a pin) has unpinned.
-        let dir = unsafe { dir.deref() };
-        dir.pages
+        unsafe { dir.deref() }
+    }
+
+    #[inline]
+    fn page(&self, k: usize, guard: &Guard) -> *mut Timer {
+        self.dir(guard)
+            .pages
             .get(k)
             // Acquire: pairs with the Release store that installed the page.
             .map_or(std::ptr::null_mut(), |p| p.load(Ordering::Acquire))
@@ -103,18 +109,12 @@ impl Slots {
     /// The slot at `index`, whose page must exist (it was claimed).
     #[inline]
     pub(crate) fn get(&self, index: u32, guard: &Guard) -> &Timer {
-        self.try_get(index, guard)
-            .unwrap_or_else(|| panic!("slot {index} has no page"))
-    }
-
-    /// The slot at `index` if its page exists.
-    #[inline]
-    pub(crate) fn try_get(&self, index: u32, guard: &Guard) -> Option<&Timer> {
         let page = self.page(index as usize / PAGE_SLOTS, guard);
+        assert!(!page.is_null(), "slot {index} has no page");
         // SAFETY: a page holds `PAGE_SLOTS` initialised timers and the offset is below that;
         // pages leave an owner only through `take_pages`, after it is gone, so the page lives
         // as long as `self`.
-        (!page.is_null()).then(|| unsafe { &*page.add(index as usize % PAGE_SLOTS) })
+        unsafe { &*page.add(index as usize % PAGE_SLOTS) }
     }
 
     /// Claims `n` (at most `PAGE_SLOTS`) fresh slots and makes sure their pages exist. `None`
@@ -138,9 +138,7 @@ impl Slots {
     #[cold]
     fn add_page(&self, k: usize, pool: &PagePool, guard: &Guard) {
         self.grow.lock();
-        let shared = self.dir.load(Ordering::Acquire, guard);
-        // SAFETY: as in `page`.
-        let mut dir = unsafe { shared.deref() };
+        let mut dir = self.dir(guard);
         if dir.pages.len() <= k {
             let bigger = Dir::with_capacity((dir.pages.len() * 2).max(k + 1));
             for (new, old) in bigger.pages.iter().zip(dir.pages.iter()) {
@@ -153,8 +151,7 @@ impl Slots {
             // after they unpin.
             unsafe { guard.defer_destroy(new) };
             guard.flush();
-            // SAFETY: just published; alive while `guard` is pinned.
-            dir = unsafe { self.dir.load(Ordering::Acquire, guard).deref() };
+            dir = self.dir(guard);
         }
         if dir.pages[k].load(Ordering::Relaxed).is_null() {
             let page = pool.take().unwrap_or_else(|| {
@@ -180,7 +177,7 @@ impl Slots {
             if page.is_null() {
                 continue;
             }
-            // SAFETY: as in `try_get`; the page holds `PAGE_SLOTS` timers.
+            // SAFETY: as in `get`; the page holds `PAGE_SLOTS` timers.
             let slots = unsafe { std::slice::from_raw_parts(page, PAGE_SLOTS) };
             slots.iter().for_each(&mut f);
         }
@@ -189,9 +186,7 @@ impl Slots {
     /// Bytes of slot pages and directory allocated.
     pub(crate) fn bytes(&self) -> usize {
         let guard = crossbeam_epoch::pin();
-        let dir = self.dir.load(Ordering::Acquire, &guard);
-        // SAFETY: as in `page`.
-        let dir = unsafe { dir.deref() };
+        let dir = self.dir(&guard);
         let pages = dir
             .pages
             .iter()
@@ -203,10 +198,8 @@ impl Slots {
     /// Takes the pages out, for recycling once no walker can reach them.
     pub(crate) fn take_pages(&self) -> Vec<PagePtr> {
         let guard = crossbeam_epoch::pin();
-        let dir = self.dir.load(Ordering::Acquire, &guard);
-        // SAFETY: as in `page`.
-        let dir = unsafe { dir.deref() };
-        dir.pages
+        self.dir(&guard)
+            .pages
             .iter()
             .filter_map(|p| {
                 let page = p.swap(std::ptr::null_mut(), Ordering::AcqRel);
