@@ -127,7 +127,8 @@ pub(crate) struct Timer {
 }
 
 // SAFETY: every field is an atomic except `written.state`, which is only accessed with
-// `written.lock` held (`Timer::locked`), so sharing a `Timer` between threads is sound.
+// `written.lock` held (`Timer::lock_if`) or on a free slot by its creator
+// (`Timer::reset_for_create`), so sharing a `Timer` between threads is sound.
 unsafe impl Sync for Timer {}
 // SAFETY: as above; a `Timer` holds no thread-bound data.
 unsafe impl Send for Timer {}
@@ -146,7 +147,6 @@ impl Locked<'_> {
             .status
             .store(status as u8, Ordering::Relaxed);
     }
-    #[allow(dead_code)] // the service layer latches overruns here; tests use it now
     pub(crate) fn set_overrun_last(&mut self, v: i32) {
         // Relaxed: as in `set_status`.
         self.timer.written.overrun_last.store(v, Ordering::Relaxed);
@@ -187,9 +187,11 @@ impl Timer {
         f: impl FnOnce(Locked<'_>) -> R,
     ) -> Option<R> {
         self.written.lock.lock();
-        // Acquire: pairs with the Release store that made the timer visible at create.
-        let current = self.hot.owner.load(Ordering::Acquire) == owner_word
-            && id.is_none_or(|id| self.hot.id.load(Ordering::Relaxed) == id);
+        let current = match id {
+            Some(id) => self.is(owner_word, id),
+            // Acquire: as in `is`.
+            None => self.hot.owner.load(Ordering::Acquire) == owner_word,
+        };
         let r = current.then(|| {
             self.written.state.with_mut(|p| {
                 f(Locked {
