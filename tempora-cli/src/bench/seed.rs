@@ -297,60 +297,73 @@ fn mean(v: &[(Duration, Duration)], pick: impl Fn(&(Duration, Duration)) -> Dura
 /// Tests 4 (shared owner) and 5 (owner per thread) at T threads.
 fn t45<R: Registry>(threads: usize, shared_owner: bool, reps: usize, rep: &mut Reporter) {
     let case = if shared_owner { "t4" } else { "t5" };
-    if !rep.wants_impl(R::NAME)
-        || !(rep.wants_case(&format!("{case}-create"))
-            || rep.wants_case(&format!("{case}-getoverrun")))
-    {
+    let cases = [format!("{case}-create"), format!("{case}-getoverrun")];
+    if !rep.wants_impl(R::NAME) || !cases.iter().any(|c| rep.wants_case(c)) {
         return;
     }
     rep.set_message(format!("seed {case} {} threads={threads}", R::NAME));
-    let mut c_ratio = Vec::new();
-    let mut g_ratio = Vec::new();
-    let mut c_ns = Vec::new();
-    let mut g_ns = Vec::new();
-    let mut failed = None;
     let reg = R::new();
-    for _ in 0..reps {
+    let per_op = |round: Round| {
+        round.map(|r| {
+            let n = PER_THREAD as f64;
+            vec![mean(&r, |x| x.0) / n, mean(&r, |x| x.1) / n]
+        })
+    };
+    let cases = [cases[0].as_str(), cases[1].as_str()];
+    record_vs_one_thread::<R>(rep, &cases, PER_THREAD, threads, reps, |t| {
         settle_reclamation();
-        let one = threads_round(&reg, 1, true);
-        settle_reclamation();
-        let many = if R::NAME == Kernel::NAME && !shared_owner {
+        per_op(if t == 1 {
+            threads_round(&reg, 1, true)
+        } else if R::NAME == Kernel::NAME && !shared_owner {
             kernel_forks(threads)
         } else {
             threads_round(&reg, threads, shared_owner)
-        };
-        match (one, many) {
-            (Ok(one), Ok(many)) => {
-                let (c1, g1) = (mean(&one, |x| x.0), mean(&one, |x| x.1));
-                let (c, g) = (mean(&many, |x| x.0), mean(&many, |x| x.1));
-                c_ns.push(c / PER_THREAD as f64);
-                g_ns.push(g / PER_THREAD as f64);
-                c_ratio.push(c / c1);
-                g_ratio.push(g / g1);
+        })
+    });
+}
+
+/// Runs `reps` pairs of rounds, `round(1)` (one thread alone) then `round(threads)`, each
+/// returning the per-thread ns per op of every case in `cases`, and records per case the
+/// median of the threaded rounds with `vs_one_thread`, the median ratio to the one-thread
+/// round of the same pair. The first failure is recorded for every case.
+fn record_vs_one_thread<R: Registry>(
+    rep: &mut Reporter,
+    cases: &[&str],
+    n: usize,
+    threads: usize,
+    reps: usize,
+    mut round: impl FnMut(usize) -> Result<Vec<f64>, String>,
+) {
+    let mut ns = vec![Vec::new(); cases.len()];
+    let mut ratio = vec![Vec::new(); cases.len()];
+    let mut failed = None;
+    for _ in 0..reps {
+        match round(1).and_then(|one| Ok((one, round(threads)?))) {
+            Ok((one, many)) => {
+                for k in 0..cases.len() {
+                    ns[k].push(many[k]);
+                    ratio[k].push(many[k] / one[k]);
+                }
             }
-            (Err(e), _) | (_, Err(e)) => {
+            Err(e) => {
                 failed = Some(e);
                 break;
             }
         }
     }
     let ok = failed.is_none();
-    for (suffix, ns, ratio) in [
-        ("create", &mut c_ns, &mut c_ratio),
-        ("getoverrun", &mut g_ns, &mut g_ratio),
-    ] {
-        let v = if ok { median(ns) } else { 0.0 };
+    for (k, case) in cases.iter().enumerate() {
         record(
             rep,
             Row {
-                case: &format!("{case}-{suffix}"),
+                case,
                 imp: R::NAME,
-                n: PER_THREAD,
+                n,
                 threads,
-                ns_per_op: v,
+                ns_per_op: if ok { median(&mut ns[k]) } else { 0.0 },
                 error: failed.clone(),
                 extras: Extras {
-                    vs_one_thread: ok.then(|| median(ratio)),
+                    vs_one_thread: ok.then(|| median(&mut ratio[k])),
                     ..Extras::default()
                 },
             },
@@ -514,39 +527,9 @@ fn create_delete_loop<R: Registry>(threads: usize, reps: usize, rep: &mut Report
         }
         Ok(sum / t as f64 / LOOP_PAIRS as f64)
     };
-    let mut ns = Vec::new();
-    let mut ratio = Vec::new();
-    let mut failed = None;
-    for _ in 0..reps {
-        match (round(1), round(threads)) {
-            (Ok(one), Ok(many)) => {
-                ns.push(many);
-                ratio.push(many / one);
-            }
-            (Err(e), _) | (_, Err(e)) => {
-                failed = Some(e);
-                break;
-            }
-        }
-    }
-    let ok = failed.is_none();
-    let v = if ok { median(&mut ns) } else { 0.0 };
-    record(
-        rep,
-        Row {
-            case: "loop",
-            imp: R::NAME,
-            n: LOOP_PAIRS,
-            threads,
-            ns_per_op: v,
-            error: failed,
-            extras: Extras {
-                vs_one_thread: ok.then(|| median(&mut ratio)),
-                ..Extras::default()
-            },
-        },
-    );
-    rep.tick();
+    record_vs_one_thread::<R>(rep, &["loop"], LOOP_PAIRS, threads, reps, |t| {
+        round(t).map(|v| vec![v])
+    });
 }
 
 /// Bytes per timer for 2048 dense or sparse (512 apart) IDs.
