@@ -234,6 +234,24 @@ fn worst_create<R: Registry>(n: usize, ids: &mut Vec<i32>) -> f64 {
     worst.as_secs_f64() * 1e6
 }
 
+/// Runs `work(i)` for `i` in `0..threads`, each on a thread of its own, all starting together
+/// (after a barrier); their results in order.
+fn on_threads<T: Send>(threads: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let barrier = Barrier::new(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (barrier, work) = (&barrier, &work);
+                s.spawn(move || {
+                    barrier.wait();
+                    work(i)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 /// Per-thread (create, getoverrun) durations of one T4/T5 round, or the first failure.
 type Round = Result<Vec<(Duration, Duration)>, String>;
 
@@ -241,29 +259,19 @@ fn threads_round<R: Registry>(reg: &R, threads: usize, shared_owner: bool) -> Ro
     let owners: Vec<R::Owner> = (0..if shared_owner { 1 } else { threads })
         .map(|_| reg.owner())
         .collect();
-    let barrier = Barrier::new(threads);
     type ThreadResult = Result<(Duration, Duration, Vec<i32>), (Errno, usize, Vec<i32>)>;
-    let results: Vec<ThreadResult> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|i| {
-                let o = &owners[if shared_owner { 0 } else { i }];
-                let barrier = &barrier;
-                s.spawn(move || {
-                    let mut ids = Vec::with_capacity(PER_THREAD);
-                    barrier.wait();
-                    let t0 = Instant::now();
-                    if let Err(e) = create_n(reg, o, PER_THREAD, &mut ids) {
-                        let made = ids.len();
-                        return Err((e, made, ids));
-                    }
-                    let c = t0.elapsed();
-                    let t1 = Instant::now();
-                    black_box(getoverrun_all(reg, o, &ids));
-                    Ok((c, t1.elapsed(), ids))
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    let results: Vec<ThreadResult> = on_threads(threads, |i| {
+        let o = &owners[if shared_owner { 0 } else { i }];
+        let mut ids = Vec::with_capacity(PER_THREAD);
+        let t0 = Instant::now();
+        if let Err(e) = create_n(reg, o, PER_THREAD, &mut ids) {
+            let made = ids.len();
+            return Err((e, made, ids));
+        }
+        let c = t0.elapsed();
+        let t1 = Instant::now();
+        black_box(getoverrun_all(reg, o, &ids));
+        Ok((c, t1.elapsed(), ids))
     });
     let mut out = Vec::new();
     let mut failure = None;
@@ -501,22 +509,13 @@ fn create_delete_loop<R: Registry>(threads: usize, reps: usize, rep: &mut Report
     let round = |t: usize| -> Result<f64, String> {
         let reg = R::new();
         let o = reg.owner();
-        let barrier = Barrier::new(t);
-        let times: Vec<Result<Duration, Errno>> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..t)
-                .map(|_| {
-                    s.spawn(|| {
-                        barrier.wait();
-                        let t0 = Instant::now();
-                        for _ in 0..LOOP_PAIRS {
-                            let id = reg.create(&o)?;
-                            reg.delete(&o, id)?;
-                        }
-                        Ok(t0.elapsed())
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        let times: Vec<Result<Duration, Errno>> = on_threads(t, |_| {
+            let t0 = Instant::now();
+            for _ in 0..LOOP_PAIRS {
+                let id = reg.create(&o)?;
+                reg.delete(&o, id)?;
+            }
+            Ok(t0.elapsed())
         });
         let mut sum = 0.0;
         for r in &times {
