@@ -436,7 +436,12 @@ impl Shared {
     /// stripe count share one overflow counter and add atomically.
     #[inline]
     fn count_add(&self, delta: isize) {
-        let i = thread_index();
+        self.count_add_as(thread_index(), delta);
+    }
+
+    /// `count_add` for a caller that already has its `thread_index()`.
+    #[inline]
+    fn count_add_as(&self, i: usize, delta: isize) {
         match self.count.get(i) {
             Some(stripe) => {
                 // Relaxed: single writer (above); readers only need an eventually exact sum.
@@ -673,9 +678,10 @@ impl Owner {
 }
 
 impl OwnerInner {
+    /// The shard of the thread with index `thread`, and its number.
     #[inline]
-    fn shard(&self) -> (u16, &Shard) {
-        let i = thread_index() & (self.shards.len() - 1);
+    fn shard(&self, thread: usize) -> (u16, &Shard) {
+        let i = thread & (self.shards.len() - 1);
         (i as u16, self.shard_at(i))
     }
 
@@ -729,7 +735,8 @@ impl OwnerInner {
             }
         }
         let guard = epoch::pin();
-        let (home, shard) = self.shard();
+        let thread = thread_index();
+        let (home, shard) = self.shard(thread);
         shard.lock.lock();
         // SAFETY: the shard lock is held until the unlock at the end of this block; every
         // path below reaches it.
@@ -739,7 +746,7 @@ impl OwnerInner {
         };
         shard.lock.unlock();
         let (id, table, len) = result?;
-        shared.count_add(1);
+        shared.count_add_as(thread, 1);
         shared.maybe_grow(table, len, &guard);
         shared.help_resize(&guard);
         Ok(id)
