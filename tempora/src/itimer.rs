@@ -40,8 +40,6 @@
 //!   the overrun, which started at -1, so the expiry that queued the event does not count),
 //!   re-armed, `overrun_last` := min(overrun, `i32::MAX`), overrun := -1, `signal_seq += 1`.
 
-#![cfg_attr(not(test), allow(dead_code))] // the service layer (issue 4, next) calls these
-
 use crate::clock::ClockId;
 use crate::registry::timer::{Locked, Status};
 use crate::registry::NotifyKind;
@@ -66,6 +64,18 @@ pub(crate) enum Arm {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Event {
     seq: u32,
+}
+
+impl Event {
+    /// The event of the arming whose `signal_seq` was `seq` (a timer's `sigqueue_seq`).
+    pub(crate) fn with_seq(seq: u32) -> Event {
+        Event { seq }
+    }
+
+    /// The `signal_seq` it was queued with.
+    pub(crate) fn seq(self) -> u32 {
+        self.seq
+    }
 }
 
 /// What consuming an event means.

@@ -11,13 +11,39 @@
 //!   nanosecond/tick conversion that never rounds early; [`Error`]: the crate's one error
 //!   type, with errno values.
 //!
-//! The POSIX-style service, drivers, statistics and checkpointing build on them.
+//! - [`Timers`]: the POSIX-style service users hold: owners, `create` / `settime` /
+//!   `gettime` / `getoverrun` / `delete` with Linux's semantics, bases (a lock and a wheel per
+//!   clock), event queues with the kernel's overrun rules, callbacks, and `poll` /
+//!   `next_deadline` for an application's own loop (see [`timers`]).
+//!
+//! ```
+//! use std::time::Duration;
+//! use tempora::clock::{ClockId, ManualClock};
+//! use tempora::{Notify, SetFlags, Timers};
+//!
+//! let clock = ManualClock::new();
+//! let timers = Timers::builder().clock(clock.clone()).build().unwrap();
+//! let owner = timers.owner();
+//! let id = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+//! owner
+//!     .settime(id, SetFlags::RELATIVE, Duration::from_millis(10), Duration::from_millis(10))
+//!     .unwrap();
+//! clock.advance(Duration::from_millis(35));
+//! timers.poll();
+//! let event = owner.try_recv().unwrap();
+//! assert_eq!((event.id, event.overrun), (id, 2)); // due at 10 ms; 20 and 30 ms missed
+//! assert_eq!(owner.getoverrun(id), Ok(2));
+//! ```
+//!
+//! Drivers, statistics and checkpointing build on these.
 
 pub mod clock;
 mod error;
 pub(crate) mod itimer;
 pub mod registry;
 pub(crate) mod sync;
+pub mod timers;
 pub mod wheel;
 
 pub use error::Error;
+pub use timers::{Builder, Event, ItimerSpec, Notify, Owner, SetFlags, Timers};

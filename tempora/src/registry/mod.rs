@@ -593,7 +593,7 @@ impl Owner {
     /// [`Error::NoFreeId`] when every ID is in use; [`Error::OwnerDeleted`].
     #[doc(alias = "timer_create")]
     pub fn create(&self, clock: ClockId, notify: NotifyKind) -> Result<TimerId, Error> {
-        self.inner.create(None, clock, notify)
+        self.inner.create(None, clock, notify, [0; 2])
     }
 
     /// Creates a timer with exactly the ID `id` (restore mode must be on).
@@ -610,7 +610,7 @@ impl Owner {
         clock: ClockId,
         notify: NotifyKind,
     ) -> Result<TimerId, Error> {
-        self.inner.create(Some(id), clock, notify)
+        self.inner.create(Some(id), clock, notify, [0; 2])
     }
 
     /// Deletes timer `id`; its ID becomes free once this returns.
@@ -619,7 +619,7 @@ impl Owner {
     /// [`Error::UnknownTimer`] if this owner has no timer `id`; [`Error::OwnerDeleted`].
     #[doc(alias = "timer_delete")]
     pub fn delete(&self, id: TimerId) -> Result<(), Error> {
-        self.inner.delete(id)
+        self.inner.delete(id, |_| ())
     }
 
     /// The overrun count latched when the timer's last event was consumed. Lock-free: the
@@ -653,7 +653,7 @@ impl Owner {
     /// Deletes the owner and all its timers. Later calls on any handle of it fail with
     /// [`Error::OwnerDeleted`]. Idempotent.
     pub fn destroy(&self) {
-        self.inner.teardown();
+        self.inner.teardown(|_| ());
     }
 
     /// Whether [`Owner::destroy`] has been called.
@@ -667,13 +667,57 @@ impl Owner {
     }
 
     /// Runs `f` on timer `id`'s state with its lock held (the service layer's entry point).
-    #[allow(dead_code)] // used by the service layer and tests
     pub(crate) fn with_timer<R>(
         &self,
         id: TimerId,
         f: impl FnOnce(Locked<'_>) -> R,
     ) -> Result<R, Error> {
         self.inner.with_timer(id, f)
+    }
+
+    /// `create` / `create_with_id` (`requested`) that also stores the service layer's two
+    /// words in the timer (`Timer::hot.ext`) before it becomes visible.
+    pub(crate) fn create_ext(
+        &self,
+        requested: Option<i32>,
+        clock: ClockId,
+        notify: NotifyKind,
+        ext: [usize; 2],
+    ) -> Result<TimerId, Error> {
+        self.inner.create(requested, clock, notify, ext)
+    }
+
+    /// `delete`, running `on_delete` under the timer's lock at the moment it stops being
+    /// visible (the service disarms it there, so no base holds it afterwards).
+    pub(crate) fn delete_with(
+        &self,
+        id: TimerId,
+        on_delete: impl FnOnce(&mut Locked<'_>),
+    ) -> Result<(), Error> {
+        self.inner.delete(id, on_delete)
+    }
+
+    /// `destroy`, running `on_delete` on each timer as `delete_with` does.
+    pub(crate) fn destroy_with(&self, on_delete: impl FnMut(&mut Locked<'_>)) {
+        self.inner.teardown(on_delete);
+    }
+
+    /// Runs `f` under the lock of `timer` if it is still this owner's visible timer `id` in
+    /// incarnation `generation` (an event names its timer so).
+    pub(crate) fn with_slot<R>(
+        &self,
+        timer: &Timer,
+        id: TimerId,
+        generation: u32,
+        f: impl FnOnce(Locked<'_>) -> R,
+    ) -> Option<R> {
+        timer
+            .lock_if(visible(self.inner.key), Some(id.0), |l| {
+                // Relaxed: the generation changes only while the slot is free, and the lock
+                // holder sees the slot visible, so it is stable.
+                (l.timer.hot.generation.load(Ordering::Relaxed) == generation).then(|| f(l))
+            })
+            .flatten()
     }
 }
 
@@ -723,6 +767,7 @@ impl OwnerInner {
         requested: Option<i32>,
         clock: ClockId,
         notify: NotifyKind,
+        ext: [usize; 2],
     ) -> Result<TimerId, Error> {
         let shared = &*self.shared;
         // Validate before allocating anything (Linux e0fd4d42e27f fixed a leak here).
@@ -741,8 +786,9 @@ impl OwnerInner {
         // SAFETY: the shard lock is held until the unlock at the end of this block; every
         // path below reaches it.
         let result = unsafe {
-            shard
-                .with_lock_held(|st| self.create_locked(st, home, requested, clock, notify, &guard))
+            shard.with_lock_held(|st| {
+                self.create_locked(st, home, requested, (clock, notify, ext), &guard)
+            })
         };
         shard.lock.unlock();
         let (id, table, len) = result?;
@@ -758,8 +804,7 @@ impl OwnerInner {
         st: &mut owner::ShardState,
         home: u16,
         requested: Option<i32>,
-        clock: ClockId,
-        notify: NotifyKind,
+        (clock, notify, ext): (ClockId, NotifyKind, [usize; 2]),
         guard: &'g Guard,
     ) -> Result<(TimerId, &'g Table, u32), Error> {
         let shared = &*self.shared;
@@ -770,7 +815,7 @@ impl OwnerInner {
         let (index, timer) = self.alloc_slot(st, guard).ok_or(Error::NoFreeId)?;
         // SAFETY: the slot came off this shard's free list or bump block: it is free (owner
         // word 0) and the shard lock is held.
-        unsafe { timer.reset_for_create(visible(self.key) | PENDING, clock, notify, home) };
+        unsafe { timer.reset_for_create(visible(self.key) | PENDING, clock, notify, home, ext) };
         let mut attempts: u64 = 0;
         let limit = u64::from(shared.id_mask) + 1;
         let (id, table, len) = loop {
@@ -943,13 +988,17 @@ impl OwnerInner {
         })
     }
 
-    fn delete(&self, id: TimerId) -> Result<(), Error> {
+    fn delete(&self, id: TimerId, on_delete: impl FnOnce(&mut Locked<'_>)) -> Result<(), Error> {
         let guard = epoch::pin();
         let word = visible(self.key);
         let hash = self.hash(id);
+        let mut on_delete = Some(on_delete);
         let timer = self.lookup(id, hash, &guard, |timer| {
             timer
-                .lock_if(word, Some(id.0), Self::mark_deleted)
+                .lock_if(word, Some(id.0), |mut l| {
+                    (on_delete.take().expect("runs once"))(&mut l);
+                    Self::mark_deleted(l)
+                })
                 .map(|()| timer)
         })?;
         self.unhash(timer, hash, &guard);
@@ -1001,7 +1050,7 @@ impl OwnerInner {
         out
     }
 
-    fn teardown(&self) {
+    fn teardown(&self, mut on_delete: impl FnMut(&mut Locked<'_>)) {
         // Every create holds its shard lock from the dead check to the visible store, so once
         // every shard lock has been taken after `dead` is set, no create is half done and none
         // will start. A shard installed concurrently is covered by store buffering between
@@ -1035,7 +1084,11 @@ impl OwnerInner {
                 return;
             }
             let id = timer.hot.id.load(Ordering::Relaxed);
-            if timer.lock_if(word, None, Self::mark_deleted).is_some() {
+            let marked = timer.lock_if(word, None, |mut l| {
+                on_delete(&mut l);
+                Self::mark_deleted(l)
+            });
+            if marked.is_some() {
                 self.unhash(timer, self.hash(TimerId(id)), &guard);
                 // Release: as in `free_slot_locked`; the slot is not reused (the owner is dead).
                 timer.hot.owner.store(0, Ordering::Release);
@@ -1055,7 +1108,7 @@ impl OwnerInner {
 
 impl Drop for OwnerInner {
     fn drop(&mut self) {
-        self.teardown();
+        self.teardown(|_| ());
         for slot in self.shards.iter() {
             let p = slot.swap(std::ptr::null_mut(), Ordering::AcqRel);
             if !p.is_null() {

@@ -11,13 +11,16 @@
 //!      24  index         AtomicU32    this slot's index in its owner's slot pages
 //!      28  free_next     AtomicU32    next free slot while on a shard's free list
 //!      32  generation    AtomicU32    bumped by every create in this slot
-//!      36  (reserved up to 64)
+//!      40  ext           [AtomicUsize; 2]  two words the service layer sets at create (its
+//!                                     owner's notification sink, the timer's callback)
+//!      56  (reserved up to 64)
 //!          line 2: written while the timer is in use
 //!      64  lock          ByteLock     the timer's own lock: covers every write below
 //!      65  status        AtomicU8     Status (written under the lock, read lock-free)
 //!      68  overrun_last  AtomicI32    what getoverrun returns (written under the lock)
-//!      72  state         TimerState   base, expiry_clock, signal_seq, expiry, interval,
-//!                                     overrun, wheel_key (40 bytes, under the lock)
+//!      72  state         TimerState   base, expiry_clock, wheel, signal_seq, expiry,
+//!                                     interval, overrun, wheel_key, sigqueue_seq, queued
+//!                                     (48 bytes, under the lock)
 //!     128  (end; the object is 64-byte aligned)
 //! ```
 //!
@@ -75,12 +78,14 @@ pub enum Status {
 #[derive(Debug, Default, Clone, Copy)]
 #[repr(C)]
 pub(crate) struct TimerState {
-    /// The base whose wheel holds the timer while armed.
+    /// The base whose wheel holds the timer while `wheel != 0`.
     pub(crate) base: u16,
     /// The clock the armed expiry is measured on (`ClockId` as u8): the timer's own clock,
     /// except that a relative `CLOCK_REALTIME` arming runs on the monotonic clock.
     pub(crate) expiry_clock: u8,
-    pub(crate) _reserved: u8,
+    /// 0 while the timer is in no wheel; otherwise 1 + the index of the base's wheel (one
+    /// per clock) that holds it under `wheel_key`.
+    pub(crate) wheel: u8,
     /// Bumped by settime, delete and re-arm; an event carrying an older value is stale.
     pub(crate) signal_seq: u32,
     /// Absolute expiry, ns on the timer's clock.
@@ -89,8 +94,12 @@ pub(crate) struct TimerState {
     pub(crate) interval: u64,
     /// Periods missed since the pending event was queued.
     pub(crate) overrun: i64,
-    /// The wheel key while armed.
+    /// The wheel key while `wheel != 0`.
     pub(crate) wheel_key: u64,
+    /// The `signal_seq` the queued event carries (the kernel's `it_sigqueue_seq`).
+    pub(crate) sigqueue_seq: u32,
+    /// Whether the timer's one preallocated event is on its owner's queue.
+    pub(crate) queued: bool,
 }
 
 /// Line 1: read by lock-free chain walkers.
@@ -106,6 +115,9 @@ pub(crate) struct ReadMostly {
     pub(crate) index: AtomicU32,
     pub(crate) free_next: AtomicU32,
     pub(crate) generation: AtomicU32,
+    /// Opaque words for the service layer, written by `reset_for_create` (and `ext[1]` by the
+    /// service under the timer's lock at delete).
+    pub(crate) ext: [AtomicUsize; 2],
 }
 
 /// Line 2: written while the timer is in use.
@@ -208,6 +220,27 @@ impl Timer {
         r
     }
 
+    /// Takes the timer's lock and, if the slot holds a visible timer of any owner, runs `f` on
+    /// its fields (the path of a base delivering an expiry: the wheel entry names the slot,
+    /// and the caller then checks that the timer still waits on that entry).
+    #[inline]
+    pub(crate) fn lock_visible<R>(&self, f: impl FnOnce(Locked<'_>) -> R) -> Option<R> {
+        self.written.lock.lock();
+        // Acquire: as in `is`.
+        let word = self.hot.owner.load(Ordering::Acquire);
+        let r = (word != 0 && word & PENDING == 0).then(|| {
+            self.written.state.with_mut(|p| {
+                f(Locked {
+                    timer: self,
+                    // SAFETY: as in `lock_if`: the lock is held and the slot is visible.
+                    state: unsafe { &mut *p },
+                })
+            })
+        });
+        self.written.lock.unlock();
+        r
+    }
+
     /// Reads a field of the visible timer `(owner_word, id)` without the lock: `Some` only if
     /// the slot held that timer, in the same incarnation, before and after the read.
     #[inline]
@@ -241,6 +274,7 @@ impl Timer {
         clock: ClockId,
         notify: NotifyKind,
         home: u16,
+        ext: [usize; 2],
     ) {
         let generation = self.hot.generation.load(Ordering::Relaxed).wrapping_add(1);
         // Relaxed: all published by the bucket unlock and the visible store (Release).
@@ -249,6 +283,8 @@ impl Timer {
         self.hot.clock.store(clock as u8, Ordering::Relaxed);
         self.hot.notify.store(notify as u8, Ordering::Relaxed);
         self.hot.home.store(home, Ordering::Relaxed);
+        self.hot.ext[0].store(ext[0], Ordering::Relaxed);
+        self.hot.ext[1].store(ext[1], Ordering::Relaxed);
         self.written
             .status
             .store(Status::Disarmed as u8, Ordering::Relaxed);
@@ -294,14 +330,18 @@ mod tests {
         assert_eq!(offset_of!(ReadMostly, index), 24);
         assert_eq!(offset_of!(ReadMostly, free_next), 28);
         assert_eq!(offset_of!(ReadMostly, generation), 32);
+        assert_eq!(offset_of!(ReadMostly, ext), 40);
         assert_eq!(offset_of!(Timer, written), 64);
         assert_eq!(64 + offset_of!(Written, lock), 64);
         assert_eq!(64 + offset_of!(Written, status), 65);
         assert_eq!(64 + offset_of!(Written, overrun_last), 68);
         assert_eq!(64 + offset_of!(Written, state), 72);
-        assert_eq!(size_of::<TimerState>(), 40);
+        assert_eq!(size_of::<TimerState>(), 48);
         assert_eq!(offset_of!(TimerState, expiry), 8);
         assert_eq!(offset_of!(TimerState, wheel_key), 32);
+        assert_eq!(offset_of!(TimerState, sigqueue_seq), 40);
+        assert_eq!(offset_of!(TimerState, queued), 44);
+        assert!(64 + 8 + size_of::<TimerState>() <= 128);
     }
 
     #[test]

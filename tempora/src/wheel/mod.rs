@@ -634,6 +634,25 @@ impl<T> Wheel<T> {
         self.run(now, max, usize::MAX, &mut f)
     }
 
+    /// Sets the wheel clock to `now` (earlier or later than [`Wheel::now`]) and re-places every
+    /// entry relative to it; keys stay valid. O(entries). This is for a clock that was *set*
+    /// (the realtime clock stepped backwards), where [`Wheel::poll`] would otherwise treat every
+    /// entry up to the old wheel clock as due. Entries not due by `now` go back into buckets;
+    /// entries due by `now` become ready. A `now` beyond [`MAX_TICK`] is clamped there.
+    pub fn rebase(&mut self, now: u64) {
+        for core in &mut self.cores {
+            *core = Core::new(self.levels);
+        }
+        self.cursor = None;
+        self.clk = now.min(MAX_TICK);
+        self.cached_valid.set(false);
+        for index in 0..self.entries.len() {
+            if self.entries[index].bucket != VACANT {
+                self.place(index as u32);
+            }
+        }
+    }
+
     // ---- internals ------------------------------------------------------------------------
 
     /// The slab index of a live entry named by `key`.

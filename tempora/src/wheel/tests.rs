@@ -656,3 +656,20 @@ proptest! {
         prop_assert_eq!((key.index(), key.generation()), (index, generation));
     }
 }
+
+#[test]
+fn rebase_backwards_keeps_keys_and_holds_entries_until_their_expiry() {
+    let mut w: Wheel<u32> = Wheel::builder().start(1_000).build().unwrap();
+    let a = w.insert_with(900, Mode::PRECISE, 1); // due before the wheel clock: ready
+    let b = w.insert_with(5_000, Mode::PRECISE, 2);
+    w.rebase(100);
+    assert_eq!(w.now(), 100);
+    assert_eq!(w.len(), 2);
+    assert!(w.contains(a) && w.contains(b), "keys survive a rebase");
+    assert_eq!(w.poll(899), None, "nothing is due before 900 any more");
+    assert_eq!(w.poll(900).map(|e| e.value), Some(1));
+    assert_eq!(w.next_expiry().map(|t| t <= 5_000), Some(true));
+    assert_eq!(w.poll(4_999), None);
+    assert_eq!(w.remove(b), Some(2));
+    assert!(w.is_empty());
+}

@@ -1,0 +1,125 @@
+//! A base: one lock, one wheel per clock, and the next expiry of each wheel readable without
+//! the lock.
+//!
+//! ```text
+//!  Base (cache-line padded)
+//!   ├─ lock: ByteLock                covers the three wheels
+//!   ├─ wheels[REALTIME, MONOTONIC, BOOTTIME]: Wheel<Slot>   ticks of `tick` ns on that clock
+//!   └─ next[3]: AtomicU64            each wheel's next expiry tick (u64::MAX: none),
+//!                                    stored under the lock, read by `next_deadline` without it
+//! ```
+//!
+//! A wheel entry's payload is the address of the timer object (a [`Slot`]); the timer in turn
+//! records where it waits (`TimerState::{base, wheel, wheel_key}`), written under the timer's
+//! lock. An entry is *current* only while the timer, under its lock, still names that base,
+//! wheel and key: expiry pops entries under the base lock and checks them under each timer's
+//! lock afterwards, so an entry that a settime or delete replaced in between is ignored.
+//!
+//! Lock order: **timer → base**. settime, delete and consume hold the timer's lock and take a
+//! base lock to insert or remove; expiry takes the base lock alone (to collect), releases it,
+//! and only then takes timer locks. Nothing takes a timer lock while holding a base lock, and
+//! no path holds two base locks.
+
+use crate::clock::ClockId;
+use crate::registry::timer::Timer;
+use crate::sync::{AtomicU64, ByteLock, Ordering, UnsafeCell};
+use crate::wheel::Wheel;
+use std::ptr::NonNull;
+
+/// Wheels per base: one per clock a timer can expire on.
+pub(crate) const CLOCKS: usize = 3;
+
+/// The wheel index of an expiry clock.
+#[inline]
+pub(crate) fn wheel_of(clock: ClockId) -> usize {
+    match clock {
+        ClockId::Realtime => 0,
+        ClockId::Monotonic => 1,
+        ClockId::Boottime => 2,
+    }
+}
+
+/// The clock of wheel `i`.
+pub(crate) const WHEEL_CLOCKS: [ClockId; CLOCKS] =
+    [ClockId::Realtime, ClockId::Monotonic, ClockId::Boottime];
+
+/// A wheel payload: the timer object's address.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slot(pub(crate) NonNull<Timer>);
+
+// SAFETY: a `Slot` is an address; it is dereferenced only by expiry, under the rules in
+// `Core::deliver` (pinned epoch, entry popped while current).
+unsafe impl Send for Slot {}
+
+/// "No expiry" in `Base::next`.
+pub(crate) const NO_EXPIRY: u64 = u64::MAX;
+
+pub(crate) struct Base {
+    lock: ByteLock,
+    wheels: UnsafeCell<[Wheel<Slot>; CLOCKS]>,
+    next: [AtomicU64; CLOCKS],
+}
+
+// SAFETY: `wheels` is only accessed with `lock` held (`Base::locked`); the payloads are `Send`.
+unsafe impl Sync for Base {}
+// SAFETY: as above.
+unsafe impl Send for Base {}
+
+impl Base {
+    /// A base whose wheels start at the given ticks.
+    pub(crate) fn new(start: [u64; CLOCKS]) -> Base {
+        let wheel = |t: u64| {
+            Wheel::builder()
+                .start(t)
+                .build()
+                .expect("the default wheel levels are valid")
+        };
+        Base {
+            lock: ByteLock::new(),
+            wheels: UnsafeCell::new(start.map(wheel)),
+            next: [const { AtomicU64::new(NO_EXPIRY) }; CLOCKS],
+        }
+    }
+
+    /// Runs `f` on the wheels with the lock held, then republishes their next expiries.
+    #[inline]
+    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut [Wheel<Slot>; CLOCKS]) -> R) -> R {
+        self.lock.lock();
+        let r = self.wheels.with_mut(|p| {
+            // SAFETY: the lock is held until the unlock below, so this is the only reference.
+            let wheels = unsafe { &mut *p };
+            let r = f(wheels);
+            for (w, next) in wheels.iter().zip(&self.next) {
+                // Relaxed: a hint for `next_deadline`, which may read a value one operation
+                // old; a poll always re-reads the wheels under the lock.
+                next.store(w.next_expiry().unwrap_or(NO_EXPIRY), Ordering::Relaxed);
+            }
+            r
+        });
+        self.lock.unlock();
+        r
+    }
+
+    /// Runs `f` on wheel `i` with the lock held, then republishes its next expiry.
+    #[inline]
+    pub(crate) fn locked_wheel<R>(&self, i: usize, f: impl FnOnce(&mut Wheel<Slot>) -> R) -> R {
+        self.lock.lock();
+        let r = self.wheels.with_mut(|p| {
+            // SAFETY: the lock is held until the unlock below, so this is the only reference.
+            let wheel = unsafe { &mut (*p)[i] };
+            let r = f(wheel);
+            // Relaxed: as in `locked`.
+            self.next[i].store(wheel.next_expiry().unwrap_or(NO_EXPIRY), Ordering::Relaxed);
+            r
+        });
+        self.lock.unlock();
+        r
+    }
+
+    /// Wheel `i`'s next expiry tick as of its last change.
+    #[inline]
+    pub(crate) fn next(&self, i: usize) -> u64 {
+        // Relaxed: see `locked`.
+        self.next[i].load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,910 @@
+//! The POSIX interval-timer service: [`Timers`], its [`Owner`]s, and their timers.
+//!
+//! ```text
+//!  Timers ── Core { registry, clock source, tick, bases[B] }
+//!     │                                   └─ Base: lock, wheel per clock, next expiry per clock
+//!     └─ owner() ─► Owner ── registry owner (IDs → timer objects)
+//!                         └─ sink: event queue + waiting receivers (Queue timers)
+//! ```
+//!
+//! The calls and their POSIX names: [`Owner::create`] (`timer_create`), [`Owner::settime`]
+//! (`timer_settime`), [`Owner::gettime`] (`timer_gettime`), [`Owner::getoverrun`]
+//! (`timer_getoverrun`), [`Owner::delete`] (`timer_delete`). Their semantics are Linux
+//! 6.15+'s, rule by rule (the crate-private `itimer` module applies them; its doc lists them):
+//! a zero `it_value` disarms, `TIMER_ABSTIME` in the past fires at once, relative
+//! `CLOCK_REALTIME` timers run on the monotonic clock, invalid times are `EINVAL` before the
+//! lookup, settime returns the old setting, resets the overrun and voids a pending event, and
+//! overruns count missed periods only, latched when an event is consumed.
+//!
+//! # Notification
+//!
+//! Chosen per timer at create ([`Notify`]):
+//! * `None` (`SIGEV_NONE`): nothing is delivered; gettime shows the state.
+//! * `Queue` (`SIGEV_SIGNAL`): the owner's event queue with the kernel's signal semantics (see
+//!   `notify.rs`): at most one pending event per timer; a periodic timer is re-armed only when
+//!   its event is consumed ([`Owner::try_recv`], [`Owner::recv`], ...), and the periods that
+//!   passed meanwhile are its overrun. A periodic timer whose events nobody consumes costs
+//!   nothing after its first expiry.
+//! * `Callback` (`SIGEV_THREAD`): a closure run by whoever polls, with no tempora lock held, so
+//!   it may call settime or delete on its own timer. The event is consumed as it is delivered:
+//!   the overrun it gets counts the periods the poll itself was late by.
+//!
+//! # Firing
+//!
+//! In this version the application drives expiry: [`Timers::next_deadline`] says when there
+//! is work, [`Timers::poll`] does it (from an epoll loop, an async task, a dedicated thread).
+//! A poll visits every base. At each it takes the base lock only to pop what is due, at most
+//! [`Builder::batch`] entries at a time, and delivers them with the lock released (seed 004's
+//! rule), so arming and cancelling on that base wait for one batch at most.
+//!
+//! # Precision
+//!
+//! A timer keeps its exact expiry in nanoseconds; the wheels count ticks of [`Builder::tick`]
+//! (default 1 µs) and place timers precisely (`wheel::Mode::PRECISE`) at
+//! `ceil(expiry / tick)`. A poll at time `now` advances the wheels to `floor(now / tick)`, so
+//! a timer fires only once `now >= expiry`, never before, and when polled on time it fires
+//! less than one tick after its expiry. When the realtime clock was set backwards, the realtime
+//! wheels are re-based on it before anything fires, so absolute realtime timers wait for the
+//! wall clock to reach them again.
+//!
+//! # Safety of the timer addresses in wheels and queues
+//!
+//! Wheel entries and queue entries hold timer addresses, not references:
+//! * Queue entries are dereferenced only by the owner's receivers, who hold the owner: its slot
+//!   pages live as long as it does.
+//! * Wheel entries are removed when the timer is deleted, under its lock (`Core::disarm`),
+//!   including when its owner goes away (`Owner::destroy` runs the same hook on every timer).
+//!   An entry popped before that removal is only dereferenced by a poll that has been pinned
+//!   in the epoch since before the pop, and an owner's slot pages are recycled only after an
+//!   epoch grace period that starts after its teardown, so the address stays a timer object.
+//!   Under the timer's lock the poll then checks that the timer still waits on that entry.
+
+mod base;
+mod notify;
+
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub use notify::Event;
+
+use crate::clock::{ClockId, ClockSource, OsClock, Resolution, TimeSpec};
+use crate::error::Error;
+use crate::itimer::{self, Arm, Consumed, Setting};
+use crate::registry::timer::{Locked, Timer};
+use crate::registry::{self, NotifyKind, Registry, TimerId, TimerInfo};
+use crate::sync::{thread_index, AtomicU64, Ordering};
+use crate::wheel::{Key, Mode};
+use base::{wheel_of, Base, Slot, CLOCKS, NO_EXPIRY, WHEEL_CLOCKS};
+use crossbeam_utils::CachePadded;
+use notify::{EventRef, Sink};
+use std::cell::Cell;
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A callback timer's closure: called with the timer's ID and the event's overrun.
+pub type Callback = Arc<dyn Fn(TimerId, i32) + Send + Sync>;
+
+/// How a timer reports its expiry, chosen at [`Owner::create`].
+#[derive(Clone, Default)]
+pub enum Notify {
+    /// Nothing is delivered (`SIGEV_NONE`); [`Owner::gettime`] shows the state.
+    #[default]
+    None,
+    /// An [`Event`] on the owner's queue (`SIGEV_SIGNAL`), at most one pending per timer.
+    Queue,
+    /// A closure run by the poll that fires the timer (`SIGEV_THREAD`).
+    Callback(Callback),
+}
+
+impl Notify {
+    /// `Notify::Callback` with `f`.
+    pub fn callback(f: impl Fn(TimerId, i32) + Send + Sync + 'static) -> Notify {
+        Notify::Callback(Arc::new(f))
+    }
+
+    fn kind(&self) -> NotifyKind {
+        match self {
+            Notify::None => NotifyKind::None,
+            Notify::Queue => NotifyKind::Queue,
+            Notify::Callback(_) => NotifyKind::Callback,
+        }
+    }
+}
+
+impl fmt::Debug for Notify {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Notify::None => "None",
+            Notify::Queue => "Queue",
+            Notify::Callback(_) => "Callback(..)",
+        })
+    }
+}
+
+/// Flags of [`Owner::settime`]: the `flags` argument of `timer_settime`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SetFlags(u32);
+
+impl SetFlags {
+    /// `it_value` is relative to now.
+    pub const RELATIVE: SetFlags = SetFlags(0);
+    /// `TIMER_ABSTIME`: `it_value` is an absolute time on the timer's clock.
+    #[doc(alias = "TIMER_ABSTIME")]
+    pub const ABSTIME: SetFlags = SetFlags(1);
+
+    /// The flags from `timer_settime`'s raw value. Like Linux, bits other than
+    /// `TIMER_ABSTIME` (1) are ignored, not refused.
+    pub fn from_raw(raw: i32) -> SetFlags {
+        SetFlags(raw as u32 & 1)
+    }
+
+    /// Whether `TIMER_ABSTIME` is set.
+    pub fn is_abstime(self) -> bool {
+        self.0 & 1 != 0
+    }
+}
+
+/// A timer setting (`struct itimerspec`): remaining time until the next expiry, and period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ItimerSpec {
+    /// Time until the next expiry (`it_value`); zero when disarmed.
+    pub value: TimeSpec,
+    /// The period (`it_interval`); zero for a one-shot timer.
+    pub interval: TimeSpec,
+}
+
+impl ItimerSpec {
+    /// Both fields in nanoseconds: `(value, interval)`.
+    pub fn as_nanos(&self) -> (u64, u64) {
+        // A spec tempora produced is always valid.
+        (
+            self.value.to_nanos().unwrap_or(0),
+            self.interval.to_nanos().unwrap_or(0),
+        )
+    }
+}
+
+impl From<Setting> for ItimerSpec {
+    fn from(s: Setting) -> ItimerSpec {
+        ItimerSpec {
+            value: TimeSpec::from_nanos(s.value),
+            interval: TimeSpec::from_nanos(s.interval),
+        }
+    }
+}
+
+/// Configures [`Timers`].
+#[derive(Clone)]
+pub struct Builder {
+    bases: Option<usize>,
+    tick: Duration,
+    batch: usize,
+    clock: Arc<dyn ClockSource>,
+    registry: registry::Builder,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("bases", &self.bases)
+            .field("tick", &self.tick)
+            .field("batch", &self.batch)
+            .field("registry", &self.registry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            bases: None,
+            tick: Duration::from_micros(1),
+            batch: 64,
+            clock: Arc::new(OsClock),
+            registry: registry::Builder::default(),
+        }
+    }
+}
+
+impl Builder {
+    /// Number of bases (default: the number of CPUs). A timer is armed on the base of the
+    /// thread that arms it.
+    pub fn bases(&mut self, n: usize) -> &mut Self {
+        self.bases = Some(n);
+        self
+    }
+
+    /// The wheels' tick (default 1 µs): a timer polled on time fires less than one tick after
+    /// its expiry, never before.
+    pub fn tick(&mut self, tick: Duration) -> &mut Self {
+        self.tick = tick;
+        self
+    }
+
+    /// Most entries a poll pops from a base under its lock at once (default 64).
+    pub fn batch(&mut self, n: usize) -> &mut Self {
+        self.batch = n;
+        self
+    }
+
+    /// The clocks to run on: [`OsClock`] (default) or a [`crate::clock::ManualClock`] for
+    /// deterministic tests.
+    pub fn clock(&mut self, clock: impl ClockSource) -> &mut Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// The registry's configuration (ID bits, table size, ...).
+    pub fn registry(&mut self, registry: registry::Builder) -> &mut Self {
+        self.registry = registry;
+        self
+    }
+
+    /// Builds the service.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for zero bases, more than 65 536 bases, a zero tick, a zero
+    /// batch, or an invalid registry configuration.
+    pub fn build(&self) -> Result<Timers, Error> {
+        let bases = self.bases.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        });
+        if bases == 0 || bases > 1 << 16 {
+            return Err(Error::InvalidConfig("bases must be in 1..=65536"));
+        }
+        if self.batch == 0 {
+            return Err(Error::InvalidConfig("the batch must be at least 1"));
+        }
+        let tick = u64::try_from(self.tick.as_nanos())
+            .map_err(|_| Error::InvalidConfig("the tick is too long"))?;
+        let res = Resolution::new(tick)?;
+        let registry = self.registry.build()?;
+        let start = WHEEL_CLOCKS.map(|c| res.ticks_floor(self.clock.now(c)));
+        Ok(Timers {
+            core: Arc::new(Core {
+                registry,
+                clock: self.clock.clone(),
+                res,
+                batch: self.batch,
+                bases: (0..bases)
+                    .map(|_| CachePadded::new(Base::new(start)))
+                    .collect(),
+                callback_panics: AtomicU64::new(0),
+            }),
+        })
+    }
+}
+
+/// The timer service: bases, clock, registry. Cloning shares it. See the [module doc](self).
+#[derive(Clone)]
+pub struct Timers {
+    core: Arc<Core>,
+}
+
+impl fmt::Debug for Timers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timers")
+            .field("bases", &self.core.bases.len())
+            .field("tick_ns", &self.core.res.nanos())
+            .field("timers", &self.core.registry.len())
+            .finish()
+    }
+}
+
+impl Default for Timers {
+    fn default() -> Self {
+        Timers::new()
+    }
+}
+
+struct Core {
+    registry: Registry,
+    clock: Arc<dyn ClockSource>,
+    res: Resolution,
+    batch: usize,
+    bases: Box<[CachePadded<Base>]>,
+    callback_panics: AtomicU64,
+}
+
+/// Clock readings taken at most once per clock per operation.
+struct LazyNow<'a> {
+    src: &'a dyn ClockSource,
+    cache: [Cell<u64>; CLOCKS],
+}
+
+impl<'a> LazyNow<'a> {
+    fn new(src: &'a dyn ClockSource) -> LazyNow<'a> {
+        LazyNow {
+            src,
+            cache: [const { Cell::new(u64::MAX) }; CLOCKS],
+        }
+    }
+
+    fn from(src: &'a dyn ClockSource, now: [u64; CLOCKS]) -> LazyNow<'a> {
+        LazyNow {
+            src,
+            cache: now.map(Cell::new),
+        }
+    }
+
+    #[inline]
+    fn get(&self, clock: ClockId) -> u64 {
+        let c = &self.cache[wheel_of(clock)];
+        if c.get() == u64::MAX {
+            c.set(self.src.now(clock));
+        }
+        c.get()
+    }
+}
+
+/// A callback to run once the poll holds no lock.
+type Call = (Callback, TimerId, i32);
+
+impl Timers {
+    /// A service on the OS clocks with the default configuration.
+    pub fn new() -> Timers {
+        Builder::default()
+            .build()
+            .expect("the default configuration is valid")
+    }
+
+    /// A [`Builder`].
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// A new owner: a namespace of timer IDs with its own event queue.
+    pub fn owner(&self) -> Owner {
+        Owner {
+            inner: Arc::new(OwnerShared {
+                reg: self.core.registry.owner(),
+                core: self.core.clone(),
+                sink: Sink::default(),
+            }),
+        }
+    }
+
+    /// The current time on `clock`, from the service's clock source, in ns.
+    pub fn now(&self, clock: ClockId) -> u64 {
+        self.core.clock.now(clock)
+    }
+
+    /// The wheels' tick in nanoseconds.
+    pub fn tick_nanos(&self) -> u64 {
+        self.core.res.nanos()
+    }
+
+    /// Number of bases.
+    pub fn bases(&self) -> usize {
+        self.core.bases.len()
+    }
+
+    /// The registry under the service (for its statistics: timer count, table size).
+    pub fn registry(&self) -> &Registry {
+        &self.core.registry
+    }
+
+    /// Callbacks that panicked (each panic is caught; the poll goes on).
+    pub fn callback_panics(&self) -> u64 {
+        self.core.callback_panics.load(Ordering::Relaxed)
+    }
+
+    /// Fires every timer due by now: queues events, runs callbacks. Returns the number of
+    /// expiries handled (events queued or refreshed, callbacks run). Reads each clock once.
+    ///
+    /// Callbacks run on the calling thread with no tempora lock held. A panicking callback is
+    /// caught and counted ([`Timers::callback_panics`]).
+    pub fn poll(&self) -> usize {
+        let src = &*self.core.clock;
+        let now = WHEEL_CLOCKS.map(|c| src.now(c));
+        self.core.poll(now)
+    }
+
+    /// The monotonic time (ns, on the service's clock source) at which [`Timers::poll`] next
+    /// has work, or `None` if no timer is armed. Deadlines of realtime and boot-time wheels
+    /// are converted with the clocks' current offsets. May be in the past: poll at once.
+    pub fn next_deadline(&self) -> Option<u64> {
+        let core = &*self.core;
+        let mut best: Option<u64> = None;
+        let mut mono: Option<u64> = None;
+        for (i, clock) in WHEEL_CLOCKS.into_iter().enumerate() {
+            let tick = core
+                .bases
+                .iter()
+                .map(|b| b.next(i))
+                .min()
+                .unwrap_or(NO_EXPIRY);
+            if tick == NO_EXPIRY {
+                continue;
+            }
+            let at = core.res.tick_start(tick);
+            let at = if clock == ClockId::Monotonic {
+                at
+            } else {
+                let m = *mono.get_or_insert_with(|| core.clock.now(ClockId::Monotonic));
+                m.saturating_add(at.saturating_sub(core.clock.now(clock)))
+            };
+            best = Some(best.map_or(at, |b| b.min(at)));
+        }
+        best
+    }
+
+    /// Time from now until [`Timers::next_deadline`] (zero if it has passed), for a loop's
+    /// `epoll_wait`/`poll` timeout; `None` if no timer is armed.
+    pub fn next_timeout(&self) -> Option<Duration> {
+        let at = self.next_deadline()?;
+        let now = self.core.clock.now(ClockId::Monotonic);
+        Some(Duration::from_nanos(at.saturating_sub(now)))
+    }
+}
+
+impl Core {
+    /// The base of the calling thread.
+    #[inline]
+    fn my_base(&self) -> usize {
+        thread_index() % self.bases.len()
+    }
+
+    /// Applies `itimer`'s decision to the timer's wheel entry (lock order: timer → base).
+    #[inline]
+    fn apply(&self, l: &mut Locked<'_>, arm: Arm) {
+        let Arm::At { clock, expiry } = arm else {
+            self.disarm(l);
+            return;
+        };
+        let w = wheel_of(clock);
+        let tick = self.res.ticks_ceil(expiry);
+        let b = self.my_base();
+        let slot = Slot(NonNull::from(l.timer));
+        if usize::from(l.state.wheel) == w + 1 && usize::from(l.state.base) == b {
+            // Same wheel: move the entry (no slab traffic), or insert it again if a poll has
+            // popped it meanwhile.
+            let key = Key::from_bits(l.state.wheel_key);
+            let key = self.bases[b].locked_wheel(w, |wheel| match wheel.reschedule(key, tick) {
+                Ok(()) => key,
+                Err(_) => wheel.insert_with(tick, Mode::PRECISE, slot),
+            });
+            l.state.wheel_key = key.to_bits();
+            return;
+        }
+        self.disarm(l);
+        let key =
+            self.bases[b].locked_wheel(w, |wheel| wheel.insert_with(tick, Mode::PRECISE, slot));
+        l.state.base = b as u16;
+        l.state.wheel = w as u8 + 1;
+        l.state.wheel_key = key.to_bits();
+    }
+
+    /// Takes the timer out of the wheel it waits in, if any.
+    #[inline]
+    fn disarm(&self, l: &mut Locked<'_>) {
+        if l.state.wheel == 0 {
+            return;
+        }
+        let w = usize::from(l.state.wheel - 1);
+        let key = Key::from_bits(l.state.wheel_key);
+        // A stale key (a poll popped the entry and has not delivered it yet) is fine: that
+        // poll will find `wheel == 0` and drop the entry.
+        self.bases[usize::from(l.state.base)].locked_wheel(w, |wheel| wheel.remove(key));
+        l.state.wheel = 0;
+    }
+
+    /// The delete hook: run under the timer's lock as it stops being visible. Returns the
+    /// callback box so the caller drops it (and the user's closure) with no lock held.
+    fn on_delete(&self, l: &mut Locked<'_>) -> Option<Box<Callback>> {
+        self.disarm(l);
+        // Relaxed: under the timer's lock, which every reader of `ext[1]` holds.
+        let cb = l.timer.hot.ext[1].swap(0, Ordering::Relaxed) as *mut Callback;
+        // SAFETY: `ext[1]` is 0 or a `Box<Callback>` leaked at create (`Owner::create_inner`),
+        // taken out exactly once, here, under the lock.
+        (!cb.is_null()).then(|| unsafe { Box::from_raw(cb) })
+    }
+
+    fn poll(&self, now: [u64; CLOCKS]) -> usize {
+        let ticks = now.map(|n| self.res.ticks_floor(n));
+        let lazy = LazyNow::from(&*self.clock, now);
+        let mut batch = Vec::with_capacity(self.batch);
+        let mut calls = Vec::new();
+        let mut fired = 0;
+        let n = self.bases.len();
+        let first = self.my_base();
+        for i in 0..n {
+            let b = (first + i) % n;
+            loop {
+                // Pinned from before the pop until the entries are delivered (module doc).
+                let guard = crossbeam_epoch::pin();
+                let complete = self.bases[b].locked(|wheels| {
+                    let mut complete = true;
+                    for (w, wheel) in wheels.iter_mut().enumerate() {
+                        if ticks[w] < wheel.now() {
+                            // Only the realtime clock can step back: re-base its wheel so that
+                            // nothing fires before the wall clock reaches it again.
+                            wheel.rebase(ticks[w]);
+                        }
+                        let room = self.batch - batch.len();
+                        if room == 0 {
+                            complete = false;
+                            break;
+                        }
+                        let adv = wheel.advance(ticks[w], room, |e| {
+                            batch.push((w, e.key, e.value));
+                        });
+                        complete &= adv.complete;
+                    }
+                    complete
+                });
+                for &(w, key, slot) in &batch {
+                    fired += self.deliver(b, w, key, slot, &lazy, &mut calls);
+                }
+                batch.clear();
+                drop(guard);
+                self.run_calls(&mut calls);
+                if complete {
+                    break;
+                }
+            }
+        }
+        fired
+    }
+
+    /// Handles one entry popped from base `b`'s wheel `w`: 1 if it fired the timer.
+    fn deliver(
+        &self,
+        b: usize,
+        w: usize,
+        key: Key,
+        slot: Slot,
+        now: &LazyNow<'_>,
+        calls: &mut Vec<Call>,
+    ) -> usize {
+        // SAFETY: the entry was in the wheel when popped, after the caller pinned the epoch, so
+        // the slot page is not recycled before the caller unpins (module doc); it holds a
+        // `Timer` (slots are type-stable), whose identity is checked under its lock below.
+        let timer: &Timer = unsafe { slot.0.as_ref() };
+        let fired = timer.lock_visible(|mut l| {
+            let current = usize::from(l.state.wheel) == w + 1
+                && usize::from(l.state.base) == b
+                && l.state.wheel_key == key.to_bits();
+            if !current {
+                return false;
+            }
+            l.state.wheel = 0;
+            let clock = WHEEL_CLOCKS[w];
+            if now.get(clock) < l.state.expiry {
+                // Never early. The wheel placement rules out this case (it fires tick
+                // `ceil(expiry / tick)` once `floor(now / tick)` reaches it); should a clock
+                // source break its contract, the timer waits for its time again.
+                let expiry = l.state.expiry;
+                self.apply(&mut l, Arm::At { clock, expiry });
+                return false;
+            }
+            let Some(event) = l.expire() else {
+                return false;
+            };
+            match l.timer.notify() {
+                NotifyKind::Queue => {
+                    l.state.sigqueue_seq = event.seq();
+                    if !l.state.queued {
+                        l.state.queued = true;
+                        // Relaxed: written at create, before the timer became visible.
+                        let sink = l.timer.hot.ext[0].load(Ordering::Relaxed) as *const Sink;
+                        // SAFETY: `ext[0]` of a Queue timer points at its owner's `Sink`, which
+                        // lives until the owner's teardown has marked every timer deleted under
+                        // its lock; this timer is visible and its lock is held.
+                        let sink = unsafe { &*sink };
+                        sink.push(EventRef {
+                            timer: slot.0,
+                            id: TimerId::new(l.timer.hot.id.load(Ordering::Relaxed))
+                                .expect("IDs are non-negative"),
+                            generation: l.timer.hot.generation.load(Ordering::Relaxed),
+                        });
+                    }
+                }
+                NotifyKind::Callback => {
+                    let now_fn = |c: ClockId| now.get(c);
+                    if let Consumed::Deliver { overrun, rearm } = l.consume(event, &now_fn) {
+                        self.apply(&mut l, rearm);
+                        // Relaxed: written at create; cleared only under this lock.
+                        let cb = l.timer.hot.ext[1].load(Ordering::Relaxed) as *const Callback;
+                        // SAFETY: 0 or the timer's live `Box<Callback>`, freed only under this
+                        // lock (`on_delete`).
+                        if let Some(cb) = unsafe { cb.as_ref() } {
+                            let id = TimerId::new(l.timer.hot.id.load(Ordering::Relaxed))
+                                .expect("IDs are non-negative");
+                            calls.push((cb.clone(), id, overrun));
+                        }
+                    }
+                }
+                NotifyKind::None => {}
+            }
+            true
+        });
+        usize::from(fired == Some(true))
+    }
+
+    fn run_calls(&self, calls: &mut Vec<Call>) {
+        for (cb, id, overrun) in calls.drain(..) {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(id, overrun)));
+            if r.is_err() {
+                self.callback_panics.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// An ID namespace of [`Timers`], with its event queue. Cloning shares it; it is deleted, with
+/// all its timers, by [`Owner::destroy`] or when its last handle is dropped.
+#[derive(Clone)]
+pub struct Owner {
+    inner: Arc<OwnerShared>,
+}
+
+struct OwnerShared {
+    reg: registry::Owner,
+    core: Arc<Core>,
+    sink: Sink,
+}
+
+impl Drop for OwnerShared {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+impl OwnerShared {
+    fn teardown(&self) {
+        let core = &*self.core;
+        let mut callbacks = Vec::new();
+        self.reg
+            .destroy_with(|l| callbacks.extend(core.on_delete(l)));
+        self.sink.close();
+        drop(callbacks);
+    }
+}
+
+impl fmt::Debug for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Owner")
+            .field("registry_owner", &self.inner.reg)
+            .field("queued", &self.inner.sink.len())
+            .finish()
+    }
+}
+
+impl Owner {
+    /// Creates a disarmed timer on `clock` with the next free ID.
+    ///
+    /// # Errors
+    /// [`Error::NoFreeId`] (`EAGAIN`) when every ID is in use; [`Error::OwnerDeleted`].
+    #[doc(alias = "timer_create")]
+    pub fn create(&self, clock: ClockId, notify: Notify) -> Result<TimerId, Error> {
+        self.create_inner(None, clock, notify)
+    }
+
+    /// Creates a timer with exactly the ID `id` (restore mode, [`Owner::set_restore_ids`]).
+    ///
+    /// # Errors
+    /// As [`crate::registry::Owner::create_with_id`].
+    #[doc(alias = "timer_create")]
+    #[doc(alias = "PR_TIMER_CREATE_RESTORE_IDS")]
+    pub fn create_with_id(
+        &self,
+        id: i32,
+        clock: ClockId,
+        notify: Notify,
+    ) -> Result<TimerId, Error> {
+        self.create_inner(Some(id), clock, notify)
+    }
+
+    fn create_inner(
+        &self,
+        requested: Option<i32>,
+        clock: ClockId,
+        notify: Notify,
+    ) -> Result<TimerId, Error> {
+        let kind = notify.kind();
+        let cb = match notify {
+            Notify::Callback(f) => Box::into_raw(Box::new(f)) as usize,
+            _ => 0,
+        };
+        let sink = &self.inner.sink as *const Sink as usize;
+        let r = self
+            .inner
+            .reg
+            .create_ext(requested, clock, kind, [sink, cb]);
+        if r.is_err() && cb != 0 {
+            // SAFETY: leaked just above and never published: the create failed, so no timer
+            // holds it.
+            drop(unsafe { Box::from_raw(cb as *mut Callback) });
+        }
+        r
+    }
+
+    /// Arms or disarms timer `id` and returns its previous setting (computed as
+    /// [`Owner::gettime`] would have just before). A zero `value` disarms (and zeroes the
+    /// interval); otherwise the timer expires after `value` (or at `value` on its clock with
+    /// [`SetFlags::ABSTIME`], at once if that has passed), then every `interval` if it is
+    /// non-zero. Resets the overrun and voids an event still pending from the last arming.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTime`] (`EINVAL`) for negative seconds or nanoseconds outside
+    /// `0..1e9`, checked before the lookup; [`Error::UnknownTimer`] (`EINVAL`);
+    /// [`Error::OwnerDeleted`].
+    #[doc(alias = "timer_settime")]
+    pub fn settime(
+        &self,
+        id: TimerId,
+        flags: SetFlags,
+        value: impl Into<TimeSpec>,
+        interval: impl Into<TimeSpec>,
+    ) -> Result<ItimerSpec, Error> {
+        let value = value.into().to_nanos()?;
+        let interval = interval.into().to_nanos()?;
+        let core = &*self.inner.core;
+        let now = LazyNow::new(&*core.clock);
+        let now_fn = |c: ClockId| now.get(c);
+        let old = self.inner.reg.with_timer(id, |mut l| {
+            let (old, arm) = l.settime(&now_fn, flags.is_abstime(), value, interval);
+            core.apply(&mut l, arm);
+            old
+        })?;
+        Ok(old.into())
+    }
+
+    /// Timer `id`'s remaining time and interval. Zero for a disarmed or fired one-shot timer;
+    /// 1 ns for an armed timer that is due but not yet fired; a periodic timer whose event is
+    /// pending reads the time to its next period, in `(0, interval]`.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
+    #[doc(alias = "timer_gettime")]
+    pub fn gettime(&self, id: TimerId) -> Result<ItimerSpec, Error> {
+        let core = &*self.inner.core;
+        let now = LazyNow::new(&*core.clock);
+        let now_fn = |c: ClockId| now.get(c);
+        let s = self.inner.reg.with_timer(id, |mut l| l.gettime(&now_fn))?;
+        Ok(s.into())
+    }
+
+    /// The overrun latched when timer `id`'s last event was consumed: the periods it missed
+    /// before that, capped at `i32::MAX`; 0 after create or settime and for one-shot timers.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
+    #[doc(alias = "timer_getoverrun")]
+    pub fn getoverrun(&self, id: TimerId) -> Result<i32, Error> {
+        self.inner.reg.getoverrun(id)
+    }
+
+    /// Deletes timer `id`: it is disarmed, an event of it still queued is dropped unseen, its
+    /// callback is released, and its ID becomes free.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
+    #[doc(alias = "timer_delete")]
+    pub fn delete(&self, id: TimerId) -> Result<(), Error> {
+        let core = &*self.inner.core;
+        let mut cb = None;
+        let r = self.inner.reg.delete_with(id, |l| cb = core.on_delete(l));
+        drop(cb);
+        r
+    }
+
+    /// The next event on the owner's queue, if one is pending. Consuming an event of a
+    /// periodic timer re-arms it (on the calling thread's base) and latches its overrun.
+    /// Events made stale by settime or delete are dropped here, never returned.
+    pub fn try_recv(&self) -> Option<Event> {
+        let core = &*self.inner.core;
+        let now = LazyNow::new(&*core.clock);
+        let now_fn = |c: ClockId| now.get(c);
+        while let Some(ev) = self.inner.sink.pop() {
+            // SAFETY: queued events name slots of this owner's pages, which live as long as
+            // the owner, and `self` holds it. `with_slot` checks the identity under the lock.
+            let timer = unsafe { ev.timer.as_ref() };
+            let got = self
+                .inner
+                .reg
+                .with_slot(timer, ev.id, ev.generation, |mut l| {
+                    if !l.state.queued {
+                        return None;
+                    }
+                    l.state.queued = false;
+                    let event = itimer::Event::with_seq(l.state.sigqueue_seq);
+                    match l.consume(event, &now_fn) {
+                        Consumed::Stale => None,
+                        Consumed::Deliver { overrun, rearm } => {
+                            core.apply(&mut l, rearm);
+                            Some(overrun)
+                        }
+                    }
+                });
+            if let Some(Some(overrun)) = got {
+                return Some(Event::new(ev.id, overrun));
+            }
+        }
+        None
+    }
+
+    /// Waits for the next event. Something else must poll meanwhile (another thread calling
+    /// [`Timers::poll`]).
+    ///
+    /// # Errors
+    /// [`Error::OwnerDeleted`] once the owner is destroyed and its queue is empty.
+    pub fn recv(&self) -> Result<Event, Error> {
+        loop {
+            if let Some(e) = self.recv_until(None)? {
+                return Ok(e);
+            }
+        }
+    }
+
+    /// Waits up to `timeout` (real time, whatever the clock source) for the next event;
+    /// `Ok(None)` on timeout.
+    ///
+    /// # Errors
+    /// As [`Owner::recv`].
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<Event>, Error> {
+        // A timeout too long to represent waits without a deadline.
+        self.recv_until(Instant::now().checked_add(timeout))
+    }
+
+    fn recv_until(&self, deadline: Option<Instant>) -> Result<Option<Event>, Error> {
+        loop {
+            if let Some(e) = self.try_recv() {
+                return Ok(Some(e));
+            }
+            if self.inner.sink.is_closed() {
+                return Err(Error::OwnerDeleted);
+            }
+            if !self.inner.sink.wait(deadline) {
+                return Ok(self.try_recv());
+            }
+        }
+    }
+
+    /// The events pending now, without waiting.
+    pub fn try_iter(&self) -> impl Iterator<Item = Event> + '_ {
+        std::iter::from_fn(|| self.try_recv())
+    }
+
+    /// Events as they come, waiting for each; ends when the owner is destroyed.
+    pub fn iter(&self) -> impl Iterator<Item = Event> + '_ {
+        std::iter::from_fn(|| self.recv().ok())
+    }
+
+    /// Entries on the queue, including stale ones that a receive will drop.
+    pub fn queued(&self) -> usize {
+        self.inner.sink.len()
+    }
+
+    /// Turns exact-ID (restore) mode on or off.
+    #[doc(alias = "PR_TIMER_CREATE_RESTORE_IDS")]
+    pub fn set_restore_ids(&self, on: bool) {
+        self.inner.reg.set_restore_ids(on);
+    }
+
+    /// Whether exact-ID (restore) mode is on.
+    pub fn restore_ids(&self) -> bool {
+        self.inner.reg.restore_ids()
+    }
+
+    /// The owner's timers (see [`crate::registry::Owner::timers`]).
+    pub fn timers(&self) -> Vec<TimerInfo> {
+        self.inner.reg.timers()
+    }
+
+    /// Deletes the owner and all its timers; receivers waiting on it return
+    /// [`Error::OwnerDeleted`]. Idempotent.
+    pub fn destroy(&self) {
+        self.inner.teardown();
+    }
+
+    /// Whether the owner has been destroyed.
+    pub fn is_destroyed(&self) -> bool {
+        self.inner.reg.is_destroyed()
+    }
+}

@@ -1,0 +1,742 @@
+//! The service's rules under the manual clock: each test fails if its rule is broken.
+
+use super::*;
+use crate::clock::{ManualClock, NANOS_PER_SEC};
+use crate::registry::Status;
+use proptest::prelude::*;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Mutex;
+
+const MS: u64 = 1_000_000;
+const US: u64 = 1_000;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+struct Fx {
+    clock: ManualClock,
+    timers: Timers,
+    owner: Owner,
+}
+
+impl Fx {
+    fn new() -> Fx {
+        Fx::with(|_| ())
+    }
+    fn with(configure: impl FnOnce(&mut Builder)) -> Fx {
+        let clock = ManualClock::new();
+        let mut b = Timers::builder();
+        b.clock(clock.clone()).bases(2);
+        configure(&mut b);
+        let timers = b.build().unwrap();
+        let owner = timers.owner();
+        Fx {
+            clock,
+            timers,
+            owner,
+        }
+    }
+    fn queue(&self, clock: ClockId) -> TimerId {
+        self.owner.create(clock, Notify::Queue).unwrap()
+    }
+    fn arm(&self, id: TimerId, value: Duration, interval: Duration) -> ItimerSpec {
+        self.owner
+            .settime(id, SetFlags::RELATIVE, value, interval)
+            .unwrap()
+    }
+    fn advance(&self, d: Duration) -> usize {
+        self.clock.advance(d);
+        self.timers.poll()
+    }
+    fn value(&self, id: TimerId) -> u64 {
+        self.owner.gettime(id).unwrap().as_nanos().0
+    }
+    fn drain(&self) -> Vec<Event> {
+        self.owner.try_iter().collect()
+    }
+}
+
+fn spec(value: u64, interval: u64) -> ItimerSpec {
+    ItimerSpec {
+        value: TimeSpec::from_nanos(value),
+        interval: TimeSpec::from_nanos(interval),
+    }
+}
+
+#[test]
+fn builder_rejects_bad_configurations() {
+    assert!(matches!(
+        Timers::builder().bases(0).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        Timers::builder().tick(Duration::ZERO).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        Timers::builder().batch(0).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+    let t = Timers::builder().bases(3).build().unwrap();
+    assert_eq!(t.bases(), 3);
+    assert_eq!(t.tick_nanos(), 1_000);
+}
+
+#[test]
+fn one_shot_fires_once_at_its_expiry_never_before() {
+    let f = Fx::with(|b| {
+        b.tick(Duration::from_nanos(1));
+    });
+    let t = f.queue(ClockId::Monotonic);
+    f.arm(t, ms(10), Duration::ZERO);
+    assert_eq!(f.advance(Duration::from_nanos(10 * MS - 1)), 0);
+    assert!(f.drain().is_empty(), "1 ns before its expiry nothing fires");
+    assert_eq!(f.advance(Duration::from_nanos(1)), 1);
+    assert_eq!(f.drain(), vec![Event::new(t, 0)]);
+    assert_eq!(f.advance(ms(100)), 0, "a one-shot fires once");
+    assert!(f.drain().is_empty());
+    assert_eq!(f.owner.gettime(t).unwrap(), ItimerSpec::default());
+}
+
+#[test]
+fn fires_within_one_tick_after_its_expiry_when_polled_on_time() {
+    let f = Fx::with(|b| {
+        b.tick(Duration::from_millis(1));
+    });
+    let t = f.queue(ClockId::Monotonic);
+    // Expiry at 10.5 ms from now (now = 1 s, a tick boundary).
+    f.arm(t, Duration::from_micros(10_500), Duration::ZERO);
+    assert_eq!(f.advance(Duration::from_micros(10_499)), 0);
+    assert_eq!(
+        f.advance(Duration::from_micros(1)),
+        0,
+        "due, but its tick (11 ms) is not reached: within one tick after is allowed"
+    );
+    assert_eq!(f.advance(Duration::from_micros(499)), 0);
+    assert_eq!(
+        f.advance(Duration::from_micros(1)),
+        1,
+        "fires once the tick after its expiry starts"
+    );
+    assert_eq!(f.drain(), vec![Event::new(t, 0)]);
+}
+
+#[test]
+fn next_deadline_leads_a_loop_to_each_expiry_without_passing_it() {
+    let f = Fx::new();
+    assert_eq!(f.timers.next_deadline(), None);
+    let a = f.queue(ClockId::Monotonic);
+    let b = f.queue(ClockId::Boottime);
+    let start = f.clock.now(ClockId::Monotonic);
+    f.arm(a, Duration::from_nanos(5 * MS + 1), Duration::ZERO);
+    f.arm(b, ms(3), Duration::ZERO);
+    // A loop that sleeps until next_deadline and polls: it may wake before an expiry (a
+    // precise timer is re-placed one level finer as its bucket comes due, at most once per
+    // level), never after, and reaches each expiry's tick exactly.
+    let mut fired_at = Vec::new();
+    let mut wakeups = 0;
+    while let Some(at) = f.timers.next_deadline() {
+        let now = f.clock.now(ClockId::Monotonic);
+        assert!(at >= now);
+        f.clock.advance(Duration::from_nanos(at - now));
+        wakeups += 1;
+        if f.timers.poll() > 0 {
+            fired_at.push(at - start);
+        }
+    }
+    assert_eq!(
+        fired_at,
+        vec![3 * MS, 5 * MS + US],
+        "the 1 µs tick rounds 5 ms + 1 ns up"
+    );
+    assert!(wakeups <= 2 * 9, "{wakeups} wake-ups");
+    assert_eq!(f.drain().len(), 2);
+    f.arm(a, ms(7), Duration::ZERO);
+    assert!(f.timers.next_timeout().unwrap() <= ms(7));
+    f.owner
+        .settime(a, SetFlags::RELATIVE, Duration::ZERO, Duration::ZERO)
+        .unwrap();
+    assert_eq!(f.timers.next_deadline(), None, "disarming removes it");
+}
+
+#[test]
+fn zero_value_disarms_zeroes_the_interval_and_returns_the_old_setting() {
+    let f = Fx::new();
+    let t = f.queue(ClockId::Monotonic);
+    assert_eq!(f.arm(t, ms(50), ms(20)), ItimerSpec::default());
+    f.advance(ms(10));
+    assert_eq!(f.arm(t, Duration::ZERO, ms(7)), spec(40 * MS, 20 * MS));
+    assert_eq!(f.owner.gettime(t).unwrap(), ItimerSpec::default());
+    assert_eq!(f.timers.next_deadline(), None);
+    assert_eq!(f.advance(ms(100)), 0);
+    assert!(f.drain().is_empty());
+}
+
+#[test]
+fn absolute_time_in_the_past_fires_at_once_and_counts_the_missed_periods() {
+    let f = Fx::new();
+    let one = f.queue(ClockId::Monotonic);
+    let per = f.queue(ClockId::Monotonic);
+    let now = f.clock.now(ClockId::Monotonic);
+    f.owner
+        .settime(
+            one,
+            SetFlags::ABSTIME,
+            Duration::from_nanos(now - 5 * MS),
+            Duration::ZERO,
+        )
+        .unwrap();
+    // Started 35 ms ago with a 10 ms period: expiries at -35, -25, -15, -5.
+    f.owner
+        .settime(
+            per,
+            SetFlags::ABSTIME,
+            Duration::from_nanos(now - 35 * MS),
+            ms(10),
+        )
+        .unwrap();
+    assert_eq!(
+        f.owner.gettime(one).unwrap().as_nanos(),
+        (1, 0),
+        "overdue: 1 ns"
+    );
+    assert_eq!(f.timers.poll(), 2, "both fire at the first poll");
+    let mut ev = f.drain();
+    ev.sort_by_key(|e| e.id);
+    assert_eq!(ev, vec![Event::new(one, 0), Event::new(per, 3)]);
+    assert_eq!(f.owner.getoverrun(per), Ok(3));
+    assert_eq!(f.value(per), 5 * MS, "next period at +5 ms");
+}
+
+#[test]
+fn relative_realtime_runs_on_the_monotonic_clock_absolute_follows_the_wall_clock() {
+    let f = Fx::new();
+    let rel = f.queue(ClockId::Realtime);
+    let abs = f.queue(ClockId::Realtime);
+    let wall = f.clock.now(ClockId::Realtime);
+    f.arm(rel, ms(100), Duration::ZERO);
+    f.owner
+        .settime(
+            abs,
+            SetFlags::ABSTIME,
+            Duration::from_nanos(wall + 100 * MS),
+            Duration::ZERO,
+        )
+        .unwrap();
+    // The wall clock is set 1 h ahead: only the absolute timer is now due.
+    f.clock.set_realtime(wall + 3600 * NANOS_PER_SEC);
+    assert_eq!(f.timers.poll(), 1);
+    assert_eq!(f.drain(), vec![Event::new(abs, 0)]);
+    assert_eq!(f.value(rel), 100 * MS, "the relative one did not move");
+    // A suspend moves realtime too, but not the monotonic clock the relative one runs on.
+    f.clock.suspend(ms(500));
+    assert_eq!(f.timers.poll(), 0);
+    assert_eq!(f.advance(ms(100)), 1);
+    assert_eq!(f.drain(), vec![Event::new(rel, 0)]);
+}
+
+#[test]
+fn absolute_realtime_waits_again_when_the_wall_clock_is_set_back() {
+    let f = Fx::new();
+    let t = f.queue(ClockId::Realtime);
+    let wall = f.clock.now(ClockId::Realtime);
+    f.advance(ms(10)); // the realtime wheel has reached wall + 10 ms
+    f.owner
+        .settime(
+            t,
+            SetFlags::ABSTIME,
+            Duration::from_nanos(wall + 20 * MS),
+            Duration::ZERO,
+        )
+        .unwrap();
+    f.clock.set_realtime(wall); // set back 10 ms
+    assert_eq!(f.advance(ms(15)), 0, "wall + 15 ms: not yet");
+    assert_eq!(f.value(t), 5 * MS);
+    assert_eq!(f.advance(ms(5)), 1, "wall + 20 ms");
+    assert_eq!(f.drain(), vec![Event::new(t, 0)]);
+}
+
+#[test]
+fn boottime_timers_count_suspend_monotonic_ones_do_not() {
+    let f = Fx::new();
+    let boot = f.queue(ClockId::Boottime);
+    let mono = f.queue(ClockId::Monotonic);
+    f.arm(boot, ms(100), Duration::ZERO);
+    f.arm(mono, ms(100), Duration::ZERO);
+    f.clock.suspend(ms(200));
+    assert_eq!(f.timers.poll(), 1);
+    assert_eq!(f.drain(), vec![Event::new(boot, 0)]);
+    assert_eq!(f.value(mono), 100 * MS);
+}
+
+#[test]
+fn invalid_times_are_einval_before_the_lookup() {
+    let f = Fx::new();
+    let t = f.queue(ClockId::Monotonic);
+    let unknown = TimerId::new(12345).unwrap();
+    for bad in [
+        TimeSpec::new(0, 1_000_000_000),
+        TimeSpec::new(0, -1),
+        TimeSpec::new(-1, 0),
+    ] {
+        for id in [t, unknown] {
+            assert_eq!(
+                f.owner.settime(id, SetFlags::RELATIVE, bad, Duration::ZERO),
+                Err(Error::InvalidTime)
+            );
+            assert_eq!(
+                f.owner.settime(id, SetFlags::ABSTIME, ms(1), bad),
+                Err(Error::InvalidTime),
+                "the interval is checked too, even when the lookup would fail"
+            );
+        }
+    }
+    assert_eq!(Error::InvalidTime.errno(), libc::EINVAL);
+    assert_eq!(
+        f.owner.gettime(t).unwrap(),
+        ItimerSpec::default(),
+        "unchanged"
+    );
+}
+
+#[test]
+fn unknown_deleted_and_other_owners_ids_are_einval() {
+    let f = Fx::new();
+    let other = f.timers.owner();
+    let t = f.queue(ClockId::Monotonic);
+    let gone = f.queue(ClockId::Monotonic);
+    f.owner.delete(gone).unwrap();
+    let theirs = other.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    other.delete(theirs).unwrap();
+    let theirs = other.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    assert_ne!(theirs, t, "another owner's only ID is not one of ours");
+    for id in [gone, theirs, TimerId::new(i32::MAX).unwrap()] {
+        let e = Error::UnknownTimer;
+        assert_eq!(
+            f.owner.settime(id, SetFlags::RELATIVE, ms(1), ms(0)),
+            Err(e)
+        );
+        assert_eq!(f.owner.gettime(id), Err(e));
+        assert_eq!(f.owner.getoverrun(id), Err(e));
+        assert_eq!(f.owner.delete(id), Err(e));
+    }
+    assert_eq!(Error::UnknownTimer.errno(), libc::EINVAL);
+    assert!(other.gettime(theirs).is_ok());
+}
+
+#[test]
+fn settime_resets_the_overrun_and_voids_the_pending_event() {
+    let f = Fx::new();
+    let t = f.queue(ClockId::Monotonic);
+    f.arm(t, ms(10), ms(10));
+    f.advance(ms(35));
+    assert_eq!(f.drain(), vec![Event::new(t, 2)]);
+    assert_eq!(f.owner.getoverrun(t), Ok(2));
+    f.advance(ms(10)); // queues the next event
+    assert_eq!(f.owner.queued(), 1);
+    // The old setting is computed as gettime would: the event is pending, so the periodic
+    // timer is forwarded to its next period (5 ms ahead).
+    assert_eq!(f.arm(t, ms(100), Duration::ZERO), spec(5 * MS, 10 * MS));
+    assert_eq!(f.owner.getoverrun(t), Ok(0), "settime resets the overrun");
+    assert_eq!(
+        f.owner.try_recv(),
+        None,
+        "the pending event is stale: dropped"
+    );
+    assert_eq!(f.owner.queued(), 0);
+    assert_eq!(f.advance(ms(100)), 1);
+    assert_eq!(f.drain(), vec![Event::new(t, 0)], "the new arming delivers");
+}
+
+#[test]
+fn a_timer_re_armed_after_settime_delivers_its_one_event_even_if_the_stale_one_was_queued() {
+    // The kernel's single sigqueue: a stale queued event that the new arming fires again
+    // becomes that arming's event (one entry, delivered once).
+    let f = Fx::new();
+    let t = f.queue(ClockId::Monotonic);
+    f.arm(t, ms(1), Duration::ZERO);
+    f.advance(ms(1));
+    f.arm(t, ms(1), Duration::ZERO);
+    f.advance(ms(1));
+    assert_eq!(f.owner.queued(), 1, "one preallocated event per timer");
+    assert_eq!(f.drain(), vec![Event::new(t, 0)]);
+}
+
+#[test]
+fn delete_drops_the_pending_event_unseen() {
+    let f = Fx::new();
+    let t = f.queue(ClockId::Monotonic);
+    let keep = f.queue(ClockId::Monotonic);
+    f.arm(t, ms(1), Duration::ZERO);
+    f.arm(keep, ms(2), Duration::ZERO);
+    f.advance(ms(2));
+    f.owner.delete(t).unwrap();
+    // The slot and even the ID come back at once; the old event must not reach the new timer.
+    f.owner.set_restore_ids(true);
+    let again = f
+        .owner
+        .create_with_id(t.get(), ClockId::Monotonic, Notify::Queue)
+        .unwrap();
+    assert_eq!(again, t);
+    assert_eq!(f.drain(), vec![Event::new(keep, 0)]);
+}
+
+#[test]
+fn gettime_rules() {
+    let f = Fx::new();
+    let never = f.queue(ClockId::Monotonic);
+    assert_eq!(f.owner.gettime(never).unwrap(), ItimerSpec::default());
+    let one = f.queue(ClockId::Monotonic);
+    let per = f.queue(ClockId::Monotonic);
+    let none = f.owner.create(ClockId::Monotonic, Notify::None).unwrap();
+    f.arm(one, ms(10), Duration::ZERO);
+    f.arm(per, ms(10), ms(4));
+    f.arm(none, ms(10), ms(4));
+    f.clock.advance(ms(12)); // not polled yet
+    assert_eq!(f.value(one), 1, "armed and overdue: 1 ns");
+    assert_eq!(f.value(per), 1);
+    assert_eq!(
+        f.value(none),
+        2 * MS,
+        "SIGEV_NONE never fires; it is forwarded"
+    );
+    f.timers.poll();
+    assert_eq!(
+        f.value(one),
+        0,
+        "a fired one-shot reads zero, its event pending"
+    );
+    assert_eq!(
+        f.owner.gettime(per).unwrap(),
+        spec(2 * MS, 4 * MS),
+        "event pending: forwarded into (0, interval]"
+    );
+    f.clock.advance(ms(2));
+    assert_eq!(
+        f.value(per),
+        4 * MS,
+        "exactly at a period: the full interval, never 0"
+    );
+    assert_eq!(
+        f.owner.getoverrun(per),
+        Ok(0),
+        "gettime's forwarding is not an overrun yet"
+    );
+    assert_eq!(f.drain().len(), 2);
+    assert_eq!(
+        f.owner.getoverrun(per),
+        Ok(1),
+        "expiries at 10, 14; consumed at 14"
+    );
+}
+
+#[test]
+fn overrun_counts_missed_periods_only_changes_on_consume_and_is_capped() {
+    let f = Fx::new();
+    let t = f.queue(ClockId::Monotonic);
+    f.arm(t, ms(10), ms(10));
+    f.advance(ms(10));
+    assert_eq!(f.drain(), vec![Event::new(t, 0)], "nothing missed: 0");
+    f.advance(ms(95)); // expiries at 20 (queued), 30 .. 100
+    assert_eq!(
+        f.owner.getoverrun(t),
+        Ok(0),
+        "changes only when the event is consumed"
+    );
+    assert_eq!(f.drain(), vec![Event::new(t, 8)]);
+    assert_eq!(f.owner.getoverrun(t), Ok(8));
+    let fast = f.queue(ClockId::Monotonic);
+    f.arm(fast, Duration::from_nanos(1), Duration::from_nanos(1));
+    f.advance(Duration::from_secs(3)); // 3e9 periods
+    let ev = f.drain();
+    assert_eq!(ev.iter().find(|e| e.id == fast).unwrap().overrun, i32::MAX);
+    assert_eq!(f.owner.getoverrun(fast), Ok(i32::MAX));
+}
+
+#[test]
+fn an_unconsumed_periodic_timer_costs_nothing_after_its_first_expiry() {
+    let f = Fx::new();
+    let t = f.queue(ClockId::Monotonic);
+    f.arm(t, ms(1), ms(1));
+    assert_eq!(f.advance(ms(1)), 1);
+    for _ in 0..100 {
+        assert_eq!(f.advance(ms(1)), 0, "not re-armed until consumed");
+    }
+    assert_eq!(f.timers.next_deadline(), None, "in no wheel");
+    assert_eq!(f.owner.queued(), 1);
+    assert_eq!(f.owner.timers()[0].status, Status::RequeuePending);
+    assert_eq!(f.drain(), vec![Event::new(t, 100)]);
+    assert!(
+        f.timers.next_deadline().is_some(),
+        "re-armed by the consume"
+    );
+}
+
+#[test]
+fn none_timers_deliver_nothing() {
+    let f = Fx::new();
+    let t = f.owner.create(ClockId::Monotonic, Notify::None).unwrap();
+    f.arm(t, ms(1), Duration::ZERO);
+    assert_eq!(f.timers.next_deadline(), None);
+    assert_eq!(f.advance(ms(5)), 0);
+    assert!(f.drain().is_empty());
+    assert_eq!(f.value(t), 0, "a passed one-shot SIGEV_NONE reads zero");
+}
+
+#[test]
+fn callbacks_run_with_id_and_overrun_and_may_settime_or_delete_their_own_timer() {
+    let f = Fx::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let owner = f.owner.clone();
+    let log = seen.clone();
+    let rearm = f
+        .owner
+        .create(
+            ClockId::Monotonic,
+            Notify::callback(move |id, overrun| {
+                log.lock().unwrap().push((id, overrun));
+                // Re-arm itself from inside the callback: no lock is held.
+                owner
+                    .settime(id, SetFlags::RELATIVE, ms(5), Duration::ZERO)
+                    .unwrap();
+            }),
+        )
+        .unwrap();
+    let owner = f.owner.clone();
+    let deleted = Arc::new(AtomicUsize::new(0));
+    let d = deleted.clone();
+    let selfdel = f
+        .owner
+        .create(
+            ClockId::Monotonic,
+            Notify::callback(move |id, overrun| {
+                assert_eq!(overrun, 2, "periods the poll was late by");
+                owner.delete(id).unwrap();
+                d.fetch_add(1, Ordering::Relaxed);
+            }),
+        )
+        .unwrap();
+    f.arm(rearm, ms(5), Duration::ZERO);
+    f.arm(selfdel, ms(1), ms(1));
+    assert_eq!(f.advance(ms(3)), 1);
+    assert_eq!(deleted.load(Ordering::Relaxed), 1);
+    assert_eq!(f.owner.gettime(selfdel), Err(Error::UnknownTimer));
+    assert_eq!(f.advance(ms(2)), 1);
+    assert_eq!(f.advance(ms(5)), 1);
+    assert_eq!(*seen.lock().unwrap(), vec![(rearm, 0), (rearm, 0)]);
+    assert_eq!(f.value(rearm), 5 * MS);
+    assert!(f.drain().is_empty(), "callbacks do not queue events");
+}
+
+#[test]
+fn a_panicking_callback_is_caught_and_counted() {
+    let f = Fx::new();
+    let t = f
+        .owner
+        .create(ClockId::Monotonic, Notify::callback(|_, _| panic!("boom")))
+        .unwrap();
+    let q = f.queue(ClockId::Monotonic);
+    f.arm(t, ms(1), Duration::ZERO);
+    f.arm(q, ms(1), Duration::ZERO);
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let fired = f.advance(ms(1));
+    std::panic::set_hook(hook);
+    assert_eq!(fired, 2);
+    assert_eq!(f.timers.callback_panics(), 1);
+    assert_eq!(
+        f.drain(),
+        vec![Event::new(q, 0)],
+        "the rest of the poll went on"
+    );
+}
+
+#[test]
+fn a_callback_closure_is_released_on_delete() {
+    let f = Fx::new();
+    let token = Arc::new(());
+    let held = token.clone();
+    let t = f
+        .owner
+        .create(
+            ClockId::Monotonic,
+            Notify::callback(move |_, _| assert!(Arc::strong_count(&held) > 0)),
+        )
+        .unwrap();
+    assert_eq!(Arc::strong_count(&token), 2);
+    f.owner.delete(t).unwrap();
+    assert_eq!(Arc::strong_count(&token), 1);
+    let held = token.clone();
+    f.owner
+        .create(
+            ClockId::Monotonic,
+            Notify::callback(move |_, _| assert!(Arc::strong_count(&held) > 0)),
+        )
+        .unwrap();
+    drop(f);
+    assert_eq!(Arc::strong_count(&token), 1, "and when the owner goes");
+}
+
+#[test]
+fn a_poll_delivers_everything_due_in_bounded_batches() {
+    let f = Fx::with(|b| {
+        b.batch(4).bases(3);
+    });
+    let ids: Vec<_> = (0..1000).map(|_| f.queue(ClockId::Monotonic)).collect();
+    for (i, &id) in ids.iter().enumerate() {
+        f.arm(
+            id,
+            Duration::from_micros(1 + (i as u64 % 7)),
+            Duration::ZERO,
+        );
+    }
+    assert_eq!(f.advance(ms(1)), 1000);
+    let mut got: Vec<_> = f.drain().into_iter().map(|e| e.id).collect();
+    got.sort();
+    assert_eq!(got, ids);
+}
+
+#[test]
+fn dropping_an_owner_takes_its_timers_out_of_the_wheels() {
+    let f = Fx::new();
+    let other = f.timers.owner();
+    for _ in 0..500 {
+        let id = other.create(ClockId::Monotonic, Notify::Queue).unwrap();
+        other
+            .settime(id, SetFlags::RELATIVE, ms(10), ms(10))
+            .unwrap();
+    }
+    assert!(f.timers.next_deadline().is_some());
+    drop(other);
+    assert_eq!(f.timers.next_deadline(), None);
+    assert_eq!(f.advance(ms(100)), 0);
+    assert_eq!(f.timers.registry().len(), 0);
+}
+
+#[test]
+fn destroy_wakes_a_blocked_receiver_and_fails_later_calls() {
+    let f = Fx::new();
+    let t = f.queue(ClockId::Monotonic);
+    let owner = f.owner.clone();
+    let waiter = std::thread::spawn(move || owner.recv());
+    f.owner.destroy();
+    assert_eq!(waiter.join().unwrap(), Err(Error::OwnerDeleted));
+    assert_eq!(f.owner.gettime(t), Err(Error::OwnerDeleted));
+    assert_eq!(
+        f.owner.create(ClockId::Monotonic, Notify::Queue),
+        Err(Error::OwnerDeleted)
+    );
+}
+
+#[test]
+fn recv_waits_for_an_event_fired_by_another_thread() {
+    let f = Fx::new();
+    let t = f.queue(ClockId::Monotonic);
+    f.arm(t, ms(1), Duration::ZERO);
+    assert_eq!(f.owner.recv_timeout(Duration::ZERO), Ok(None));
+    let owner = f.owner.clone();
+    let waiter = std::thread::spawn(move || owner.recv());
+    f.clock.advance(ms(1));
+    let poller = f.timers.clone();
+    std::thread::spawn(move || poller.poll()).join().unwrap();
+    assert_eq!(waiter.join().unwrap(), Ok(Event::new(t, 0)));
+}
+
+#[test]
+fn owners_have_separate_queues_and_id_spaces() {
+    let f = Fx::new();
+    let b = f.timers.owner();
+    let ta = f.queue(ClockId::Monotonic);
+    let tb = b.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    assert_eq!(ta, tb, "both start at ID 0");
+    f.arm(ta, ms(1), Duration::ZERO);
+    b.settime(tb, SetFlags::RELATIVE, ms(2), Duration::ZERO)
+        .unwrap();
+    assert_eq!(f.advance(ms(2)), 2);
+    assert_eq!(f.drain(), vec![Event::new(ta, 0)]);
+    assert_eq!(b.try_recv(), Some(Event::new(tb, 0)));
+}
+
+#[test]
+fn settime_flags_ignore_unknown_bits_as_linux_does() {
+    assert!(SetFlags::from_raw(1).is_abstime());
+    assert!(SetFlags::from_raw(0x7fff_fff1).is_abstime());
+    assert!(!SetFlags::from_raw(2).is_abstime());
+}
+
+/// One step of the property test's schedule.
+#[derive(Debug, Clone)]
+enum Step {
+    Advance(u64),
+    Poll,
+    Consume(usize),
+    Rearm(usize, u64, u64),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (1u64..40_000).prop_map(Step::Advance),
+        3 => Just(Step::Poll),
+        3 => (0usize..64).prop_map(Step::Consume),
+        1 => (0usize..6, 1u64..20_000, 1u64..9_000).prop_map(|(i, v, p)| Step::Rearm(i, v, p)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// For every periodic timer: deliveries + latched overruns = periods elapsed since its
+    /// last settime, whatever the order of advances, polls and consumes.
+    #[test]
+    fn deliveries_plus_overruns_equal_periods(
+        timers in proptest::collection::vec((1u64..20_000, 1u64..9_000), 1..6),
+        steps in proptest::collection::vec(step(), 1..80),
+    ) {
+        let f = Fx::with(|b| { b.tick(Duration::from_micros(1)); });
+        // (id, first expiry, interval, deliveries + overruns since the last settime)
+        let mut t: Vec<(TimerId, u64, u64, u64)> = Vec::new();
+        let arm = |f: &Fx, id, v: u64, p: u64| {
+            f.owner.settime(id, SetFlags::RELATIVE, Duration::from_nanos(v * US),
+                Duration::from_nanos(p * US)).unwrap();
+            f.clock.now(ClockId::Monotonic) + v * US
+        };
+        for &(v, p) in &timers {
+            let id = f.queue(ClockId::Monotonic);
+            let first = arm(&f, id, v, p);
+            t.push((id, first, p * US, 0));
+        }
+        let account = |t: &mut Vec<(TimerId, u64, u64, u64)>, e: Event| {
+            let entry = t.iter_mut().find(|x| x.0 == e.id).unwrap();
+            entry.3 += 1 + e.overrun as u64;
+        };
+        for s in steps {
+            match s {
+                Step::Advance(us) => f.clock.advance(Duration::from_nanos(us * US)),
+                Step::Poll => { f.timers.poll(); }
+                Step::Consume(n) => {
+                    for _ in 0..n {
+                        match f.owner.try_recv() { Some(e) => account(&mut t, e), None => break }
+                    }
+                }
+                Step::Rearm(i, v, p) => {
+                    if let Some(i) = (i < t.len()).then_some(i) {
+                        let first = arm(&f, t[i].0, v, p);
+                        t[i] = (t[i].0, first, p * US, 0);
+                    }
+                }
+            }
+        }
+        // Settle: poll and consume until nothing is pending (time stands still; the clock
+        // is on a tick boundary, so every expiry up to now is due).
+        f.timers.poll();
+        while let Some(e) = f.owner.try_recv() {
+            account(&mut t, e);
+        }
+        let now = f.clock.now(ClockId::Monotonic);
+        for &(id, first, interval, counted) in &t {
+            let periods = if now >= first { (now - first) / interval + 1 } else { 0 };
+            prop_assert_eq!(counted, periods, "timer {} (first {}, interval {})", id, first, interval);
+        }
+    }
+}
