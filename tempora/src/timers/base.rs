@@ -77,7 +77,7 @@ impl Base {
         Base {
             lock: ByteLock::new(),
             wheels: UnsafeCell::new(start.map(wheel)),
-            next: [const { AtomicU64::new(NO_EXPIRY) }; CLOCKS],
+            next: std::array::from_fn(|_| AtomicU64::new(NO_EXPIRY)),
         }
     }
 
