@@ -136,3 +136,99 @@ pub fn timer_gettime(id: i32) -> Result<(u64, u64), Errno> {
     })
     .map(|_| (nanos(&cur.it_value), nanos(&cur.it_interval)))
 }
+
+/// The calling thread's kernel thread ID.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid(2) takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// `timer_create(clock, {SIGEV_THREAD_ID, signo, sival_int = value, tid}, &id)`: a timer whose
+/// expiries queue `signo` to thread `tid` only (so a test process's other threads never see
+/// it), carrying `value`.
+pub fn timer_create_signal(
+    clock: libc::clockid_t,
+    signo: i32,
+    value: i32,
+    tid: i32,
+) -> Result<i32, Errno> {
+    // SAFETY: a zeroed sigevent is a valid argument once its fields are set.
+    let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
+    sev.sigev_notify = libc::SIGEV_THREAD_ID;
+    sev.sigev_signo = signo;
+    sev.sigev_value = libc::sigval {
+        sival_ptr: value as usize as *mut libc::c_void,
+    };
+    sev.sigev_notify_thread_id = tid;
+    let mut id: libc::c_int = 0;
+    // SAFETY: as in `create_none`.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_timer_create,
+            clock,
+            &mut sev as *mut libc::sigevent,
+            &mut id as *mut libc::c_int,
+        )
+    })
+    .map(|_| id)
+}
+
+/// Blocks `signo` in the calling thread, so its timer signals stay pending for
+/// [`take_signal`].
+pub fn block_signal(signo: i32) -> Result<(), Errno> {
+    // SAFETY: sigset_t is plain data, initialised by sigemptyset before use.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid set pointers; pthread_sigmask only changes this thread's mask.
+    let r = unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signo);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut())
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(r)
+    }
+}
+
+/// A dequeued timer signal: the `sival_int` it carries and its `si_overrun`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimerSignal {
+    /// The timer's `sigev_value.sival_int`.
+    pub value: i32,
+    /// `si_overrun`: the periods the timer missed before this signal was dequeued.
+    pub overrun: i32,
+}
+
+/// `sigtimedwait({signo}, &info, {0, 0})`: one pending `signo` of the calling thread, or
+/// `None` when none is pending. Dequeuing a periodic timer's signal re-arms the timer and
+/// latches its overrun, as delivery does.
+pub fn take_signal(signo: i32) -> Result<Option<TimerSignal>, Errno> {
+    // SAFETY: plain data, initialised before use.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; the kernel fills it.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let zero = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointers for the duration of the calls.
+    let r = unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signo);
+        libc::sigtimedwait(&set, &mut info, &zero)
+    };
+    if r < 0 {
+        let e = errno();
+        return if e == libc::EAGAIN { Ok(None) } else { Err(e) };
+    }
+    // SAFETY: siginfo_t for an SI_TIMER signal: after si_signo, si_errno, si_code (and padding
+    // to 8 bytes) come si_tid (int), si_overrun (int), si_sigval, as in the kernel's
+    // `struct siginfo` `_timer` member.
+    let (overrun, value) = unsafe {
+        let base = (&info as *const libc::siginfo_t).cast::<u8>();
+        let fields = base.add(16).cast::<i32>();
+        (fields.add(1).read(), base.add(24).cast::<i32>().read())
+    };
+    Ok(Some(TimerSignal { value, overrun }))
+}
