@@ -5,6 +5,7 @@
 mod queues;
 mod registries;
 mod seed;
+mod service;
 mod svg;
 mod wheel;
 
@@ -20,7 +21,8 @@ pub use crate::alloc::allocated_bytes;
 /// What `tempora bench` was asked to do: the subcommand's arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Opts {
-    /// Which suite: all, seed (registry: the seed's Tests 1-5), wheel.
+    /// Which suite: all, seed (registry: the seed's Tests 1-5), wheel, service (the POSIX calls
+    /// and event delivery, against the kernel's POSIX timers).
     #[arg(long, default_value = "all", value_parser = clap::builder::PossibleValuesParser::new(SUITES))]
     pub suite: String,
     /// Small sizes only, the whole run in under a minute.
@@ -314,7 +316,7 @@ pub fn check_json(path: &std::path::Path) -> Result<usize, String> {
 }
 
 /// The suites `--suite` accepts.
-pub const SUITES: [&str; 3] = ["all", "seed", "wheel"];
+pub const SUITES: [&str; 4] = ["all", "seed", "wheel", "service"];
 
 /// Runs the selected suites.
 pub fn run(opts: &Opts) {
@@ -325,6 +327,9 @@ pub fn run(opts: &Opts) {
     }
     if opts.suite == "all" || opts.suite == "wheel" {
         wheel::run(opts, &mut rep);
+    }
+    if opts.suite == "all" || opts.suite == "service" {
+        service::run(opts, &mut rep);
     }
     rep.finish();
 }
