@@ -1,8 +1,10 @@
 //! The service suite: the POSIX calls on live timers, tempora against the kernel's POSIX timers
 //! in the same run, both on the OS clocks, one thread.
 //!
-//! - `settime-arm`: re-arm each of n armed timers (relative, one-shot, 1-2 s ahead, spread
-//!   over a second, so nothing fires during the run): the per-connection timeout refresh.
+//! - `settime-arm`: re-arm each of n armed timers with its same relative timeout (one-shot,
+//!   1-2 s, spread over a second, so nothing fires during the run): the per-connection timeout
+//!   refresh, the commonest call of a server holding a timer per connection. Each pass moves
+//!   every expiry later by the time the previous pass took.
 //! - `settime-disarm`: disarm each of n armed timers (a zero `it_value`).
 //! - `gettime`: read each of n armed timers.
 //! - `deliver`: n one-shot timers, armed to expire at 1000 distinct microseconds of one

@@ -19,8 +19,8 @@
 //!      65  status        AtomicU8     Status (written under the lock, read lock-free)
 //!      68  overrun_last  AtomicI32    what getoverrun returns (written under the lock)
 //!      72  state         TimerState   base, expiry_clock, wheel, signal_seq, expiry,
-//!                                     interval, overrun, wheel_key, sigqueue_seq, queued
-//!                                     (48 bytes, under the lock)
+//!                                     interval, overrun, wheel_key, sigqueue_seq, queued,
+//!                                     wheel_tick (56 bytes, under the lock)
 //!     128  (end; the object is 64-byte aligned)
 //! ```
 //!
@@ -100,6 +100,9 @@ pub(crate) struct TimerState {
     pub(crate) sigqueue_seq: u32,
     /// Whether the timer's one preallocated event is on its owner's queue.
     pub(crate) queued: bool,
+    /// The tick the wheel entry `wheel_key` waits for while `wheel != 0` (at or before the
+    /// tick of `expiry`: a later re-arm may leave the entry where it is).
+    pub(crate) wheel_tick: u64,
 }
 
 /// Line 1: read by lock-free chain walkers.
@@ -336,11 +339,12 @@ mod tests {
         assert_eq!(64 + offset_of!(Written, status), 65);
         assert_eq!(64 + offset_of!(Written, overrun_last), 68);
         assert_eq!(64 + offset_of!(Written, state), 72);
-        assert_eq!(size_of::<TimerState>(), 48);
+        assert_eq!(size_of::<TimerState>(), 56);
         assert_eq!(offset_of!(TimerState, expiry), 8);
         assert_eq!(offset_of!(TimerState, wheel_key), 32);
         assert_eq!(offset_of!(TimerState, sigqueue_seq), 40);
         assert_eq!(offset_of!(TimerState, queued), 44);
+        assert_eq!(offset_of!(TimerState, wheel_tick), 48);
         assert!(64 + 8 + size_of::<TimerState>() <= 128);
     }
 

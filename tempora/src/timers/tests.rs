@@ -740,3 +740,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_refreshed_timer_fires_at_its_new_expiry_not_the_old_one() {
+    // A re-arm to a later time leaves the wheel entry in place (no base lock); the poll that
+    // meets the old entry must place the timer again instead of firing it.
+    let f = Fx::new();
+    let t = f.queue(ClockId::Monotonic);
+    f.arm(t, ms(10), Duration::ZERO);
+    for _ in 0..4 {
+        f.advance(ms(5));
+        f.arm(t, ms(10), Duration::ZERO); // refreshed every 5 ms
+    }
+    assert!(f.drain().is_empty(), "never fired while refreshed");
+    assert_eq!(f.advance(ms(9)), 0);
+    assert!(f.drain().is_empty());
+    assert_eq!(f.advance(ms(1)), 1);
+    assert_eq!(f.drain(), vec![Event::new(t, 0)]);
+    // And a re-arm to an earlier time moves the entry.
+    f.arm(t, ms(50), Duration::ZERO);
+    f.arm(t, ms(2), Duration::ZERO);
+    assert_eq!(f.advance(ms(2)), 1);
+    assert_eq!(f.drain(), vec![Event::new(t, 0)]);
+}
