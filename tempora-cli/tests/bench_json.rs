@@ -155,3 +155,38 @@ fn check_json_rejects_a_failed_tempora_row() {
     assert_eq!(check.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&check.stderr).contains("a tempora result failed"));
 }
+
+#[test]
+fn service_suite_json_lines_cover_every_case_for_tempora_and_the_kernel() {
+    let (stdout, rows) = bench_json(&["--suite", "service", "--n", "2000", "--reps", "1"]);
+    for case in [
+        "settime-arm",
+        "settime-move",
+        "settime-disarm",
+        "gettime",
+        "deliver",
+    ] {
+        for imp in ["tempora", "kernel"] {
+            let row = rows
+                .iter()
+                .find(|r| r["case"] == case && r["impl"] == imp)
+                .unwrap_or_else(|| panic!("no row for {case}/{imp}"));
+            assert_eq!(row["suite"], "service");
+            assert_eq!(row["n"], 2000);
+            assert_eq!(row["threads"], 1);
+            if imp == "tempora" {
+                assert_eq!(row["ok"], true, "{row}");
+                assert!(row["ns_per_op"].as_f64().unwrap() > 0.0, "{row}");
+            }
+            if case == "deliver" && row["ok"] == true {
+                assert_eq!(row["lost"], 0, "every due timer delivered: {row}");
+            }
+        }
+    }
+    let check = check_json("service", &stdout);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}

@@ -5,6 +5,8 @@
 //!   1-2 s, spread over a second, so nothing fires during the run): the per-connection timeout
 //!   refresh, the commonest call of a server holding a timer per connection. Each pass moves
 //!   every expiry later by the time the previous pass took.
+//! - `settime-move`: re-arm each of n armed timers to a new random time 1-2 s ahead, earlier
+//!   or later than its current one: every call moves the timer to another wheel bucket.
 //! - `settime-disarm`: disarm each of n armed timers (a zero `it_value`).
 //! - `gettime`: read each of n armed timers.
 //! - `deliver`: n one-shot timers, armed to expire at 1000 distinct microseconds of one
@@ -13,6 +15,9 @@
 //!   event; for the kernel, dequeuing each timer's real-time signal with `sigtimedwait` (its
 //!   expiry work already ran in interrupt context while the thread slept, and is not counted,
 //!   which favours the kernel). `ns_per_op` is per delivered event.
+//!
+//! `settime-arm` rows of tempora carry `bytes_per_timer`: what the process allocated for the n
+//! armed timers (objects, hash table, wheel entries), divided by n.
 //!
 //! Timers are `Queue` (tempora) and `SIGEV_THREAD_ID` with a blocked real-time signal (kernel),
 //! so that arming really queues them (a `SIGEV_NONE` kernel timer is never put in a timer
@@ -25,9 +30,15 @@ use tempora::clock::ClockId;
 use tempora::registry::TimerId;
 use tempora::{Notify, Owner, SetFlags, Timers};
 
-use super::{Extras, Opts, Record, Reporter};
+use super::{allocated_bytes, Extras, Opts, Record, Reporter};
 
-const CASES: [&str; 4] = ["settime-arm", "settime-disarm", "gettime", "deliver"];
+const CASES: [&str; 5] = [
+    "settime-arm",
+    "settime-move",
+    "settime-disarm",
+    "gettime",
+    "deliver",
+];
 
 /// The value of the `i`th timer's arming: 1 s plus up to 1 s, spread.
 fn spread(i: usize, pass: usize) -> u64 {
@@ -192,6 +203,7 @@ fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, rep: &mut Reporter) {
         return;
     }
     rep.set_message(format!("service {} n={n}", S::NAME));
+    let before = allocated_bytes();
     let ids = match svc.create(n) {
         Ok(ids) => ids,
         Err(e) => {
@@ -212,7 +224,27 @@ fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, rep: &mut Reporter) {
     for (i, &id) in ids.iter().enumerate() {
         svc.arm(id, spread(i, 0));
     }
+    // Everything the process allocated for n armed timers: timer objects, the hash table, the
+    // wheel entries (nothing for the kernel, whose memory is its own).
+    let bytes =
+        (S::NAME != "kernel").then(|| allocated_bytes().saturating_sub(before) as f64 / n as f64);
     if rep.wants_case("settime-arm") {
+        let mut v: Vec<f64> = (0..reps)
+            .map(|_| {
+                timed(&mut || {
+                    for (i, &id) in ids.iter().enumerate() {
+                        svc.arm(id, spread(i, 0));
+                    }
+                })
+            })
+            .collect();
+        let extras = Extras {
+            bytes_per_timer: bytes,
+            ..Extras::default()
+        };
+        record(rep, "settime-arm", S::NAME, n, Ok(median(&mut v)), extras);
+    }
+    if rep.wants_case("settime-move") {
         let mut v: Vec<f64> = (1..=reps)
             .map(|pass| {
                 timed(&mut || {
@@ -224,7 +256,7 @@ fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, rep: &mut Reporter) {
             .collect();
         record(
             rep,
-            "settime-arm",
+            "settime-move",
             S::NAME,
             n,
             Ok(median(&mut v)),
