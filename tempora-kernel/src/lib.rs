@@ -34,6 +34,11 @@ fn create_none(clock: libc::clockid_t, requested: i32) -> Result<i32, Errno> {
     // SAFETY: a zeroed sigevent is a valid argument once `sigev_notify` is set.
     let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
     sev.sigev_notify = libc::SIGEV_NONE;
+    create(clock, &mut sev, requested)
+}
+
+/// Raw `timer_create(clock, sev, &id)`, `id` starting as `requested` (read in restore mode).
+fn create(clock: libc::clockid_t, sev: &mut libc::sigevent, requested: i32) -> Result<i32, Errno> {
     let mut id: libc::c_int = requested;
     // SAFETY: raw timer_create(2): the kernel reads `sev` and reads/writes the kernel timer_t
     // (an int) through the third pointer; both outlive the call.
@@ -41,7 +46,7 @@ fn create_none(clock: libc::clockid_t, requested: i32) -> Result<i32, Errno> {
         libc::syscall(
             libc::SYS_timer_create,
             clock,
-            &mut sev as *mut libc::sigevent,
+            sev as *mut libc::sigevent,
             &mut id as *mut libc::c_int,
         )
     })
@@ -160,17 +165,7 @@ pub fn timer_create_signal(
         sival_ptr: value as usize as *mut libc::c_void,
     };
     sev.sigev_notify_thread_id = tid;
-    let mut id: libc::c_int = 0;
-    // SAFETY: as in `create_none`.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_timer_create,
-            clock,
-            &mut sev as *mut libc::sigevent,
-            &mut id as *mut libc::c_int,
-        )
-    })
-    .map(|_| id)
+    create(clock, &mut sev, 0)
 }
 
 /// Blocks `signo` in the calling thread, so its timer signals stay pending for

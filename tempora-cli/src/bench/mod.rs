@@ -315,6 +315,12 @@ pub fn check_json(path: &std::path::Path) -> Result<usize, String> {
     Ok(count)
 }
 
+/// The median of `v` (sorted in place): what `ns_per_op` reports.
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// The suites `--suite` accepts.
 pub const SUITES: [&str; 4] = ["all", "seed", "wheel", "service"];
 

@@ -23,7 +23,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use super::registries::{Dash, Errno, GlobalLock, Kernel, Registry, SparseArray, Tempora};
-use super::{allocated_bytes, Extras, Opts, Record, Reporter};
+use super::{allocated_bytes, median, Extras, Opts, Record, Reporter};
 
 const PER_THREAD: usize = 20_000;
 const LOOP_PAIRS: usize = 100_000;
@@ -55,11 +55,6 @@ fn create_failed(e: Errno, made: usize) -> String {
         errno_text(e),
         rlimit_sigpending()
     )
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// One result row of this suite (`total_ms` is `ns_per_op * n`).

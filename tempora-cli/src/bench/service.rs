@@ -30,7 +30,7 @@ use tempora::clock::ClockId;
 use tempora::registry::TimerId;
 use tempora::{Notify, Owner, SetFlags, Timers};
 
-use super::{allocated_bytes, Extras, Opts, Record, Reporter};
+use super::{allocated_bytes, median, Extras, Opts, Record, Reporter};
 
 const CASES: [&str; 5] = [
     "settime-arm",
@@ -43,11 +43,6 @@ const CASES: [&str; 5] = [
 /// The value of the `i`th timer's arming: 1 s plus up to 1 s, spread.
 fn spread(i: usize, pass: usize) -> u64 {
     1_000_000_000 + ((i * 7919 + pass * 104_729) % 1_000_000) as u64 * 1_000
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// One side of the comparison.
