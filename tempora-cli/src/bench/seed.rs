@@ -23,7 +23,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use super::registries::{Dash, Errno, GlobalLock, Kernel, Registry, SparseArray, Tempora};
-use super::{allocated_bytes, median, Extras, Opts, Record, Reporter};
+use super::{allocated_bytes, median, settle_reclamation, Extras, Opts, Record, Reporter};
 
 const PER_THREAD: usize = 20_000;
 const LOOP_PAIRS: usize = 100_000;
@@ -102,17 +102,6 @@ fn getoverrun_all<R: Registry>(reg: &R, o: &R::Owner, ids: &[i32]) -> i64 {
         sum += i64::from(reg.getoverrun(o, id).unwrap_or(-1));
     }
     sum
-}
-
-/// Lets work deferred through epoch reclamation by earlier runs finish: tempora's retired tables
-/// are freed (so they do not land inside the next memory measurement as a negative) and the
-/// pages of deleted owners reach the registry's pool (so every warm run starts from the same
-/// state instead of sometimes faulting fresh pages in, which made runs bimodal). The other
-/// registries do not use the epoch; for them this is a no-op.
-fn settle_reclamation() {
-    for _ in 0..256 {
-        crossbeam_epoch::pin().flush();
-    }
 }
 
 fn delete_all<R: Registry>(reg: &R, o: &R::Owner, ids: &[i32]) {
