@@ -386,7 +386,11 @@ pub fn run(opts: &Opts, rep: &mut Reporter) {
         eprintln!("service: cannot block signal {signo}: errno {e}");
     }
     for &n in &sizes {
-        let timers = Timers::new();
+        // App-driven (no driver thread): the bench's own thread polls, as an event loop does.
+        let timers = Timers::builder()
+            .drivers(0)
+            .build()
+            .expect("valid configuration");
         let mut t = TemporaSvc {
             owner: timers.owner(),
             timers,

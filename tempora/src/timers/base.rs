@@ -5,9 +5,23 @@
 //!  Base (cache-line padded)
 //!   ├─ lock: ByteLock                covers the three wheels
 //!   ├─ wheels[REALTIME, MONOTONIC, BOOTTIME]: Wheel<Slot>   ticks of `tick` ns on that clock
-//!   └─ next[3]: AtomicU64            each wheel's next expiry tick (u64::MAX: none),
-//!                                    stored under the lock, read by `next_deadline` without it
+//!   ├─ next[3]: AtomicU64            each wheel's next expiry tick (u64::MAX: none),
+//!   │                                stored under the lock, read by `next_deadline` without it
+//!   └─ sleep[3] (under the lock)     the tick on each wheel's clock before which the driver
+//!                                    serving this base must be woken (0: it is awake)
 //! ```
+//!
+//! # Waking a sleeping driver
+//!
+//! A driver that goes to sleep until monotonic time `D` first publishes, under each of its
+//! bases' locks, `sleep[w]` = the tick of `D` on wheel `w`'s clock (and re-reads that base's
+//! wheels in the same critical section, lowering `D` if something earlier arrived, so every
+//! published value is at or after the `D` it finally sleeps until). Whoever changes a wheel
+//! compares, under the same lock, the wheel's new next expiry with `sleep[w]`; if it is
+//! earlier, it clears `sleep` (one ring per sleep is enough) and rings the driver's doorbell
+//! after unlocking. Both sides hold the base lock, so "the driver did not see the new timer
+//! and the armer did not see the driver's deadline" is impossible. The ring itself cannot be
+//! lost either (see `Doorbell`). Arming later than `D` rings nobody.
 //!
 //! A wheel entry's payload is the address of the timer object (a [`Slot`]); the timer in turn
 //! records where it waits (`TimerState::{base, wheel, wheel_key}`), written under the timer's
@@ -56,11 +70,18 @@ pub(crate) const NO_EXPIRY: u64 = u64::MAX;
 
 pub(crate) struct Base {
     lock: ByteLock,
-    wheels: UnsafeCell<[Wheel<Slot>; CLOCKS]>,
+    state: UnsafeCell<BaseState>,
     next: [AtomicU64; CLOCKS],
 }
 
-// SAFETY: `wheels` is only accessed with `lock` held (`Base::locked`); the payloads are `Send`.
+/// What the base lock covers.
+pub(crate) struct BaseState {
+    pub(crate) wheels: [Wheel<Slot>; CLOCKS],
+    /// See "Waking a sleeping driver" in the module doc.
+    pub(crate) sleep: [u64; CLOCKS],
+}
+
+// SAFETY: `state` is only accessed with `lock` held (`Base::locked`); the payloads are `Send`.
 unsafe impl Sync for Base {}
 // SAFETY: as above.
 unsafe impl Send for Base {}
@@ -76,20 +97,24 @@ impl Base {
         };
         Base {
             lock: ByteLock::new(),
-            wheels: UnsafeCell::new(start.map(wheel)),
+            state: UnsafeCell::new(BaseState {
+                wheels: start.map(wheel),
+                sleep: [0; CLOCKS],
+            }),
             next: std::array::from_fn(|_| AtomicU64::new(NO_EXPIRY)),
         }
     }
 
-    /// Runs `f` on the wheels with the lock held, then republishes their next expiries.
+    /// Runs `f` on the base's state with the lock held, then republishes the wheels' next
+    /// expiries.
     #[inline]
-    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut [Wheel<Slot>; CLOCKS]) -> R) -> R {
+    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut BaseState) -> R) -> R {
         self.lock.lock();
-        let r = self.wheels.with_mut(|p| {
+        let r = self.state.with_mut(|p| {
             // SAFETY: the lock is held until the unlock below, so this is the only reference.
-            let wheels = unsafe { &mut *p };
-            let r = f(wheels);
-            for (w, next) in wheels.iter().zip(&self.next) {
+            let st = unsafe { &mut *p };
+            let r = f(st);
+            for (w, next) in st.wheels.iter().zip(&self.next) {
                 // Relaxed: a hint for `next_deadline`, which may read a value one operation
                 // old; a poll always re-reads the wheels under the lock.
                 next.store(w.next_expiry().unwrap_or(NO_EXPIRY), Ordering::Relaxed);
@@ -100,17 +125,29 @@ impl Base {
         r
     }
 
-    /// Runs `f` on wheel `i` with the lock held, then republishes its next expiry.
+    /// Runs `f` on wheel `i` with the lock held, then republishes its next expiry. Also
+    /// returns whether the change must wake the driver serving this base (its next expiry
+    /// is now before the driver's published sleep; see the module doc).
     #[inline]
-    pub(crate) fn locked_wheel<R>(&self, i: usize, f: impl FnOnce(&mut Wheel<Slot>) -> R) -> R {
+    pub(crate) fn locked_wheel<R>(
+        &self,
+        i: usize,
+        f: impl FnOnce(&mut Wheel<Slot>) -> R,
+    ) -> (R, bool) {
         self.lock.lock();
-        let r = self.wheels.with_mut(|p| {
+        let r = self.state.with_mut(|p| {
             // SAFETY: the lock is held until the unlock below, so this is the only reference.
-            let wheel = unsafe { &mut (*p)[i] };
+            let st = unsafe { &mut *p };
+            let wheel = &mut st.wheels[i];
             let r = f(wheel);
+            let next = wheel.next_expiry().unwrap_or(NO_EXPIRY);
             // Relaxed: as in `locked`.
-            self.next[i].store(wheel.next_expiry().unwrap_or(NO_EXPIRY), Ordering::Relaxed);
-            r
+            self.next[i].store(next, Ordering::Relaxed);
+            let ring = next < st.sleep[i];
+            if ring {
+                st.sleep = [0; CLOCKS];
+            }
+            (r, ring)
         });
         self.lock.unlock();
         r

@@ -1,8 +1,9 @@
 //! The POSIX interval-timer service: [`Timers`], its [`Owner`]s, and their timers.
 //!
 //! ```text
-//!  Timers ── Core { registry, clock source, tick, bases[B] }
+//!  Timers ── Core { registry, clock source, tick, bases[B], doorbells[D] }
 //!     │                                   └─ Base: lock, wheel per clock, next expiry per clock
+//!     ├─ drivers[D] (threads: sleep until their bases' earliest expiry, then poll all bases)
 //!     └─ owner() ─► Owner ── registry owner (IDs → timer objects)
 //!                         └─ sink: event queue + waiting receivers (Queue timers)
 //! ```
@@ -31,11 +32,13 @@
 //!
 //! # Firing
 //!
-//! In this version the application drives expiry: [`Timers::next_deadline`] says when there
-//! is work, [`Timers::poll`] does it (from an epoll loop, an async task, a dedicated thread).
-//! A poll visits every base. At each it takes the base lock only to pop what is due, at most
-//! [`Builder::batch`] entries at a time, and delivers them with the lock released (seed 004's
-//! rule), so arming and cancelling on that base wait for one batch at most.
+//! Either background drivers ([`Builder::drivers`], default one on the OS clocks; the
+//! `driver` module) or the application's own loop: [`Timers::next_deadline`] says when there
+//! is work, [`Timers::poll`] does it (from an epoll loop, an async task, a dedicated thread);
+//! both may run together. A poll visits every base. At each it takes the base lock only to
+//! pop what is due, at most [`Builder::batch`] entries at a time, and delivers them with the
+//! lock released (seed 004's rule), so arming and cancelling on that base wait for one batch
+//! at most.
 //!
 //! # Precision
 //!
@@ -60,6 +63,7 @@
 //!   Under the timer's lock the poll then checks that the timer still waits on that entry.
 
 mod base;
+mod driver;
 mod notify;
 
 #[cfg(all(test, not(loom)))]
@@ -72,15 +76,18 @@ use crate::error::Error;
 use crate::itimer::{self, Arm, Consumed, Setting};
 use crate::registry::timer::{Locked, Timer};
 use crate::registry::{self, NotifyKind, Registry, TimerId, TimerInfo};
+use crate::sync::AtomicBool;
 use crate::sync::{thread_index, AtomicU64, Ordering};
 use crate::wheel::{Key, Mode};
 use base::{wheel_of, Base, Slot, CLOCKS, NO_EXPIRY, WHEEL_CLOCKS};
 use crossbeam_utils::CachePadded;
+use driver::Doorbell;
 use notify::{EventRef, Sink};
 use std::cell::Cell;
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// A callback timer's closure: called with the timer's ID and the event's overrun.
@@ -179,6 +186,8 @@ impl From<Setting> for ItimerSpec {
 #[derive(Clone)]
 pub struct Builder {
     bases: Option<usize>,
+    drivers: Option<usize>,
+    os_clock: bool,
     tick: Duration,
     batch: usize,
     clock: Arc<dyn ClockSource>,
@@ -189,6 +198,7 @@ impl fmt::Debug for Builder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
             .field("bases", &self.bases)
+            .field("drivers", &self.drivers)
             .field("tick", &self.tick)
             .field("batch", &self.batch)
             .field("registry", &self.registry)
@@ -200,6 +210,8 @@ impl Default for Builder {
     fn default() -> Self {
         Builder {
             bases: None,
+            drivers: None,
+            os_clock: true,
             tick: Duration::from_micros(1),
             batch: 64,
             clock: Arc::new(OsClock),
@@ -213,6 +225,15 @@ impl Builder {
     /// thread that arms it.
     pub fn bases(&mut self, n: usize) -> &mut Self {
         self.bases = Some(n);
+        self
+    }
+
+    /// Background driver threads (default: 1 on the OS clocks, 0 on any other clock source,
+    /// whose time a thread cannot sleep on). 0 leaves firing to [`Timers::poll`]. Driver `k`
+    /// sleeps until the earliest expiry of bases `k, k + n, ...` and then fires what is due on
+    /// every base; see the `driver` module doc.
+    pub fn drivers(&mut self, n: usize) -> &mut Self {
+        self.drivers = Some(n);
         self
     }
 
@@ -231,7 +252,8 @@ impl Builder {
 
     /// The clocks to run on: [`OsClock`] (default) or a [`crate::clock::ManualClock`] for
     /// deterministic tests.
-    pub fn clock(&mut self, clock: impl ClockSource) -> &mut Self {
+    pub fn clock<C: ClockSource>(&mut self, clock: C) -> &mut Self {
+        self.os_clock = std::any::TypeId::of::<C>() == std::any::TypeId::of::<OsClock>();
         self.clock = Arc::new(clock);
         self
     }
@@ -256,6 +278,10 @@ impl Builder {
         if bases == 0 || bases > 1 << 16 {
             return Err(Error::InvalidConfig("bases must be in 1..=65536"));
         }
+        let drivers = self.drivers.unwrap_or(usize::from(self.os_clock));
+        if drivers > bases {
+            return Err(Error::InvalidConfig("more drivers than bases"));
+        }
         if self.batch == 0 {
             return Err(Error::InvalidConfig("the batch must be at least 1"));
         }
@@ -264,17 +290,24 @@ impl Builder {
         let res = Resolution::new(tick)?;
         let registry = self.registry.build()?;
         let start = WHEEL_CLOCKS.map(|c| res.ticks_floor(self.clock.now(c)));
+        let core = Arc::new(Core {
+            registry,
+            clock: self.clock.clone(),
+            res,
+            batch: self.batch,
+            bases: (0..bases)
+                .map(|_| CachePadded::new(Base::new(start)))
+                .collect(),
+            callback_panics: AtomicU64::new(0),
+            bells: (0..drivers).map(|_| CachePadded::default()).collect(),
+            shutdown: AtomicBool::new(false),
+            driver_wakeups: AtomicU64::new(0),
+            rings: AtomicU64::new(0),
+        });
+        let drivers = Drivers::start(&core, drivers, self.os_clock)?;
         Ok(Timers {
-            core: Arc::new(Core {
-                registry,
-                clock: self.clock.clone(),
-                res,
-                batch: self.batch,
-                bases: (0..bases)
-                    .map(|_| CachePadded::new(Base::new(start)))
-                    .collect(),
-                callback_panics: AtomicU64::new(0),
-            }),
+            core,
+            _drivers: Arc::new(drivers),
         })
     }
 }
@@ -283,6 +316,78 @@ impl Builder {
 #[derive(Clone)]
 pub struct Timers {
     core: Arc<Core>,
+    /// Stops and joins the drivers when the last `Timers` handle goes (owners keep only the
+    /// core, so their events stay readable).
+    _drivers: Arc<Drivers>,
+}
+
+/// The driver threads of a `Timers`, stopped and joined on drop.
+struct Drivers {
+    core: Arc<Core>,
+    threads: Vec<JoinHandle<()>>,
+    #[cfg(not(loom))]
+    watch: Option<Arc<driver::ClockWatch>>,
+}
+
+impl Drivers {
+    fn start(core: &Arc<Core>, n: usize, os_clock: bool) -> Result<Drivers, Error> {
+        let mut d = Drivers {
+            core: core.clone(),
+            threads: Vec::new(),
+            #[cfg(not(loom))]
+            watch: None,
+        };
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(f)
+                .map_err(|_| Error::InvalidConfig("cannot start a driver thread"))
+        };
+        for k in 0..n {
+            let c = core.clone();
+            // On error, `d`'s drop stops the threads started so far.
+            d.threads.push(spawn(
+                format!("tempora-driver-{k}"),
+                Box::new(move || driver::run(c, k, n)),
+            )?);
+        }
+        #[cfg(not(loom))]
+        if n > 0 && os_clock {
+            if let Some(w) = driver::ClockWatch::new() {
+                let w = Arc::new(w);
+                let (c, w2) = (core.clone(), w.clone());
+                d.watch = Some(w);
+                d.threads.push(spawn(
+                    "tempora-clockwatch".into(),
+                    Box::new(move || w2.run(&c)),
+                )?);
+            }
+        }
+        #[cfg(loom)]
+        let _ = os_clock;
+        Ok(d)
+    }
+}
+
+impl Drop for Drivers {
+    fn drop(&mut self) {
+        self.core.shutdown.store(true, Ordering::Release);
+        for bell in self.core.bells.iter() {
+            bell.ring();
+        }
+        #[cfg(not(loom))]
+        if let Some(w) = &self.watch {
+            w.stop();
+        }
+        let me = std::thread::current().id();
+        for t in self.threads.drain(..) {
+            // A callback on a driver that drops the last `Timers` cannot join its own thread;
+            // that driver sees `shutdown` and ends by itself.
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
+        }
+    }
 }
 
 impl fmt::Debug for Timers {
@@ -308,6 +413,12 @@ struct Core {
     batch: usize,
     bases: Box<[CachePadded<Base>]>,
     callback_panics: AtomicU64,
+    /// One per driver; driver `k` serves the bases `b % drivers == k`.
+    bells: Box<[CachePadded<Doorbell>]>,
+    shutdown: AtomicBool,
+    driver_wakeups: AtomicU64,
+    /// Doorbell rings (arms earlier than a driver's sleep, clock steps, shutdown).
+    rings: AtomicU64,
 }
 
 /// Clock readings taken at most once per clock per operation.
@@ -388,6 +499,16 @@ impl Timers {
         &self.core.registry
     }
 
+    /// Times a driver thread woke from sleep (each an OS wake-up), since build.
+    pub fn driver_wakeups(&self) -> u64 {
+        self.core.driver_wakeups.load(Ordering::Relaxed)
+    }
+
+    /// Number of background driver threads.
+    pub fn drivers(&self) -> usize {
+        self.core.bells.len()
+    }
+
     /// Callbacks that panicked (each panic is caught; the poll goes on).
     pub fn callback_panics(&self) -> u64 {
         self.core.callback_panics.load(Ordering::Relaxed)
@@ -399,9 +520,14 @@ impl Timers {
     /// Callbacks run on the calling thread with no tempora lock held. A panicking callback is
     /// caught and counted ([`Timers::callback_panics`]).
     pub fn poll(&self) -> usize {
-        let src = &*self.core.clock;
-        let now = WHEEL_CLOCKS.map(|c| src.now(c));
-        self.core.poll(now)
+        self.core.poll_now()
+    }
+
+    /// Tells the service that the realtime clock was set: drivers wake and re-evaluate
+    /// absolute `CLOCK_REALTIME` timers at once (with drivers on the OS clocks this is
+    /// detected by itself, through `timerfd`'s `TFD_TIMER_CANCEL_ON_SET`).
+    pub fn clock_was_set(&self) {
+        self.core.clock_was_set();
     }
 
     /// The monotonic time (ns, on the service's clock source) at which [`Timers::poll`] next
@@ -443,6 +569,32 @@ impl Timers {
 }
 
 impl Core {
+    /// Every clock, read once.
+    fn now_all(&self) -> [u64; CLOCKS] {
+        let src = &*self.clock;
+        WHEEL_CLOCKS.map(|c| src.now(c))
+    }
+
+    fn poll_now(&self) -> usize {
+        self.poll(self.now_all())
+    }
+
+    fn clock_was_set(&self) {
+        for bell in self.bells.iter() {
+            self.rings.fetch_add(1, Ordering::Relaxed);
+            bell.ring();
+        }
+    }
+
+    /// Rings the driver serving base `b`.
+    #[cold]
+    fn ring(&self, b: usize) {
+        if !self.bells.is_empty() {
+            self.rings.fetch_add(1, Ordering::Relaxed);
+            self.bells[b % self.bells.len()].ring();
+        }
+    }
+
     /// The base of the calling thread.
     #[inline]
     fn my_base(&self) -> usize {
@@ -471,17 +623,24 @@ impl Core {
             // Same wheel: move the entry (no slab traffic), or insert it again if a poll has
             // popped it meanwhile.
             let key = Key::from_bits(l.state.wheel_key);
-            let key = self.bases[b].locked_wheel(w, |wheel| match wheel.reschedule(key, tick) {
-                Ok(()) => key,
-                Err(_) => wheel.insert_with(tick, Mode::PRECISE, slot),
-            });
+            let (key, ring) =
+                self.bases[b].locked_wheel(w, |wheel| match wheel.reschedule(key, tick) {
+                    Ok(()) => key,
+                    Err(_) => wheel.insert_with(tick, Mode::PRECISE, slot),
+                });
+            if ring {
+                self.ring(b);
+            }
             l.state.wheel_key = key.to_bits();
             l.state.wheel_tick = tick;
             return;
         }
         self.disarm(l);
-        let key =
+        let (key, ring) =
             self.bases[b].locked_wheel(w, |wheel| wheel.insert_with(tick, Mode::PRECISE, slot));
+        if ring {
+            self.ring(b);
+        }
         l.state.base = b as u16;
         l.state.wheel = w as u8 + 1;
         l.state.wheel_key = key.to_bits();
@@ -526,9 +685,9 @@ impl Core {
             loop {
                 // Pinned from before the pop until the entries are delivered (module doc).
                 let guard = crossbeam_epoch::pin();
-                let complete = self.bases[b].locked(|wheels| {
+                let complete = self.bases[b].locked(|st| {
                     let mut complete = true;
-                    for (w, wheel) in wheels.iter_mut().enumerate() {
+                    for (w, wheel) in st.wheels.iter_mut().enumerate() {
                         if ticks[w] < wheel.now() {
                             // Only the realtime clock can step back: re-base its wheel so that
                             // nothing fires before the wall clock reaches it again.

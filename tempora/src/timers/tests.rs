@@ -862,3 +862,144 @@ fn churn_across_threads_leaves_nothing_behind() {
         "no wheel entry outlived its timer"
     );
 }
+
+// ---- background drivers (OS clocks, real threads; no timing is asserted) -------------------
+
+/// Waits (yielding, never sleeping) until a driver has published a finite sleep deadline on
+/// the monotonic wheels: it has seen an armed timer and is about to sleep until it.
+fn until_driver_sleeps(timers: &Timers) {
+    let mono = base::wheel_of(ClockId::Monotonic);
+    while !timers.core.bases.iter().any(|b| {
+        let t = b.locked(|st| st.sleep[mono]);
+        t != 0 && t != base::NO_EXPIRY
+    }) {
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_driver_fires_timers_with_nobody_polling() {
+    let timers = Timers::builder().bases(2).drivers(1).build().unwrap();
+    assert_eq!(timers.drivers(), 1);
+    let owner = timers.owner();
+    let t = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner.settime(t, SetFlags::RELATIVE, ms(1), ms(1)).unwrap();
+    for _ in 0..3 {
+        let e = owner.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert_eq!(e.map(|e| e.id), Some(t));
+    }
+    assert!(timers.driver_wakeups() > 0);
+}
+
+#[test]
+fn an_earlier_arm_rings_the_sleeping_driver_a_later_one_does_not() {
+    let timers = Timers::builder().bases(2).drivers(1).build().unwrap();
+    let owner = timers.owner();
+    let far = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    let near = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner
+        .settime(
+            far,
+            SetFlags::RELATIVE,
+            Duration::from_secs(3600),
+            Duration::ZERO,
+        )
+        .unwrap();
+    // Once the driver publishes a finite deadline it sleeps until the 1 h timer; arming
+    // later does not wake it.
+    until_driver_sleeps(&timers);
+    let rings = timers.core.rings.load(Ordering::Relaxed);
+    owner
+        .settime(
+            near,
+            SetFlags::RELATIVE,
+            Duration::from_secs(7200),
+            Duration::ZERO,
+        )
+        .unwrap();
+    assert_eq!(
+        timers.core.rings.load(Ordering::Relaxed),
+        rings,
+        "later: no ring"
+    );
+    // Arming earlier than its sleep wakes it, and the timer fires (without the ring the
+    // driver would sleep for an hour and this would time out).
+    owner
+        .settime(near, SetFlags::RELATIVE, ms(2), Duration::ZERO)
+        .unwrap();
+    assert_eq!(
+        timers.core.rings.load(Ordering::Relaxed),
+        rings + 1,
+        "earlier: one ring"
+    );
+    let e = owner.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(e.map(|e| e.id), Some(near));
+}
+
+#[test]
+fn dropping_timers_joins_its_drivers_and_pending_events_stay_readable() {
+    let timers = Timers::builder().bases(2).drivers(2).build().unwrap();
+    let owner = timers.owner();
+    // The core is held by this handle and its driver set, the owner, each driver and the
+    // clock watcher.
+    assert_eq!(Arc::strong_count(&owner.inner.core), 6);
+    let t = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    let rearmed = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner
+        .settime(
+            t,
+            SetFlags::RELATIVE,
+            Duration::from_nanos(1),
+            Duration::ZERO,
+        )
+        .unwrap();
+    // Wait until it fired: its event is then pending on the owner's queue.
+    while owner.queued() == 0 {
+        std::thread::yield_now();
+    }
+    owner
+        .settime(rearmed, SetFlags::RELATIVE, ms(1), Duration::ZERO)
+        .unwrap();
+    drop(timers);
+    assert_eq!(
+        Arc::strong_count(&owner.inner.core),
+        1,
+        "every driver thread (and the watcher) ended before drop returned"
+    );
+    assert_eq!(owner.try_recv().map(|e| e.id), Some(t), "still readable");
+    assert!(owner.gettime(rearmed).is_ok(), "the owner still works");
+}
+
+#[test]
+fn a_panicking_callback_does_not_stop_its_driver() {
+    let timers = Timers::builder().bases(1).drivers(1).build().unwrap();
+    let owner = timers.owner();
+    let boom = owner
+        .create(ClockId::Monotonic, Notify::callback(|_, _| panic!("boom")))
+        .unwrap();
+    let after = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    owner
+        .settime(boom, SetFlags::RELATIVE, ms(1), Duration::ZERO)
+        .unwrap();
+    owner
+        .settime(after, SetFlags::RELATIVE, ms(3), Duration::ZERO)
+        .unwrap();
+    let e = owner.recv_timeout(Duration::from_secs(30)).unwrap();
+    std::panic::set_hook(hook);
+    assert_eq!(e.map(|e| e.id), Some(after));
+    assert_eq!(timers.callback_panics(), 1);
+}
+
+#[test]
+fn clock_was_set_rings_every_driver() {
+    let timers = Timers::builder().bases(2).drivers(2).build().unwrap();
+    let rings = timers.core.rings.load(Ordering::Relaxed);
+    timers.clock_was_set();
+    assert_eq!(timers.core.rings.load(Ordering::Relaxed), rings + 2);
+    assert!(matches!(
+        Timers::builder().bases(1).drivers(2).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+}
