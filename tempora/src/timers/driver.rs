@@ -16,7 +16,7 @@
 use super::base::{wheel_of, CLOCKS, NO_EXPIRY, WHEEL_CLOCKS};
 use super::Core;
 use crate::clock::ClockId;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering, WaitQueue};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,8 +40,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Default)]
 pub(crate) struct Doorbell {
     seq: AtomicU64,
-    #[cfg(loom)]
-    wait: (loom::sync::Mutex<()>, loom::sync::Condvar),
+    queue: WaitQueue,
 }
 
 impl Doorbell {
@@ -57,50 +56,14 @@ impl Doorbell {
         // Release: the wheel change that made the ring necessary is visible to the driver
         // (it also re-reads the wheels under the base lock).
         self.seq.fetch_add(1, Ordering::Release);
-        #[cfg(not(loom))]
-        // SAFETY: the key is this doorbell's address, only used to park on this doorbell.
-        unsafe {
-            parking_lot_core::unpark_all(self.key(), parking_lot_core::DEFAULT_UNPARK_TOKEN);
-        }
-        #[cfg(loom)]
-        {
-            drop(self.wait.0.lock().unwrap());
-            self.wait.1.notify_all();
-        }
-    }
-
-    #[cfg(not(loom))]
-    fn key(&self) -> usize {
-        self as *const Doorbell as usize
+        self.queue.wake_all();
     }
 
     /// Sleeps until rung (since `token` was taken) or until `deadline` (V).
     pub(crate) fn sleep(&self, token: u64, deadline: Option<Instant>) {
-        #[cfg(not(loom))]
-        {
-            // Relaxed: runs under the wait queue's lock, which `ring`'s unpark also takes.
-            let validate = || self.seq.load(Ordering::Relaxed) == token;
-            // SAFETY: the key is this doorbell's address; the callbacks do not panic or call
-            // into parking_lot_core.
-            unsafe {
-                parking_lot_core::park(
-                    self.key(),
-                    validate,
-                    || {},
-                    |_, _| {},
-                    parking_lot_core::DEFAULT_PARK_TOKEN,
-                    deadline,
-                );
-            }
-        }
-        #[cfg(loom)]
-        {
-            let _ = deadline; // the model has no time: it sleeps until rung
-            let mut guard = self.wait.0.lock().unwrap();
-            while self.seq.load(Ordering::Relaxed) == token {
-                guard = self.wait.1.wait(guard).unwrap();
-            }
-        }
+        // Relaxed: runs under the wait queue's lock, which `ring`'s wake-up also takes.
+        self.queue
+            .wait(|| self.seq.load(Ordering::Relaxed) == token, deadline);
     }
 }
 

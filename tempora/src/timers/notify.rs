@@ -17,26 +17,29 @@
 //! receive per event: 56-68 → 42-48 ns). The queue keeps its peak capacity: 16 bytes per event that was pending at
 //! once.
 //!
-//! Receivers that find it empty park on the sink's address with `parking_lot_core` (a futex-
-//! style wait queue keyed by address). The waiter count lives under the queue lock, so the
+//! Receivers that find it empty sleep on the sink's [`WaitQueue`] (futex-style: a check run
+//! under the wait queue's lock decides whether to sleep). The waiter count lives under the queue lock, so the
 //! usual lost-wake-up argument is a lock argument:
 //!
 //! ```text
-//!   receiver: park(key, validate)                 sender
-//!     validate (under the park bucket's lock):      lock q; push; w = waiters; unlock q
-//!       lock q; empty? waiters += 1; unlock q       if w > 0: unpark_all(key)
-//!     sleeps only if validate said "empty"            (takes the park bucket's lock)
+//!   receiver: wait(validate)                      sender
+//!     validate (under the wait queue's lock):       lock q; push; w = waiters; unlock q
+//!       lock q; empty? waiters += 1; unlock q       if w > 0: wake_all
+//!     sleeps only if validate said "empty"            (takes the wait queue's lock)
 //! ```
 //!
 //! If the push takes `q` first, validate sees the entry and the receiver does not sleep. If
-//! validate takes `q` first, the sender sees `waiters > 0` and calls `unpark_all`, which needs
-//! the park bucket's lock that the receiver holds from validate until it is queued as a
-//! sleeper, so the wake-up finds it. A sender that sees no waiter skips `unpark_all`.
+//! validate takes `q` first, the sender sees `waiters > 0` and calls `wake_all`, which needs
+//! the wait queue's lock that the receiver holds from validate until it is queued as a
+//! sleeper, so the wake-up finds it. A sender that sees no waiter skips `wake_all`: the check
+//! costs nothing, as it rides on the queue lock the push takes anyway (an atomic count read
+//! outside that lock would need a SeqCst fence on both sides instead). The loom test
+//! `loom_receiver_never_misses_a_push` checks it; reading the count before the push, or
+//! counting the waiter outside `q`, makes it deadlock.
 
 use crate::registry::timer::Timer;
 use crate::registry::TimerId;
-use crate::sync::{AtomicBool, ByteLock, Ordering, UnsafeCell};
-use parking_lot_core::{ParkResult, DEFAULT_PARK_TOKEN, DEFAULT_UNPARK_TOKEN};
+use crate::sync::{AtomicBool, ByteLock, Ordering, UnsafeCell, WaitQueue};
 use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::time::Instant;
@@ -77,6 +80,7 @@ pub(crate) struct Sink {
     lock: ByteLock,
     state: UnsafeCell<SinkState>,
     dead: AtomicBool,
+    sleepers: WaitQueue,
 }
 
 #[derive(Debug, Default)]
@@ -96,10 +100,6 @@ impl Sink {
         let r = self.state.with_mut(|p| f(unsafe { &mut *p }));
         self.lock.unlock();
         r
-    }
-
-    fn key(&self) -> usize {
-        self as *const Sink as usize
     }
 
     /// Queues an event (called with the timer's lock held) and wakes waiting receivers.
@@ -140,9 +140,7 @@ impl Sink {
 
     #[cold]
     fn wake(&self) {
-        // SAFETY: the key is this sink's address, used only for parking on this sink; the
-        // unpark token is the default.
-        unsafe { parking_lot_core::unpark_all(self.key(), DEFAULT_UNPARK_TOKEN) };
+        self.sleepers.wake_all();
     }
 
     /// Sleeps until the queue may have an entry, the owner is closed, or `deadline` passes.
@@ -155,22 +153,51 @@ impl Sink {
                 sleep
             })
         };
-        // SAFETY: the key is this sink's address; `validate` and the callbacks neither panic
-        // nor call into parking_lot_core.
-        let r = unsafe {
-            parking_lot_core::park(
-                self.key(),
-                validate,
-                || {},
-                |_, _| {},
-                DEFAULT_PARK_TOKEN,
-                deadline,
-            )
-        };
-        if r == ParkResult::Invalid {
+        let mut counted = false;
+        let in_time = self.sleepers.wait(
+            || {
+                counted = validate();
+                counted
+            },
+            deadline,
+        );
+        if !counted {
             return true;
         }
         self.locked(|s| s.waiters -= 1);
-        r != ParkResult::TimedOut
+        in_time
+    }
+}
+
+#[cfg(all(test, loom))]
+mod tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    /// A receiver that finds the queue empty and goes to sleep races a sender's push: it
+    /// must wake with the event (loom reports a deadlock if the wake-up can be lost).
+    #[test]
+    fn loom_receiver_never_misses_a_push() {
+        loom::model(|| {
+            let sink = Arc::new(Sink::default());
+            let sender = {
+                let sink = sink.clone();
+                loom::thread::spawn(move || {
+                    sink.push(EventRef {
+                        timer: NonNull::dangling(),
+                        id: TimerId::new(7).unwrap(),
+                        generation: 1,
+                    });
+                })
+            };
+            let got = loop {
+                if let Some(e) = sink.pop() {
+                    break e;
+                }
+                sink.wait(None);
+            };
+            assert_eq!(got.id.get(), 7);
+            sender.join().unwrap();
+        });
     }
 }
