@@ -127,6 +127,45 @@ impl ByteLock {
     }
 }
 
+/// Debug-build check of the service's lock order, **timer → base**, and of "never two base
+/// locks at once" (`timers/base.rs`). Release builds (and loom models, whose threads share one
+/// OS thread) compile it away.
+pub(crate) mod lock_order {
+    #[cfg(all(debug_assertions, not(loom)))]
+    thread_local! {
+        static BASE_HELD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// A base lock is being taken.
+    #[inline]
+    pub(crate) fn base_enter() {
+        #[cfg(all(debug_assertions, not(loom)))]
+        BASE_HELD.with(|h| {
+            assert!(!h.get(), "lock order: a second base lock while holding one");
+            h.set(true);
+        });
+    }
+
+    /// The base lock was released.
+    #[inline]
+    pub(crate) fn base_exit() {
+        #[cfg(all(debug_assertions, not(loom)))]
+        BASE_HELD.with(|h| h.set(false));
+    }
+
+    /// A timer lock is being taken.
+    #[inline]
+    pub(crate) fn timer_enter() {
+        #[cfg(all(debug_assertions, not(loom)))]
+        BASE_HELD.with(|h| {
+            assert!(
+                !h.get(),
+                "lock order: a timer lock taken while holding a base lock (order is timer → base)"
+            );
+        });
+    }
+}
+
 /// A futex-style wait queue for one object: threads sleep on it only if a check run under
 /// the queue's internal lock (`validate`) still says so, and [`WaitQueue::wake_all`] takes
 /// that lock, so a wake-up issued after the condition changed cannot fall between a waiter's

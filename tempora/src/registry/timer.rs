@@ -201,6 +201,7 @@ impl Timer {
         id: Option<i32>,
         f: impl FnOnce(Locked<'_>) -> R,
     ) -> Option<R> {
+        crate::sync::lock_order::timer_enter();
         self.written.lock.lock();
         let current = match id {
             Some(id) => self.is(owner_word, id),
@@ -228,6 +229,7 @@ impl Timer {
     /// and the caller then checks that the timer still waits on that entry).
     #[inline]
     pub(crate) fn lock_visible<R>(&self, f: impl FnOnce(Locked<'_>) -> R) -> Option<R> {
+        crate::sync::lock_order::timer_enter();
         self.written.lock.lock();
         // Acquire: as in `is`.
         let word = self.hot.owner.load(Ordering::Acquire);

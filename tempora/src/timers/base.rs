@@ -32,11 +32,12 @@
 //! Lock order: **timer → base**. settime, delete and consume hold the timer's lock and take a
 //! base lock to insert or remove; expiry takes the base lock alone (to collect), releases it,
 //! and only then takes timer locks. Nothing takes a timer lock while holding a base lock, and
-//! no path holds two base locks.
+//! no path holds two base locks. Debug builds assert both at every lock (`sync::lock_order`;
+//! the test `lock_order_violation_is_caught_in_debug_builds`).
 
 use crate::clock::ClockId;
 use crate::registry::timer::Timer;
-use crate::sync::{AtomicU64, ByteLock, Ordering, UnsafeCell};
+use crate::sync::{lock_order, AtomicU64, ByteLock, Ordering, UnsafeCell};
 use crate::wheel::Wheel;
 use std::ptr::NonNull;
 
@@ -109,6 +110,7 @@ impl Base {
     /// expiries.
     #[inline]
     pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut BaseState) -> R) -> R {
+        lock_order::base_enter();
         self.lock.lock();
         let r = self.state.with_mut(|p| {
             // SAFETY: the lock is held until the unlock below, so this is the only reference.
@@ -122,6 +124,7 @@ impl Base {
             r
         });
         self.lock.unlock();
+        lock_order::base_exit();
         r
     }
 
@@ -134,6 +137,7 @@ impl Base {
         i: usize,
         f: impl FnOnce(&mut Wheel<Slot>) -> R,
     ) -> (R, bool) {
+        lock_order::base_enter();
         self.lock.lock();
         let r = self.state.with_mut(|p| {
             // SAFETY: the lock is held until the unlock below, so this is the only reference.
@@ -150,6 +154,7 @@ impl Base {
             (r, ring)
         });
         self.lock.unlock();
+        lock_order::base_exit();
         r
     }
 

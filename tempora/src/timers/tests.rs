@@ -1003,3 +1003,15 @@ fn clock_was_set_rings_every_driver() {
         Err(Error::InvalidConfig(_))
     ));
 }
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "lock order")]
+fn lock_order_violation_is_caught_in_debug_builds() {
+    let f = Fx::new();
+    let t = f.queue(ClockId::Monotonic);
+    // A timer lock taken under a base lock: the reverse of timer → base.
+    f.timers.core.bases[0].locked(|_| {
+        let _ = f.owner.gettime(t);
+    });
+}
