@@ -1,0 +1,244 @@
+//! Background drivers under churn, on the OS clocks: threads create / settime / delete timers
+//! and receive events on shared owners for a bounded time while one driver fires them.
+//!
+//! Checked, for every periodic timer that lived through the run:
+//! - never early: each delivery's last counted period had begun when it was delivered (with
+//!   the first expiry taken at its earliest bound, the clock read before settime);
+//! - never twice, never lost: deliveries + overruns equal the periods elapsed up to the final
+//!   consume, which is bracketed by two clock reads (for `Queue` timers, consumed at the end
+//!   with their event pending), or do not exceed them (callback timers, stopped at the end);
+//! - nothing leaks: once the owners are gone no timer and no wheel entry is left.
+//!
+//! `TEMPORA_SOAK_SECS` runs it longer (default 1 s).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tempora::clock::{ClockId, ClockSource, OsClock};
+use tempora::registry::{Status, TimerId};
+use tempora::{Notify, Owner, SetFlags, Timers};
+
+fn now() -> u64 {
+    OsClock.now(ClockId::Monotonic)
+}
+
+/// Periods of a timer armed at `first` with `interval` that began by `t`.
+fn periods(first: u64, interval: u64, t: u64) -> u64 {
+    if t < first {
+        0
+    } else {
+        (t - first) / interval + 1
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    first: u64,
+    interval: u64,
+    counted: u64,
+    early: u64,
+}
+
+impl Tally {
+    fn account(&mut self, overrun: i32, at: u64) {
+        self.counted += 1 + overrun as u64;
+        let last = self.first + (self.counted - 1) * self.interval;
+        if at < last {
+            self.early += 1;
+        }
+    }
+}
+
+/// Arms `id` periodic; returns bounds of its first expiry (clock read before and after the
+/// call).
+fn arm(owner: &Owner, id: TimerId, value: u64, interval: u64) -> (u64, u64) {
+    let before = now();
+    owner
+        .settime(
+            id,
+            SetFlags::RELATIVE,
+            Duration::from_nanos(value),
+            Duration::from_nanos(interval),
+        )
+        .unwrap();
+    (before + value, now() + value)
+}
+
+#[test]
+fn drivers_under_churn_never_fire_early_twice_or_lose_a_period() {
+    let secs: f64 = std::env::var("TEMPORA_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    let timers = Timers::builder().bases(2).drivers(1).build().unwrap();
+    let shared = timers.owner();
+    let stop = Arc::new(AtomicBool::new(false));
+    // Queue timers on the shared owner, never deleted during the run: (first lower bound,
+    // first upper bound, interval) by ID, and a tally fed by the receivers.
+    let mut queue = HashMap::new();
+    for i in 0..16u64 {
+        let id = shared.create(ClockId::Monotonic, Notify::Queue).unwrap();
+        let interval = 2_000_000 + i * 700_000;
+        let (lo, hi) = arm(&shared, id, 1_000_000 + i * 300_000, interval);
+        queue.insert(id, (lo, hi, interval));
+    }
+    let tallies: Arc<Mutex<HashMap<TimerId, Tally>>> = Arc::new(Mutex::new(
+        queue
+            .iter()
+            .map(|(&id, &(lo, _, interval))| {
+                (
+                    id,
+                    Tally {
+                        first: lo,
+                        interval,
+                        ..Tally::default()
+                    },
+                )
+            })
+            .collect(),
+    ));
+    let receivers: Vec<_> = (0..2)
+        .map(|_| {
+            let (shared, stop, tallies) = (shared.clone(), stop.clone(), tallies.clone());
+            std::thread::spawn(move || {
+                let mut got = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok(Some(e)) = shared.recv_timeout(Duration::from_millis(20)) {
+                        // The time is read under the lock, so tallies see events in the
+                        // order of their times even with two receivers.
+                        let mut tallies = tallies.lock().unwrap();
+                        let at = now();
+                        tallies.get_mut(&e.id).unwrap().account(e.overrun, at);
+                        got += 1;
+                    }
+                }
+                got
+            })
+        })
+        .collect();
+    // Churners: callback timers that count their own deliveries, created, armed, re-armed and
+    // deleted at random on the shared owner and on owners of their own.
+    let early = Arc::new(AtomicU64::new(0));
+    let churners: Vec<_> = (0..2u64)
+        .map(|w| {
+            let (shared, stop, early, timers) =
+                (shared.clone(), stop.clone(), early.clone(), timers.clone());
+            std::thread::spawn(move || {
+                let mut rng = (w + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let mut next = move || {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    rng
+                };
+                let mut own = timers.owner();
+                // (on the shared owner?, ID, tally)
+                let mut live: Vec<(bool, TimerId, Arc<Mutex<Tally>>)> = Vec::new();
+                let mut checked = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let on_shared = next() % 3 == 0;
+                    let owner = if on_shared { &shared } else { &own };
+                    let tally = Arc::new(Mutex::new(Tally::default()));
+                    let t2 = tally.clone();
+                    let early2 = early.clone();
+                    let id = owner
+                        .create(
+                            ClockId::Monotonic,
+                            Notify::callback(move |_, overrun| {
+                                let mut t = t2.lock().unwrap();
+                                let before = t.early;
+                                t.account(overrun, now());
+                                if t.early != before {
+                                    early2.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }),
+                        )
+                        .unwrap();
+                    let interval = 500_000 + next() % 3_000_000;
+                    {
+                        // Hold the tally's lock across the arming so the first callback sees
+                        // its start.
+                        let mut t = tally.lock().unwrap();
+                        let (lo, _) = arm(owner, id, next() % 2_000_000, interval);
+                        t.first = lo;
+                        t.interval = interval;
+                    }
+                    live.push((on_shared, id, tally));
+                    if live.len() > 64 || next() % 4 == 0 {
+                        let (on_shared, id, tally) = live.swap_remove(next() as usize % live.len());
+                        let o = if on_shared { &shared } else { &own };
+                        // Stop it, then check it never delivered more periods than began.
+                        let _ = o.settime(id, SetFlags::RELATIVE, Duration::ZERO, Duration::ZERO);
+                        let end = now();
+                        o.delete(id).unwrap();
+                        let t = tally.lock().unwrap();
+                        assert!(
+                            t.counted <= periods(t.first, t.interval, end),
+                            "a callback timer delivered more periods than began"
+                        );
+                        checked += 1;
+                    }
+                    if next() % 200 == 0 {
+                        live.retain(|(on_shared, ..)| *on_shared);
+                        own = timers.owner(); // the old one goes with its armed timers
+                    }
+                    std::thread::yield_now();
+                }
+                checked
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    stop.store(true, Ordering::Relaxed);
+    let received: u64 = receivers.into_iter().map(|r| r.join().unwrap()).sum();
+    let checked: u64 = churners.into_iter().map(|c| c.join().unwrap()).sum();
+    // Each Queue timer: wait until its event is pending, then consume everything, bracketing
+    // the consume with clock reads: the count is then exact.
+    for &id in queue.keys() {
+        while !shared
+            .timers()
+            .iter()
+            .any(|t| t.id == id && t.status == Status::RequeuePending)
+        {
+            std::thread::yield_now();
+        }
+    }
+    let before = now();
+    let mut last = Vec::new();
+    while let Some(e) = shared.try_recv() {
+        last.push(e);
+    }
+    let after = now();
+    let mut tallies = tallies.lock().unwrap();
+    for e in last {
+        tallies.get_mut(&e.id).unwrap().account(e.overrun, after);
+    }
+    for (id, &(lo, hi, interval)) in &queue {
+        let t = &tallies[id];
+        assert_eq!(t.early, 0, "timer {id}: an event before its period began");
+        let (min, max) = (periods(hi, interval, before), periods(lo, interval, after));
+        assert!(
+            (min..=max).contains(&t.counted),
+            "timer {id}: {} periods delivered + overrun, {min}..={max} began",
+            t.counted
+        );
+    }
+    assert_eq!(
+        early.load(Ordering::Relaxed),
+        0,
+        "a callback before its period"
+    );
+    assert!(
+        received > 0 && checked > 0,
+        "received {received}, checked {checked}"
+    );
+    eprintln!(
+        "{secs} s: {received} queue events, {checked} callback timers checked, {} driver wake-ups",
+        timers.driver_wakeups()
+    );
+    drop(shared);
+    drop(tallies);
+    assert_eq!(timers.registry().len(), 0, "no timer left");
+    assert_eq!(timers.next_deadline(), None, "no wheel entry left");
+}
