@@ -157,8 +157,42 @@ fn check_json_rejects_a_failed_tempora_row() {
 }
 
 #[test]
-fn service_suite_json_lines_cover_every_case_for_tempora_and_the_kernel() {
-    let (stdout, rows) = bench_json(&["--suite", "service", "--n", "2000", "--reps", "1"]);
+fn service_suite_json_lines_cover_every_case_for_tempora_and_its_peers() {
+    let (stdout, rows) = bench_json(&[
+        "--suite", "service", "--quick", "--n", "2000", "--reps", "1",
+    ]);
+    for (case, imp) in [
+        ("wakeups", "tempora"),
+        ("wakeups", "tempora-per-base"),
+        ("wakeups", "kernel"),
+        ("lateness", "tempora"),
+        ("lateness", "kernel"),
+    ] {
+        let row = rows
+            .iter()
+            .find(|r| r["case"] == case && r["impl"] == imp)
+            .unwrap_or_else(|| panic!("no row for {case}/{imp}"));
+        assert_eq!(row["ok"], true, "{row}");
+        let fields: &[&str] = if case == "wakeups" {
+            &["wakeups_per_s", "instants_per_s"]
+        } else {
+            &["p50_ns", "p99_ns", "p999_ns"]
+        };
+        for f in fields {
+            assert!(row[f].as_f64().is_some(), "{case}/{imp} lacks {f}: {row}");
+        }
+        if case == "lateness" {
+            assert_eq!(row["early"], 0, "a probe fired before its expiry: {row}");
+        }
+    }
+    for case in ["contention-own", "contention-shared"] {
+        let row = rows
+            .iter()
+            .find(|r| r["case"] == case && r["impl"] == "tempora")
+            .unwrap_or_else(|| panic!("no row for {case}"));
+        assert_eq!(row["threads"], 2, "{row}");
+        assert!(row["ns_per_op"].as_f64().unwrap() > 0.0, "{row}");
+    }
     for case in [
         "settime-arm",
         "settime-move",
@@ -174,6 +208,7 @@ fn service_suite_json_lines_cover_every_case_for_tempora_and_the_kernel() {
             assert_eq!(row["suite"], "service");
             assert_eq!(row["n"], 2000);
             assert_eq!(row["threads"], 1);
+            assert!(row.get("wakeups_per_s").is_none());
             if imp == "tempora" {
                 assert_eq!(row["ok"], true, "{row}");
                 assert!(row["ns_per_op"].as_f64().unwrap() > 0.0, "{row}");

@@ -199,23 +199,31 @@ pub struct TimerSignal {
 /// `None` when none is pending. Dequeuing a periodic timer's signal re-arms the timer and
 /// latches its overrun, as delivery does.
 pub fn take_signal(signo: i32) -> Result<Option<TimerSignal>, Errno> {
+    signal_wait(signo, std::time::Duration::ZERO)
+}
+
+fn signal_wait(signo: i32, timeout: std::time::Duration) -> Result<Option<TimerSignal>, Errno> {
     // SAFETY: plain data, initialised before use.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: as above; the kernel fills it.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    let zero = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
     };
     // SAFETY: valid pointers for the duration of the calls.
     let r = unsafe {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, signo);
-        libc::sigtimedwait(&set, &mut info, &zero)
+        libc::sigtimedwait(&set, &mut info, &ts)
     };
     if r < 0 {
         let e = errno();
-        return if e == libc::EAGAIN { Ok(None) } else { Err(e) };
+        return if e == libc::EAGAIN || e == libc::EINTR {
+            Ok(None)
+        } else {
+            Err(e)
+        };
     }
     // SAFETY: siginfo_t for an SI_TIMER signal: after si_signo, si_errno, si_code (and padding
     // to 8 bytes) come si_tid (int), si_overrun (int), si_sigval, as in the kernel's
@@ -226,4 +234,10 @@ pub fn take_signal(signo: i32) -> Result<Option<TimerSignal>, Errno> {
         (fields.add(1).read(), base.add(24).cast::<i32>().read())
     };
     Ok(Some(TimerSignal { value, overrun }))
+}
+
+/// `sigtimedwait({signo}, &info, timeout)`: waits up to `timeout` for `signo` (see
+/// [`take_signal`]); `None` on timeout.
+pub fn wait_signal(signo: i32, timeout: std::time::Duration) -> Result<Option<TimerSignal>, Errno> {
+    signal_wait(signo, timeout)
 }

@@ -2,6 +2,7 @@
 //! table (stdout, or stderr with `--json`), JSON lines (`--json`, one object per result, nothing
 //! else on stdout) and SVG plots under `target/tempora-bench/`.
 
+mod drivers;
 mod queues;
 mod registries;
 mod seed;
@@ -12,6 +13,7 @@ mod wheel;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Barrier;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -81,6 +83,19 @@ pub struct Extras {
     /// seed t4/t5/loop: per-thread time divided by the same work on one thread alone.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vs_one_thread: Option<f64>,
+    /// service wakeups: OS wake-ups of the timer threads per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wakeups_per_s: Option<f64>,
+    /// service wakeups: distinct expiry instants per second (the floor for wake-ups).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instants_per_s: Option<f64>,
+    /// service lateness: expiry to delivery, percentiles in ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_ns: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_ns: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p999_ns: Option<f64>,
 }
 
 /// One JSON result line (CONVENTIONS.md "Benchmark output").
@@ -326,6 +341,24 @@ pub(crate) fn settle_reclamation() {
     }
 }
 
+/// Runs `work(i)` for `i` in `0..threads`, each on a thread of its own, all starting together
+/// (after a barrier); their results in order.
+pub(crate) fn on_threads<T: Send>(threads: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let barrier = Barrier::new(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (barrier, work) = (&barrier, &work);
+                s.spawn(move || {
+                    barrier.wait();
+                    work(i)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 /// The median of `v` (sorted in place): what `ns_per_op` reports.
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -347,6 +380,7 @@ pub fn run(opts: &Opts) {
     }
     if opts.suite == "all" || opts.suite == "service" {
         service::run(opts, &mut rep);
+        drivers::run(opts, &mut rep);
     }
     rep.finish();
 }

@@ -19,11 +19,12 @@
 //! parallel scaling.
 
 use std::hint::black_box;
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use super::registries::{Dash, Errno, GlobalLock, Kernel, Registry, SparseArray, Tempora};
-use super::{allocated_bytes, median, settle_reclamation, Extras, Opts, Record, Reporter};
+use super::{
+    allocated_bytes, median, on_threads, settle_reclamation, Extras, Opts, Record, Reporter,
+};
 
 const PER_THREAD: usize = 20_000;
 const LOOP_PAIRS: usize = 100_000;
@@ -216,24 +217,6 @@ fn worst_create<R: Registry>(n: usize, ids: &mut Vec<i32>) -> f64 {
     }
     reg.release(o, ids);
     worst.as_secs_f64() * 1e6
-}
-
-/// Runs `work(i)` for `i` in `0..threads`, each on a thread of its own, all starting together
-/// (after a barrier); their results in order.
-fn on_threads<T: Send>(threads: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let barrier = Barrier::new(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|i| {
-                let (barrier, work) = (&barrier, &work);
-                s.spawn(move || {
-                    barrier.wait();
-                    work(i)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
 }
 
 /// Per-thread (create, getoverrun) durations of one T4/T5 round, or the first failure.

@@ -1,0 +1,479 @@
+//! The service suite's driver cases: tempora running by itself (background drivers) against
+//! the kernel's POSIX timers, on the OS clocks.
+//!
+//! - `wakeups`: n periodic timers armed from one thread per base (so every base holds some)
+//!   with 4 periods (100, 200, 250, 400 ms) from one aligned start; counted over 2 s (1 s with
+//!   `--quick`) are the OS wake-ups of the timer threads (`wakeups_per_s`) and the distinct
+//!   expiry instants in the window (`instants_per_s`, the floor). Peers: `tempora` (one driver
+//!   serving all bases), `tempora-per-base` (one driver per base), `kernel` (POSIX timers with
+//!   `SIGEV_THREAD_ID` to one thread that sleeps in `sigtimedwait` and drains what is pending
+//!   on each wake-up; at most 50k timers, under `RLIMIT_SIGPENDING`, its `n` says how many).
+//!   Callbacks and signals do no work.
+//! - `lateness`: n live timers armed an hour ahead (the load), plus 2000 probe timers expiring
+//!   at random instants over the next second; lateness = delivery time − exact expiry, read
+//!   with `CLOCK_MONOTONIC` on the delivering thread (tempora: the driver running the probe's
+//!   callback; kernel: the thread returning from `sigtimedwait`). `p50_ns`, `p99_ns`, `p999_ns`.
+//! - `contention-own` / `contention-shared`: T threads (2 and 64) each arm and disarm 1000
+//!   timers of their own 20 times, with an owner each or all in one shared owner; `ns_per_op`
+//!   is the mean per-thread time per settime, `vs_one_thread` divides it by one thread's time
+//!   for the same work in the same run. On 2 CPUs, T = 64 measures contention and time
+//!   slicing, not scaling.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tempora::clock::{ClockId, ClockSource, OsClock};
+use tempora::{Notify, SetFlags, Timers};
+
+use super::{median, on_threads, Extras, Opts, Record, Reporter};
+
+const PERIODS_MS: [u64; 4] = [100, 200, 250, 400];
+const PROBES: usize = 2000;
+/// The kernel's `wakeups` row uses at most this many timers (`RLIMIT_SIGPENDING` is 96k here).
+const KERNEL_WAKEUP_TIMERS: usize = 50_000;
+
+fn mono() -> u64 {
+    OsClock.now(ClockId::Monotonic)
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn record(
+    rep: &mut Reporter,
+    case: &str,
+    imp: &str,
+    n: usize,
+    threads: usize,
+    r: Result<(f64, Extras), String>,
+) {
+    let (ns, extras, error) = match r {
+        Ok((ns, e)) => (ns, e, None),
+        Err(e) => (0.0, Extras::default(), Some(e)),
+    };
+    rep.record(Record {
+        suite: "service",
+        case: case.to_string(),
+        imp: imp.to_string(),
+        n: n as u64,
+        threads: threads as u32,
+        ns_per_op: ns,
+        total_ms: ns * n as f64 / 1e6,
+        ok: error.is_none(),
+        error,
+        dist: None,
+        extras,
+    });
+    rep.tick();
+}
+
+/// Distinct expiry instants of the wakeups schedule (start `t0`, `PERIODS_MS`) in `[a, b)`.
+fn instants(t0: u64, a: u64, b: u64) -> usize {
+    let mut set = std::collections::BTreeSet::new();
+    for p in PERIODS_MS {
+        let p = p * 1_000_000;
+        let mut t = t0 + p;
+        while t < b {
+            if t >= a {
+                set.insert(t);
+            }
+            t += p;
+        }
+    }
+    set.len()
+}
+
+fn kernel_create_failed(e: i32, made: usize) -> String {
+    let limit =
+        tempora_kernel::rlimit_sigpending().map_or_else(|| "unknown".into(), |l| l.to_string());
+    format!("timer_create: errno {e} after {made} timers (RLIMIT_SIGPENDING {limit})")
+}
+
+fn wakeups_tempora(n: usize, per_base: bool, secs: f64) -> Result<(f64, Extras), String> {
+    let bases = cpus();
+    let timers = Timers::builder()
+        .bases(bases)
+        .drivers(if per_base { bases } else { 1 })
+        .build()
+        .map_err(|e| e.to_string())?;
+    let owner = timers.owner();
+    let fired = Arc::new(AtomicU64::new(0));
+    let f2 = fired.clone();
+    let cb: tempora::timers::Callback = Arc::new(move |_, o| {
+        f2.fetch_add(1 + o as u64, Ordering::Relaxed);
+    });
+    // Aligned start, far enough for the arming of n timers to finish first.
+    let t0 = (mono() / 10_000_000 + 1) * 10_000_000 + 500_000_000 + n as u64 * 400;
+    on_threads(bases, |k| {
+        for i in (k..n).step_by(bases) {
+            let p = PERIODS_MS[i % 4] * 1_000_000;
+            let id = owner
+                .create(ClockId::Monotonic, Notify::Callback(cb.clone()))
+                .expect("create");
+            owner
+                .settime(
+                    id,
+                    SetFlags::ABSTIME,
+                    Duration::from_nanos(t0 + p),
+                    Duration::from_nanos(p),
+                )
+                .expect("settime");
+        }
+    });
+    let start = t0 + 50_000_000;
+    std::thread::sleep(Duration::from_nanos(start.saturating_sub(mono())));
+    let (w0, a) = (timers.driver_wakeups(), mono());
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    let (w1, b) = (timers.driver_wakeups(), mono());
+    let span = (b - a) as f64 / 1e9;
+    let fired = fired.load(Ordering::Relaxed);
+    drop(owner);
+    let wakeups = (w1 - w0) as f64 / span;
+    Ok((
+        0.0,
+        Extras {
+            wakeups_per_s: Some(wakeups),
+            instants_per_s: Some(instants(t0, a, b) as f64 / span),
+            fired: Some(fired),
+            ..Extras::default()
+        },
+    ))
+}
+
+fn wakeups_kernel(n: usize, secs: f64) -> Result<(f64, Extras), String> {
+    let signo = libc::SIGRTMIN() + 5;
+    // The kernel's timers signal a thread of their own that only waits and drains.
+    let ready = Arc::new(std::sync::Barrier::new(2));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let wakeups = Arc::new(AtomicU64::new(0));
+    let tid = Arc::new(AtomicU64::new(0));
+    let waiter = {
+        let (ready, stop, wakeups, tid) =
+            (ready.clone(), stop.clone(), wakeups.clone(), tid.clone());
+        std::thread::spawn(move || {
+            tempora_kernel::block_signal(signo).expect("block");
+            tid.store(tempora_kernel::gettid() as u64, Ordering::Relaxed);
+            ready.wait();
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(Some(_)) = tempora_kernel::wait_signal(signo, Duration::from_millis(50)) {
+                    wakeups.fetch_add(1, Ordering::Relaxed);
+                    while let Ok(Some(_)) = tempora_kernel::take_signal(signo) {}
+                }
+            }
+            while let Ok(Some(_)) = tempora_kernel::take_signal(signo) {}
+        })
+    };
+    ready.wait();
+    let tid = tid.load(Ordering::Relaxed) as i32;
+    let mut ids = Vec::with_capacity(n);
+    let mut result = Ok(());
+    for i in 0..n {
+        match tempora_kernel::timer_create_signal(libc::CLOCK_MONOTONIC, signo, i as i32, tid) {
+            Ok(id) => ids.push(id),
+            Err(e) => {
+                result = Err(kernel_create_failed(e, i));
+                break;
+            }
+        }
+    }
+    let out = result.map(|()| {
+        let t0 = (mono() / 10_000_000 + 1) * 10_000_000 + 500_000_000 + n as u64 * 1_000;
+        for (i, &id) in ids.iter().enumerate() {
+            let p = PERIODS_MS[i % 4] * 1_000_000;
+            tempora_kernel::timer_settime(id, libc::TIMER_ABSTIME, t0 + p, p).expect("settime");
+        }
+        let start = t0 + 50_000_000;
+        std::thread::sleep(Duration::from_nanos(start.saturating_sub(mono())));
+        let (w0, a) = (wakeups.load(Ordering::Relaxed), mono());
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        let (w1, b) = (wakeups.load(Ordering::Relaxed), mono());
+        let span = (b - a) as f64 / 1e9;
+        (
+            0.0,
+            Extras {
+                wakeups_per_s: Some((w1 - w0) as f64 / span),
+                instants_per_s: Some(instants(t0, a, b) as f64 / span),
+                ..Extras::default()
+            },
+        )
+    });
+    for id in ids {
+        let _ = tempora_kernel::timer_delete(id);
+    }
+    stop.store(true, Ordering::Relaxed);
+    waiter.join().expect("waiter");
+    out
+}
+
+fn percentiles(mut late: Vec<f64>) -> Extras {
+    late.sort_by(f64::total_cmp);
+    let at = |q: f64| late[((late.len() as f64 * q) as usize).min(late.len() - 1)];
+    Extras {
+        p50_ns: Some(at(0.5)),
+        p99_ns: Some(at(0.99)),
+        p999_ns: Some(at(0.999)),
+        fired: Some(late.len() as u64),
+        early: Some(late.iter().filter(|&&l| l < 0.0).count() as u64),
+        ..Extras::default()
+    }
+}
+
+fn lateness_tempora(n: usize) -> Result<(f64, Extras), String> {
+    let timers = Timers::builder()
+        .drivers(1)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let owner = timers.owner();
+    for _ in 0..n {
+        let id = owner
+            .create(ClockId::Monotonic, Notify::Queue)
+            .map_err(|e| e.to_string())?;
+        owner
+            .settime(
+                id,
+                SetFlags::RELATIVE,
+                Duration::from_secs(3600),
+                Duration::ZERO,
+            )
+            .map_err(|e| e.to_string())?;
+    }
+    let late = Arc::new(Mutex::new(Vec::with_capacity(PROBES)));
+    let t0 = mono() + 100_000_000;
+    let mut rng = 0x2545_F491_4F6C_DD1Du64;
+    for _ in 0..PROBES {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let at = t0 + rng % 1_000_000_000;
+        let l2 = late.clone();
+        let id = owner
+            .create(
+                ClockId::Monotonic,
+                Notify::callback(move |_, _| {
+                    let now = mono();
+                    l2.lock().unwrap().push(now as f64 - at as f64);
+                }),
+            )
+            .map_err(|e| e.to_string())?;
+        owner
+            .settime(
+                id,
+                SetFlags::ABSTIME,
+                Duration::from_nanos(at),
+                Duration::ZERO,
+            )
+            .map_err(|e| e.to_string())?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while late.lock().unwrap().len() < PROBES && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let late = std::mem::take(&mut *late.lock().unwrap());
+    if late.len() < PROBES {
+        return Err(format!("{} of {PROBES} probes delivered", late.len()));
+    }
+    Ok((0.0, percentiles(late)))
+}
+
+fn lateness_kernel(n: usize) -> Result<(f64, Extras), String> {
+    let signo = libc::SIGRTMIN() + 6;
+    let mut load = Vec::with_capacity(n);
+    let mut result = Ok(());
+    for i in 0..n {
+        match tempora_kernel::timer_create_none_on(libc::CLOCK_MONOTONIC) {
+            Ok(id) => {
+                let _ = tempora_kernel::timer_settime(id, 0, 3_600_000_000_000, 0);
+                load.push(id);
+            }
+            Err(e) => {
+                result = Err(kernel_create_failed(e, i));
+                break;
+            }
+        }
+    }
+    let out = result.and_then(|()| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            tempora_kernel::block_signal(signo).expect("block");
+            tx.send(tempora_kernel::gettid()).expect("send");
+            let mut got = Vec::with_capacity(PROBES);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while got.len() < PROBES && Instant::now() < deadline {
+                if let Ok(Some(s)) = tempora_kernel::wait_signal(signo, Duration::from_millis(50)) {
+                    got.push((mono(), s.value));
+                }
+            }
+            got
+        });
+        let tid = rx.recv().expect("tid");
+        let t0 = mono() + 100_000_000;
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut probes = Vec::with_capacity(PROBES);
+        let mut at = Vec::with_capacity(PROBES);
+        for i in 0..PROBES {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let t = t0 + rng % 1_000_000_000;
+            match tempora_kernel::timer_create_signal(libc::CLOCK_MONOTONIC, signo, i as i32, tid) {
+                Ok(id) => {
+                    tempora_kernel::timer_settime(id, libc::TIMER_ABSTIME, t, 0).expect("settime");
+                    probes.push(id);
+                    at.push(t);
+                }
+                Err(e) => {
+                    for id in probes.drain(..) {
+                        let _ = tempora_kernel::timer_delete(id);
+                    }
+                    return Err(kernel_create_failed(e, n + i));
+                }
+            }
+        }
+        let got = waiter.join().expect("waiter");
+        for id in probes {
+            let _ = tempora_kernel::timer_delete(id);
+        }
+        if got.len() < PROBES {
+            return Err(format!("{} of {PROBES} probes delivered", got.len()));
+        }
+        Ok((
+            0.0,
+            percentiles(
+                got.iter()
+                    .map(|&(now, i)| now as f64 - at[i as usize] as f64)
+                    .collect(),
+            ),
+        ))
+    });
+    for id in load {
+        let _ = tempora_kernel::timer_delete(id);
+    }
+    out
+}
+
+/// One contention round: `threads` threads each arm and disarm their own 1000 timers 20
+/// times; mean per-thread ns per settime.
+fn contention_round(threads: usize, shared: bool) -> f64 {
+    const TIMERS: usize = 1000;
+    const PASSES: usize = 20;
+    let timers = Timers::builder().drivers(0).build().expect("valid");
+    let one = timers.owner();
+    let owners: Vec<_> = (0..threads)
+        .map(|_| if shared { one.clone() } else { timers.owner() })
+        .collect();
+    let ids: Vec<Vec<_>> = owners
+        .iter()
+        .map(|o| {
+            (0..TIMERS)
+                .map(|_| o.create(ClockId::Monotonic, Notify::Queue).expect("create"))
+                .collect()
+        })
+        .collect();
+    let per_thread = on_threads(threads, |k| {
+        let (o, ids) = (&owners[k], &ids[k]);
+        let t = Instant::now();
+        for pass in 0..PASSES {
+            for (i, &id) in ids.iter().enumerate() {
+                let v = 1_000_000_000 + ((i * 7919 + pass * 104_729) % 1_000_000) as u64 * 1_000;
+                let _ = o.settime(
+                    id,
+                    SetFlags::RELATIVE,
+                    Duration::from_nanos(v),
+                    Duration::ZERO,
+                );
+            }
+            for &id in ids {
+                let _ = o.settime(id, SetFlags::RELATIVE, Duration::ZERO, Duration::ZERO);
+            }
+        }
+        t.elapsed().as_nanos() as f64 / (2 * PASSES * TIMERS) as f64
+    });
+    per_thread.iter().sum::<f64>() / threads as f64
+}
+
+pub fn run(opts: &Opts, rep: &mut Reporter) {
+    let quick = opts.quick;
+    let secs = if quick { 1.0 } else { 2.0 };
+    let wake_n: Vec<usize> = opts.n.clone().unwrap_or(if quick {
+        vec![100_000]
+    } else {
+        vec![1_000_000]
+    });
+    let late_n: Vec<usize> = opts.n.clone().unwrap_or(if quick {
+        vec![1_000]
+    } else {
+        vec![1_000, 100_000, 1_000_000]
+    });
+    let threads: Vec<usize> = if quick { vec![2] } else { vec![2, 64] };
+    let reps = opts.reps.unwrap_or(if quick { 3 } else { 5 });
+    let wants = |rep: &Reporter, c: &str| rep.wants_case(c);
+    let mut steps = 0;
+    if wants(rep, "wakeups") {
+        steps += wake_n.len() * 3;
+    }
+    if wants(rep, "lateness") {
+        steps += late_n.len() * 2;
+    }
+    steps += threads.len() * 2 * usize::from(wants(rep, "contention"));
+    rep.add_steps(steps as u64);
+    if wants(rep, "wakeups") {
+        for &n in &wake_n {
+            rep.set_message(format!("service wakeups n={n}"));
+            if rep.wants_impl("tempora") {
+                let r = wakeups_tempora(n, false, secs);
+                record(rep, "wakeups", "tempora", n, 1, r);
+            }
+            if rep.wants_impl("tempora-per-base") {
+                let r = wakeups_tempora(n, true, secs);
+                record(rep, "wakeups", "tempora-per-base", n, cpus(), r);
+            }
+            if rep.wants_impl("kernel") {
+                // As many as the kernel lets one user hold, with room for the rest of the run.
+                let k = n.min(KERNEL_WAKEUP_TIMERS);
+                let r = wakeups_kernel(k, secs);
+                record(rep, "wakeups", "kernel", k, 1, r);
+            }
+        }
+    }
+    if wants(rep, "lateness") {
+        for &n in &late_n {
+            rep.set_message(format!("service lateness n={n}"));
+            if rep.wants_impl("tempora") {
+                let r = lateness_tempora(n);
+                record(rep, "lateness", "tempora", n, 1, r);
+            }
+            if rep.wants_impl("kernel") {
+                let r = lateness_kernel(n);
+                record(rep, "lateness", "kernel", n, 1, r);
+            }
+        }
+    }
+    if wants(rep, "contention") && rep.wants_impl("tempora") {
+        for &t in &threads {
+            for (case, shared) in [("contention-own", false), ("contention-shared", true)] {
+                rep.set_message(format!("service {case} T={t}"));
+                let (mut ns, mut ratio) = (Vec::new(), Vec::new());
+                for _ in 0..reps {
+                    let one = contention_round(1, shared);
+                    let many = contention_round(t, shared);
+                    ns.push(many);
+                    ratio.push(many / one);
+                }
+                let extras = Extras {
+                    vs_one_thread: Some(median(&mut ratio)),
+                    ..Extras::default()
+                };
+                record(
+                    rep,
+                    case,
+                    "tempora",
+                    1000 * t,
+                    t,
+                    Ok((median(&mut ns), extras)),
+                );
+            }
+        }
+    }
+}
