@@ -108,7 +108,7 @@ pub(crate) mod timer;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 mod loom_tests;
 
 pub use timer::Status;
