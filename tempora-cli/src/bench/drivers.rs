@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 use tempora::clock::{ClockId, ClockSource, OsClock};
 use tempora::{Notify, SetFlags, Timers};
 
-use super::{median, on_threads, Extras, Opts, Record, Reporter};
+use super::service::record;
+use super::{median, on_threads, Extras, Opts, Reporter};
 
 const PERIODS_MS: [u64; 4] = [100, 200, 250, 400];
 const PROBES: usize = 2000;
@@ -39,34 +40,6 @@ fn mono() -> u64 {
 
 fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-fn record(
-    rep: &mut Reporter,
-    case: &str,
-    imp: &str,
-    n: usize,
-    threads: usize,
-    r: Result<(f64, Extras), String>,
-) {
-    let (ns, extras, error) = match r {
-        Ok((ns, e)) => (ns, e, None),
-        Err(e) => (0.0, Extras::default(), Some(e)),
-    };
-    rep.record(Record {
-        suite: "service",
-        case: case.to_string(),
-        imp: imp.to_string(),
-        n: n as u64,
-        threads: threads as u32,
-        ns_per_op: ns,
-        total_ms: ns * n as f64 / 1e6,
-        ok: error.is_none(),
-        error,
-        dist: None,
-        extras,
-    });
-    rep.tick();
 }
 
 /// Distinct expiry instants of the wakeups schedule (start `t0`, `PERIODS_MS`) in `[a, b)`.

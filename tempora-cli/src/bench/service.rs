@@ -208,7 +208,7 @@ fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, rep: &mut Reporter) {
         Err(e) => {
             for case in CASES {
                 if rep.wants_case(case) {
-                    record(rep, case, S::NAME, n, Err(e.clone()), Extras::default());
+                    record(rep, case, S::NAME, n, 1, Err(e.clone()));
                 }
             }
             return;
@@ -241,7 +241,14 @@ fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, rep: &mut Reporter) {
             bytes_per_timer: bytes,
             ..Extras::default()
         };
-        record(rep, "settime-arm", S::NAME, n, Ok(median(&mut v)), extras);
+        record(
+            rep,
+            "settime-arm",
+            S::NAME,
+            n,
+            1,
+            Ok((median(&mut v), extras)),
+        );
     }
     if rep.wants_case("settime-move") {
         let mut v: Vec<f64> = (1..=reps)
@@ -253,13 +260,14 @@ fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, rep: &mut Reporter) {
                 })
             })
             .collect();
+        let ns = median(&mut v);
         record(
             rep,
             "settime-move",
             S::NAME,
             n,
-            Ok(median(&mut v)),
-            Extras::default(),
+            1,
+            Ok((ns, Extras::default())),
         );
     }
     if rep.wants_case("gettime") {
@@ -275,14 +283,8 @@ fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, rep: &mut Reporter) {
                 ns
             })
             .collect();
-        record(
-            rep,
-            "gettime",
-            S::NAME,
-            n,
-            Ok(median(&mut v)),
-            Extras::default(),
-        );
+        let ns = median(&mut v);
+        record(rep, "gettime", S::NAME, n, 1, Ok((ns, Extras::default())));
     }
     if rep.wants_case("settime-disarm") {
         let mut v: Vec<f64> = (1..=reps)
@@ -297,13 +299,14 @@ fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, rep: &mut Reporter) {
                 })
             })
             .collect();
+        let ns = median(&mut v);
         record(
             rep,
             "settime-disarm",
             S::NAME,
             n,
-            Ok(median(&mut v)),
-            Extras::default(),
+            1,
+            Ok((ns, Extras::default())),
         );
     }
     if rep.wants_case("deliver") {
@@ -330,11 +333,11 @@ fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, rep: &mut Reporter) {
             ..Extras::default()
         };
         let result = if lost == 0 {
-            Ok(median(&mut v))
+            Ok((median(&mut v), extras))
         } else {
             Err(format!("{lost} events not delivered within 10 s"))
         };
-        record(rep, "deliver", S::NAME, n, result, extras);
+        record(rep, "deliver", S::NAME, n, 1, result);
     }
     for &id in &ids {
         svc.disarm(id);
@@ -342,24 +345,26 @@ fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, rep: &mut Reporter) {
     svc.delete(&ids);
 }
 
-fn record(
+/// Records one result row of the service suite (`total_ms` is `ns_per_op * n`); an error
+/// becomes an `ok:false` row.
+pub(super) fn record(
     rep: &mut Reporter,
     case: &str,
     imp: &str,
     n: usize,
-    result: Result<f64, String>,
-    extras: Extras,
+    threads: usize,
+    result: Result<(f64, Extras), String>,
 ) {
-    let (ns, error) = match result {
-        Ok(ns) => (ns, None),
-        Err(e) => (0.0, Some(e)),
+    let (ns, extras, error) = match result {
+        Ok((ns, e)) => (ns, e, None),
+        Err(e) => (0.0, Extras::default(), Some(e)),
     };
     rep.record(Record {
         suite: "service",
         case: case.to_string(),
         imp: imp.to_string(),
         n: n as u64,
-        threads: 1,
+        threads: threads as u32,
         ns_per_op: ns,
         total_ms: ns * n as f64 / 1e6,
         ok: error.is_none(),
