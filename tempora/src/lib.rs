@@ -35,8 +35,10 @@
 //! assert_eq!(owner.getoverrun(id), Ok(2));
 //! ```
 //!
-//! Drivers, statistics and checkpointing build on these.
+//! - [`checkpoint`]: snapshots of an owner (`Owner::checkpoint`), their checksummed binary
+//!   format and atomic files, and all-or-nothing restore with the same IDs (`Owner::restore`).
 
+pub mod checkpoint;
 pub mod clock;
 mod error;
 pub(crate) mod itimer;

@@ -702,6 +702,55 @@ impl Owner {
         self.inner.teardown(on_delete);
     }
 
+    /// Runs `f` on every visible timer of the owner, each under its own lock (a checkpoint's
+    /// walk: creators and deleters are not blocked; timers created or deleted meanwhile may or
+    /// may not be visited, as in [`Owner::timers`]).
+    pub(crate) fn for_each_locked(&self, mut f: impl FnMut(Locked<'_>)) {
+        let word = visible(self.inner.key);
+        let guard = epoch::pin();
+        self.inner.slots.for_each(&guard, |timer| {
+            // Relaxed: a filter; `lock_if` re-checks under the lock.
+            if timer.hot.owner.load(Ordering::Relaxed) == word {
+                timer.lock_if(word, None, &mut f);
+            }
+        });
+    }
+
+    /// The ID counter as a checkpoint records it: the lowest ID a normal create would hand
+    /// out next. That is the owner's counter, or lower while a shard still holds unused IDs of
+    /// a block it claimed (a thread that made one timer has claimed 64 IDs, and its next
+    /// create gets the second of them).
+    pub(crate) fn counter(&self) -> u32 {
+        let inner = &*self.inner;
+        // Acquire (both): pair with the Release epoch bump of `set_counter` / exact-ID creates.
+        let epoch = inner.epoch.load(Ordering::Acquire);
+        let mut next = inner.counter.load(Ordering::Acquire);
+        for slot in inner.shards.iter() {
+            // SeqCst: as in `shard_at`.
+            let p = slot.load(Ordering::SeqCst);
+            if p.is_null() {
+                continue;
+            }
+            // SAFETY: installed shards live as long as the owner.
+            let shard = unsafe { &*p };
+            shard.locked(|st| {
+                if st.id_left > 0 && st.id_epoch == epoch && st.id_next < next {
+                    next = st.id_next;
+                }
+            });
+        }
+        next & inner.shared.id_mask
+    }
+
+    /// Sets the ID counter (a restore puts back the checkpointed one); ID blocks that threads
+    /// claimed from the old counter are voided.
+    pub(crate) fn set_counter(&self, next: u32) {
+        // Relaxed + Release bump: as an exact-ID create does (`create_locked`).
+        self.inner.counter.store(next, Ordering::Relaxed);
+        self.inner.reused_ids.store(true, Ordering::Relaxed);
+        self.inner.epoch.fetch_add(1, Ordering::Release);
+    }
+
     /// Runs `f` under the lock of `timer` if it is still this owner's visible timer `id` in
     /// incarnation `generation` (an event names its timer so).
     pub(crate) fn with_slot<R>(

@@ -71,10 +71,12 @@ mod tests;
 
 pub use notify::Event;
 
+use crate::checkpoint::{CheckpointError, Expiry, Snapshot, TimerRecord};
 use crate::clock::{ClockId, ClockSource, OsClock, Resolution, TimeSpec};
 use crate::error::Error;
 use crate::itimer::{self, Arm, Consumed, Setting};
 use crate::registry::timer::{Locked, Timer};
+use crate::registry::Status;
 use crate::registry::{self, NotifyKind, Registry, TimerId, TimerInfo};
 use crate::sync::AtomicBool;
 use crate::sync::{thread_index, AtomicU64, Ordering};
@@ -103,6 +105,8 @@ pub enum Notify {
     Queue,
     /// A closure run by the poll that fires the timer (`SIGEV_THREAD`).
     Callback(Callback),
+    /// A callback with a name, under which a checkpoint records it (see [`crate::checkpoint`]).
+    NamedCallback(Arc<str>, Callback),
 }
 
 impl Notify {
@@ -111,11 +115,17 @@ impl Notify {
         Notify::Callback(Arc::new(f))
     }
 
+    /// `Notify::NamedCallback`: a callback a checkpoint records as `name`, for a restore to
+    /// map back to a closure.
+    pub fn callback_named(name: &str, f: impl Fn(TimerId, i32) + Send + Sync + 'static) -> Notify {
+        Notify::NamedCallback(name.into(), Arc::new(f))
+    }
+
     fn kind(&self) -> NotifyKind {
         match self {
             Notify::None => NotifyKind::None,
             Notify::Queue => NotifyKind::Queue,
-            Notify::Callback(_) => NotifyKind::Callback,
+            Notify::Callback(_) | Notify::NamedCallback(..) => NotifyKind::Callback,
         }
     }
 }
@@ -126,6 +136,7 @@ impl fmt::Debug for Notify {
             Notify::None => "None",
             Notify::Queue => "Queue",
             Notify::Callback(_) => "Callback(..)",
+            Notify::NamedCallback(..) => "NamedCallback(..)",
         })
     }
 }
@@ -455,6 +466,12 @@ impl<'a> LazyNow<'a> {
 /// A callback to run once the poll holds no lock.
 type Call = (Callback, TimerId, i32);
 
+/// What a callback timer's `ext[1]` points at: its closure and the name a checkpoint records.
+struct CallbackCell {
+    f: Callback,
+    name: Option<Arc<str>>,
+}
+
 impl Timers {
     /// A service on the OS clocks with the default configuration.
     pub fn new() -> Timers {
@@ -663,12 +680,12 @@ impl Core {
 
     /// The delete hook: run under the timer's lock as it stops being visible. Returns the
     /// callback box so the caller drops it (and the user's closure) with no lock held.
-    fn on_delete(&self, l: &mut Locked<'_>) -> Option<Box<Callback>> {
+    fn on_delete(&self, l: &mut Locked<'_>) -> Option<Box<CallbackCell>> {
         self.disarm(l);
         // Relaxed: under the timer's lock, which every reader of `ext[1]` holds.
-        let cb = l.timer.hot.ext[1].swap(0, Ordering::Relaxed) as *mut Callback;
-        // SAFETY: `ext[1]` is 0 or a `Box<Callback>` leaked at create (`Owner::create_inner`),
-        // taken out exactly once, here, under the lock.
+        let cb = l.timer.hot.ext[1].swap(0, Ordering::Relaxed) as *mut CallbackCell;
+        // SAFETY: `ext[1]` is 0 or a `Box<CallbackCell>` leaked at create
+        // (`Owner::create_inner`), taken out exactly once, here, under the lock.
         (!cb.is_null()).then(|| unsafe { Box::from_raw(cb) })
     }
 
@@ -778,13 +795,11 @@ impl Core {
                     if let Consumed::Deliver { overrun, rearm } = l.consume(event, &now_fn) {
                         self.apply(&mut l, rearm);
                         // Relaxed: written at create; cleared only under this lock.
-                        let cb = l.timer.hot.ext[1].load(Ordering::Relaxed) as *const Callback;
-                        // SAFETY: 0 or the timer's live `Box<Callback>`, freed only under this
-                        // lock (`on_delete`).
-                        if let Some(cb) = unsafe { cb.as_ref() } {
+                        // SAFETY: under the timer's lock (`callback_of`'s contract).
+                        if let Some(cell) = unsafe { callback_of(&l) } {
                             let id = TimerId::new(l.timer.hot.id.load(Ordering::Relaxed))
                                 .expect("IDs are non-negative");
-                            calls.push((cb.clone(), id, overrun));
+                            calls.push((cell.f.clone(), id, overrun));
                         }
                     }
                 }
@@ -803,6 +818,18 @@ impl Core {
             }
         }
     }
+}
+
+/// The callback cell of a locked callback timer, if any.
+///
+/// # Safety
+/// `l` holds the timer's lock (which a `Locked` proves) and the returned reference is dropped
+/// before the lock is: `ext[1]` is freed only under that lock (`Core::on_delete`).
+unsafe fn callback_of<'l>(l: &'l Locked<'_>) -> Option<&'l CallbackCell> {
+    // Relaxed: written at create; cleared only under this lock.
+    let cb = l.timer.hot.ext[1].load(Ordering::Relaxed) as *const CallbackCell;
+    // SAFETY: 0 or the timer's live `Box<CallbackCell>` (the function's contract).
+    unsafe { cb.as_ref() }
 }
 
 /// An ID namespace of [`Timers`], with its event queue. Cloning shares it; it is deleted, with
@@ -876,8 +903,10 @@ impl Owner {
         notify: Notify,
     ) -> Result<TimerId, Error> {
         let kind = notify.kind();
+        let cell = |f, name| Box::into_raw(Box::new(CallbackCell { f, name })) as usize;
         let cb = match notify {
-            Notify::Callback(f) => Box::into_raw(Box::new(f)) as usize,
+            Notify::Callback(f) => cell(f, None),
+            Notify::NamedCallback(name, f) => cell(f, Some(name)),
             _ => 0,
         };
         let sink = &self.inner.sink as *const Sink as usize;
@@ -888,7 +917,7 @@ impl Owner {
         if r.is_err() && cb != 0 {
             // SAFETY: leaked just above and never published: the create failed, so no timer
             // holds it.
-            drop(unsafe { Box::from_raw(cb as *mut Callback) });
+            drop(unsafe { Box::from_raw(cb as *mut CallbackCell) });
         }
         r
     }
@@ -1075,5 +1104,157 @@ impl Owner {
     /// Whether the owner has been destroyed.
     pub fn is_destroyed(&self) -> bool {
         self.inner.reg.is_destroyed()
+    }
+
+    /// A snapshot of the owner's logical state (see [`crate::checkpoint`] for what it holds and
+    /// the time rule). Taken timer by timer, each under its own lock, without stopping anyone:
+    /// checkpoint a quiescent owner to get one instant's state.
+    pub fn checkpoint(&self) -> Snapshot {
+        let core = &*self.inner.core;
+        let now = core.now_all();
+        let mut timers = Vec::new();
+        self.inner.reg.for_each_locked(|l| {
+            let st = &*l.state;
+            let t = l.timer;
+            let kind = t.notify();
+            // SAFETY: `l` holds the lock for the whole closure.
+            let name = match (kind, unsafe { callback_of(&l) }) {
+                (NotifyKind::None, _) => "none",
+                (NotifyKind::Queue, _) => "queue",
+                (NotifyKind::Callback, Some(CallbackCell { name: Some(n), .. })) => n,
+                (NotifyKind::Callback, _) => "callback",
+            };
+            let status = t.status();
+            let expiry_clock = ClockId::from_raw(i32::from(st.expiry_clock)).unwrap_or(t.clock());
+            // A disarmed timer's stored expiry only matters to a SIGEV_NONE timer (gettime
+            // goes on counting down to it, as on Linux).
+            let expiry = if status == Status::Disarmed && kind != NotifyKind::None
+                || (st.expiry == 0 && st.interval == 0 && status == Status::Disarmed)
+            {
+                Expiry::None
+            } else if expiry_clock == ClockId::Realtime {
+                Expiry::Realtime(st.expiry.min(i64::MAX as u64) as i64)
+            } else {
+                let left = i128::from(st.expiry) - i128::from(now[wheel_of(expiry_clock)]);
+                Expiry::Remaining {
+                    clock: expiry_clock,
+                    ns: left.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64,
+                }
+            };
+            timers.push(TimerRecord {
+                id: TimerId::new(t.hot.id.load(Ordering::Relaxed)).expect("IDs are non-negative"),
+                clock: t.clock(),
+                notify: name.to_string(),
+                status,
+                pending: kind == NotifyKind::Queue && st.queued && st.sigqueue_seq == st.signal_seq,
+                expiry,
+                interval: st.interval.min(i64::MAX as u64) as i64,
+                overrun: st.overrun.max(-1),
+                overrun_last: t.written.overrun_last.load(Ordering::Relaxed),
+            });
+        });
+        timers.sort_by_key(|t| t.id);
+        Snapshot {
+            counter: self.inner.reg.counter(),
+            restore_ids: self.restore_ids(),
+            timers,
+        }
+    }
+
+    /// Recreates `snapshot` in this owner, which must have no timers: the same IDs (through
+    /// exact-ID mode), clocks, settings, overruns and pending events, the ID counter and the
+    /// exact-ID mode; wheel placement is rebuilt. `notify` maps the snapshot's notification
+    /// names other than `none` and `queue` (see [`crate::checkpoint`]).
+    ///
+    /// All or nothing: everything is checked first, and if a create still fails the timers
+    /// made so far are deleted and the counter and mode put back.
+    ///
+    /// # Errors
+    /// [`CheckpointError::UnknownNotify`] for a name `notify` does not map;
+    /// [`CheckpointError::Corrupt`] for duplicate IDs; [`CheckpointError::Restore`] with
+    /// [`Error::IdInUse`] if the owner has timers, or the create error.
+    pub fn restore(
+        &self,
+        snapshot: &Snapshot,
+        notify: impl Fn(&str) -> Option<Notify>,
+    ) -> Result<(), CheckpointError> {
+        if !self.timers().is_empty() {
+            return Err(CheckpointError::Restore(Error::IdInUse));
+        }
+        let mut ids = std::collections::HashSet::with_capacity(snapshot.timers.len());
+        let mut plan = Vec::with_capacity(snapshot.timers.len());
+        for rec in &snapshot.timers {
+            if !ids.insert(rec.id) {
+                return Err(CheckpointError::Corrupt(format!("duplicate ID {}", rec.id)));
+            }
+            let n = match rec.notify.as_str() {
+                "none" => Notify::None,
+                "queue" => Notify::Queue,
+                name => notify(name).ok_or_else(|| CheckpointError::UnknownNotify(name.into()))?,
+            };
+            plan.push((rec, n));
+        }
+        let (counter, mode) = (self.inner.reg.counter(), self.restore_ids());
+        self.set_restore_ids(true);
+        let core = &*self.inner.core;
+        let now = core.now_all();
+        let mut made = Vec::with_capacity(plan.len());
+        for (rec, n) in plan {
+            let created = self
+                .create_inner(Some(rec.id.get()), rec.clock, n)
+                .and_then(|id| {
+                    self.inner
+                        .reg
+                        .with_timer(id, |mut l| restore_state(core, &mut l, rec, &now))
+                });
+            match created {
+                Ok(()) => made.push(rec.id),
+                Err(e) => {
+                    for &id in &made {
+                        let _ = self.delete(id);
+                    }
+                    self.inner.reg.set_counter(counter);
+                    self.set_restore_ids(mode);
+                    return Err(CheckpointError::Restore(e));
+                }
+            }
+        }
+        self.inner.reg.set_counter(snapshot.counter);
+        self.set_restore_ids(snapshot.restore_ids);
+        Ok(())
+    }
+}
+
+/// Puts a restored timer's state back (under its lock, just created).
+fn restore_state(core: &Core, l: &mut Locked<'_>, rec: &TimerRecord, now: &[u64; CLOCKS]) {
+    let (clock, expiry) = match rec.expiry {
+        Expiry::None => (rec.clock, 0),
+        Expiry::Remaining { clock, ns } => {
+            let at = i128::from(now[wheel_of(clock)]) + i128::from(ns);
+            (clock, at.clamp(0, i128::from(u64::MAX)) as u64)
+        }
+        Expiry::Realtime(ns) => (ClockId::Realtime, ns as u64),
+    };
+    l.state.expiry_clock = clock as u8;
+    l.state.expiry = expiry;
+    l.state.interval = rec.interval as u64;
+    l.state.overrun = rec.overrun;
+    l.set_overrun_last(rec.overrun_last);
+    l.set_status(rec.status);
+    if rec.pending && l.timer.notify() == NotifyKind::Queue {
+        l.state.queued = true;
+        l.state.sigqueue_seq = l.state.signal_seq;
+        // Relaxed: written at create, before the timer became visible.
+        let sink = l.timer.hot.ext[0].load(Ordering::Relaxed) as *const Sink;
+        // SAFETY: as in `Core::deliver`: the owner's sink outlives its visible timers, and
+        // this one is locked and visible.
+        unsafe { &*sink }.push(EventRef {
+            timer: NonNull::from(l.timer),
+            id: rec.id,
+            generation: l.timer.hot.generation.load(Ordering::Relaxed),
+        });
+    }
+    if rec.status == Status::Armed && l.timer.notify() != NotifyKind::None {
+        core.apply(l, Arm::At { clock, expiry });
     }
 }

@@ -1,0 +1,502 @@
+//! Checkpoint and restore of an owner: the snapshot, its binary format, and its files.
+//!
+//! [`crate::Owner::checkpoint`] takes a [`Snapshot`] of an owner's logical state;
+//! [`crate::Owner::restore`] recreates it in a fresh owner through exact-ID mode, with the same
+//! IDs, all or nothing. Derived state (wheel placement, hash chains) is rebuilt, never copied.
+//!
+//! # What a snapshot holds, and the time rule
+//!
+//! Per owner: the ID counter (the next ID a normal create would try) and whether exact-ID mode
+//! is on. Per timer: ID, clock, notification (by name, below), status, expiry, interval, the
+//! internal overrun (periods counted since the pending event was queued, -1 when none) and the
+//! latched overrun `getoverrun` returns, and whether its event is pending on the owner's queue.
+//!
+//! Expiries follow the clocks' own rules across a restore, possibly on another machine or after
+//! a reboot:
+//! * an expiry measured on `CLOCK_MONOTONIC` or `CLOCK_BOOTTIME` (monotonic and boot-time
+//!   timers, and relative `CLOCK_REALTIME` timers, which run on the monotonic clock) is stored
+//!   as the **time remaining** at checkpoint (negative if it has passed, as for a periodic timer
+//!   whose event is pending), and restored relative to the new owner's clock: a timer with
+//!   3 s left has 3 s left after the restore, however long the snapshot sat on disk;
+//! * an **absolute `CLOCK_REALTIME`** expiry is stored as is (ns since the epoch) and restored
+//!   as is: a timer set for 12:00 wall time still fires at 12:00, earlier if the snapshot was
+//!   restored late (at once if 12:00 has passed, counting the missed periods as overrun).
+//!
+//! # Notification names
+//!
+//! A snapshot names each timer's notification: `none`, `queue` (the owner's event queue), or
+//! the name the application gave its callback ([`crate::Notify::callback_named`]; an unnamed
+//! callback is `callback`). At restore the application maps names other than `none` and
+//! `queue` to [`crate::Notify`] values; a name it does not map is an error and nothing is
+//! restored.
+//!
+//! # Binary format (version 1.0)
+//!
+//! All integers little-endian.
+//!
+//! ```text
+//! offset  size  field
+//!      0     8  magic       "TEMPORA\x1a"
+//!      8     2  major       1: a reader refuses a greater major version
+//!     10     2  minor       0: a greater minor version may append fields to records
+//!     12     8  length      bytes of payload that follow the header
+//!     20     4  crc32c      CRC-32C (Castagnoli) of the payload
+//!     24        payload     one owner record, then `count` timer records
+//!
+//! owner record:  len u16 | counter u32 | restore_ids u8 | count u32
+//! timer record:  len u16 | id i32 | clock i32 (clockid_t) | status u8 | pending u8
+//!                | expiry_kind u8 (0 none, 1 remaining on expiry_clock, 2 realtime absolute)
+//!                | expiry_clock i32 | expiry i64 (ns) | interval i64 (ns) | overrun i64
+//!                | overrun_last i32 | name_len u16 | name (UTF-8)
+//! ```
+//!
+//! Each record starts with its own length (the bytes after the `len` field), so a reader skips
+//! fields a newer minor version appended. A reader checks everything before it allocates or
+//! creates anything: magic, version, that the length matches the file, the checksum, every
+//! record's length against what is left, counts against the bytes that could hold them,
+//! clock ids, status and kind values, times (intervals and absolute times within `i64`,
+//! overruns in range), UTF-8 names, and duplicate IDs.
+
+use crate::clock::ClockId;
+use crate::registry::{Status, TimerId};
+use std::collections::HashSet;
+use std::fmt;
+use std::io::Write;
+use std::path::Path;
+
+/// The magic at the start of every snapshot.
+pub const MAGIC: [u8; 8] = *b"TEMPORA\x1a";
+/// The format version this build writes.
+pub const VERSION: (u16, u16) = (1, 0);
+
+const HEADER: usize = 24;
+const OWNER_FIELDS: usize = 4 + 1 + 4;
+const TIMER_FIELDS: usize = 4 + 4 + 1 + 1 + 1 + 4 + 8 + 8 + 8 + 4 + 2;
+
+/// Where a timer's expiry is, by the rule in the module doc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// No expiry stored (never armed).
+    None,
+    /// `ns` remaining (negative: passed) at checkpoint on `clock` (monotonic or boot time).
+    Remaining {
+        /// The clock the expiry is measured on.
+        clock: ClockId,
+        /// Nanoseconds left; negative if the expiry had passed.
+        ns: i64,
+    },
+    /// An absolute `CLOCK_REALTIME` expiry, ns since the epoch.
+    Realtime(i64),
+}
+
+/// One timer of a [`Snapshot`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimerRecord {
+    /// Its ID, restored exactly.
+    pub id: TimerId,
+    /// The clock it was created on.
+    pub clock: ClockId,
+    /// Its notification's name: `none`, `queue`, or a callback's name.
+    pub notify: String,
+    /// Armed, disarmed, or waiting for its event to be consumed.
+    pub status: Status,
+    /// Whether its event is pending on the owner's queue.
+    pub pending: bool,
+    /// Its expiry (see the module doc for the rule).
+    pub expiry: Expiry,
+    /// Its period in ns (0: one-shot).
+    pub interval: i64,
+    /// Periods counted since its pending event was queued (-1: none).
+    pub overrun: i64,
+    /// What `getoverrun` returns.
+    pub overrun_last: i32,
+}
+
+/// The logical state of an owner (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Snapshot {
+    /// The next ID the owner's counter would try.
+    pub counter: u32,
+    /// Whether exact-ID (restore) mode was on.
+    pub restore_ids: bool,
+    /// Its timers, by ID.
+    pub timers: Vec<TimerRecord>,
+}
+
+/// Why a snapshot could not be read, written or restored.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// The bytes are not a valid snapshot; the text says what is wrong and where.
+    Corrupt(String),
+    /// A newer major version of the format.
+    UnsupportedVersion(u16, u16),
+    /// A notification name the application did not map.
+    UnknownNotify(String),
+    /// The owner to restore into already has timers, or a create failed (nothing was kept).
+    Restore(crate::Error),
+    /// Reading or writing the file failed.
+    Io(std::io::Error),
+}
+
+impl CheckpointError {
+    /// The errno a POSIX caller would see: `EINVAL` for bad input, `EBUSY` for an owner that is
+    /// not empty, the I/O error's own errno.
+    pub fn errno(&self) -> i32 {
+        match self {
+            CheckpointError::Corrupt(_)
+            | CheckpointError::UnsupportedVersion(..)
+            | CheckpointError::UnknownNotify(_) => libc::EINVAL,
+            CheckpointError::Restore(e) => e.errno(),
+            CheckpointError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
+        }
+    }
+}
+
+impl fmt::Display for CheckpointError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CheckpointError::Corrupt(what) => write!(f, "corrupt snapshot: {what}"),
+            CheckpointError::UnsupportedVersion(major, minor) => write!(
+                f,
+                "snapshot format {major}.{minor} is newer than this build reads ({}.x)",
+                VERSION.0
+            ),
+            CheckpointError::UnknownNotify(name) => {
+                write!(
+                    f,
+                    "the snapshot names notification {name:?}, which was not supplied"
+                )
+            }
+            CheckpointError::Restore(e) => write!(f, "restore failed, nothing restored: {e}"),
+            CheckpointError::Io(e) => write!(f, "snapshot file: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CheckpointError {}
+
+impl From<std::io::Error> for CheckpointError {
+    fn from(e: std::io::Error) -> Self {
+        CheckpointError::Io(e)
+    }
+}
+
+fn corrupt(what: impl Into<String>) -> CheckpointError {
+    CheckpointError::Corrupt(what.into())
+}
+
+fn status_code(s: Status) -> u8 {
+    s as u8
+}
+
+fn status_from(v: u8) -> Option<Status> {
+    match v {
+        0 => Some(Status::Disarmed),
+        1 => Some(Status::Armed),
+        2 => Some(Status::RequeuePending),
+        _ => None,
+    }
+}
+
+impl Snapshot {
+    /// The snapshot in the binary format.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut p =
+            Vec::with_capacity(2 + OWNER_FIELDS + self.timers.len() * (2 + TIMER_FIELDS + 8));
+        p.extend_from_slice(&(OWNER_FIELDS as u16).to_le_bytes());
+        p.extend_from_slice(&self.counter.to_le_bytes());
+        p.push(u8::from(self.restore_ids));
+        p.extend_from_slice(&(self.timers.len() as u32).to_le_bytes());
+        for t in &self.timers {
+            let name = t.notify.as_bytes();
+            let name = &name[..name.len().min(u16::MAX as usize)];
+            p.extend_from_slice(&((TIMER_FIELDS + name.len()) as u16).to_le_bytes());
+            p.extend_from_slice(&t.id.get().to_le_bytes());
+            p.extend_from_slice(&t.clock.as_raw().to_le_bytes());
+            p.push(status_code(t.status));
+            p.push(u8::from(t.pending));
+            let (kind, clock, ns) = match t.expiry {
+                Expiry::None => (0u8, 0, 0),
+                Expiry::Remaining { clock, ns } => (1, clock.as_raw(), ns),
+                Expiry::Realtime(ns) => (2, ClockId::Realtime.as_raw(), ns),
+            };
+            p.push(kind);
+            p.extend_from_slice(&clock.to_le_bytes());
+            p.extend_from_slice(&ns.to_le_bytes());
+            p.extend_from_slice(&t.interval.to_le_bytes());
+            p.extend_from_slice(&t.overrun.to_le_bytes());
+            p.extend_from_slice(&t.overrun_last.to_le_bytes());
+            p.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            p.extend_from_slice(name);
+        }
+        let mut out = Vec::with_capacity(HEADER + p.len());
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&VERSION.0.to_le_bytes());
+        out.extend_from_slice(&VERSION.1.to_le_bytes());
+        out.extend_from_slice(&(p.len() as u64).to_le_bytes());
+        out.extend_from_slice(&crc32c::crc32c(&p).to_le_bytes());
+        out.extend_from_slice(&p);
+        out
+    }
+
+    /// Reads a snapshot, checking everything (see the module doc) before allocating for it.
+    ///
+    /// # Errors
+    /// [`CheckpointError::Corrupt`] or [`CheckpointError::UnsupportedVersion`].
+    pub fn decode(bytes: &[u8]) -> Result<Snapshot, CheckpointError> {
+        if bytes.len() < HEADER {
+            return Err(corrupt(format!(
+                "{} bytes, shorter than the {HEADER}-byte header",
+                bytes.len()
+            )));
+        }
+        if bytes[..8] != MAGIC {
+            return Err(corrupt("wrong magic: not a tempora snapshot"));
+        }
+        let mut h = Reader::new(&bytes[8..HEADER], 8);
+        let (major, minor) = (h.u16()?, h.u16()?);
+        if major != VERSION.0 {
+            return Err(CheckpointError::UnsupportedVersion(major, minor));
+        }
+        let len = h.u64()?;
+        let crc = h.u32()?;
+        let payload = &bytes[HEADER..];
+        if len != payload.len() as u64 {
+            return Err(corrupt(format!(
+                "header says {len} payload bytes, the data has {}",
+                payload.len()
+            )));
+        }
+        if crc32c::crc32c(payload) != crc {
+            return Err(corrupt("checksum mismatch"));
+        }
+        let mut r = Reader::new(payload, HEADER);
+        let mut owner = r.record(OWNER_FIELDS, "owner record")?;
+        let counter = owner.u32()?;
+        let restore_ids = owner.flag("restore_ids")?;
+        let count = owner.u32()? as usize;
+        // Every timer record takes at least this many bytes: a count the payload cannot hold is
+        // refused before anything is allocated for it.
+        if count > r.left() / (2 + TIMER_FIELDS) {
+            return Err(corrupt(format!(
+                "{count} timers cannot fit in the {} bytes left",
+                r.left()
+            )));
+        }
+        let mut timers = Vec::with_capacity(count);
+        let mut ids = HashSet::with_capacity(count);
+        for i in 0..count {
+            let at = r.offset();
+            let mut t = r.record(TIMER_FIELDS, "timer record")?;
+            let rec = t.timer().map_err(|e| match e {
+                CheckpointError::Corrupt(w) => corrupt(format!("timer {i} at byte {at}: {w}")),
+                e => e,
+            })?;
+            if !ids.insert(rec.id) {
+                return Err(corrupt(format!(
+                    "timer {i} at byte {at}: duplicate ID {}",
+                    rec.id
+                )));
+            }
+            timers.push(rec);
+        }
+        if r.left() != 0 {
+            return Err(corrupt(format!("{} bytes after the last record", r.left())));
+        }
+        Ok(Snapshot {
+            counter,
+            restore_ids,
+            timers,
+        })
+    }
+
+    /// Writes the snapshot to `path` atomically: a temporary file in the same directory,
+    /// written and `fsync`ed, renamed over `path`, then the directory `fsync`ed, so after a
+    /// crash `path` holds either the old file or the whole new one.
+    ///
+    /// # Errors
+    /// [`CheckpointError::Io`].
+    pub fn save_to(&self, path: impl AsRef<Path>) -> Result<(), CheckpointError> {
+        let path = path.as_ref();
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => std::path::PathBuf::from("."),
+        };
+        let name = path
+            .file_name()
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"))?;
+        let tmp = dir.join(format!(
+            ".{}.tmp-{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let written = (|| {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&self.encode())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)?;
+            std::fs::File::open(&dir)?.sync_all()
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        Ok(written?)
+    }
+
+    /// Reads and verifies a snapshot file (nothing is restored here).
+    ///
+    /// # Errors
+    /// [`CheckpointError::Io`], or what [`Snapshot::decode`] returns.
+    pub fn load_from(path: impl AsRef<Path>) -> Result<Snapshot, CheckpointError> {
+        Snapshot::decode(&std::fs::read(path)?)
+    }
+}
+
+/// A bounds-checked little-endian reader; `base` is its offset in the file, for messages.
+struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+    base: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(data: &'a [u8], base: usize) -> Reader<'a> {
+        Reader { data, pos: 0, base }
+    }
+
+    fn left(&self) -> usize {
+        self.data.len() - self.pos
+    }
+
+    fn offset(&self) -> usize {
+        self.base + self.pos
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], CheckpointError> {
+        if self.left() < n {
+            return Err(corrupt(format!(
+                "truncated at byte {}: {n} more bytes needed, {} left",
+                self.offset(),
+                self.left()
+            )));
+        }
+        let s = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], CheckpointError> {
+        Ok(self.take(N)?.try_into().expect("length checked"))
+    }
+
+    fn u16(&mut self) -> Result<u16, CheckpointError> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+    fn u32(&mut self) -> Result<u32, CheckpointError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+    fn i32(&mut self) -> Result<i32, CheckpointError> {
+        Ok(i32::from_le_bytes(self.array()?))
+    }
+    fn u64(&mut self) -> Result<u64, CheckpointError> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+    fn i64(&mut self) -> Result<i64, CheckpointError> {
+        Ok(i64::from_le_bytes(self.array()?))
+    }
+    fn u8(&mut self) -> Result<u8, CheckpointError> {
+        Ok(self.array::<1>()?[0])
+    }
+    fn flag(&mut self, what: &str) -> Result<bool, CheckpointError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            v => Err(corrupt(format!("{what} is {v}, not 0 or 1"))),
+        }
+    }
+
+    /// A length-prefixed record of at least `min` bytes, as a reader of its own (trailing
+    /// bytes a newer minor version appended are skipped with it).
+    fn record(&mut self, min: usize, what: &str) -> Result<Reader<'a>, CheckpointError> {
+        let at = self.offset();
+        let len = self.u16()? as usize;
+        if len < min {
+            return Err(corrupt(format!(
+                "{what} at byte {at} is {len} bytes, at least {min} expected"
+            )));
+        }
+        let base = self.offset();
+        Ok(Reader::new(self.take(len)?, base))
+    }
+
+    fn clock(&mut self) -> Result<ClockId, CheckpointError> {
+        let raw = self.i32()?;
+        ClockId::from_raw(raw).ok_or_else(|| corrupt(format!("clock id {raw} is not supported")))
+    }
+
+    fn timer(&mut self) -> Result<TimerRecord, CheckpointError> {
+        let raw_id = self.i32()?;
+        let id = TimerId::new(raw_id).ok_or_else(|| corrupt(format!("negative ID {raw_id}")))?;
+        let clock = self.clock()?;
+        let code = self.u8()?;
+        let status = status_from(code).ok_or_else(|| corrupt(format!("status {code}")))?;
+        let pending = self.flag("pending")?;
+        let kind = self.u8()?;
+        let expiry_clock = self.i32()?;
+        let ns = self.i64()?;
+        let expiry = match kind {
+            0 => Expiry::None,
+            1 => {
+                let clock = ClockId::from_raw(expiry_clock)
+                    .filter(|c| *c != ClockId::Realtime)
+                    .ok_or_else(|| corrupt(format!("remaining time on clock {expiry_clock}")))?;
+                Expiry::Remaining { clock, ns }
+            }
+            2 if ns >= 0 && clock == ClockId::Realtime => Expiry::Realtime(ns),
+            2 => {
+                return Err(corrupt(
+                    "absolute realtime expiry out of range or on another clock",
+                ))
+            }
+            k => return Err(corrupt(format!("expiry kind {k}"))),
+        };
+        let interval = self.i64()?;
+        if interval < 0 {
+            return Err(corrupt(format!("negative interval {interval}")));
+        }
+        let overrun = self.i64()?;
+        if overrun < -1 {
+            return Err(corrupt(format!("overrun {overrun}")));
+        }
+        let overrun_last = self.i32()?;
+        if overrun_last < 0 {
+            return Err(corrupt(format!("latched overrun {overrun_last}")));
+        }
+        if status != Status::Disarmed && expiry == Expiry::None {
+            return Err(corrupt("an armed or pending timer without an expiry"));
+        }
+        if status == Status::RequeuePending && interval == 0 {
+            return Err(corrupt("a one-shot timer waiting to be re-armed"));
+        }
+        let name_len = self.u16()? as usize;
+        let name = std::str::from_utf8(self.take(name_len)?)
+            .map_err(|_| corrupt("notification name is not UTF-8"))?
+            .to_string();
+        Ok(TimerRecord {
+            id,
+            clock,
+            notify: name,
+            status,
+            pending,
+            expiry,
+            interval,
+            overrun,
+            overrun_last,
+        })
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+#[path = "checkpoint_tests.rs"]
+mod tests;

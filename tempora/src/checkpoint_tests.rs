@@ -1,0 +1,447 @@
+//! Round trips under the manual clock, corrupt input, and a decoder fuzz (proptest over bytes).
+
+use super::*;
+use crate::clock::{ClockSource, ManualClock};
+use crate::{Event, Notify, Owner, SetFlags, Timers};
+use proptest::prelude::*;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const MS: u64 = 1_000_000;
+
+type Log = Arc<Mutex<Vec<(TimerId, i32)>>>;
+
+fn service(clock: &ManualClock) -> Timers {
+    Timers::builder()
+        .clock(clock.clone())
+        .bases(2)
+        .build()
+        .unwrap()
+}
+
+fn tick(log: &Log) -> Notify {
+    let log = log.clone();
+    Notify::callback_named("tick", move |id, o| log.lock().unwrap().push((id, o)))
+}
+
+/// Everything observable of an owner now: listing, settings, overruns.
+fn observe(o: &Owner) -> Vec<(TimerId, ClockId, Status, (u64, u64), i32)> {
+    let mut v: Vec<_> = o
+        .timers()
+        .into_iter()
+        .map(|t| {
+            (
+                t.id,
+                t.clock,
+                t.status,
+                o.gettime(t.id).unwrap().as_nanos(),
+                o.getoverrun(t.id).unwrap(),
+            )
+        })
+        .collect();
+    v.sort_by_key(|x| x.0);
+    v
+}
+
+fn drain(o: &Owner) -> Vec<Event> {
+    let mut v: Vec<_> = o.try_iter().collect();
+    v.sort_by_key(|e| e.id);
+    v
+}
+
+/// One timer of a generated owner.
+#[derive(Debug, Clone)]
+struct Spec {
+    id: i32,
+    clock: u8,
+    notify: u8,
+    abs: bool,
+    value_ms: u64,
+    interval_ms: u64,
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    (
+        0i32..5000,
+        0u8..3,
+        0u8..3,
+        any::<bool>(),
+        0u64..300,
+        prop_oneof![Just(0u64), 1u64..50],
+    )
+        .prop_map(|(id, clock, notify, abs, value_ms, interval_ms)| Spec {
+            id,
+            clock,
+            notify,
+            abs,
+            value_ms,
+            interval_ms,
+        })
+}
+
+/// Builds an owner from `specs` (IDs sparse or dense, every clock and notification, armed,
+/// disarmed, periodic with overruns and pending events after `run_ms`).
+fn build(
+    clock: &ManualClock,
+    timers: &Timers,
+    log: &Log,
+    specs: &[Spec],
+    dense: bool,
+    run_ms: u64,
+) -> Owner {
+    let o = timers.owner();
+    o.set_restore_ids(!dense);
+    for (i, s) in specs.iter().enumerate() {
+        let c = [ClockId::Monotonic, ClockId::Realtime, ClockId::Boottime][s.clock as usize];
+        let n = match s.notify {
+            0 => Notify::None,
+            1 => Notify::Queue,
+            _ => tick(log),
+        };
+        let id = if dense {
+            o.create(c, n)
+        } else {
+            o.create_with_id(s.id, c, n)
+        };
+        let Ok(id) = id else { continue }; // a duplicate sparse ID: skip it
+        let value = Duration::from_millis(s.value_ms);
+        let interval = Duration::from_millis(s.interval_ms);
+        if s.abs {
+            let at = clock.now(c) + s.value_ms * MS;
+            o.settime(id, SetFlags::ABSTIME, Duration::from_nanos(at), interval)
+                .unwrap();
+        } else {
+            o.settime(id, SetFlags::RELATIVE, value, interval).unwrap();
+        }
+        if i % 7 == 3 {
+            clock.advance(Duration::from_millis(3));
+        }
+    }
+    clock.advance(Duration::from_millis(run_ms));
+    timers.poll();
+    // Consume about half the events, leaving the rest pending.
+    for _ in 0..o.queued() / 2 {
+        o.try_recv();
+    }
+    o
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// checkpoint → bytes → restore under the manual clock gives the same listing, settings
+    /// and overruns, the same next ID, and the same deliveries from then on.
+    #[test]
+    fn round_trip_restores_the_same_timers_and_future(
+        specs in proptest::collection::vec(spec(), 0..40),
+        dense in any::<bool>(),
+        run_ms in 0u64..200,
+        steps in proptest::collection::vec(1u64..60, 1..12),
+    ) {
+        let ca = ManualClock::new();
+        let ta = service(&ca);
+        let log_a: Log = Arc::default();
+        let a = build(&ca, &ta, &log_a, &specs, dense, run_ms);
+        let bytes = a.checkpoint().encode();
+        let before = log_a.lock().unwrap().len(); // callbacks run before the checkpoint
+        let snap = Snapshot::decode(&bytes).unwrap();
+        prop_assert_eq!(&snap, &a.checkpoint(), "encode/decode is lossless");
+
+        // Another process: its own clock, at another monotonic time, the same wall clock.
+        let cb = ManualClock::new();
+        cb.advance(Duration::from_secs(3600));
+        cb.set_realtime(ca.now(ClockId::Realtime));
+        let tb = service(&cb);
+        let log_b: Log = Arc::default();
+        let b = tb.owner();
+        b.restore(&snap, |name| (name == "tick").then(|| tick(&log_b))).unwrap();
+
+        prop_assert_eq!(observe(&a), observe(&b));
+        prop_assert_eq!(a.restore_ids(), b.restore_ids());
+        for step in steps {
+            for c in [&ca, &cb] {
+                c.advance(Duration::from_millis(step));
+            }
+            ta.poll();
+            tb.poll();
+            prop_assert_eq!(drain(&a), drain(&b));
+            prop_assert_eq!(observe(&a), observe(&b));
+        }
+        let (la, lb) = (log_a.lock().unwrap().clone(), log_b.lock().unwrap().clone());
+        let mut la = la[before..].to_vec();
+        let mut lb = lb;
+        la.sort();
+        lb.sort();
+        prop_assert_eq!(la, lb, "the same callbacks with the same overruns");
+        a.set_restore_ids(false);
+        b.set_restore_ids(false);
+        prop_assert_eq!(
+            a.create(ClockId::Monotonic, Notify::None).ok(),
+            b.create(ClockId::Monotonic, Notify::None).ok(),
+            "the counter continues where it was"
+        );
+    }
+
+}
+
+fn fuzz_cases() -> u32 {
+    std::env::var("TEMPORA_FUZZ_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4000)
+}
+
+proptest! {
+    // The decoder fuzz: bounded in CI (4000 cases each), `TEMPORA_FUZZ_CASES` for longer.
+    #![proptest_config(ProptestConfig { cases: fuzz_cases(), ..ProptestConfig::default() })]
+
+    /// The decoder never panics on arbitrary bytes; what it accepts re-encodes to itself.
+    #[test]
+    fn decoder_fuzz_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        if let Ok(s) = Snapshot::decode(&bytes) {
+            prop_assert_eq!(Snapshot::decode(&s.encode()).unwrap(), s);
+        }
+    }
+
+    /// ... nor on valid snapshots with bytes changed (behind a fixed checksum, so the parser
+    /// itself is exercised, not only the checksum).
+    #[test]
+    fn decoder_fuzz_mutated_snapshots(
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
+        cut in any::<usize>(),
+    ) {
+        let mut bytes = sample().encode();
+        for (at, v) in edits {
+            let i = HEADER + at % (bytes.len() - HEADER);
+            bytes[i] = v;
+        }
+        bytes.truncate(HEADER + cut % (bytes.len() - HEADER + 1));
+        let crc = crc32c::crc32c(&bytes[HEADER..]);
+        let len = (bytes.len() - HEADER) as u64;
+        bytes[12..20].copy_from_slice(&len.to_le_bytes());
+        bytes[20..24].copy_from_slice(&crc.to_le_bytes());
+        if let Ok(s) = Snapshot::decode(&bytes) {
+            prop_assert_eq!(Snapshot::decode(&s.encode()).unwrap(), s);
+        }
+    }
+}
+
+/// A snapshot with a bit of everything.
+fn sample() -> Snapshot {
+    let clock = ManualClock::new();
+    let timers = service(&clock);
+    let log: Log = Arc::default();
+    let specs: Vec<Spec> = (0..6)
+        .map(|i| Spec {
+            id: i * 100,
+            clock: (i % 3) as u8,
+            notify: (i % 3) as u8,
+            abs: i % 2 == 0,
+            value_ms: 10 + i as u64,
+            interval_ms: if i % 2 == 0 { 5 } else { 0 },
+        })
+        .collect();
+    let o = build(&clock, &timers, &log, &specs, false, 40);
+    o.checkpoint()
+}
+
+#[test]
+fn every_truncation_is_an_error() {
+    let bytes = sample().encode();
+    for n in 0..bytes.len() {
+        assert!(
+            Snapshot::decode(&bytes[..n]).is_err(),
+            "accepted {n} of {} bytes",
+            bytes.len()
+        );
+    }
+    assert!(Snapshot::decode(&bytes).is_ok());
+}
+
+#[test]
+fn every_single_bit_flip_is_an_error_except_in_the_minor_version() {
+    let snap = sample();
+    let bytes = snap.encode();
+    for i in 0..bytes.len() {
+        for bit in 0..8 {
+            let mut b = bytes.clone();
+            b[i] ^= 1 << bit;
+            match Snapshot::decode(&b) {
+                Ok(s) => {
+                    assert!((10..12).contains(&i), "flip at byte {i} bit {bit} accepted");
+                    assert_eq!(s, snap, "a newer minor version reads the same");
+                }
+                Err(e) => assert!(!e.to_string().is_empty()),
+            }
+        }
+    }
+}
+
+#[test]
+fn wrong_magic_newer_major_and_newer_minor() {
+    let bytes = sample().encode();
+    let mut b = bytes.clone();
+    b[0] = b'X';
+    assert!(
+        matches!(Snapshot::decode(&b), Err(CheckpointError::Corrupt(m)) if m.contains("magic"))
+    );
+    let mut b = bytes.clone();
+    b[8..10].copy_from_slice(&2u16.to_le_bytes());
+    let e = Snapshot::decode(&b).unwrap_err();
+    assert!(
+        matches!(e, CheckpointError::UnsupportedVersion(2, 0)),
+        "{e}"
+    );
+    assert_eq!(e.errno(), libc::EINVAL);
+    // A newer minor version appends a field to every record: this reader skips it.
+    let snap = sample();
+    let mut p = Vec::new();
+    let mut r = Reader::new(&bytes[HEADER..], HEADER);
+    let owner = r.record(OWNER_FIELDS, "owner").unwrap();
+    p.extend_from_slice(&((owner.data.len() + 3) as u16).to_le_bytes());
+    p.extend_from_slice(owner.data);
+    p.extend_from_slice(b"new");
+    while r.left() > 0 {
+        let t = r.record(TIMER_FIELDS, "timer").unwrap();
+        p.extend_from_slice(&((t.data.len() + 5) as u16).to_le_bytes());
+        p.extend_from_slice(t.data);
+        p.extend_from_slice(b"extra");
+    }
+    let mut b = bytes[..HEADER].to_vec();
+    b[10..12].copy_from_slice(&7u16.to_le_bytes());
+    b[12..20].copy_from_slice(&(p.len() as u64).to_le_bytes());
+    b[20..24].copy_from_slice(&crc32c::crc32c(&p).to_le_bytes());
+    b.extend_from_slice(&p);
+    assert_eq!(Snapshot::decode(&b).unwrap(), snap);
+}
+
+/// Re-frames a payload edited by `f` with a valid header and checksum.
+fn reframe(snap: &Snapshot, f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let bytes = snap.encode();
+    let mut p = bytes[HEADER..].to_vec();
+    f(&mut p);
+    let mut b = bytes[..HEADER].to_vec();
+    b[12..20].copy_from_slice(&(p.len() as u64).to_le_bytes());
+    b[20..24].copy_from_slice(&crc32c::crc32c(&p).to_le_bytes());
+    b.extend_from_slice(&p);
+    b
+}
+
+fn corrupt_msg(bytes: &[u8]) -> String {
+    match Snapshot::decode(bytes) {
+        Err(CheckpointError::Corrupt(m)) => m,
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn absurd_counts_lengths_duplicates_and_times_are_refused() {
+    let snap = sample();
+    // count = u32::MAX: refused before any allocation for it.
+    let b = reframe(&snap, |p| p[7..11].copy_from_slice(&u32::MAX.to_le_bytes()));
+    assert!(corrupt_msg(&b).contains("cannot fit"));
+    // A record length beyond the data.
+    let b = reframe(&snap, |p| {
+        p[11..13].copy_from_slice(&u16::MAX.to_le_bytes())
+    });
+    assert!(corrupt_msg(&b).contains("truncated"));
+    // A record length below its fields.
+    let b = reframe(&snap, |p| p[11..13].copy_from_slice(&3u16.to_le_bytes()));
+    assert!(corrupt_msg(&b).contains("at least"));
+    // Duplicate IDs.
+    let mut dup = snap.clone();
+    dup.timers[1].id = dup.timers[0].id;
+    assert!(corrupt_msg(&dup.encode()).contains("duplicate"));
+    // Times out of range.
+    let mut bad = snap.clone();
+    bad.timers[0].interval = -5;
+    assert!(corrupt_msg(&bad.encode()).contains("interval"));
+    let mut bad = snap.clone();
+    bad.timers[0].clock = ClockId::Realtime;
+    bad.timers[0].expiry = Expiry::Realtime(-1);
+    bad.timers[0].status = Status::Armed;
+    assert!(corrupt_msg(&bad.encode()).contains("realtime"));
+    let mut bad = snap.clone();
+    bad.timers[0].overrun = -2;
+    assert!(corrupt_msg(&bad.encode()).contains("overrun"));
+    let mut bad = snap;
+    bad.timers[0].status = Status::Armed;
+    bad.timers[0].expiry = Expiry::None;
+    assert!(corrupt_msg(&bad.encode()).contains("without an expiry"));
+}
+
+#[test]
+fn a_failed_restore_leaves_the_owner_unchanged() {
+    let snap = sample();
+    let clock = ManualClock::new();
+    let timers = service(&clock);
+    let o = timers.owner();
+    // An unknown name: nothing created.
+    let e = o.restore(&snap, |_| None).unwrap_err();
+    assert!(
+        matches!(e, CheckpointError::UnknownNotify(ref n) if n == "tick"),
+        "{e}"
+    );
+    assert!(o.timers().is_empty());
+    assert!(!o.restore_ids());
+    // An ID beyond a smaller owner's ID space fails midway: what was made is undone.
+    let small = Timers::builder()
+        .clock(clock.clone())
+        .registry({
+            let mut r = crate::registry::Registry::builder();
+            r.id_bits(8);
+            r
+        })
+        .build()
+        .unwrap()
+        .owner();
+    let e = small.restore(&snap, |_| Some(Notify::None)).unwrap_err();
+    assert!(
+        matches!(e, CheckpointError::Restore(crate::Error::InvalidId)),
+        "{e}"
+    );
+    assert!(small.timers().is_empty(), "all or nothing");
+    assert!(!small.restore_ids());
+    assert_eq!(
+        small
+            .create(ClockId::Monotonic, Notify::None)
+            .unwrap()
+            .get(),
+        0,
+        "counter back"
+    );
+    // A non-empty owner is refused.
+    let busy = timers.owner();
+    busy.create(ClockId::Monotonic, Notify::None).unwrap();
+    let e = busy.restore(&snap, |_| Some(Notify::None)).unwrap_err();
+    assert!(
+        matches!(e, CheckpointError::Restore(crate::Error::IdInUse)),
+        "{e}"
+    );
+}
+
+#[test]
+fn files_are_written_atomically_and_verified_on_load() {
+    let dir = std::env::temp_dir().join(format!("tempora-ckpt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("owner.ckpt");
+    let snap = sample();
+    snap.save_to(&path).unwrap();
+    assert_eq!(Snapshot::load_from(&path).unwrap(), snap);
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 1, "no temporary file left: {names:?}");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(matches!(
+        Snapshot::load_from(&path),
+        Err(CheckpointError::Corrupt(_))
+    ));
+    let e = Snapshot::load_from(dir.join("missing")).unwrap_err();
+    assert_eq!(e.errno(), libc::ENOENT);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
