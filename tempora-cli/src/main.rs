@@ -1,7 +1,9 @@
-//! The `tempora` command: `tempora bench` runs the benchmark suites side by side with peers.
+//! The `tempora` command: `tempora bench` runs the benchmark suites side by side with peers;
+//! `tempora checkpoint` shows and inspects owner snapshots.
 
 mod alloc;
 mod bench;
+mod checkpoint;
 
 use clap::{Parser, Subcommand};
 
@@ -23,6 +25,9 @@ struct Cli {
 enum Command {
     /// Run the benchmark suites, tempora and its peers side by side in one process.
     Bench(bench::Opts),
+    /// Checkpoint and restore: `demo` (across two processes) and `inspect FILE`.
+    #[command(subcommand)]
+    Checkpoint(checkpoint::Cmd),
     /// Check a `bench --json` output file: every line a result with the required fields, no
     /// tempora result failed. Exits 1 with the first problem.
     #[command(hide = true)]
@@ -30,6 +35,10 @@ enum Command {
 }
 
 fn main() {
+    // Output piped into `head` & co.: end quietly when the reader goes, as other Unix tools
+    // do, rather than panicking in `println!` on EPIPE.
+    // SAFETY: signal(2) with a constant disposition, before any thread is started.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(opts) => {
@@ -39,6 +48,7 @@ fn main() {
             }
             bench::run(&opts);
         }
+        Command::Checkpoint(cmd) => std::process::exit(checkpoint::run(cmd)),
         Command::CheckJson { file } => match bench::check_json(&file) {
             Ok(count) => println!("{count} result lines ok"),
             Err(err) => {
