@@ -225,3 +225,32 @@ fn service_suite_json_lines_cover_every_case_for_tempora_and_its_peers() {
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+#[test]
+fn checkpoint_suite_json_lines_cover_tempora_and_the_kernels_two_ways() {
+    let (stdout, rows) = bench_json(&["--suite", "checkpoint", "--n", "3000", "--reps", "1"]);
+    for (case, imp, n) in [
+        ("checkpoint", "tempora", 3000),
+        ("restore", "tempora", 3000),
+        ("restore", "tempora", 2000),
+        ("restore", "kernel-exact-id", 2000),
+        ("restore", "kernel-dance", 2000),
+    ] {
+        let row = rows
+            .iter()
+            .find(|r| r["case"] == case && r["impl"] == imp && r["n"] == n)
+            .unwrap_or_else(|| panic!("no row for {case}/{imp}/{n}"));
+        assert_eq!(row["suite"], "checkpoint");
+        if imp == "tempora" {
+            assert_eq!(row["ok"], true, "{row}");
+        }
+    }
+    let ck = rows.iter().find(|r| r["case"] == "checkpoint").unwrap();
+    assert!(ck["bytes_per_timer"].as_f64().unwrap() > 0.0, "{ck}");
+    let check = check_json("checkpoint", &stdout);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}

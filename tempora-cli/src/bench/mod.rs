@@ -2,6 +2,7 @@
 //! table (stdout, or stderr with `--json`), JSON lines (`--json`, one object per result, nothing
 //! else on stdout) and SVG plots under `target/tempora-bench/`.
 
+mod checkpoint;
 mod drivers;
 mod queues;
 mod registries;
@@ -23,8 +24,8 @@ pub use crate::alloc::allocated_bytes;
 /// What `tempora bench` was asked to do: the subcommand's arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Opts {
-    /// Which suite: all, seed (registry: the seed's Tests 1-5), wheel, service (the POSIX calls
-    /// and event delivery, against the kernel's POSIX timers).
+    /// Which suite: all, seed (registry: the seed's Tests 1-5), wheel, service (the POSIX calls,
+    /// event delivery and drivers, against the kernel's POSIX timers), checkpoint.
     #[arg(long, default_value = "all", value_parser = clap::builder::PossibleValuesParser::new(SUITES))]
     pub suite: String,
     /// Small sizes only, the whole run in under a minute.
@@ -366,7 +367,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 /// The suites `--suite` accepts.
-pub const SUITES: [&str; 4] = ["all", "seed", "wheel", "service"];
+pub const SUITES: [&str; 5] = ["all", "seed", "wheel", "service", "checkpoint"];
 
 /// Runs the selected suites.
 pub fn run(opts: &Opts) {
@@ -381,6 +382,9 @@ pub fn run(opts: &Opts) {
     if opts.suite == "all" || opts.suite == "service" {
         service::run(opts, &mut rep);
         drivers::run(opts, &mut rep);
+    }
+    if opts.suite == "all" || opts.suite == "checkpoint" {
+        checkpoint::run(opts, &mut rep);
     }
     rep.finish();
 }

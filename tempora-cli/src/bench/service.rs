@@ -345,10 +345,23 @@ fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, rep: &mut Reporter) {
     svc.delete(&ids);
 }
 
-/// Records one result row of the service suite (`total_ms` is `ns_per_op * n`); an error
-/// becomes an `ok:false` row.
+/// Records one result row of the service suite (see `record_in`).
 pub(super) fn record(
     rep: &mut Reporter,
+    case: &str,
+    imp: &str,
+    n: usize,
+    threads: usize,
+    result: Result<(f64, Extras), String>,
+) {
+    record_in(rep, "service", case, imp, n, threads, result);
+}
+
+/// Records one result row of `suite` (`total_ms` is `ns_per_op * n`); an error becomes an
+/// `ok:false` row.
+pub(super) fn record_in(
+    rep: &mut Reporter,
+    suite: &'static str,
     case: &str,
     imp: &str,
     n: usize,
@@ -360,7 +373,7 @@ pub(super) fn record(
         Err(e) => (0.0, Extras::default(), Some(e)),
     };
     rep.record(Record {
-        suite: "service",
+        suite,
         case: case.to_string(),
         imp: imp.to_string(),
         n: n as u64,
