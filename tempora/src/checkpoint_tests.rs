@@ -24,8 +24,11 @@ fn tick(log: &Log) -> Notify {
     Notify::callback_named("tick", move |id, o| log.lock().unwrap().push((id, o)))
 }
 
+/// One timer as an observer sees it: ID, clock, status, gettime (ns), getoverrun.
+type Observed = (TimerId, ClockId, Status, (u64, u64), i32);
+
 /// Everything observable of an owner now: listing, settings, overruns.
-fn observe(o: &Owner) -> Vec<(TimerId, ClockId, Status, (u64, u64), i32)> {
+fn observe(o: &Owner) -> Vec<Observed> {
     let mut v: Vec<_> = o
         .timers()
         .into_iter()
