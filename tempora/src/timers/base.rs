@@ -5,8 +5,6 @@
 //!  Base (cache-line padded)
 //!   ├─ lock: ByteLock                covers the three wheels
 //!   ├─ wheels[REALTIME, MONOTONIC, BOOTTIME]: Wheel<Slot>   ticks of `tick` ns on that clock
-//!   ├─ next[3]: AtomicU64            each wheel's next expiry tick (u64::MAX: none),
-//!   │                                stored under the lock, read by `next_deadline` without it
 //!   └─ sleep[3] (under the lock)     the tick on each wheel's clock before which the driver
 //!                                    serving this base must be woken (0: it is awake)
 //! ```
@@ -37,7 +35,7 @@
 
 use crate::clock::ClockId;
 use crate::registry::timer::Timer;
-use crate::sync::{lock_order, AtomicU64, ByteLock, Ordering, UnsafeCell};
+use crate::sync::{lock_order, ByteLock, UnsafeCell};
 use crate::wheel::Wheel;
 use std::ptr::NonNull;
 
@@ -72,7 +70,6 @@ pub(crate) const NO_EXPIRY: u64 = u64::MAX;
 pub(crate) struct Base {
     lock: ByteLock,
     state: UnsafeCell<BaseState>,
-    next: [AtomicU64; CLOCKS],
 }
 
 /// What the base lock covers.
@@ -102,66 +99,39 @@ impl Base {
                 wheels: start.map(wheel),
                 sleep: [0; CLOCKS],
             }),
-            next: std::array::from_fn(|_| AtomicU64::new(NO_EXPIRY)),
         }
     }
 
-    /// Runs `f` on the base's state with the lock held, then republishes the wheels' next
-    /// expiries.
+    /// Runs `f` on the base's state with the lock held.
     #[inline]
     pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut BaseState) -> R) -> R {
         lock_order::base_enter();
         self.lock.lock();
-        let r = self.state.with_mut(|p| {
-            // SAFETY: the lock is held until the unlock below, so this is the only reference.
-            let st = unsafe { &mut *p };
-            let r = f(st);
-            for (w, next) in st.wheels.iter().zip(&self.next) {
-                // Relaxed: a hint for `next_deadline`, which may read a value one operation
-                // old; a poll always re-reads the wheels under the lock.
-                next.store(w.next_expiry().unwrap_or(NO_EXPIRY), Ordering::Relaxed);
-            }
-            r
-        });
+        // SAFETY: the lock is held until the unlock below, so this is the only reference.
+        let r = self.state.with_mut(|p| f(unsafe { &mut *p }));
         self.lock.unlock();
         lock_order::base_exit();
         r
     }
 
-    /// Runs `f` on wheel `i` with the lock held, then republishes its next expiry. Also
-    /// returns whether the change must wake the driver serving this base (its next expiry
-    /// is now before the driver's published sleep; see the module doc).
+    /// Runs `f` on wheel `i` with the lock held. Also returns whether the change must wake the
+    /// driver serving this base: `fires_at` (the tick at which the entry `f` inserted or moved
+    /// fires; `NO_EXPIRY` for a removal) is before the driver's published sleep (see the module
+    /// doc).
     #[inline]
     pub(crate) fn locked_wheel<R>(
         &self,
         i: usize,
+        fires_at: u64,
         f: impl FnOnce(&mut Wheel<Slot>) -> R,
     ) -> (R, bool) {
-        lock_order::base_enter();
-        self.lock.lock();
-        let r = self.state.with_mut(|p| {
-            // SAFETY: the lock is held until the unlock below, so this is the only reference.
-            let st = unsafe { &mut *p };
-            let wheel = &mut st.wheels[i];
-            let r = f(wheel);
-            let next = wheel.next_expiry().unwrap_or(NO_EXPIRY);
-            // Relaxed: as in `locked`.
-            self.next[i].store(next, Ordering::Relaxed);
-            let ring = next < st.sleep[i];
+        self.locked(|st| {
+            let r = f(&mut st.wheels[i]);
+            let ring = fires_at < st.sleep[i];
             if ring {
                 st.sleep = [0; CLOCKS];
             }
             (r, ring)
-        });
-        self.lock.unlock();
-        lock_order::base_exit();
-        r
-    }
-
-    /// Wheel `i`'s next expiry tick as of its last change.
-    #[inline]
-    pub(crate) fn next(&self, i: usize) -> u64 {
-        // Relaxed: see `locked`.
-        self.next[i].load(Ordering::Relaxed)
+        })
     }
 }

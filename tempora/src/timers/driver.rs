@@ -120,23 +120,16 @@ pub(crate) fn run(core: Arc<Core>, k: usize, n: usize) {
     while !core.shutdown.load(Ordering::Acquire) {
         let slept = sleep_once(bell, || {
             core.poll_now();
-            // Where to sleep until: the earliest expiry of the bases served, published under
-            // each base's lock (see `base.rs`); every published value is at or after the
-            // final one.
+            // Where to sleep until: the earliest firing (`Wheel::next_fire`, not the next
+            // re-placement visit) of the bases served, published under each base's lock (see
+            // `base.rs`); the deadline only falls as bases are visited, so every published
+            // value is at or after the final one.
             let now = core.now_all();
             let mut deadline = NO_EXPIRY;
             for &b in &mine {
-                for w in 0..CLOCKS {
-                    let t = core.bases[b].next(w);
-                    if t != NO_EXPIRY {
-                        deadline = deadline.min(to_monotonic(&core, w, t, &now));
-                    }
-                }
-            }
-            for &b in &mine {
                 core.bases[b].locked(|st| {
                     for w in 0..CLOCKS {
-                        if let Some(t) = st.wheels[w].next_expiry() {
+                        if let Some(t) = st.wheels[w].next_fire() {
                             deadline = deadline.min(to_monotonic(&core, w, t, &now));
                         }
                     }
@@ -280,7 +273,7 @@ mod tests {
             let (b2, bell2) = (base.clone(), bell.clone());
             let armer = loom::thread::spawn(move || {
                 let slot = Slot(NonNull::dangling());
-                let (_, ring) = b2.locked_wheel(1, |w| w.insert_with(10, Mode::PRECISE, slot));
+                let (_, ring) = b2.locked_wheel(1, 10, |w| w.insert_with(10, Mode::PRECISE, slot));
                 if ring {
                     bell2.ring();
                 }
@@ -289,7 +282,7 @@ mod tests {
             sleep_once(&bell, || {
                 let mut deadline = NO_EXPIRY;
                 base.locked(|st| {
-                    if let Some(t) = st.wheels[1].next_expiry() {
+                    if let Some(t) = st.wheels[1].next_fire() {
                         deadline = deadline.min(t);
                     }
                     st.sleep = [deadline; CLOCKS];

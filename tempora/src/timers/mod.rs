@@ -548,32 +548,25 @@ impl Timers {
     }
 
     /// The monotonic time (ns, on the service's clock source) at which [`Timers::poll`] next
-    /// has work, or `None` if no timer is armed. Deadlines of realtime and boot-time wheels
-    /// are converted with the clocks' current offsets. May be in the past: poll at once.
+    /// fires a timer, or `None` if no timer is armed: each wheel's `next_fire`, so a loop that
+    /// sleeps until it wakes once per expiry instant (it may be early after timers were
+    /// cancelled, never late). Deadlines of realtime and boot-time timers are converted with
+    /// the clocks' current offsets. May be in the past: poll at once. Takes each base's lock
+    /// briefly.
     pub fn next_deadline(&self) -> Option<u64> {
         let core = &*self.core;
-        let mut best: Option<u64> = None;
-        let mut mono: Option<u64> = None;
-        for (i, clock) in WHEEL_CLOCKS.into_iter().enumerate() {
-            let tick = core
-                .bases
-                .iter()
-                .map(|b| b.next(i))
-                .min()
-                .unwrap_or(NO_EXPIRY);
-            if tick == NO_EXPIRY {
-                continue;
-            }
-            let at = core.res.tick_start(tick);
-            let at = if clock == ClockId::Monotonic {
-                at
-            } else {
-                let m = *mono.get_or_insert_with(|| core.clock.now(ClockId::Monotonic));
-                m.saturating_add(at.saturating_sub(core.clock.now(clock)))
-            };
-            best = Some(best.map_or(at, |b| b.min(at)));
+        let now = core.now_all();
+        let mut best = NO_EXPIRY;
+        for base in core.bases.iter() {
+            base.locked(|st| {
+                for (w, wheel) in st.wheels.iter().enumerate() {
+                    if let Some(t) = wheel.next_fire() {
+                        best = best.min(driver::to_monotonic(core, w, t, &now));
+                    }
+                }
+            });
         }
-        best
+        (best != NO_EXPIRY).then_some(best)
     }
 
     /// Time from now until [`Timers::next_deadline`] (zero if it has passed), for a loop's
@@ -641,7 +634,7 @@ impl Core {
             // popped it meanwhile.
             let key = Key::from_bits(l.state.wheel_key);
             let (key, ring) =
-                self.bases[b].locked_wheel(w, |wheel| match wheel.reschedule(key, tick) {
+                self.bases[b].locked_wheel(w, tick, |wheel| match wheel.reschedule(key, tick) {
                     Ok(()) => key,
                     Err(_) => wheel.insert_with(tick, Mode::PRECISE, slot),
                 });
@@ -653,8 +646,9 @@ impl Core {
             return;
         }
         self.disarm(l);
-        let (key, ring) =
-            self.bases[b].locked_wheel(w, |wheel| wheel.insert_with(tick, Mode::PRECISE, slot));
+        let (key, ring) = self.bases[b].locked_wheel(w, tick, |wheel| {
+            wheel.insert_with(tick, Mode::PRECISE, slot)
+        });
         if ring {
             self.ring(b);
         }
@@ -674,7 +668,7 @@ impl Core {
         let key = Key::from_bits(l.state.wheel_key);
         // A stale key (a poll popped the entry and has not delivered it yet) is fine: that
         // poll will find `wheel == 0` and drop the entry.
-        self.bases[usize::from(l.state.base)].locked_wheel(w, |wheel| wheel.remove(key));
+        self.bases[usize::from(l.state.base)].locked_wheel(w, NO_EXPIRY, |wheel| wheel.remove(key));
         l.state.wheel = 0;
     }
 

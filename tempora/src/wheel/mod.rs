@@ -288,6 +288,11 @@ struct Core {
     bitmap: [u64; MAX_LEVELS],
     /// List heads: `64 * levels` buckets, then the ready list, then the parked list.
     heads: Box<[u32]>,
+    /// Per bucket, at or before the earliest tick at which one of its entries fires: a
+    /// precise entry's expiry, a coarse entry's visit tick. Set when an entry is linked into
+    /// an empty bucket, lowered by later links, never raised while the bucket is non-empty
+    /// (so a removal may leave it early, never late). See [`Wheel::next_fire`].
+    min_fire: Box<[u64]>,
     /// Visit tick of the parked list while it is non-empty.
     park_tick: u64,
 }
@@ -297,6 +302,7 @@ impl Core {
         Core {
             bitmap: [0; MAX_LEVELS],
             heads: vec![NIL; LVL_SIZE * levels + 2].into_boxed_slice(),
+            min_fire: vec![NONE; LVL_SIZE * levels + 2].into_boxed_slice(),
             park_tick: NONE,
         }
     }
@@ -607,6 +613,48 @@ impl<T> Wheel<T> {
         }
     }
 
+    /// The tick at which the wheel next **fires** a non-deferrable entry, or `None` when none is
+    /// armed: at or after [`Wheel::next_expiry`], which also counts visits that only re-place
+    /// precise entries one level finer. A poll at this tick does those re-placements and fires
+    /// the entry in one go, so a thread that sleeps until `next_fire` wakes once per expiry
+    /// instant, not once per level its timers pass through. Never later than the earliest
+    /// firing (a removal can leave it earlier: an early wake, never a late one).
+    ///
+    /// Cost: O(levels) bitmap operations (not cached).
+    pub fn next_fire(&self) -> Option<u64> {
+        let c = &self.cores[0];
+        if c.ready_head() != NIL {
+            return Some(self.clk);
+        }
+        let mut best = NONE;
+        if c.parked_head() != NIL {
+            best = c.park_tick;
+        }
+        for level in 0..self.levels {
+            let shift = LVL_CLK_SHIFT * level as u32;
+            let pos = self.clk >> shift;
+            let bits = c.bitmap[level];
+            if bits != 0 {
+                let distance = bits
+                    .rotate_right(((pos + 1) % LVL_SIZE as u64) as u32)
+                    .trailing_zeros();
+                let slot = pos + 1 + distance as u64;
+                let visit = slot << shift;
+                // Precise entries of this level's first bucket expire in [visit, visit + gran)
+                // and every later bucket of the level is visited after that: the level's
+                // earliest firing is in its first bucket.
+                let bucket = level * LVL_SIZE + (slot % LVL_SIZE as u64) as usize;
+                best = best.min(visit.max(c.min_fire[bucket]));
+            }
+            // Every entry of a coarser level fires at or after its next slot boundary.
+            let next_shift = shift + LVL_CLK_SHIFT;
+            if best <= ((self.clk >> next_shift) + 1) << next_shift {
+                break;
+            }
+        }
+        (best != NONE).then_some(best)
+    }
+
     /// Returns one entry whose time has come by tick `now`, or `None` when no more are due, in
     /// which case the wheel clock has reached `now`. Call it in a loop, or use
     /// [`Wheel::advance`], whose cost per call is bounded. Ready entries come first, then
@@ -732,9 +780,16 @@ impl<T> Wheel<T> {
     /// Pushes the entry on the front of `bucket`'s list and keeps bitmap and cache in step.
     #[inline]
     fn link(&mut self, index: u32, core: usize, bucket: u16, visit: u64) {
+        let fire = if self.entries[index as usize].mode.is_precise() {
+            self.entries[index as usize].expiry.max(visit)
+        } else {
+            visit
+        };
         let c = &mut self.cores[core];
         let head = c.heads[bucket as usize];
         c.heads[bucket as usize] = index;
+        let min = &mut c.min_fire[bucket as usize];
+        *min = if head == NIL { fire } else { (*min).min(fire) };
         if c.is_wheel_bucket(bucket) {
             c.bitmap[bucket as usize / LVL_SIZE] |= 1 << (bucket as usize % LVL_SIZE);
         }

@@ -673,3 +673,53 @@ fn rebase_backwards_keeps_keys_and_holds_entries_until_their_expiry() {
     assert_eq!(w.remove(b), Some(2));
     assert!(w.is_empty());
 }
+
+proptest! {
+    /// `next_fire` is never after the earliest expiry of a precise entry (an early wake is
+    /// allowed after removals, a late one never), never before `next_expiry`, and exact while
+    /// entries have only been added since the wheel was last drained.
+    #[test]
+    fn next_fire_is_never_late_and_exact_without_removals(
+        start in 0u64..1_000_000,
+        ops in proptest::collection::vec((0u8..10, 1u64..5_000_000), 1..300),
+    ) {
+        let mut w: Wheel<u32> = Wheel::builder().start(start).build().unwrap();
+        let mut model: BTreeMap<(u64, u32), Key> = BTreeMap::new();
+        let mut removed_since_empty = false;
+        for (i, (op, v)) in ops.into_iter().enumerate() {
+            match op {
+                0..=5 => {
+                    let expiry = w.now() + v;
+                    let key = w.insert_with(expiry, Mode::PRECISE, i as u32);
+                    model.insert((expiry, i as u32), key);
+                }
+                6 | 7 => {
+                    if let Some((&k, &key)) = model.iter().nth(v as usize % model.len().max(1)) {
+                        w.remove(key).unwrap();
+                        model.remove(&k);
+                        removed_since_empty = true;
+                    }
+                }
+                _ => {
+                    let target = w.now() + v / 4;
+                    while let Some(e) = w.poll(target) {
+                        model.remove(&(e.expiry, e.value));
+                    }
+                }
+            }
+            if model.is_empty() {
+                removed_since_empty = false;
+            }
+            let earliest = model.keys().next().map(|k| k.0.max(w.now()));
+            let fire = w.next_fire();
+            prop_assert_eq!(fire.is_some(), earliest.is_some());
+            if let (Some(f), Some(e)) = (fire, earliest) {
+                prop_assert!(f <= e, "next_fire {} after the earliest expiry {}", f, e);
+                prop_assert!(f >= w.next_expiry().unwrap());
+                if !removed_since_empty {
+                    prop_assert_eq!(f, e, "exact while nothing was removed");
+                }
+            }
+        }
+    }
+}
