@@ -1175,12 +1175,11 @@ impl Owner {
         if !self.timers().is_empty() {
             return Err(CheckpointError::Restore(Error::IdInUse));
         }
-        let mut ids = std::collections::HashSet::with_capacity(snapshot.timers.len());
+        if let Some(id) = crate::checkpoint::first_duplicate(&snapshot.timers) {
+            return Err(CheckpointError::Corrupt(format!("duplicate ID {id}")));
+        }
         let mut plan = Vec::with_capacity(snapshot.timers.len());
         for rec in &snapshot.timers {
-            if !ids.insert(rec.id) {
-                return Err(CheckpointError::Corrupt(format!("duplicate ID {}", rec.id)));
-            }
             let n = match rec.notify.as_str() {
                 "none" => Notify::None,
                 "queue" => Notify::Queue,
