@@ -58,9 +58,9 @@
 //! overruns in range), UTF-8 names, and duplicate IDs.
 
 use crate::clock::ClockId;
+use crate::error::Error;
 use crate::registry::{Status, TimerId};
 use std::collections::HashSet;
-use std::fmt;
 use std::io::Write;
 use std::path::Path;
 
@@ -123,67 +123,8 @@ pub struct Snapshot {
     pub timers: Vec<TimerRecord>,
 }
 
-/// Why a snapshot could not be read, written or restored.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum CheckpointError {
-    /// The bytes are not a valid snapshot; the text says what is wrong and where.
-    Corrupt(String),
-    /// A newer major version of the format.
-    UnsupportedVersion(u16, u16),
-    /// A notification name the application did not map.
-    UnknownNotify(String),
-    /// The owner to restore into already has timers, or a create failed (nothing was kept).
-    Restore(crate::Error),
-    /// Reading or writing the file failed.
-    Io(std::io::Error),
-}
-
-impl CheckpointError {
-    /// The errno a POSIX caller would see: `EINVAL` for bad input, `EBUSY` for an owner that is
-    /// not empty, the I/O error's own errno.
-    pub fn errno(&self) -> i32 {
-        match self {
-            CheckpointError::Corrupt(_)
-            | CheckpointError::UnsupportedVersion(..)
-            | CheckpointError::UnknownNotify(_) => libc::EINVAL,
-            CheckpointError::Restore(e) => e.errno(),
-            CheckpointError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
-        }
-    }
-}
-
-impl fmt::Display for CheckpointError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CheckpointError::Corrupt(what) => write!(f, "corrupt snapshot: {what}"),
-            CheckpointError::UnsupportedVersion(major, minor) => write!(
-                f,
-                "snapshot format {major}.{minor} is newer than this build reads ({}.x)",
-                VERSION.0
-            ),
-            CheckpointError::UnknownNotify(name) => {
-                write!(
-                    f,
-                    "the snapshot names notification {name:?}, which was not supplied"
-                )
-            }
-            CheckpointError::Restore(e) => write!(f, "restore failed, nothing restored: {e}"),
-            CheckpointError::Io(e) => write!(f, "snapshot file: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for CheckpointError {}
-
-impl From<std::io::Error> for CheckpointError {
-    fn from(e: std::io::Error) -> Self {
-        CheckpointError::Io(e)
-    }
-}
-
-fn corrupt(what: impl Into<String>) -> CheckpointError {
-    CheckpointError::Corrupt(what.into())
+fn corrupt(what: impl Into<String>) -> Error {
+    Error::CorruptSnapshot(what.into())
 }
 
 fn status_code(s: Status) -> u8 {
@@ -243,8 +184,8 @@ impl Snapshot {
     /// Reads a snapshot, checking everything (see the module doc) before allocating for it.
     ///
     /// # Errors
-    /// [`CheckpointError::Corrupt`] or [`CheckpointError::UnsupportedVersion`].
-    pub fn decode(bytes: &[u8]) -> Result<Snapshot, CheckpointError> {
+    /// [`Error::CorruptSnapshot`] or [`Error::UnsupportedSnapshot`].
+    pub fn decode(bytes: &[u8]) -> Result<Snapshot, Error> {
         if bytes.len() < HEADER {
             return Err(corrupt(format!(
                 "{} bytes, shorter than the {HEADER}-byte header",
@@ -257,7 +198,7 @@ impl Snapshot {
         let mut h = Reader::new(&bytes[8..HEADER], 8);
         let (major, minor) = (h.u16()?, h.u16()?);
         if major != VERSION.0 {
-            return Err(CheckpointError::UnsupportedVersion(major, minor));
+            return Err(Error::UnsupportedSnapshot(major, minor));
         }
         let len = h.u64()?;
         let crc = h.u32()?;
@@ -289,7 +230,7 @@ impl Snapshot {
             let at = r.offset();
             let mut t = r.record(TIMER_FIELDS, "timer record")?;
             let rec = t.timer().map_err(|e| match e {
-                CheckpointError::Corrupt(w) => corrupt(format!("timer {i} at byte {at}: {w}")),
+                Error::CorruptSnapshot(w) => corrupt(format!("timer {i} at byte {at}: {w}")),
                 e => e,
             })?;
             timers.push(rec);
@@ -312,8 +253,8 @@ impl Snapshot {
     /// crash `path` holds either the old file or the whole new one.
     ///
     /// # Errors
-    /// [`CheckpointError::Io`].
-    pub fn save_to(&self, path: impl AsRef<Path>) -> Result<(), CheckpointError> {
+    /// [`Error::Io`].
+    pub fn save_to(&self, path: impl AsRef<Path>) -> Result<(), Error> {
         let path = path.as_ref();
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -343,8 +284,8 @@ impl Snapshot {
     /// Reads and verifies a snapshot file (nothing is restored here).
     ///
     /// # Errors
-    /// [`CheckpointError::Io`], or what [`Snapshot::decode`] returns.
-    pub fn load_from(path: impl AsRef<Path>) -> Result<Snapshot, CheckpointError> {
+    /// [`Error::Io`], or what [`Snapshot::decode`] returns.
+    pub fn load_from(path: impl AsRef<Path>) -> Result<Snapshot, Error> {
         Snapshot::decode(&std::fs::read(path)?)
     }
 }
@@ -379,7 +320,7 @@ impl<'a> Reader<'a> {
         self.base + self.pos
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], CheckpointError> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
         if self.left() < n {
             return Err(corrupt(format!(
                 "truncated at byte {}: {n} more bytes needed, {} left",
@@ -392,29 +333,29 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], CheckpointError> {
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], Error> {
         Ok(self.take(N)?.try_into().expect("length checked"))
     }
 
-    fn u16(&mut self) -> Result<u16, CheckpointError> {
+    fn u16(&mut self) -> Result<u16, Error> {
         Ok(u16::from_le_bytes(self.array()?))
     }
-    fn u32(&mut self) -> Result<u32, CheckpointError> {
+    fn u32(&mut self) -> Result<u32, Error> {
         Ok(u32::from_le_bytes(self.array()?))
     }
-    fn i32(&mut self) -> Result<i32, CheckpointError> {
+    fn i32(&mut self) -> Result<i32, Error> {
         Ok(i32::from_le_bytes(self.array()?))
     }
-    fn u64(&mut self) -> Result<u64, CheckpointError> {
+    fn u64(&mut self) -> Result<u64, Error> {
         Ok(u64::from_le_bytes(self.array()?))
     }
-    fn i64(&mut self) -> Result<i64, CheckpointError> {
+    fn i64(&mut self) -> Result<i64, Error> {
         Ok(i64::from_le_bytes(self.array()?))
     }
-    fn u8(&mut self) -> Result<u8, CheckpointError> {
+    fn u8(&mut self) -> Result<u8, Error> {
         Ok(self.array::<1>()?[0])
     }
-    fn flag(&mut self, what: &str) -> Result<bool, CheckpointError> {
+    fn flag(&mut self, what: &str) -> Result<bool, Error> {
         match self.u8()? {
             0 => Ok(false),
             1 => Ok(true),
@@ -424,7 +365,7 @@ impl<'a> Reader<'a> {
 
     /// A length-prefixed record of at least `min` bytes, as a reader of its own (trailing
     /// bytes a newer minor version appended are skipped with it).
-    fn record(&mut self, min: usize, what: &str) -> Result<Reader<'a>, CheckpointError> {
+    fn record(&mut self, min: usize, what: &str) -> Result<Reader<'a>, Error> {
         let at = self.offset();
         let len = self.u16()? as usize;
         if len < min {
@@ -436,12 +377,12 @@ impl<'a> Reader<'a> {
         Ok(Reader::new(self.take(len)?, base))
     }
 
-    fn clock(&mut self) -> Result<ClockId, CheckpointError> {
+    fn clock(&mut self) -> Result<ClockId, Error> {
         let raw = self.i32()?;
         ClockId::from_raw(raw).ok_or_else(|| corrupt(format!("clock id {raw} is not supported")))
     }
 
-    fn timer(&mut self) -> Result<TimerRecord, CheckpointError> {
+    fn timer(&mut self) -> Result<TimerRecord, Error> {
         let raw_id = self.i32()?;
         let id = TimerId::new(raw_id).ok_or_else(|| corrupt(format!("negative ID {raw_id}")))?;
         let clock = self.clock()?;

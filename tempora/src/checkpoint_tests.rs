@@ -285,16 +285,11 @@ fn wrong_magic_newer_major_and_newer_minor() {
     let bytes = sample().encode();
     let mut b = bytes.clone();
     b[0] = b'X';
-    assert!(
-        matches!(Snapshot::decode(&b), Err(CheckpointError::Corrupt(m)) if m.contains("magic"))
-    );
+    assert!(matches!(Snapshot::decode(&b), Err(Error::CorruptSnapshot(m)) if m.contains("magic")));
     let mut b = bytes.clone();
     b[8..10].copy_from_slice(&2u16.to_le_bytes());
     let e = Snapshot::decode(&b).unwrap_err();
-    assert!(
-        matches!(e, CheckpointError::UnsupportedVersion(2, 0)),
-        "{e}"
-    );
+    assert!(matches!(e, Error::UnsupportedSnapshot(2, 0)), "{e}");
     assert_eq!(e.errno(), libc::EINVAL);
     // A newer minor version appends a field to every record: this reader skips it.
     let snap = sample();
@@ -332,7 +327,7 @@ fn reframe(snap: &Snapshot, f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
 
 fn corrupt_msg(bytes: &[u8]) -> String {
     match Snapshot::decode(bytes) {
-        Err(CheckpointError::Corrupt(m)) => m,
+        Err(Error::CorruptSnapshot(m)) => m,
         other => panic!("expected Corrupt, got {other:?}"),
     }
 }
@@ -382,7 +377,7 @@ fn a_failed_restore_leaves_the_owner_unchanged() {
     // An unknown name: nothing created.
     let e = o.restore(&snap, |_| None).unwrap_err();
     assert!(
-        matches!(e, CheckpointError::UnknownNotify(ref n) if n == "tick"),
+        matches!(e, Error::UnknownNotify(ref n) if n == "tick"),
         "{e}"
     );
     assert!(o.timers().is_empty());
@@ -399,10 +394,7 @@ fn a_failed_restore_leaves_the_owner_unchanged() {
         .unwrap()
         .owner();
     let e = small.restore(&snap, |_| Some(Notify::None)).unwrap_err();
-    assert!(
-        matches!(e, CheckpointError::Restore(crate::Error::InvalidId)),
-        "{e}"
-    );
+    assert!(matches!(e, Error::InvalidId), "{e}");
     assert!(small.timers().is_empty(), "all or nothing");
     assert!(!small.restore_ids());
     assert_eq!(
@@ -417,10 +409,7 @@ fn a_failed_restore_leaves_the_owner_unchanged() {
     let busy = timers.owner();
     busy.create(ClockId::Monotonic, Notify::None).unwrap();
     let e = busy.restore(&snap, |_| Some(Notify::None)).unwrap_err();
-    assert!(
-        matches!(e, CheckpointError::Restore(crate::Error::IdInUse)),
-        "{e}"
-    );
+    assert!(matches!(e, Error::IdInUse), "{e}");
 }
 
 #[test]
@@ -442,7 +431,7 @@ fn files_are_written_atomically_and_verified_on_load() {
     std::fs::write(&path, &bytes).unwrap();
     assert!(matches!(
         Snapshot::load_from(&path),
-        Err(CheckpointError::Corrupt(_))
+        Err(Error::CorruptSnapshot(_))
     ));
     let e = Snapshot::load_from(dir.join("missing")).unwrap_err();
     assert_eq!(e.errno(), libc::ENOENT);

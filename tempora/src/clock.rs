@@ -331,7 +331,7 @@ mod tests {
         ] {
             let e = bad.to_nanos().unwrap_err();
             assert_eq!(
-                (e, e.errno()),
+                (e.clone(), e.errno()),
                 (Error::InvalidTime, libc::EINVAL),
                 "{bad:?}"
             );

@@ -7,10 +7,11 @@ use std::fmt;
 ///
 /// Permanent errors (retrying the same call cannot succeed): [`Error::UnknownTimer`],
 /// [`Error::InvalidId`], [`Error::NotRestoring`], [`Error::OwnerDeleted`], [`Error::InvalidTime`],
-/// [`Error::InvalidConfig`], [`Error::IdInUse`] (until that timer is deleted).
-/// Transient: [`Error::NoFreeId`] (succeeds once a timer of the owner is deleted); see
-/// [`Error::is_transient`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// [`Error::InvalidConfig`], [`Error::IdInUse`] (until that timer is deleted), and the
+/// snapshot errors ([`Error::CorruptSnapshot`], [`Error::UnsupportedSnapshot`],
+/// [`Error::UnknownNotify`]). Transient: [`Error::NoFreeId`] (succeeds once a timer of the
+/// owner is deleted); see [`Error::is_transient`]. [`Error::Io`] carries the OS's errno.
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
     /// The timer ID is unknown to this owner: never created, already deleted, or another
@@ -32,6 +33,16 @@ pub enum Error {
     InvalidTime,
     /// A builder was given an invalid setting; the text says which. `EINVAL`.
     InvalidConfig(&'static str),
+    /// The bytes are not a valid snapshot ([`crate::checkpoint`]); the text says what is wrong
+    /// and where. `EINVAL`.
+    CorruptSnapshot(String),
+    /// A snapshot in a newer major format version (major, minor) than this build reads.
+    /// `EINVAL`.
+    UnsupportedSnapshot(u16, u16),
+    /// A snapshot names a notification the restoring application did not supply. `EINVAL`.
+    UnknownNotify(String),
+    /// Reading or writing a snapshot file failed: the OS's errno and its message.
+    Io(i32, String),
 }
 
 impl Error {
@@ -43,9 +54,13 @@ impl Error {
             | Error::NotRestoring
             | Error::OwnerDeleted
             | Error::InvalidTime
-            | Error::InvalidConfig(_) => libc::EINVAL,
+            | Error::InvalidConfig(_)
+            | Error::CorruptSnapshot(_)
+            | Error::UnsupportedSnapshot(..)
+            | Error::UnknownNotify(_) => libc::EINVAL,
             Error::IdInUse => libc::EBUSY,
             Error::NoFreeId => libc::EAGAIN,
+            Error::Io(errno, _) => *errno,
         }
     }
 
@@ -70,8 +85,25 @@ impl fmt::Display for Error {
                 f.write_str("time out of range: negative seconds or tv_nsec not in 0..1e9 (EINVAL)")
             }
             Error::InvalidConfig(what) => write!(f, "invalid configuration: {what} (EINVAL)"),
+            Error::CorruptSnapshot(what) => write!(f, "corrupt snapshot: {what}"),
+            Error::UnsupportedSnapshot(major, minor) => write!(
+                f,
+                "snapshot format {major}.{minor} is newer than this build reads ({}.x)",
+                crate::checkpoint::VERSION.0
+            ),
+            Error::UnknownNotify(name) => write!(
+                f,
+                "the snapshot names notification {name:?}, which was not supplied"
+            ),
+            Error::Io(_, what) => write!(f, "snapshot file: {what}"),
         }
     }
 }
 
 impl std::error::Error for Error {}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e.raw_os_error().unwrap_or(libc::EIO), e.to_string())
+    }
+}

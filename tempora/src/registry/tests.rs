@@ -130,11 +130,11 @@ fn exact_id_mode_errors_and_counter() {
     let busy = o
         .create_with_id(123_456, ClockId::Monotonic, NotifyKind::None)
         .unwrap_err();
-    assert_eq!((busy, busy.errno()), (Error::IdInUse, libc::EBUSY));
+    assert_eq!((busy.clone(), busy.errno()), (Error::IdInUse, libc::EBUSY));
     let neg = o
         .create_with_id(-1, ClockId::Monotonic, NotifyKind::None)
         .unwrap_err();
-    assert_eq!((neg, neg.errno()), (Error::InvalidId, libc::EINVAL));
+    assert_eq!((neg.clone(), neg.errno()), (Error::InvalidId, libc::EINVAL));
     assert_eq!(o.timers().len(), 1, "failed creates leave nothing behind");
     o.set_restore_ids(false);
     assert_eq!(mono(&o).unwrap().get(), 123_457);

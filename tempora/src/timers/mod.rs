@@ -71,7 +71,7 @@ mod tests;
 
 pub use notify::Event;
 
-use crate::checkpoint::{CheckpointError, Expiry, Snapshot, TimerRecord};
+use crate::checkpoint::{Expiry, Snapshot, TimerRecord};
 use crate::clock::{ClockId, ClockSource, OsClock, Resolution, TimeSpec};
 use crate::error::Error;
 use crate::itimer::{self, Arm, Consumed, Setting};
@@ -1164,26 +1164,26 @@ impl Owner {
     /// made so far are deleted and the counter and mode put back.
     ///
     /// # Errors
-    /// [`CheckpointError::UnknownNotify`] for a name `notify` does not map;
-    /// [`CheckpointError::Corrupt`] for duplicate IDs; [`CheckpointError::Restore`] with
-    /// [`Error::IdInUse`] if the owner has timers, or the create error.
+    /// [`Error::UnknownNotify`] for a name `notify` does not map;
+    /// [`Error::CorruptSnapshot`] for duplicate IDs; [`Error::IdInUse`] if the owner has
+    /// timers; otherwise the error of the create that failed (nothing is kept).
     pub fn restore(
         &self,
         snapshot: &Snapshot,
         notify: impl Fn(&str) -> Option<Notify>,
-    ) -> Result<(), CheckpointError> {
+    ) -> Result<(), Error> {
         if !self.timers().is_empty() {
-            return Err(CheckpointError::Restore(Error::IdInUse));
+            return Err(Error::IdInUse);
         }
         if let Some(id) = crate::checkpoint::first_duplicate(&snapshot.timers) {
-            return Err(CheckpointError::Corrupt(format!("duplicate ID {id}")));
+            return Err(Error::CorruptSnapshot(format!("duplicate ID {id}")));
         }
         let mut plan = Vec::with_capacity(snapshot.timers.len());
         for rec in &snapshot.timers {
             let n = match rec.notify.as_str() {
                 "none" => Notify::None,
                 "queue" => Notify::Queue,
-                name => notify(name).ok_or_else(|| CheckpointError::UnknownNotify(name.into()))?,
+                name => notify(name).ok_or_else(|| Error::UnknownNotify(name.into()))?,
             };
             plan.push((rec, n));
         }
@@ -1208,7 +1208,7 @@ impl Owner {
                     }
                     self.inner.reg.set_counter(counter);
                     self.set_restore_ids(mode);
-                    return Err(CheckpointError::Restore(e));
+                    return Err(e);
                 }
             }
         }

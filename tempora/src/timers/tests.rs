@@ -315,11 +315,11 @@ fn unknown_deleted_and_other_owners_ids_are_einval() {
         let e = Error::UnknownTimer;
         assert_eq!(
             f.owner.settime(id, SetFlags::RELATIVE, ms(1), ms(0)),
-            Err(e)
+            Err(e.clone())
         );
-        assert_eq!(f.owner.gettime(id), Err(e));
-        assert_eq!(f.owner.getoverrun(id), Err(e));
-        assert_eq!(f.owner.delete(id), Err(e));
+        assert_eq!(f.owner.gettime(id), Err(e.clone()));
+        assert_eq!(f.owner.getoverrun(id), Err(e.clone()));
+        assert_eq!(f.owner.delete(id), Err(e.clone()));
     }
     assert_eq!(Error::UnknownTimer.errno(), libc::EINVAL);
     assert!(other.gettime(theirs).is_ok());
