@@ -983,11 +983,15 @@ fn a_panicking_callback_does_not_stop_its_driver() {
     owner
         .settime(boom, SetFlags::RELATIVE, ms(1), Duration::ZERO)
         .unwrap();
+    while timers.callback_panics() == 0 {
+        std::thread::yield_now();
+    }
+    std::panic::set_hook(hook);
+    // The same driver goes on firing timers armed after the panic.
     owner
-        .settime(after, SetFlags::RELATIVE, ms(3), Duration::ZERO)
+        .settime(after, SetFlags::RELATIVE, ms(1), Duration::ZERO)
         .unwrap();
     let e = owner.recv_timeout(Duration::from_secs(30)).unwrap();
-    std::panic::set_hook(hook);
     assert_eq!(e.map(|e| e.id), Some(after));
     assert_eq!(timers.callback_panics(), 1);
 }
