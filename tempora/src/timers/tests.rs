@@ -57,6 +57,18 @@ impl Fx {
     }
 }
 
+/// Runs `f` with panic messages silenced (the panics it provokes are expected). The hook is
+/// process-wide, so the swap is serialised across tests.
+fn quiet_panics<R>(f: impl FnOnce() -> R) -> R {
+    static HOOK: Mutex<()> = Mutex::new(());
+    let _serial = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = f();
+    std::panic::set_hook(hook);
+    r
+}
+
 fn spec(value: u64, interval: u64) -> ItimerSpec {
     ItimerSpec {
         value: TimeSpec::from_nanos(value),
@@ -539,10 +551,7 @@ fn a_panicking_callback_is_caught_and_counted() {
     let q = f.queue(ClockId::Monotonic);
     f.arm(t, ms(1), Duration::ZERO);
     f.arm(q, ms(1), Duration::ZERO);
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let fired = f.advance(ms(1));
-    std::panic::set_hook(hook);
+    let fired = quiet_panics(|| f.advance(ms(1)));
     assert_eq!(fired, 2);
     assert_eq!(f.timers.callback_panics(), 1);
     assert_eq!(
@@ -978,15 +987,14 @@ fn a_panicking_callback_does_not_stop_its_driver() {
         .create(ClockId::Monotonic, Notify::callback(|_, _| panic!("boom")))
         .unwrap();
     let after = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    owner
-        .settime(boom, SetFlags::RELATIVE, ms(1), Duration::ZERO)
-        .unwrap();
-    while timers.callback_panics() == 0 {
-        std::thread::yield_now();
-    }
-    std::panic::set_hook(hook);
+    quiet_panics(|| {
+        owner
+            .settime(boom, SetFlags::RELATIVE, ms(1), Duration::ZERO)
+            .unwrap();
+        while timers.callback_panics() == 0 {
+            std::thread::yield_now();
+        }
+    });
     // The same driver goes on firing timers armed after the panic.
     owner
         .settime(after, SetFlags::RELATIVE, ms(1), Duration::ZERO)
@@ -1013,15 +1021,14 @@ fn clock_was_set_rings_every_driver() {
 fn lock_order_violation_is_caught_in_debug_builds() {
     let f = Fx::new();
     let t = f.queue(ClockId::Monotonic);
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
     // A timer lock taken under a base lock: the reverse of timer → base.
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        f.timers.core.bases[0].locked(|_| {
-            let _ = f.owner.gettime(t);
-        })
-    }));
-    std::panic::set_hook(hook);
+    let r = quiet_panics(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            f.timers.core.bases[0].locked(|_| {
+                let _ = f.owner.gettime(t);
+            })
+        }))
+    });
     let msg = r.expect_err("the violation panics");
     let msg = msg.downcast_ref::<&str>().copied().unwrap_or_default();
     assert!(msg.starts_with("lock order"), "{msg}");
