@@ -593,7 +593,7 @@ impl Owner {
     /// [`Error::NoFreeId`] when every ID is in use; [`Error::OwnerDeleted`].
     #[doc(alias = "timer_create")]
     pub fn create(&self, clock: ClockId, notify: NotifyKind) -> Result<TimerId, Error> {
-        self.inner.create(None, clock, notify, [0; 2])
+        self.inner.create(None, clock, notify, [0; 2], None)
     }
 
     /// Creates a timer with exactly the ID `id` (restore mode must be on).
@@ -610,7 +610,7 @@ impl Owner {
         clock: ClockId,
         notify: NotifyKind,
     ) -> Result<TimerId, Error> {
-        self.inner.create(Some(id), clock, notify, [0; 2])
+        self.inner.create(Some(id), clock, notify, [0; 2], None)
     }
 
     /// Deletes timer `id`; its ID becomes free once this returns.
@@ -684,7 +684,21 @@ impl Owner {
         notify: NotifyKind,
         ext: [usize; 2],
     ) -> Result<TimerId, Error> {
-        self.inner.create(requested, clock, notify, ext)
+        self.inner.create(requested, clock, notify, ext, None)
+    }
+
+    /// `create_ext`, then `then` on the new timer under its lock, reached through the slot the
+    /// create filled rather than a second lookup (a restore sets each timer's state so).
+    /// `then` does not run if the timer was deleted in between.
+    pub(crate) fn create_ext_then(
+        &self,
+        requested: Option<i32>,
+        clock: ClockId,
+        notify: NotifyKind,
+        ext: [usize; 2],
+        then: &mut dyn FnMut(Locked<'_>),
+    ) -> Result<TimerId, Error> {
+        self.inner.create(requested, clock, notify, ext, Some(then))
     }
 
     /// `delete`, running `on_delete` under the timer's lock at the moment it stops being
@@ -817,6 +831,7 @@ impl OwnerInner {
         clock: ClockId,
         notify: NotifyKind,
         ext: [usize; 2],
+        then: Option<&mut dyn FnMut(Locked<'_>)>,
     ) -> Result<TimerId, Error> {
         let shared = &*self.shared;
         // Validate before allocating anything (Linux e0fd4d42e27f fixed a leak here).
@@ -840,22 +855,27 @@ impl OwnerInner {
             })
         };
         shard.lock.unlock();
-        let (id, table, len) = result?;
+        let (id, table, len, timer) = result?;
         shared.count_add_as(thread, 1);
         shared.maybe_grow(table, len, &guard);
         shared.help_resize(&guard);
+        if let Some(then) = then {
+            // The slot stays a timer object while the owner lives; `lock_if` checks it still
+            // holds this timer.
+            timer.lock_if(visible(self.key), Some(id.0), then);
+        }
         Ok(id)
     }
 
     /// The body of `create`, with the shard lock held.
-    fn create_locked<'g>(
-        &self,
+    fn create_locked<'s, 'g>(
+        &'s self,
         st: &mut owner::ShardState,
         home: u16,
         requested: Option<i32>,
         (clock, notify, ext): (ClockId, NotifyKind, [usize; 2]),
         guard: &'g Guard,
-    ) -> Result<(TimerId, &'g Table, u32), Error> {
+    ) -> Result<(TimerId, &'g Table, u32, &'s Timer), Error> {
         let shared = &*self.shared;
         // SeqCst: (D) in `teardown`'s argument.
         if self.dead.load(Ordering::SeqCst) {
@@ -922,7 +942,7 @@ impl OwnerInner {
         // Release: a walker that reads the visible owner word (Acquire) sees the timer's
         // fields and its chain link.
         timer.hot.owner.store(visible(self.key), Ordering::Release);
-        Ok((TimerId(id), table, len))
+        Ok((TimerId(id), table, len, timer))
     }
 
     /// The next ID candidate from the shard's block, claiming a new block when it is used up

@@ -896,6 +896,17 @@ impl Owner {
         clock: ClockId,
         notify: Notify,
     ) -> Result<TimerId, Error> {
+        self.create_inner_then(requested, clock, notify, None)
+    }
+
+    /// `create_inner`, then `then` on the new timer under its lock (no second lookup).
+    fn create_inner_then(
+        &self,
+        requested: Option<i32>,
+        clock: ClockId,
+        notify: Notify,
+        then: Option<&mut dyn FnMut(Locked<'_>)>,
+    ) -> Result<TimerId, Error> {
         let kind = notify.kind();
         let cell = |f, name| Box::into_raw(Box::new(CallbackCell { f, name })) as usize;
         let cb = match notify {
@@ -904,10 +915,11 @@ impl Owner {
             _ => 0,
         };
         let sink = &self.inner.sink as *const Sink as usize;
-        let r = self
-            .inner
-            .reg
-            .create_ext(requested, clock, kind, [sink, cb]);
+        let reg = &self.inner.reg;
+        let r = match then {
+            Some(then) => reg.create_ext_then(requested, clock, kind, [sink, cb], then),
+            None => reg.create_ext(requested, clock, kind, [sink, cb]),
+        };
         if r.is_err() && cb != 0 {
             // SAFETY: leaked just above and never published: the create failed, so no timer
             // holds it.
@@ -1193,15 +1205,10 @@ impl Owner {
         let now = core.now_all();
         let mut made = Vec::with_capacity(plan.len());
         for (rec, n) in plan {
-            let created = self
-                .create_inner(Some(rec.id.get()), rec.clock, n)
-                .and_then(|id| {
-                    self.inner
-                        .reg
-                        .with_timer(id, |mut l| restore_state(core, &mut l, rec, &now))
-                });
+            let mut set = |mut l: Locked<'_>| restore_state(core, &mut l, rec, &now);
+            let created = self.create_inner_then(Some(rec.id.get()), rec.clock, n, Some(&mut set));
             match created {
-                Ok(()) => made.push(rec.id),
+                Ok(_) => made.push(rec.id),
                 Err(e) => {
                     for &id in &made {
                         let _ = self.delete(id);
