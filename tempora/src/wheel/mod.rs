@@ -626,32 +626,17 @@ impl<T> Wheel<T> {
         if c.ready_head() != NIL {
             return Some(self.clk);
         }
-        let mut best = NONE;
-        if c.parked_head() != NIL {
-            best = c.park_tick;
-        }
-        for level in 0..self.levels {
-            let shift = LVL_CLK_SHIFT * level as u32;
-            let pos = self.clk >> shift;
-            let bits = c.bitmap[level];
-            if bits != 0 {
-                let distance = bits
-                    .rotate_right(((pos + 1) % LVL_SIZE as u64) as u32)
-                    .trailing_zeros();
-                let slot = pos + 1 + distance as u64;
-                let visit = slot << shift;
-                // Precise entries of this level's first bucket expire in [visit, visit + gran)
-                // and every later bucket of the level is visited after that: the level's
-                // earliest firing is in its first bucket.
-                let bucket = level * LVL_SIZE + (slot % LVL_SIZE as u64) as usize;
-                best = best.min(visit.max(c.min_fire[bucket]));
-            }
-            // Every entry of a coarser level fires at or after its next slot boundary.
-            let next_shift = shift + LVL_CLK_SHIFT;
-            if best <= ((self.clk >> next_shift) + 1) << next_shift {
-                break;
-            }
-        }
+        let parked = if c.parked_head() != NIL {
+            c.park_tick
+        } else {
+            NONE
+        };
+        // Precise entries of a level's first bucket expire in [visit, visit + gran) and every
+        // later bucket of the level is visited after that: the level's earliest firing is in
+        // its first bucket.
+        let (best, _) = self.scan_levels(0, (parked, 0), |visit, bucket| {
+            visit.max(c.min_fire[bucket])
+        });
         (best != NONE).then_some(best)
     }
 
@@ -850,6 +835,22 @@ impl<T> Wheel<T> {
         if c.parked_head() != NIL {
             best = (c.park_tick, c.parked_bucket());
         }
+        self.scan_levels(core, best, |visit, _| visit)
+    }
+
+    /// Visits each level's first non-empty bucket after the wheel clock, finest level first,
+    /// and keeps the smallest `key(visit tick, bucket index)` (starting from `best`), with its
+    /// bucket. Stops as soon as no coarser level can hold a smaller key: `key` must be at
+    /// or after the visit tick, and every bucket of a coarser level is visited at or after its
+    /// next slot boundary.
+    #[inline]
+    fn scan_levels(
+        &self,
+        core: usize,
+        mut best: (u64, u16),
+        key: impl Fn(u64, usize) -> u64,
+    ) -> (u64, u16) {
+        let c = &self.cores[core];
         for level in 0..self.levels {
             let shift = LVL_CLK_SHIFT * level as u32;
             let pos = self.clk >> shift;
@@ -860,15 +861,12 @@ impl<T> Wheel<T> {
                     .rotate_right(((pos + 1) % LVL_SIZE as u64) as u32)
                     .trailing_zeros();
                 let slot = pos + 1 + distance as u64;
-                let visit = slot << shift;
-                if visit < best.0 {
-                    best = (
-                        visit,
-                        (level * LVL_SIZE) as u16 | (slot % LVL_SIZE as u64) as u16,
-                    );
+                let bucket = level * LVL_SIZE + (slot % LVL_SIZE as u64) as usize;
+                let k = key(slot << shift, bucket);
+                if k < best.0 {
+                    best = (k, bucket as u16);
                 }
             }
-            // Every bucket of the next level is visited at or after its next slot boundary.
             let next_shift = shift + LVL_CLK_SHIFT;
             if best.0 <= ((self.clk >> next_shift) + 1) << next_shift {
                 break;
