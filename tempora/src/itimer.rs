@@ -99,7 +99,8 @@ pub(crate) fn forward(expiry: u64, interval: u64, now: u64) -> (u64, u64) {
 }
 
 impl Locked<'_> {
-    fn expiry_clock(&self) -> ClockId {
+    /// The clock the stored expiry is measured on.
+    pub(crate) fn expiry_clock(&self) -> ClockId {
         ClockId::from_stored(self.state.expiry_clock)
     }
 

@@ -300,6 +300,12 @@ impl Timer {
             .with_mut(|p| unsafe { *p = TimerState::default() });
     }
 
+    /// The ID of the timer in this slot (meaningful while the caller holds its lock and the
+    /// slot is visible).
+    pub(crate) fn id(&self) -> super::TimerId {
+        super::TimerId(self.hot.id.load(Ordering::Relaxed))
+    }
+
     /// The clock recorded at create.
     pub(crate) fn clock(&self) -> ClockId {
         ClockId::from_stored(self.hot.clock.load(Ordering::Relaxed))

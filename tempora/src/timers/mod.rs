@@ -629,25 +629,19 @@ impl Core {
         }
         let b = self.my_base();
         let slot = Slot(NonNull::from(l.timer));
-        if usize::from(l.state.wheel) == w + 1 && usize::from(l.state.base) == b {
-            // Same wheel: move the entry (no slab traffic), or insert it again if a poll has
-            // popped it meanwhile.
-            let key = Key::from_bits(l.state.wheel_key);
-            let (key, ring) =
-                self.bases[b].locked_wheel(w, tick, |wheel| match wheel.reschedule(key, tick) {
-                    Ok(()) => key,
-                    Err(_) => wheel.insert_with(tick, Mode::PRECISE, slot),
-                });
-            if ring {
-                self.ring(b);
-            }
-            l.state.wheel_key = key.to_bits();
-            l.state.wheel_tick = tick;
-            return;
+        // Already in this base's wheel for the clock: move the entry (no slab traffic), or
+        // insert it again if a poll has popped it meanwhile. Anywhere else: take it out there.
+        let here = usize::from(l.state.wheel) == w + 1 && usize::from(l.state.base) == b;
+        if !here {
+            self.disarm(l);
         }
-        self.disarm(l);
+        let old = Key::from_bits(l.state.wheel_key);
         let (key, ring) = self.bases[b].locked_wheel(w, tick, |wheel| {
-            wheel.insert_with(tick, Mode::PRECISE, slot)
+            if here && wheel.reschedule(old, tick).is_ok() {
+                old
+            } else {
+                wheel.insert_with(tick, Mode::PRECISE, slot)
+            }
         });
         if ring {
             self.ring(b);
@@ -766,24 +760,7 @@ impl Core {
                 return false;
             };
             match l.timer.notify() {
-                NotifyKind::Queue => {
-                    l.state.sigqueue_seq = event.seq();
-                    if !l.state.queued {
-                        l.state.queued = true;
-                        // Relaxed: written at create, before the timer became visible.
-                        let sink = l.timer.hot.ext[0].load(Ordering::Relaxed) as *const Sink;
-                        // SAFETY: `ext[0]` of a Queue timer points at its owner's `Sink`, which
-                        // lives until the owner's teardown has marked every timer deleted under
-                        // its lock; this timer is visible and its lock is held.
-                        let sink = unsafe { &*sink };
-                        sink.push(EventRef {
-                            timer: slot.0,
-                            id: TimerId::new(l.timer.hot.id.load(Ordering::Relaxed))
-                                .expect("IDs are non-negative"),
-                            generation: l.timer.hot.generation.load(Ordering::Relaxed),
-                        });
-                    }
-                }
+                NotifyKind::Queue => enqueue(&mut l, event.seq()),
                 NotifyKind::Callback => {
                     let now_fn = |c: ClockId| now.get(c);
                     if let Consumed::Deliver { overrun, rearm } = l.consume(event, &now_fn) {
@@ -791,9 +768,7 @@ impl Core {
                         // Relaxed: written at create; cleared only under this lock.
                         // SAFETY: under the timer's lock (`callback_of`'s contract).
                         if let Some(cell) = unsafe { callback_of(&l) } {
-                            let id = TimerId::new(l.timer.hot.id.load(Ordering::Relaxed))
-                                .expect("IDs are non-negative");
-                            calls.push((cell.f.clone(), id, overrun));
+                            calls.push((cell.f.clone(), l.timer.id(), overrun));
                         }
                     }
                 }
@@ -812,6 +787,28 @@ impl Core {
             }
         }
     }
+}
+
+/// Puts a locked `Queue` timer's one event on its owner's queue for the arming `seq`, or,
+/// if the event is already queued, makes that entry this arming's (the kernel's "already
+/// pending: nothing" for its preallocated sigqueue).
+fn enqueue(l: &mut Locked<'_>, seq: u32) {
+    l.state.sigqueue_seq = seq;
+    if l.state.queued {
+        return;
+    }
+    l.state.queued = true;
+    // Relaxed: written at create, before the timer became visible.
+    let sink = l.timer.hot.ext[0].load(Ordering::Relaxed) as *const Sink;
+    // SAFETY: `ext[0]` of a Queue timer points at its owner's `Sink`, which lives until the
+    // owner's teardown has marked every timer deleted under its lock; this timer is visible
+    // and its lock is held.
+    unsafe { &*sink }.push(EventRef {
+        timer: NonNull::from(l.timer),
+        id: l.timer.id(),
+        // Relaxed: written at create only.
+        generation: l.timer.hot.generation.load(Ordering::Relaxed),
+    });
 }
 
 /// The callback cell of a locked callback timer, if any.
@@ -1131,7 +1128,7 @@ impl Owner {
                 (NotifyKind::Callback, _) => "callback",
             };
             let status = t.status();
-            let expiry_clock = ClockId::from_raw(i32::from(st.expiry_clock)).unwrap_or(t.clock());
+            let expiry_clock = l.expiry_clock();
             // A disarmed timer's stored expiry only matters to a SIGEV_NONE timer (gettime
             // goes on counting down to it, as on Linux).
             let expiry = if status == Status::Disarmed && kind != NotifyKind::None
@@ -1148,7 +1145,7 @@ impl Owner {
                 }
             };
             timers.push(TimerRecord {
-                id: TimerId::new(t.hot.id.load(Ordering::Relaxed)).expect("IDs are non-negative"),
+                id: t.id(),
                 clock: t.clock(),
                 notify: name.to_string(),
                 status,
@@ -1242,17 +1239,8 @@ fn restore_state(core: &Core, l: &mut Locked<'_>, rec: &TimerRecord, now: &[u64;
     l.set_overrun_last(rec.overrun_last);
     l.set_status(rec.status);
     if rec.pending && l.timer.notify() == NotifyKind::Queue {
-        l.state.queued = true;
-        l.state.sigqueue_seq = l.state.signal_seq;
-        // Relaxed: written at create, before the timer became visible.
-        let sink = l.timer.hot.ext[0].load(Ordering::Relaxed) as *const Sink;
-        // SAFETY: as in `Core::deliver`: the owner's sink outlives its visible timers, and
-        // this one is locked and visible.
-        unsafe { &*sink }.push(EventRef {
-            timer: NonNull::from(l.timer),
-            id: rec.id,
-            generation: l.timer.hot.generation.load(Ordering::Relaxed),
-        });
+        let seq = l.state.signal_seq;
+        enqueue(l, seq);
     }
     if rec.status == Status::Armed && l.timer.notify() != NotifyKind::None {
         core.apply(l, Arm::At { clock, expiry });
