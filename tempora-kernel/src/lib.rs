@@ -199,18 +199,17 @@ pub struct TimerSignal {
 /// `None` when none is pending. Dequeuing a periodic timer's signal re-arms the timer and
 /// latches its overrun, as delivery does.
 pub fn take_signal(signo: i32) -> Result<Option<TimerSignal>, Errno> {
-    signal_wait(signo, std::time::Duration::ZERO)
+    wait_signal(signo, std::time::Duration::ZERO)
 }
 
-fn signal_wait(signo: i32, timeout: std::time::Duration) -> Result<Option<TimerSignal>, Errno> {
+/// `sigtimedwait({signo}, &info, timeout)`: waits up to `timeout` for `signo` (see
+/// [`take_signal`]); `None` on timeout.
+pub fn wait_signal(signo: i32, timeout: std::time::Duration) -> Result<Option<TimerSignal>, Errno> {
     // SAFETY: plain data, initialised before use.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: as above; the kernel fills it.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
+    let ts = timespec(u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX));
     // SAFETY: valid pointers for the duration of the calls.
     let r = unsafe {
         libc::sigemptyset(&mut set);
@@ -234,10 +233,4 @@ fn signal_wait(signo: i32, timeout: std::time::Duration) -> Result<Option<TimerS
         (fields.add(1).read(), base.add(24).cast::<i32>().read())
     };
     Ok(Some(TimerSignal { value, overrun }))
-}
-
-/// `sigtimedwait({signo}, &info, timeout)`: waits up to `timeout` for `signo` (see
-/// [`take_signal`]); `None` on timeout.
-pub fn wait_signal(signo: i32, timeout: std::time::Duration) -> Result<Option<TimerSignal>, Errno> {
-    signal_wait(signo, timeout)
 }

@@ -127,19 +127,6 @@ fn corrupt(what: impl Into<String>) -> Error {
     Error::CorruptSnapshot(what.into())
 }
 
-fn status_code(s: Status) -> u8 {
-    s as u8
-}
-
-fn status_from(v: u8) -> Option<Status> {
-    match v {
-        0 => Some(Status::Disarmed),
-        1 => Some(Status::Armed),
-        2 => Some(Status::RequeuePending),
-        _ => None,
-    }
-}
-
 impl Snapshot {
     /// The snapshot in the binary format.
     pub fn encode(&self) -> Vec<u8> {
@@ -155,7 +142,7 @@ impl Snapshot {
             p.extend_from_slice(&((TIMER_FIELDS + name.len()) as u16).to_le_bytes());
             p.extend_from_slice(&t.id.get().to_le_bytes());
             p.extend_from_slice(&t.clock.as_raw().to_le_bytes());
-            p.push(status_code(t.status));
+            p.push(t.status as u8);
             p.push(u8::from(t.pending));
             let (kind, clock, ns) = match t.expiry {
                 Expiry::None => (0u8, 0, 0),
@@ -387,7 +374,7 @@ impl<'a> Reader<'a> {
         let id = TimerId::new(raw_id).ok_or_else(|| corrupt(format!("negative ID {raw_id}")))?;
         let clock = self.clock()?;
         let code = self.u8()?;
-        let status = status_from(code).ok_or_else(|| corrupt(format!("status {code}")))?;
+        let status = Status::from_raw(code).ok_or_else(|| corrupt(format!("status {code}")))?;
         let pending = self.flag("pending")?;
         let kind = self.u8()?;
         let expiry_clock = self.i32()?;

@@ -169,12 +169,18 @@ impl Locked<'_> {
 }
 
 impl Status {
-    fn from_u8(v: u8) -> Status {
+    /// The status with this `repr(u8)` value, if any.
+    pub(crate) fn from_raw(v: u8) -> Option<Status> {
         match v {
-            1 => Status::Armed,
-            2 => Status::RequeuePending,
-            _ => Status::Disarmed,
+            0 => Some(Status::Disarmed),
+            1 => Some(Status::Armed),
+            2 => Some(Status::RequeuePending),
+            _ => None,
         }
+    }
+
+    fn from_u8(v: u8) -> Status {
+        Status::from_raw(v).unwrap_or_default()
     }
 }
 

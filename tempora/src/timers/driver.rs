@@ -13,7 +13,7 @@
 //! Driver threads set their timer slack to 1 ns (`PR_SET_TIMERSLACK`), so the OS wakes them
 //! when asked rather than up to 50 µs later (the default slack of a normal thread).
 
-use super::base::{wheel_of, CLOCKS, NO_EXPIRY, WHEEL_CLOCKS};
+use super::base::{wheel_of, BaseState, CLOCKS, NO_EXPIRY, WHEEL_CLOCKS};
 use super::Core;
 use crate::clock::ClockId;
 use crate::sync::{AtomicU64, Ordering, WaitQueue};
@@ -86,8 +86,19 @@ pub(crate) fn sleep_once(
     }
 }
 
+/// The monotonic time (ns) of the earliest firing in a base's wheels (`Wheel::next_fire`,
+/// not the next re-placement visit), with the clocks at `now`; `NO_EXPIRY` if none.
+pub(crate) fn earliest_fire(core: &Core, st: &BaseState, now: &[u64; CLOCKS]) -> u64 {
+    st.wheels
+        .iter()
+        .enumerate()
+        .filter_map(|(w, wheel)| Some(to_monotonic(core, w, wheel.next_fire()?, now)))
+        .min()
+        .unwrap_or(NO_EXPIRY)
+}
+
 /// Monotonic time (ns) at which wheel `w`'s tick `tick` starts, with the clocks at `now`.
-pub(crate) fn to_monotonic(core: &Core, w: usize, tick: u64, now: &[u64; CLOCKS]) -> u64 {
+fn to_monotonic(core: &Core, w: usize, tick: u64, now: &[u64; CLOCKS]) -> u64 {
     let at = core.res.tick_start(tick);
     let mono = now[wheel_of(ClockId::Monotonic)];
     if WHEEL_CLOCKS[w] == ClockId::Monotonic {
@@ -128,11 +139,7 @@ pub(crate) fn run(core: Arc<Core>, k: usize, n: usize) {
             let mut deadline = NO_EXPIRY;
             for &b in &mine {
                 core.bases[b].locked(|st| {
-                    for w in 0..CLOCKS {
-                        if let Some(t) = st.wheels[w].next_fire() {
-                            deadline = deadline.min(to_monotonic(&core, w, t, &now));
-                        }
-                    }
+                    deadline = deadline.min(earliest_fire(&core, st, &now));
                     for w in 0..CLOCKS {
                         st.sleep[w] = from_monotonic(&core, w, deadline, &now);
                     }
@@ -184,13 +191,16 @@ impl ClockWatch {
             return None;
         }
         let w = ClockWatch { fd };
-        // Armed at the far future: it only ever returns because the clock was set (or
-        // `stop` re-armed it to fire).
-        w.arm(
+        w.watch().then_some(w)
+    }
+
+    /// Arms the timerfd at the far future, cancelled on a clock step: a read then returns
+    /// only because the clock was set (or `stop` re-armed it to fire).
+    fn watch(&self) -> bool {
+        self.arm(
             libc::TFD_TIMER_ABSTIME | libc::TFD_TIMER_CANCEL_ON_SET,
             i64::from(i32::MAX) * 8,
         )
-        .then_some(w)
     }
 
     fn arm(&self, flags: libc::c_int, sec: i64) -> bool {
@@ -220,12 +230,7 @@ impl ClockWatch {
             }
             match std::io::Error::last_os_error().raw_os_error() {
                 Some(libc::EINTR) => continue,
-                Some(libc::ECANCELED) => {
-                    return self.arm(
-                        libc::TFD_TIMER_ABSTIME | libc::TFD_TIMER_CANCEL_ON_SET,
-                        i64::from(i32::MAX) * 8,
-                    )
-                }
+                Some(libc::ECANCELED) => return self.watch(),
                 _ => return false,
             }
         }
@@ -239,7 +244,7 @@ impl ClockWatch {
     /// The watcher thread's body.
     pub(crate) fn run(&self, core: &Core) {
         while self.wait() && !core.shutdown.load(Ordering::Acquire) {
-            core.clock_was_set();
+            core.ring_all();
         }
     }
 }

@@ -383,9 +383,7 @@ impl Drivers {
 impl Drop for Drivers {
     fn drop(&mut self) {
         self.core.shutdown.store(true, Ordering::Release);
-        for bell in self.core.bells.iter() {
-            bell.ring();
-        }
+        self.core.ring_all();
         #[cfg(not(loom))]
         if let Some(w) = &self.watch {
             w.stop();
@@ -544,7 +542,7 @@ impl Timers {
     /// absolute `CLOCK_REALTIME` timers at once (with drivers on the OS clocks this is
     /// detected by itself, through `timerfd`'s `TFD_TIMER_CANCEL_ON_SET`).
     pub fn clock_was_set(&self) {
-        self.core.clock_was_set();
+        self.core.ring_all();
     }
 
     /// The monotonic time (ns, on the service's clock source) at which [`Timers::poll`] next
@@ -556,16 +554,12 @@ impl Timers {
     pub fn next_deadline(&self) -> Option<u64> {
         let core = &*self.core;
         let now = core.now_all();
-        let mut best = NO_EXPIRY;
-        for base in core.bases.iter() {
-            base.locked(|st| {
-                for (w, wheel) in st.wheels.iter().enumerate() {
-                    if let Some(t) = wheel.next_fire() {
-                        best = best.min(driver::to_monotonic(core, w, t, &now));
-                    }
-                }
-            });
-        }
+        let best = core
+            .bases
+            .iter()
+            .map(|base| base.locked(|st| driver::earliest_fire(core, st, &now)))
+            .min()
+            .unwrap_or(NO_EXPIRY);
         (best != NO_EXPIRY).then_some(best)
     }
 
@@ -589,11 +583,9 @@ impl Core {
         self.poll(self.now_all())
     }
 
-    fn clock_was_set(&self) {
-        for bell in self.bells.iter() {
-            self.rings.fetch_add(1, Ordering::Relaxed);
-            bell.ring();
-        }
+    /// Rings every driver (a clock step, shutdown).
+    fn ring_all(&self) {
+        (0..self.bells.len()).for_each(|k| self.ring(k));
     }
 
     /// Rings the driver serving base `b`.
