@@ -127,6 +127,11 @@ impl ByteLock {
     }
 }
 
+/// The CPUs this process may run on (1 if unknown): what per-CPU structures are sized by.
+pub(crate) fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// Debug-build check of the service's lock order, **timer → base**, and of "never two base
 /// locks at once" (`timers/base.rs`). Release builds (and loom models, whose threads share one
 /// OS thread) compile it away.

@@ -23,20 +23,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tempora::clock::{ClockId, ClockSource, OsClock};
+use tempora::clock::ClockId;
 use tempora::{Notify, SetFlags, Timers};
 
-use super::service::record;
+use super::service::{monotonic_now, record};
 use super::{median, on_threads, Extras, Opts, Reporter};
 
 const PERIODS_MS: [u64; 4] = [100, 200, 250, 400];
 const PROBES: usize = 2000;
 /// The kernel's `wakeups` row uses at most this many timers (`RLIMIT_SIGPENDING` is 96k here).
 const KERNEL_WAKEUP_TIMERS: usize = 50_000;
-
-fn mono() -> u64 {
-    OsClock.now(ClockId::Monotonic)
-}
 
 fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -78,7 +74,7 @@ fn wakeups_tempora(n: usize, per_base: bool, secs: f64) -> Result<(f64, Extras),
         f2.fetch_add(1 + o as u64, Ordering::Relaxed);
     });
     // Aligned start, far enough for the arming of n timers to finish first.
-    let t0 = (mono() / 10_000_000 + 1) * 10_000_000 + 500_000_000 + n as u64 * 400;
+    let t0 = (monotonic_now() / 10_000_000 + 1) * 10_000_000 + 500_000_000 + n as u64 * 400;
     on_threads(bases, |k| {
         for i in (k..n).step_by(bases) {
             let p = PERIODS_MS[i % 4] * 1_000_000;
@@ -96,10 +92,10 @@ fn wakeups_tempora(n: usize, per_base: bool, secs: f64) -> Result<(f64, Extras),
         }
     });
     let start = t0 + 50_000_000;
-    std::thread::sleep(Duration::from_nanos(start.saturating_sub(mono())));
-    let (w0, a) = (timers.driver_wakeups(), mono());
+    std::thread::sleep(Duration::from_nanos(start.saturating_sub(monotonic_now())));
+    let (w0, a) = (timers.driver_wakeups(), monotonic_now());
     std::thread::sleep(Duration::from_secs_f64(secs));
-    let (w1, b) = (timers.driver_wakeups(), mono());
+    let (w1, b) = (timers.driver_wakeups(), monotonic_now());
     let span = (b - a) as f64 / 1e9;
     let fired = fired.load(Ordering::Relaxed);
     drop(owner);
@@ -152,16 +148,16 @@ fn wakeups_kernel(n: usize, secs: f64) -> Result<(f64, Extras), String> {
         }
     }
     let out = result.map(|()| {
-        let t0 = (mono() / 10_000_000 + 1) * 10_000_000 + 500_000_000 + n as u64 * 1_000;
+        let t0 = (monotonic_now() / 10_000_000 + 1) * 10_000_000 + 500_000_000 + n as u64 * 1_000;
         for (i, &id) in ids.iter().enumerate() {
             let p = PERIODS_MS[i % 4] * 1_000_000;
             tempora_kernel::timer_settime(id, libc::TIMER_ABSTIME, t0 + p, p).expect("settime");
         }
         let start = t0 + 50_000_000;
-        std::thread::sleep(Duration::from_nanos(start.saturating_sub(mono())));
-        let (w0, a) = (wakeups.load(Ordering::Relaxed), mono());
+        std::thread::sleep(Duration::from_nanos(start.saturating_sub(monotonic_now())));
+        let (w0, a) = (wakeups.load(Ordering::Relaxed), monotonic_now());
         std::thread::sleep(Duration::from_secs_f64(secs));
-        let (w1, b) = (wakeups.load(Ordering::Relaxed), mono());
+        let (w1, b) = (wakeups.load(Ordering::Relaxed), monotonic_now());
         let span = (b - a) as f64 / 1e9;
         (
             0.0,
@@ -213,7 +209,7 @@ fn lateness_tempora(n: usize) -> Result<(f64, Extras), String> {
             .map_err(|e| e.to_string())?;
     }
     let late = Arc::new(Mutex::new(Vec::with_capacity(PROBES)));
-    let t0 = mono() + 100_000_000;
+    let t0 = monotonic_now() + 100_000_000;
     let mut rng = 0x2545_F491_4F6C_DD1Du64;
     for _ in 0..PROBES {
         rng ^= rng << 13;
@@ -225,7 +221,7 @@ fn lateness_tempora(n: usize) -> Result<(f64, Extras), String> {
             .create(
                 ClockId::Monotonic,
                 Notify::callback(move |_, _| {
-                    let now = mono();
+                    let now = monotonic_now();
                     l2.lock().unwrap().push(now as f64 - at as f64);
                 }),
             )
@@ -275,13 +271,13 @@ fn lateness_kernel(n: usize) -> Result<(f64, Extras), String> {
             let deadline = Instant::now() + Duration::from_secs(5);
             while got.len() < PROBES && Instant::now() < deadline {
                 if let Ok(Some(s)) = tempora_kernel::wait_signal(signo, Duration::from_millis(50)) {
-                    got.push((mono(), s.value));
+                    got.push((monotonic_now(), s.value));
                 }
             }
             got
         });
         let tid = rx.recv().expect("tid");
-        let t0 = mono() + 100_000_000;
+        let t0 = monotonic_now() + 100_000_000;
         let mut rng = 0x2545_F491_4F6C_DD1Du64;
         let mut probes = Vec::with_capacity(PROBES);
         let mut at = Vec::with_capacity(PROBES);

@@ -187,7 +187,8 @@ impl Service for KernelSvc {
     }
 }
 
-fn monotonic_now() -> u64 {
+/// `CLOCK_MONOTONIC` now, in ns (the clock the service cases arm on).
+pub(super) fn monotonic_now() -> u64 {
     use tempora::clock::{ClockSource, OsClock};
     OsClock.now(ClockId::Monotonic)
 }

@@ -244,7 +244,7 @@ impl Builder {
         if !(1..=64).contains(&self.max_load) {
             return Err(Error::InvalidConfig("max_load must be 1..=64"));
         }
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = crate::sync::cpus();
         let buckets = self
             .initial_buckets
             .unwrap_or_else(|| (512 * cpus).next_power_of_two());

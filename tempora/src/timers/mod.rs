@@ -281,11 +281,7 @@ impl Builder {
     /// [`Error::InvalidConfig`] for zero bases, more than 65 536 bases, a zero tick, a zero
     /// batch, or an invalid registry configuration.
     pub fn build(&self) -> Result<Timers, Error> {
-        let bases = self.bases.unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        });
+        let bases = self.bases.unwrap_or_else(crate::sync::cpus);
         if bases == 0 || bases > 1 << 16 {
             return Err(Error::InvalidConfig("bases must be in 1..=65536"));
         }
