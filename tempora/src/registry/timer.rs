@@ -50,6 +50,12 @@ use crate::sync::{
     AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, ByteLock, Ordering,
     UnsafeCell,
 };
+// The fences of the slot protocol (`read_current`): loom's under `cfg(loom)`, so that the loom
+// models in `loom_tests.rs` see them (loom does not observe a `std` fence).
+#[cfg(loom)]
+use loom::sync::atomic::fence;
+#[cfg(not(loom))]
+use std::sync::atomic::fence;
 
 /// `owner` bit 0: the slot is hashed (its ID is taken) but not visible to lookups, because it
 /// is being created or being deleted (the kernel's `it_signal | 1`).
@@ -268,7 +274,7 @@ impl Timer {
         let generation = self.hot.generation.load(Ordering::Relaxed);
         let v = read(self);
         // Acquire: the re-check below is not performed before the read above.
-        std::sync::atomic::fence(Ordering::Acquire);
+        fence(Ordering::Acquire);
         (self.is(owner_word, id) && self.hot.generation.load(Ordering::Relaxed) == generation)
             .then_some(v)
     }
