@@ -3,9 +3,25 @@
 //! absent, or a data race) if a Release/Acquire pair in `table.rs` is weakened: the walk must
 //! either see the moved timer, or see the cut link and then the `future` table, or land on a
 //! foreign nulls marker and restart.
+//!
+//! And of the slot protocol: a lock-free read (`Timer::read_current`, as getoverrun uses it)
+//! racing the delete and re-create of the timer in the same slot. It must return the value of
+//! the timer it validated, or nothing; it fails if the Release fence in `reset_for_create` is
+//! removed.
+//!
+//! What the slot models cover: the real `Timer::lock_if`, `OwnerInner::mark_deleted`,
+//! `Timer::reset_for_create` and `Timer::read_current`, with the owner-word and ID stores of
+//! `free_slot_locked` and `create_locked` copied from `mod.rs`. Not modelled: the hash table
+//! (unhash and link; the walk is the subject of the models above), the shard free list (its
+//! lock orders creators, not readers) and the epoch. The registry's own `create` and `delete`
+//! cannot run under loom: slot pages come from zeroed memory (`Slots::add_page`), which is a
+//! valid `Timer` only with std atomics (a loom atomic is a handle into the model's state), and
+//! crossbeam-epoch is not loom-instrumented.
 
 use super::table::{self, hash, Table};
-use super::timer::{visible, Timer};
+use super::timer::{visible, Status, Timer, PENDING};
+use super::{NotifyKind, OwnerInner};
+use crate::clock::ClockId;
 use crate::sync::Ordering;
 use loom::sync::Arc;
 
@@ -101,5 +117,69 @@ fn loom_walk_racing_unlink_and_reuse_finds_present_timer() {
         insert(&t, r);
         walker.join().unwrap();
         drop((target, reused));
+    });
+}
+
+/// The overrun count of the first incarnation in the slot models (a re-create resets it to 0).
+const OLD_OVERRUN: i32 = 7;
+/// Clock and notification kind of the first and of the second incarnation.
+const FIRST: (ClockId, NotifyKind) = (ClockId::Realtime, NotifyKind::Queue);
+const SECOND: (ClockId, NotifyKind) = (ClockId::Monotonic, NotifyKind::Callback);
+
+/// A slot holding this owner's visible timer `id` (incarnation `FIRST`), armed, with overrun
+/// count `OLD_OVERRUN`: made as `create_locked` makes it, then set under its lock as settime
+/// and an event's consumption set them.
+fn live_slot(id: i32) -> Timer {
+    let t = Timer::default();
+    create(&t, id, FIRST);
+    t.lock_if(visible(OWNER), Some(id), |mut l| {
+        l.set_overrun_last(OLD_OVERRUN);
+        l.set_status(Status::Armed);
+    })
+    .expect("just made visible");
+    t
+}
+
+/// `create_locked` on a free slot, without the hash table: the real `reset_for_create`, then
+/// its ID and visible owner-word stores.
+fn create(t: &Timer, id: i32, (clock, notify): (ClockId, NotifyKind)) {
+    // SAFETY: the slot is free (owner word 0) and only this thread creates in it.
+    unsafe { t.reset_for_create(visible(OWNER) | PENDING, clock, notify, 0, [0; 2]) };
+    t.hot.id.store(id, Ordering::Relaxed);
+    // Release: as in `create_locked`.
+    t.hot.owner.store(visible(OWNER), Ordering::Release);
+}
+
+/// `delete` of timer `old` and a create that reuses its slot for timer `new` (incarnation
+/// `SECOND`), racing a reader of timer `old` that runs `read` through `read_current`; returns
+/// what the reader got.
+fn race_delete_recreate<R: Send + 'static>(
+    old: i32,
+    new: i32,
+    read: impl Fn(&Timer) -> R + Send + Sync + 'static,
+) -> Option<R> {
+    let t = Arc::new(live_slot(old));
+    let reader = {
+        let t = t.clone();
+        loom::thread::spawn(move || t.read_current(visible(OWNER), old, read))
+    };
+    // `delete`: the timer-lock section, then (after the unhash) `free_slot_locked`.
+    t.lock_if(visible(OWNER), Some(old), OwnerInner::mark_deleted)
+        .expect("visible until this delete");
+    // Release: as in `free_slot_locked`.
+    t.hot.owner.store(0, Ordering::Release);
+    create(&t, new, SECOND);
+    reader.join().unwrap()
+}
+
+#[test]
+fn loom_getoverrun_racing_delete_and_recreate_reads_the_deleted_timer_or_nothing() {
+    loom::model(|| {
+        // A normal create takes the next ID from the counter: another ID in the same slot.
+        let got = race_delete_recreate(0, 1, |t| t.written.overrun_last.load(Ordering::Relaxed));
+        assert!(
+            matches!(got, None | Some(OLD_OVERRUN)),
+            "getoverrun of timer 0 validated a read of {got:?}, not its count {OLD_OVERRUN}"
+        );
     });
 }

@@ -50,7 +50,7 @@ use crate::sync::{
     AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, ByteLock, Ordering,
     UnsafeCell,
 };
-// The fences of the slot protocol (`read_current`): loom's under `cfg(loom)`, so that the loom
+// The fences of the slot protocol (`read_current`, `reset_for_create`): loom's under `cfg(loom)`, so that the loom
 // models in `loom_tests.rs` see them (loom does not observe a `std` fence).
 #[cfg(loom)]
 use loom::sync::atomic::fence;
@@ -273,7 +273,10 @@ impl Timer {
         }
         let generation = self.hot.generation.load(Ordering::Relaxed);
         let v = read(self);
-        // Acquire: the re-check below is not performed before the read above.
+        // Acquire: pairs with the Release fence in `reset_for_create`, between a re-create's
+        // owner word and generation and its data: if `read` saw data of a later incarnation,
+        // the re-check below sees that owner word or generation and fails. It also keeps the
+        // re-check from being performed before the read.
         fence(Ordering::Acquire);
         (self.is(owner_word, id) && self.hot.generation.load(Ordering::Relaxed) == generation)
             .then_some(v)
@@ -294,9 +297,20 @@ impl Timer {
         ext: [usize; 2],
     ) {
         let generation = self.hot.generation.load(Ordering::Relaxed).wrapping_add(1);
-        // Relaxed: all published by the bucket unlock and the visible store (Release).
+        // Relaxed (all stores here): published to lookups by the bucket unlock and the visible
+        // store (Release) in `create_locked`. A lock-free reader that stood on the slot before
+        // it was freed is not among those: for it the slot is a seqlock (`read_current`) whose
+        // sequence is the owner word and the generation, written first, and whose data is
+        // every store after the fence.
         self.hot.owner.store(pending_word, Ordering::Relaxed);
         self.hot.generation.store(generation, Ordering::Relaxed);
+        // Release: pairs with the Acquire fence in `read_current`. A reader that reads any
+        // store below (the new incarnation's clock, notify, status, overrun count) sees the
+        // pending owner word and the new generation above at its re-check, and drops the read;
+        // without the fence it may re-read the old owner word and generation and return the
+        // new incarnation's value as the deleted timer's (loom:
+        // `loom_getoverrun_racing_delete_and_recreate_reads_the_deleted_timer_or_nothing`).
+        fence(Ordering::Release);
         self.hot.clock.store(clock as u8, Ordering::Relaxed);
         self.hot.notify.store(notify as u8, Ordering::Relaxed);
         self.hot.home.store(home, Ordering::Relaxed);
