@@ -4,10 +4,12 @@
 //! either see the moved timer, or see the cut link and then the `future` table, or land on a
 //! foreign nulls marker and restart.
 //!
-//! And of the slot protocol: a lock-free read (`Timer::read_current`, as getoverrun uses it)
-//! racing the delete and re-create of the timer in the same slot. It must return the value of
-//! the timer it validated, or nothing; it fails if the Release fence in `reset_for_create` is
-//! removed.
+//! And of the slot protocol: a lock-free read (`Timer::read_current`, as getoverrun and the
+//! listing use it) racing the delete and re-create of the timer in the same slot, with another
+//! ID or (exact-ID mode) the same one. It must return values of one incarnation of the timer
+//! it validated, or nothing; the models fail if the Release fence or the Release generation
+//! store in `reset_for_create` is removed, or if `read_current` reads the generation after the
+//! owner word.
 //!
 //! What the slot models cover: the real `Timer::lock_if`, `OwnerInner::mark_deleted`,
 //! `Timer::reset_for_create` and `Timer::read_current`, with the owner-word and ID stores of
@@ -180,6 +182,20 @@ fn loom_getoverrun_racing_delete_and_recreate_reads_the_deleted_timer_or_nothing
         assert!(
             matches!(got, None | Some(OLD_OVERRUN)),
             "getoverrun of timer 0 validated a read of {got:?}, not its count {OLD_OVERRUN}"
+        );
+    });
+}
+
+#[test]
+fn loom_listing_racing_recreate_with_the_same_id_reads_one_incarnation() {
+    loom::model(|| {
+        // An exact-ID create (restore mode) re-creates the same ID in the slot, with another
+        // clock and notification kind: only the generation tells the incarnations apart, and a
+        // listing must not report the clock of one with the notification kind of the other.
+        let got = race_delete_recreate(0, 0, |t| (t.clock(), t.notify()));
+        assert!(
+            matches!(got, None | Some(FIRST) | Some(SECOND)),
+            "the listing validated {got:?}, a mix of {FIRST:?} and {SECOND:?}"
         );
     });
 }

@@ -30,7 +30,7 @@
 //! create and delete only; `clock`, `notify` and `generation` at create only.
 //!
 //! `status` and `overrun_last` are atomics so that getoverrun and listings read them without
-//! the lock: a reader checks (owner, id, generation) before and after the read, and the value
+//! the lock: a reader checks (generation, owner, id) before and after the read, and the value
 //! is the timer's at an instant when it was live (`Timer::read_current`). The unit test
 //! `timer_layout_matches_doc` asserts every offset above.
 //!
@@ -260,6 +260,13 @@ impl Timer {
 
     /// Reads a field of the visible timer `(owner_word, id)` without the lock: `Some` only if
     /// the slot held that timer, in the same incarnation, before and after the read.
+    ///
+    /// A seqlock read whose sequence is (generation, owner word): the generation is read
+    /// first, so that it belongs to the incarnation whose owner word is checked after it.
+    /// Read after the owner word, it could be a re-create's (same owner, and the same ID in
+    /// exact-ID mode) while the owner word read was the deleted incarnation's; both re-checks
+    /// would then pass with data read half from each incarnation (loom:
+    /// `loom_listing_racing_recreate_with_the_same_id_reads_one_incarnation`).
     #[inline]
     pub(crate) fn read_current<R>(
         &self,
@@ -267,11 +274,14 @@ impl Timer {
         id: i32,
         read: impl FnOnce(&Timer) -> R,
     ) -> Option<R> {
-        // Acquire (in `is`): the generation and fields of the visible incarnation are visible.
+        // Acquire: pairs with the Release generation store in `reset_for_create`: if this is a
+        // re-create's generation, the owner word checked next is that re-create's (pending, or
+        // visible), not the word of the incarnation before it.
+        let generation = self.hot.generation.load(Ordering::Acquire);
+        // Acquire (in `is`): the fields of the visible incarnation are visible.
         if !self.is(owner_word, id) {
             return None;
         }
-        let generation = self.hot.generation.load(Ordering::Relaxed);
         let v = read(self);
         // Acquire: pairs with the Release fence in `reset_for_create`, between a re-create's
         // owner word and generation and its data: if `read` saw data of a later incarnation,
@@ -297,13 +307,16 @@ impl Timer {
         ext: [usize; 2],
     ) {
         let generation = self.hot.generation.load(Ordering::Relaxed).wrapping_add(1);
-        // Relaxed (all stores here): published to lookups by the bucket unlock and the visible
-        // store (Release) in `create_locked`. A lock-free reader that stood on the slot before
-        // it was freed is not among those: for it the slot is a seqlock (`read_current`) whose
-        // sequence is the owner word and the generation, written first, and whose data is
-        // every store after the fence.
+        // Relaxed (every store here but the generation's): published to lookups by the bucket
+        // unlock and the visible store (Release) in `create_locked`. A lock-free reader that
+        // stood on the slot before it was freed is not among those: for it the slot is a
+        // seqlock (`read_current`) whose sequence is the owner word and the generation, written
+        // first, and whose data is every store after the fence.
         self.hot.owner.store(pending_word, Ordering::Relaxed);
-        self.hot.generation.store(generation, Ordering::Relaxed);
+        // Release: pairs with the Acquire generation load that opens `read_current`: a reader
+        // that reads this generation then reads the pending owner word above (or a later one),
+        // never the deleted incarnation's.
+        self.hot.generation.store(generation, Ordering::Release);
         // Release: pairs with the Acquire fence in `read_current`. A reader that reads any
         // store below (the new incarnation's clock, notify, status, overrun count) sees the
         // pending owner word and the new generation above at its re-check, and drops the read;
