@@ -8,8 +8,8 @@
 //! listing use it) racing the delete and re-create of the timer in the same slot, with another
 //! ID or (exact-ID mode) the same one. It must return values of one incarnation of the timer
 //! it validated, or nothing; the models fail if the Release fence or the Release generation
-//! store in `reset_for_create` is removed, or if `read_current` reads the generation after the
-//! owner word.
+//! store in `reset_for_create` or the Release fence in `mark_deleted` is removed, or if
+//! `read_current` reads the generation after the owner word.
 //!
 //! What the slot models cover: the real `Timer::lock_if`, `OwnerInner::mark_deleted`,
 //! `Timer::reset_for_create` and `Timer::read_current`, with the owner-word and ID stores of
@@ -196,6 +196,19 @@ fn loom_listing_racing_recreate_with_the_same_id_reads_one_incarnation() {
         assert!(
             matches!(got, None | Some(FIRST) | Some(SECOND)),
             "the listing validated {got:?}, a mix of {FIRST:?} and {SECOND:?}"
+        );
+    });
+}
+
+#[test]
+fn loom_listing_racing_delete_reads_a_status_the_timer_had() {
+    loom::model(|| {
+        // The timer is armed all its life; the disarm that its delete writes after marking it
+        // pending must not be reported as its status.
+        let got = race_delete_recreate(0, 1, |t| t.status());
+        assert!(
+            matches!(got, None | Some(Status::Armed)),
+            "the listing validated a read of timer 0 as {got:?}; it was armed while it lived"
         );
     });
 }

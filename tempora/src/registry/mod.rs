@@ -1085,6 +1085,11 @@ impl OwnerInner {
         let word = l.timer.hot.owner.load(Ordering::Relaxed);
         // Relaxed: ordered before the unhash by the bucket lock's Acquire/Release.
         l.timer.hot.owner.store(word | PENDING, Ordering::Relaxed);
+        // Release: pairs with the Acquire fence in `Timer::read_current`: a lock-free reader
+        // that sees the disarm below sees the pending word at its re-check and drops the read,
+        // instead of reporting a status the timer never had while visible (loom:
+        // `loom_listing_racing_delete_reads_a_status_the_timer_had`).
+        timer::fence(Ordering::Release);
         l.state.signal_seq = l.state.signal_seq.wrapping_add(1);
         l.set_status(Status::Disarmed);
     }

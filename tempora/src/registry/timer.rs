@@ -50,12 +50,13 @@ use crate::sync::{
     AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, ByteLock, Ordering,
     UnsafeCell,
 };
-// The fences of the slot protocol (`read_current`, `reset_for_create`): loom's under `cfg(loom)`, so that the loom
-// models in `loom_tests.rs` see them (loom does not observe a `std` fence).
+// The fences of the slot protocol (`read_current`, `reset_for_create`, the registry's
+// `mark_deleted`): loom's under `cfg(loom)`, so that the loom models in `loom_tests.rs` see them
+// (loom does not observe a `std` fence).
 #[cfg(loom)]
-use loom::sync::atomic::fence;
+pub(super) use loom::sync::atomic::fence;
 #[cfg(not(loom))]
-use std::sync::atomic::fence;
+pub(super) use std::sync::atomic::fence;
 
 /// `owner` bit 0: the slot is hashed (its ID is taken) but not visible to lookups, because it
 /// is being created or being deleted (the kernel's `it_signal | 1`).
@@ -283,8 +284,9 @@ impl Timer {
             return None;
         }
         let v = read(self);
-        // Acquire: pairs with the Release fence in `reset_for_create`, between a re-create's
-        // owner word and generation and its data: if `read` saw data of a later incarnation,
+        // Acquire: pairs with the Release fences of the writers that end an incarnation, each
+        // after the owner word (and generation) it stores and before its data: in
+        // `reset_for_create` and in the registry's `mark_deleted`. If `read` saw such data,
         // the re-check below sees that owner word or generation and fails. It also keeps the
         // re-check from being performed before the read.
         fence(Ordering::Acquire);
