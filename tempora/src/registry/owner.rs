@@ -118,13 +118,20 @@ impl Slots {
     }
 
     /// Claims `n` (at most `PAGE_SLOTS`) fresh slots and makes sure their pages exist. `None`
-    /// when the 2^32-slot space is exhausted.
+    /// when the 2^32-slot space is exhausted, and from then on: a refused claim leaves
+    /// `claimed` where it was, so it never wraps to hand out slots in use, and `for_each` still
+    /// covers every slot handed out.
     pub(crate) fn claim(&self, n: u32, pool: &PagePool, guard: &Guard) -> Option<u32> {
         debug_assert!(n as usize <= PAGE_SLOTS);
-        let base = self.claimed.fetch_add(n, Ordering::Relaxed);
-        if base > u32::MAX - 2 * PAGE_SLOTS as u32 {
-            return None;
-        }
+        // The highest base granted: a block then ends below `u32::MAX - PAGE_SLOTS`, so no slot
+        // index reaches `NONE`. Relaxed: the claimed ranges are disjoint by the atomicity of
+        // the read-modify-write alone; the pages are published by their own Release stores.
+        let base = self
+            .claimed
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |base| {
+                (base <= u32::MAX - 2 * PAGE_SLOTS as u32).then(|| base + n)
+            })
+            .ok()?;
         let first = base as usize / PAGE_SLOTS;
         let last = (base + n - 1) as usize / PAGE_SLOTS;
         for k in first..=last {
@@ -171,7 +178,10 @@ impl Slots {
 
     /// Calls `f` on every slot of every allocated page, in index order.
     pub(crate) fn for_each(&self, guard: &Guard, mut f: impl FnMut(&Timer)) {
-        let claimed = self.claimed.load(Ordering::Acquire) as usize;
+        // Relaxed: a bound, not a publication (each page pointer is loaded with Acquire). A
+        // claim that happens before this call (teardown takes every shard lock first) is seen
+        // by coherence; a concurrent one may or may not be, as the listing's doc allows.
+        let claimed = self.claimed.load(Ordering::Relaxed) as usize;
         for k in 0..claimed.div_ceil(PAGE_SLOTS) {
             let page = self.page(k, guard);
             if page.is_null() {
@@ -327,5 +337,32 @@ impl Shard {
     pub(crate) unsafe fn with_lock_held<R>(&self, f: impl FnOnce(&mut ShardState) -> R) -> R {
         // SAFETY: the caller holds `self.lock`, so this is the only access to the state.
         self.state.with_mut(|p| f(unsafe { &mut *p }))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_exhaustion_is_sticky() {
+        let slots = Slots::new();
+        let pool = PagePool::new();
+        let guard = crossbeam_epoch::pin();
+        let n = SLOT_BLOCK_MAX;
+        // As after the last claim that fits (base u32::MAX - 2 * PAGE_SLOTS, the highest base
+        // `claim` grants): every slot below is handed out. Set directly: claiming 2^32 slots
+        // for real takes 512 GiB of pages.
+        let end = u32::MAX - 2 * PAGE_SLOTS as u32 + n;
+        slots.claimed.store(end, Ordering::Relaxed);
+        for attempt in 0..4 {
+            assert_eq!(
+                slots.claim(n, &pool, &guard),
+                None,
+                "claim {attempt} after exhaustion handed out slots that are in use"
+            );
+        }
+        // `for_each` scans the pages of the claimed slots: still all of them.
+        assert_eq!(slots.claimed.load(Ordering::Relaxed), end);
     }
 }
