@@ -172,6 +172,28 @@ fn next_deadline_leads_a_loop_to_each_expiry_exactly_once() {
     assert_eq!(f.timers.next_deadline(), None, "disarming removes it");
 }
 
+/// A timer re-armed a little earlier (same wheel bucket) moves the deadline with it: a loop
+/// that sleeps until `next_deadline` reaches the new expiry, not the old one.
+#[test]
+fn a_timer_shortened_within_its_bucket_fires_at_its_new_expiry() {
+    for (first, second) in [(300 * MS, 295 * MS), (40_000 * MS, 39_990 * MS), (80, 79)] {
+        let f = Fx::new();
+        let t = f.queue(ClockId::Monotonic);
+        let start = f.clock.now(ClockId::Monotonic);
+        f.arm(t, Duration::from_nanos(first), Duration::ZERO);
+        f.arm(t, Duration::from_nanos(second), Duration::ZERO);
+        let due = start + second.div_ceil(US) * US;
+        assert_eq!(
+            f.timers.next_deadline(),
+            Some(due),
+            "re-armed {first} -> {second} ns"
+        );
+        f.clock.advance(Duration::from_nanos(due - start));
+        assert_eq!(f.timers.poll(), 1, "fires at {second} ns, not {first} ns");
+        assert_eq!(f.drain().len(), 1);
+    }
+}
+
 #[test]
 fn zero_value_disarms_zeroes_the_interval_and_returns_the_old_setting() {
     let f = Fx::new();
