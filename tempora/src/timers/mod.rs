@@ -1117,8 +1117,8 @@ impl Owner {
             };
             let status = t.status();
             let expiry_clock = l.expiry_clock();
-            // A disarmed timer's stored expiry only matters to a SIGEV_NONE timer (gettime
-            // goes on counting down to it, as on Linux).
+            // A disarmed timer's stored expiry only matters to a SIGEV_NONE timer, whose status
+            // is Disarmed while it counts down too; disarming one clears its expiry.
             let expiry = if status == Status::Disarmed && kind != NotifyKind::None
                 || (st.expiry == 0 && st.interval == 0 && status == Status::Disarmed)
             {
