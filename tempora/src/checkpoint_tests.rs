@@ -383,7 +383,7 @@ fn a_failed_restore_leaves_the_owner_unchanged() {
     assert!(o.timers().is_empty());
     assert!(!o.restore_ids());
     // An ID beyond a smaller owner's ID space fails midway: what was made is undone.
-    let small = Timers::builder()
+    let small_timers = Timers::builder()
         .clock(clock.clone())
         .registry({
             let mut r = crate::registry::Registry::builder();
@@ -391,8 +391,8 @@ fn a_failed_restore_leaves_the_owner_unchanged() {
             r
         })
         .build()
-        .unwrap()
-        .owner();
+        .unwrap();
+    let small = small_timers.owner();
     let e = small.restore(&snap, |_| Some(Notify::None)).unwrap_err();
     assert!(matches!(e, Error::InvalidId), "{e}");
     assert!(small.timers().is_empty(), "all or nothing");

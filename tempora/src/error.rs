@@ -6,7 +6,8 @@ use std::fmt;
 /// ([`Error::errno`]); a failed call changes nothing.
 ///
 /// Permanent errors (retrying the same call cannot succeed): [`Error::UnknownTimer`],
-/// [`Error::InvalidId`], [`Error::NotRestoring`], [`Error::OwnerDeleted`], [`Error::InvalidTime`],
+/// [`Error::InvalidId`], [`Error::NotRestoring`], [`Error::OwnerDeleted`],
+/// [`Error::ServiceStopped`], [`Error::Poisoned`], [`Error::InvalidTime`],
 /// [`Error::InvalidConfig`], [`Error::IdInUse`] (until that timer is deleted), and the
 /// snapshot errors ([`Error::CorruptSnapshot`], [`Error::UnsupportedSnapshot`],
 /// [`Error::UnknownNotify`]). Transient: [`Error::NoFreeId`] (succeeds once a timer of the
@@ -28,6 +29,16 @@ pub enum Error {
     NotRestoring,
     /// The owner has been deleted. `EINVAL`.
     OwnerDeleted,
+    /// The owner's service is gone: the last [`crate::Timers`] handle was dropped, so nothing
+    /// fires any more. Arming calls and blocking receives fail with it; reading, deleting and
+    /// checkpointing the owner's timers still work. `ESHUTDOWN`.
+    ServiceStopped,
+    /// A panic inside one of tempora's critical sections (the text names it: a base, an event
+    /// queue, a timer, an ID shard, a driver thread) left the state it guards unusable: calls
+    /// that need it fail with this instead of waiting forever, and blocking receives return it.
+    /// It is a bug in tempora or a failed allocation; the service does not recover from it.
+    /// `ENOTRECOVERABLE`, as a robust mutex whose owner died.
+    Poisoned(&'static str),
     /// A time with negative seconds or nanoseconds outside `0 .. 1_000_000_000`. `EINVAL`, as
     /// `timer_settime` returns (checked before the timer is looked up).
     InvalidTime,
@@ -58,6 +69,8 @@ impl Error {
             | Error::CorruptSnapshot(_)
             | Error::UnsupportedSnapshot(..)
             | Error::UnknownNotify(_) => libc::EINVAL,
+            Error::ServiceStopped => libc::ESHUTDOWN,
+            Error::Poisoned(_) => libc::ENOTRECOVERABLE,
             Error::IdInUse => libc::EBUSY,
             Error::NoFreeId => libc::EAGAIN,
             Error::Io(errno, _) => *errno,
@@ -81,6 +94,13 @@ impl fmt::Display for Error {
                 f.write_str("exact-ID create needs the owner's restore mode on (EINVAL)")
             }
             Error::OwnerDeleted => f.write_str("the owner has been deleted (EINVAL)"),
+            Error::ServiceStopped => f.write_str(
+                "the owner's Timers service was dropped: nothing fires any more (ESHUTDOWN)",
+            ),
+            Error::Poisoned(what) => write!(
+                f,
+                "a panic inside tempora left {what} unusable (ENOTRECOVERABLE)"
+            ),
             Error::InvalidTime => {
                 f.write_str("time out of range: negative seconds or tv_nsec not in 0..1e9 (EINVAL)")
             }

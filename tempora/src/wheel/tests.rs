@@ -694,10 +694,10 @@ fn rebase_backwards_keeps_keys_and_holds_entries_until_their_expiry() {
 
 proptest! {
     /// `next_fire` is never after the earliest expiry of a precise entry (an early wake is
-    /// allowed after removals and reschedules to a later time, a late one never), never before
-    /// `next_expiry`, and exact while entries have only been added or moved earlier since the
-    /// wheel was last drained. Reschedules move entries earlier and later, within their bucket
-    /// (a small step) and to another one.
+    /// allowed after removals and reschedules, a late one never), never before `next_expiry`,
+    /// and exact while entries have only been added since the wheel was last drained.
+    /// Reschedules move entries earlier and later, within their bucket (a small step) and to
+    /// another one.
     #[test]
     fn next_fire_is_never_late_and_exact_without_removals(
         start in 0u64..1_000_000,
@@ -733,9 +733,8 @@ proptest! {
                         prop_assert_eq!(w.reschedule(key, expiry), Ok(()));
                         model.remove(&k);
                         model.insert((expiry, k.1), key);
-                        if expiry > k.0 {
-                            removed_since_empty = true;
-                        }
+                        // Leaving a bucket is a removal from it (its bound may stay early).
+                        removed_since_empty = true;
                     }
                 }
                 _ => {
