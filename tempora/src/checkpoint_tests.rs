@@ -437,3 +437,25 @@ fn files_are_written_atomically_and_verified_on_load() {
     assert_eq!(e.errno(), libc::ENOENT);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `Error::Io` keeps the `io::Error` as its source; errno and equality still work.
+#[test]
+fn io_errors_keep_the_io_error_as_source() {
+    use std::error::Error as _;
+    let missing = std::env::temp_dir().join(format!("tempora-missing-{}", std::process::id()));
+    let e = Snapshot::load_from(&missing).unwrap_err();
+    assert_eq!(e.errno(), libc::ENOENT);
+    let io = e
+        .source()
+        .expect("a source")
+        .downcast_ref::<std::io::Error>()
+        .expect("the io::Error");
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(io.raw_os_error(), Some(libc::ENOENT));
+    assert_eq!(e.clone(), e);
+    assert_eq!(Snapshot::load_from(&missing).unwrap_err(), e);
+    let other = Error::from(std::io::Error::from_raw_os_error(libc::EACCES));
+    assert_ne!(other, e);
+    assert_eq!(other.errno(), libc::EACCES);
+    assert!(e.to_string().contains("No such file"), "{e}");
+}
