@@ -39,7 +39,7 @@
 //!      0     8  magic       "TEMPORA\x1a"
 //!      8     2  major       1: a reader refuses a greater major version
 //!     10     2  minor       0: a greater minor version may append fields to records
-//!     12     8  length      bytes of payload that follow the header
+//!     12     8  length      bytes of payload that follow the header, at most MAX_PAYLOAD
 //!     20     4  crc32c      CRC-32C (Castagnoli) of the payload
 //!     24        payload     one owner record, then `count` timer records
 //!
@@ -52,16 +52,18 @@
 //!
 //! Each record starts with its own length (the bytes after the `len` field), so a reader skips
 //! fields a newer minor version appended. A reader checks everything before it allocates or
-//! creates anything: magic, version, that the length matches the file, the checksum, every
-//! record's length against what is left, counts against the bytes that could hold them,
-//! clock ids, status and kind values, times (intervals and absolute times within `i64`,
-//! overruns in range), UTF-8 names, and duplicate IDs.
+//! creates anything: magic, version, that the length is within [`MAX_PAYLOAD`] and matches the
+//! file (a file is read only up to the length its header declares, so any input, `/dev/zero`
+//! included, costs bounded memory), the checksum, every record's length against what is left,
+//! counts against the bytes that could hold them, clock ids, status and kind values, times
+//! (intervals and absolute times within `i64`, overruns in range), UTF-8 names, and duplicate
+//! IDs.
 
 use crate::clock::ClockId;
 use crate::error::Error;
 use crate::registry::{Status, TimerId};
 use std::collections::HashSet;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 
 pub use crate::error::IoError;
@@ -71,6 +73,11 @@ pub const MAGIC: [u8; 8] = *b"TEMPORA\x1a";
 /// The format version this build writes.
 pub const VERSION: (u16, u16) = (1, 0);
 
+/// The largest payload (the bytes after the 24-byte header) a snapshot may declare: 4 GiB,
+/// about 80 million timers with short names, more than an owner holds in memory (each timer
+/// costs more than 64 bytes of its own). A reader refuses a greater length before reading
+/// further.
+pub const MAX_PAYLOAD: u64 = 1 << 32;
 const HEADER: usize = 24;
 const OWNER_FIELDS: usize = 4 + 1 + 4;
 const TIMER_FIELDS: usize = 4 + 4 + 1 + 1 + 1 + 4 + 8 + 8 + 8 + 4 + 2;
@@ -181,16 +188,7 @@ impl Snapshot {
                 bytes.len()
             )));
         }
-        if bytes[..8] != MAGIC {
-            return Err(corrupt("wrong magic: not a tempora snapshot"));
-        }
-        let mut h = Reader::new(&bytes[8..HEADER], 8);
-        let (major, minor) = (h.u16()?, h.u16()?);
-        if major != VERSION.0 {
-            return Err(Error::UnsupportedSnapshot(major, minor));
-        }
-        let len = h.u64()?;
-        let crc = h.u32()?;
+        let (len, crc) = header(&bytes[..HEADER])?;
         let payload = &bytes[HEADER..];
         if len != payload.len() as u64 {
             return Err(corrupt(format!(
@@ -237,6 +235,17 @@ impl Snapshot {
         })
     }
 
+    /// Reads a snapshot from `reader`, in bounded memory whatever it yields: the header
+    /// first, then exactly the payload length it declares (at most [`MAX_PAYLOAD`], refused
+    /// before reading on), then one byte more to refuse trailing data. Memory grows with the
+    /// bytes that arrive, never ahead of them.
+    ///
+    /// # Errors
+    /// [`Error::Io`], or what [`Snapshot::decode`] returns.
+    pub fn read_from(reader: impl Read) -> Result<Snapshot, Error> {
+        read_bounded(reader, None)
+    }
+
     /// Writes the snapshot to `path` atomically: a temporary file in the same directory,
     /// written and `fsync`ed, renamed over `path`, then the directory `fsync`ed, so after a
     /// crash `path` holds either the old file or the whole new one.
@@ -270,13 +279,70 @@ impl Snapshot {
         Ok(written?)
     }
 
-    /// Reads and verifies a snapshot file (nothing is restored here).
+    /// Reads and verifies a snapshot file (nothing is restored here), as
+    /// [`Snapshot::read_from`] does; a regular file whose size is not the header's length
+    /// plus the header is refused before its payload is read.
     ///
     /// # Errors
     /// [`Error::Io`], or what [`Snapshot::decode`] returns.
     pub fn load_from(path: impl AsRef<Path>) -> Result<Snapshot, Error> {
-        Snapshot::decode(&std::fs::read(path)?)
+        let file = std::fs::File::open(path)?;
+        let meta = file.metadata()?;
+        read_bounded(file, meta.is_file().then_some(meta.len()))
     }
+}
+
+/// The header's payload length (checked against [`MAX_PAYLOAD`]) and checksum, after its magic
+/// and major version. `h` is the header's [`HEADER`] bytes.
+fn header(h: &[u8]) -> Result<(u64, u32), Error> {
+    if h[..8] != MAGIC {
+        return Err(corrupt("wrong magic: not a tempora snapshot"));
+    }
+    let mut h = Reader::new(&h[8..HEADER], 8);
+    let (major, minor) = (h.u16()?, h.u16()?);
+    if major != VERSION.0 {
+        return Err(Error::UnsupportedSnapshot(major, minor));
+    }
+    let len = h.u64()?;
+    if len > MAX_PAYLOAD {
+        return Err(corrupt(format!(
+            "header says {len} payload bytes, more than the format's {MAX_PAYLOAD}"
+        )));
+    }
+    Ok((len, h.u32()?))
+}
+
+/// [`Snapshot::read_from`]; `size` is the input's size if it is known (a regular file's).
+fn read_bounded(mut reader: impl Read, size: Option<u64>) -> Result<Snapshot, Error> {
+    let mut bytes = Vec::with_capacity(HEADER);
+    reader
+        .by_ref()
+        .take(HEADER as u64)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() < HEADER {
+        return Snapshot::decode(&bytes);
+    }
+    let (len, _) = header(&bytes)?;
+    if let Some(size) = size {
+        if size != HEADER as u64 + len {
+            return Err(corrupt(format!(
+                "header says {len} payload bytes, the file has {}",
+                size.saturating_sub(HEADER as u64)
+            )));
+        }
+        // The file holds them: read into one allocation.
+        let len = usize::try_from(len)
+            .map_err(|_| corrupt(format!("{len} payload bytes do not fit in memory here")))?;
+        bytes.reserve_exact(len + 1);
+    }
+    // `len + 1`: one byte past the declared length tells trailing data from the end.
+    reader.take(len + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > HEADER as u64 + len {
+        return Err(corrupt(format!(
+            "more data after the {len} payload bytes the header declares"
+        )));
+    }
+    Snapshot::decode(&bytes)
 }
 
 /// The first ID that occurs twice in `timers`, if any. Snapshots list IDs in ascending order

@@ -459,3 +459,107 @@ fn io_errors_keep_the_io_error_as_source() {
     assert_eq!(other.errno(), libc::EACCES);
     assert!(e.to_string().contains("No such file"), "{e}");
 }
+
+/// `/dev/zero` is endless: loading it reads the header, sees it is no snapshot, and stops.
+#[test]
+fn load_from_dev_zero_fails_fast_with_bounded_memory() {
+    let t = std::time::Instant::now();
+    let e = Snapshot::load_from("/dev/zero").unwrap_err();
+    assert!(
+        matches!(e, Error::CorruptSnapshot(ref m) if m.contains("magic")),
+        "{e}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
+/// A reader of endless bytes after a given start, counting what was read.
+struct Endless<'a> {
+    start: &'a [u8],
+    fill: u8,
+    read: u64,
+}
+
+impl std::io::Read for Endless<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len();
+        for (i, b) in buf.iter_mut().enumerate() {
+            let at = self.read as usize + i;
+            *b = self.start.get(at).copied().unwrap_or(self.fill);
+        }
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+/// Endless input is read only as far as its header declares (plus one byte): an absurd length
+/// is refused after the header, endless zeros after the header's bytes, endless data after a
+/// valid header after the declared length.
+#[test]
+fn read_from_endless_input_reads_a_bounded_amount() {
+    let good = sample().encode();
+    let mut zeros = Endless {
+        start: &[],
+        fill: 0,
+        read: 0,
+    };
+    let e = Snapshot::read_from(&mut zeros).unwrap_err();
+    assert!(
+        matches!(e, Error::CorruptSnapshot(ref m) if m.contains("magic")),
+        "{e}"
+    );
+    assert!(zeros.read <= 8192, "read {} bytes", zeros.read);
+    for len in [MAX_PAYLOAD + 1, u64::MAX] {
+        let mut h = good[..HEADER].to_vec();
+        h[12..20].copy_from_slice(&len.to_le_bytes());
+        let mut r = Endless {
+            start: &h,
+            fill: 7,
+            read: 0,
+        };
+        let e = Snapshot::read_from(&mut r).unwrap_err();
+        assert!(
+            matches!(e, Error::CorruptSnapshot(ref m) if m.contains("more than")),
+            "{e}"
+        );
+        assert!(r.read <= 8192, "read {} bytes", r.read);
+    }
+    let mut trailing = Endless {
+        start: &good,
+        fill: 7,
+        read: 0,
+    };
+    let e = Snapshot::read_from(&mut trailing).unwrap_err();
+    assert!(
+        matches!(e, Error::CorruptSnapshot(ref m) if m.contains("more data")),
+        "{e}"
+    );
+    assert!(
+        trailing.read <= good.len() as u64 + 8192,
+        "read {} bytes",
+        trailing.read
+    );
+    assert_eq!(Snapshot::read_from(&good[..]).unwrap(), sample());
+    assert!(Snapshot::read_from(&good[..good.len() - 1]).is_err());
+    assert!(Snapshot::read_from(&good[..5]).is_err());
+}
+
+/// A regular file's size is checked against its header before its payload is read.
+#[test]
+fn load_from_checks_the_file_size_against_the_header() {
+    let dir = std::env::temp_dir().join(format!("tempora-ckpt-size-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("owner.ckpt");
+    let good = sample().encode();
+    for (what, bytes) in [
+        ("short", good[..good.len() - 3].to_vec()),
+        ("long", [&good[..], b"xyz"].concat()),
+    ] {
+        std::fs::write(&path, &bytes).unwrap();
+        let e = Snapshot::load_from(&path).unwrap_err();
+        assert!(
+            matches!(e, Error::CorruptSnapshot(ref m) if m.contains("the file has")),
+            "{what}: {e}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
