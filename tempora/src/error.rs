@@ -1,6 +1,7 @@
 //! The one error type of the `tempora` crate.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Why a tempora call failed. Every variant maps to the errno a POSIX caller expects
 /// ([`Error::errno`]); a failed call changes nothing.
@@ -11,7 +12,8 @@ use std::fmt;
 /// [`Error::InvalidConfig`], [`Error::IdInUse`] (until that timer is deleted), and the
 /// snapshot errors ([`Error::CorruptSnapshot`], [`Error::UnsupportedSnapshot`],
 /// [`Error::UnknownNotify`]). Transient: [`Error::NoFreeId`] (succeeds once a timer of the
-/// owner is deleted); see [`Error::is_transient`]. [`Error::Io`] carries the OS's errno.
+/// owner is deleted); see [`Error::is_transient`]. [`Error::Io`] carries the `io::Error`, as
+/// its [`source`](std::error::Error::source), and the OS's errno.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
@@ -52,8 +54,9 @@ pub enum Error {
     UnsupportedSnapshot(u16, u16),
     /// A snapshot names a notification the restoring application did not supply. `EINVAL`.
     UnknownNotify(String),
-    /// Reading or writing a snapshot file failed: the OS's errno and its message.
-    Io(i32, String),
+    /// Reading or writing a snapshot file failed: the `io::Error` (its errno is [`Error::errno`],
+    /// `EIO` if it has none; it is the [`source`](std::error::Error::source)).
+    Io(IoError),
 }
 
 impl Error {
@@ -73,7 +76,7 @@ impl Error {
             Error::Poisoned(_) => libc::ENOTRECOVERABLE,
             Error::IdInUse => libc::EBUSY,
             Error::NoFreeId => libc::EAGAIN,
-            Error::Io(errno, _) => *errno,
+            Error::Io(e) => e.errno(),
         }
     }
 
@@ -115,15 +118,55 @@ impl fmt::Display for Error {
                 f,
                 "the snapshot names notification {name:?}, which was not supplied"
             ),
-            Error::Io(_, what) => write!(f, "snapshot file: {what}"),
+            Error::Io(e) => write!(f, "snapshot file: {e}"),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e.get()),
+            _ => None,
+        }
+    }
+}
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
-        Error::Io(e.raw_os_error().unwrap_or(libc::EIO), e.to_string())
+        Error::Io(IoError(Arc::new(e)))
+    }
+}
+
+/// The `std::io::Error` inside [`Error::Io`], shared so that [`Error`] stays `Clone`. Two are
+/// equal when their errno, kind and message are: `io::Error` itself has no equality.
+#[derive(Debug, Clone)]
+pub struct IoError(Arc<std::io::Error>);
+
+impl IoError {
+    /// The `io::Error`.
+    pub fn get(&self) -> &std::io::Error {
+        &self.0
+    }
+
+    /// Its OS errno, or `EIO` for an error that did not come from the OS.
+    pub fn errno(&self) -> i32 {
+        self.0.raw_os_error().unwrap_or(libc::EIO)
+    }
+}
+
+impl PartialEq for IoError {
+    fn eq(&self, other: &Self) -> bool {
+        self.errno() == other.errno()
+            && self.0.kind() == other.0.kind()
+            && self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for IoError {}
+
+impl fmt::Display for IoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
     }
 }

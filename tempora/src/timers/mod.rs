@@ -1322,7 +1322,8 @@ impl Owner {
     ///
     /// # Errors
     /// [`Error::UnknownNotify`] for a name `notify` does not map;
-    /// [`Error::CorruptSnapshot`] for duplicate IDs; [`Error::IdInUse`] if the owner has
+    /// [`Error::CorruptSnapshot`] for a snapshot [`Snapshot::validate`] refuses (duplicate IDs,
+    /// a negative interval, ...); [`Error::IdInUse`] if the owner has
     /// timers; otherwise the error of the create that failed (nothing is kept).
     pub fn restore(
         &self,
@@ -1332,9 +1333,7 @@ impl Owner {
         if !self.timers().is_empty() {
             return Err(Error::IdInUse);
         }
-        if let Some(id) = crate::checkpoint::first_duplicate(&snapshot.timers) {
-            return Err(Error::CorruptSnapshot(format!("duplicate ID {id}")));
-        }
+        snapshot.validate()?;
         let mut plan = Vec::with_capacity(snapshot.timers.len());
         for rec in &snapshot.timers {
             let n = match rec.notify.as_str() {
