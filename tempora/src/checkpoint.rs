@@ -70,8 +70,6 @@ use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::Path;
 
-pub use crate::error::IoError;
-
 /// The magic at the start of every snapshot.
 pub const MAGIC: [u8; 8] = *b"TEMPORA\x1a";
 /// The format version this build writes.

@@ -54,8 +54,9 @@ pub enum Error {
     UnsupportedSnapshot(u16, u16),
     /// A snapshot names a notification the restoring application did not supply. `EINVAL`.
     UnknownNotify(String),
-    /// Reading or writing a snapshot file failed: the `io::Error` (its errno is [`Error::errno`],
-    /// `EIO` if it has none; it is the [`source`](std::error::Error::source)).
+    /// An operating-system call failed: reading or writing a snapshot file, or starting a
+    /// driver thread. Holds the `io::Error` (its errno is [`Error::errno`], `EIO` if it has
+    /// none; it is the [`source`](std::error::Error::source)).
     Io(IoError),
 }
 
@@ -118,7 +119,7 @@ impl fmt::Display for Error {
                 f,
                 "the snapshot names notification {name:?}, which was not supplied"
             ),
-            Error::Io(e) => write!(f, "snapshot file: {e}"),
+            Error::Io(e) => write!(f, "I/O: {e}"),
         }
     }
 }
