@@ -264,7 +264,7 @@ impl Builder {
     /// The clocks to run on: [`OsClock`] (default) or a [`crate::clock::ManualClock`] for
     /// deterministic tests.
     pub fn clock<C: ClockSource>(&mut self, clock: C) -> &mut Self {
-        self.os_clock = std::any::TypeId::of::<C>() == std::any::TypeId::of::<OsClock>();
+        self.os_clock = clock.is_os_time();
         self.clock = Arc::new(clock);
         self
     }

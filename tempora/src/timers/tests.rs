@@ -95,6 +95,29 @@ fn builder_rejects_bad_configurations() {
     assert_eq!(t.tick_nanos(), 1_000);
 }
 
+/// A clock source that wraps the OS clocks (here: counting reads) still gets its driver; the
+/// manual clock gets none.
+#[test]
+fn default_drivers_follow_the_clock_source_not_its_type() {
+    struct Counted(AtomicUsize);
+    impl ClockSource for Counted {
+        fn now(&self, clock: ClockId) -> u64 {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            OsClock.now(clock)
+        }
+        fn is_os_time(&self) -> bool {
+            OsClock.is_os_time()
+        }
+    }
+    let wrapped = Timers::builder()
+        .clock(Counted(AtomicUsize::new(0)))
+        .build()
+        .unwrap();
+    assert_eq!(wrapped.drivers(), 1);
+    let manual = Timers::builder().clock(ManualClock::new()).build().unwrap();
+    assert_eq!(manual.drivers(), 0);
+}
+
 #[test]
 fn one_shot_fires_once_at_its_expiry_never_before() {
     let f = Fx::with(|b| {
