@@ -63,10 +63,26 @@
 //!
 //! # Locking
 //!
-//! Locks, all short (no allocation of timer memory, no callback, no I/O while held):
-//! * shard lock (`ByteLock`): an owner shard's free list and ID/slot blocks;
-//! * timer lock (`ByteLock` in the timer's second cache line): the timer's state;
-//! * bucket lock (bit 0 of the bucket head): the chain's links and `len`.
+//! Locks, all short: no callback, no blocking call, and allocation only where named here, with
+//! what bounds it:
+//! * shard lock (`ByteLock`): an owner shard's free list and ID/slot blocks. A create that
+//!   needs a fresh slot block may allocate a slot page (64 timers, 8 KiB) and double the page
+//!   directory under it (`Slots::add_page`): once per 64 slots, bounded by the owner's peak
+//!   timer count;
+//! * timer lock (`ByteLock` in the timer's second cache line): the timer's state. The service
+//!   takes a base lock and an event queue's lock under it, and may grow that queue (at most
+//!   one entry per timer of the owner) and issue a futex wake-up (only when a receiver or a
+//!   driver sleeps) while holding it;
+//! * bucket lock (bit 0 of the bucket head): the chain's links and `len`. A split takes the
+//!   old bucket's and two future buckets' locks and collects the old chain into a vector sized
+//!   before the lock is taken (it grows under the lock only if creates lengthened the chain
+//!   in between: bounded by the chain).
+//!
+//! A panic inside a shard's or a timer's critical section poisons that lock
+//! (`sync::ByteLock::with`); the calls that need it then fail with [`Error::Poisoned`]. The
+//! bucket lock has no poisoned state: its critical sections are pointer updates that do not
+//! panic short of a broken invariant of the chain (a `debug_assert`), and one that did would
+//! leave the bucket locked. That is the one lock to which the poisoning rule does not reach.
 //!
 //! **Lock order: shard → timer → bucket (old table → future table); page directory (`grow`,
 //! once per 64 fresh slots) only under a shard lock, taking nothing else.** A create holds its

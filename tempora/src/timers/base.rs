@@ -50,6 +50,14 @@
 //! rules at every lock (`sync::lock_order`; the test
 //! `lock_order_violation_is_caught_in_debug_builds`).
 //!
+//! # What runs under the base lock
+//!
+//! Wheel operations only, no callback and no system call: an arm's doorbell ring (a futex
+//! wake-up) is issued after the base lock is released, though still under the arming timer's
+//! lock. The wheels' slabs grow under the lock when a base holds more armed timers than ever
+//! before (amortised doubling; bounded by the timers armed on the base), and a realtime
+//! re-base walks every entry of that wheel under it (only when the wall clock was set back).
+//!
 //! # Poisoning
 //!
 //! A panic inside a base's critical section poisons the base (see `sync::ByteLock`): every
