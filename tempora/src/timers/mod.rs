@@ -116,7 +116,9 @@ impl Notify {
     }
 
     /// `Notify::NamedCallback`: a callback a checkpoint records as `name`, for a restore to
-    /// map back to a closure.
+    /// map back to a closure. A create refuses the names a snapshot reserves for the other
+    /// kinds (`none`, `queue`: a restore would turn the timer into one of those) and names
+    /// longer than [`crate::checkpoint::MAX_NAME`] bytes (no snapshot can hold them).
     pub fn callback_named(name: &str, f: impl Fn(TimerId, i32) + Send + Sync + 'static) -> Notify {
         Notify::NamedCallback(name.into(), Arc::new(f))
     }
@@ -1028,6 +1030,18 @@ impl Owner {
         then: Option<&mut dyn FnMut(Locked<'_>)>,
     ) -> Result<TimerId, Error> {
         self.inner.core.check()?;
+        if let Notify::NamedCallback(name, _) = &notify {
+            if matches!(&**name, "none" | "queue") {
+                return Err(Error::InvalidConfig(
+                    "a callback named `none` or `queue` would restore as that kind",
+                ));
+            }
+            if name.len() > crate::checkpoint::MAX_NAME {
+                return Err(Error::InvalidConfig(
+                    "a callback name longer than a snapshot can hold",
+                ));
+            }
+        }
         let kind = notify.kind();
         let cell = |f, name| Box::into_raw(Box::new(CallbackCell { f, name })) as usize;
         let cb = match notify {

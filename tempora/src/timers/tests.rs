@@ -607,6 +607,27 @@ fn a_panicking_callback_is_caught_and_counted() {
 }
 
 #[test]
+fn callback_names_a_snapshot_cannot_restore_are_refused_at_create() {
+    let f = Fx::new();
+    let long = "x".repeat(crate::checkpoint::MAX_NAME + 1);
+    for name in ["none", "queue", long.as_str()] {
+        let r = f
+            .owner
+            .create(ClockId::Monotonic, Notify::callback_named(name, |_, _| ()));
+        assert!(
+            matches!(r, Err(Error::InvalidConfig(_))),
+            "{name:.8}: {r:?}"
+        );
+    }
+    let fits = "é".repeat(crate::checkpoint::MAX_NAME / 2);
+    assert!(f
+        .owner
+        .create(ClockId::Monotonic, Notify::callback_named(&fits, |_, _| ()))
+        .is_ok());
+    assert!(f.owner.checkpoint().try_encode().is_ok());
+}
+
+#[test]
 fn a_callback_closure_is_released_on_delete() {
     let f = Fx::new();
     let token = Arc::new(());
