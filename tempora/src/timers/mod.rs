@@ -37,8 +37,24 @@
 //! is work, [`Timers::poll`] does it (from an epoll loop, an async task, a dedicated thread);
 //! both may run together. A poll visits every base. At each it takes the base lock only to
 //! pop what is due, at most [`Builder::batch`] entries at a time, and delivers them with the
-//! lock released (seed 004's rule), so arming and cancelling on that base wait for one batch
-//! at most.
+//! lock released, so arming and cancelling on that base wait for one batch at most. A poll
+//! also waits for the batches other pollers popped before it to be delivered (`base.rs`,
+//! "Delivery and the poll barrier"), so when it returns everything due has fired.
+//!
+//! # Lifetime and failure
+//!
+//! The service runs while a [`Timers`] handle exists. Dropping the last one stops and joins
+//! the drivers; owners may outlive it, to read, delete and checkpoint their timers and to
+//! receive events already queued, but nothing fires any more: `create` and `settime` fail
+//! with [`Error::ServiceStopped`], and `recv` returns it once the queue is empty instead of
+//! waiting forever.
+//!
+//! A panic inside one of tempora's own critical sections (a bug, or a failed allocation
+//! that panics) poisons that lock instead of leaving it held, and a driver thread whose loop
+//! panics dies visibly: either fails the service ([`Timers::health`] reports what), its
+//! receivers return [`Error::Poisoned`] once their queues are empty, and calls that need the
+//! poisoned part fail with it. A panicking *callback* is not such a failure: it is caught,
+//! counted and the poll goes on.
 //!
 //! # Precision
 //!
@@ -579,11 +595,18 @@ impl Timers {
         }
     }
 
-    /// Fires every timer due by now: queues events, runs callbacks. Returns the number of
-    /// expiries handled (events queued or refreshed, callbacks run). Reads each clock once.
+    /// Fires every timer due by now (each clock read once, at the start): queues events, runs
+    /// callbacks. Returns the number of expiries this call handled (events queued or refreshed,
+    /// callbacks run).
+    ///
+    /// It is a barrier, also while drivers or other threads poll: when it returns, every timer
+    /// due by its clock reading has expired, whoever popped it. Its event is queued (a
+    /// `try_recv` after it finds it), and a settime or gettime after it sees the fired state.
+    /// Callbacks that another poller fired may still be running on that poller's thread.
     ///
     /// Callbacks run on the calling thread with no tempora lock held. A panicking callback is
-    /// caught and counted ([`Timers::callback_panics`]).
+    /// caught and counted ([`Timers::callback_panics`]). A base poisoned by a panic inside
+    /// tempora is skipped and reported by [`Timers::health`].
     pub fn poll(&self) -> usize {
         self.core.poll_now()
     }
