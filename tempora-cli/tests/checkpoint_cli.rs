@@ -65,3 +65,31 @@ fn demo_restores_in_a_second_process_and_inspect_reads_the_file() {
     assert_eq!(out.status.code(), Some(1));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `/dev/zero` never ends: inspect must stop after the header, not read until memory runs out
+/// (the address space is limited to 1 GB so that a reader without a bound fails here rather
+/// than exhausting the machine).
+#[test]
+fn inspect_dev_zero_fails_fast_with_one_line() {
+    let t = std::time::Instant::now();
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            "ulimit -v 1000000 && exec \"$0\" checkpoint inspect /dev/zero",
+            env!("CARGO_BIN_EXE_tempora"),
+        ])
+        .output()
+        .expect("run tempora under sh");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{:?}: {err}", out.status);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("/dev/zero") && err.contains("corrupt snapshot") && err.contains("magic"),
+        "{err}"
+    );
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        t.elapsed()
+    );
+}

@@ -39,7 +39,7 @@
 //!      0     8  magic       "TEMPORA\x1a"
 //!      8     2  major       1: a reader refuses a greater major version
 //!     10     2  minor       0: a greater minor version may append fields to records
-//!     12     8  length      bytes of payload that follow the header
+//!     12     8  length      bytes of payload that follow the header, at most MAX_PAYLOAD
 //!     20     4  crc32c      CRC-32C (Castagnoli) of the payload
 //!     24        payload     one owner record, then `count` timer records
 //!
@@ -51,23 +51,38 @@
 //! ```
 //!
 //! Each record starts with its own length (the bytes after the `len` field), so a reader skips
-//! fields a newer minor version appended. A reader checks everything before it allocates or
-//! creates anything: magic, version, that the length matches the file, the checksum, every
-//! record's length against what is left, counts against the bytes that could hold them,
-//! clock ids, status and kind values, times (intervals and absolute times within `i64`,
-//! overruns in range), UTF-8 names, and duplicate IDs.
+//! fields a newer minor version appended. A timer record's length is a `u16`, so a name holds
+//! at most [`MAX_NAME`] bytes; a payload at most [`MAX_PAYLOAD`] bytes.
+//!
+//! A reader checks everything before it allocates or creates anything: magic, version, that
+//! the length is within [`MAX_PAYLOAD`] and matches the file (a file is read only up to the
+//! length its header declares, so any input, `/dev/zero` included, costs bounded memory), the
+//! checksum, every record's length against what is left, counts against the bytes that could
+//! hold them, clock ids, status and kind values, then [`Snapshot::validate`]: what a snapshot
+//! must satisfy whoever built it. [`Snapshot::try_encode`] and [`crate::Owner::restore`] apply
+//! the same [`Snapshot::validate`], so what one refuses the others refuse too, and no bytes are
+//! written that a reader refuses.
 
 use crate::clock::ClockId;
 use crate::error::Error;
 use crate::registry::{Status, TimerId};
 use std::collections::HashSet;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 
 /// The magic at the start of every snapshot.
 pub const MAGIC: [u8; 8] = *b"TEMPORA\x1a";
 /// The format version this build writes.
 pub const VERSION: (u16, u16) = (1, 0);
+
+/// The largest payload (the bytes after the 24-byte header) a snapshot may declare: 4 GiB,
+/// about 80 million timers with short names, more than an owner holds in memory (each timer
+/// costs more than 64 bytes of its own). A reader refuses a greater length before reading
+/// further, and [`Snapshot::try_encode`] refuses a snapshot that would exceed it.
+pub const MAX_PAYLOAD: u64 = 1 << 32;
+/// The longest notification name, in bytes, that fits in a timer record (whose length is a
+/// `u16` that also counts the record's other fields).
+pub const MAX_NAME: usize = u16::MAX as usize - TIMER_FIELDS;
 
 const HEADER: usize = 24;
 const OWNER_FIELDS: usize = 4 + 1 + 4;
@@ -128,8 +143,66 @@ fn corrupt(what: impl Into<String>) -> Error {
 }
 
 impl Snapshot {
-    /// The snapshot in the binary format.
+    /// Checks what every snapshot must satisfy, however it was built (its fields are public):
+    /// the rules [`Snapshot::decode`] applies to a file, [`Snapshot::try_encode`] before
+    /// writing one, and [`crate::Owner::restore`] before creating anything. Per timer: an
+    /// interval and an absolute realtime expiry not negative, a remaining time on the clock its
+    /// timer runs on (monotonic or boot time; monotonic for a realtime timer armed relative),
+    /// an absolute expiry only on a realtime timer, overruns in range, an armed or waiting timer
+    /// with an expiry, a timer waiting to be re-armed periodic and with its event pending, a
+    /// pending event only on a fired one-shot or a waiting periodic timer and never on a `none`
+    /// timer, a name of at most [`MAX_NAME`] bytes. Per snapshot: unique IDs, at most
+    /// `u32::MAX` timers and [`MAX_PAYLOAD`] bytes encoded. Remaining times may be anything:
+    /// negative is passed, and a restore saturates at the clock's ends.
+    ///
+    /// # Errors
+    /// [`Error::CorruptSnapshot`], saying which timer breaks which rule.
+    pub fn validate(&self) -> Result<(), Error> {
+        if u32::try_from(self.timers.len()).is_err() {
+            return Err(corrupt(format!(
+                "{} timers, more than a snapshot counts",
+                self.timers.len()
+            )));
+        }
+        let mut payload = (2 + OWNER_FIELDS) as u64;
+        for (i, t) in self.timers.iter().enumerate() {
+            check_timer(t).map_err(|w| corrupt(format!("timer {i} (ID {}): {w}", t.id)))?;
+            payload += (2 + TIMER_FIELDS + t.notify.len()) as u64;
+        }
+        if payload > MAX_PAYLOAD {
+            return Err(corrupt(format!(
+                "{payload} bytes encoded, more than the format's {MAX_PAYLOAD}"
+            )));
+        }
+        if let Some(id) = first_duplicate(&self.timers) {
+            return Err(corrupt(format!("duplicate ID {id}")));
+        }
+        Ok(())
+    }
+
+    /// The snapshot in the binary format, after [`Snapshot::validate`].
+    ///
+    /// # Errors
+    /// [`Error::CorruptSnapshot`] for a snapshot [`Snapshot::validate`] refuses (such as a
+    /// notification name longer than [`MAX_NAME`]): no bytes a reader would refuse.
+    pub fn try_encode(&self) -> Result<Vec<u8>, Error> {
+        self.validate()?;
+        Ok(self.encode_unchecked())
+    }
+
+    /// [`Snapshot::try_encode`] for a snapshot known to be valid, as [`crate::Owner::checkpoint`]
+    /// returns unless a callback's name is longer than [`MAX_NAME`].
+    ///
+    /// # Panics
+    /// If [`Snapshot::validate`] refuses the snapshot.
     pub fn encode(&self) -> Vec<u8> {
+        self.try_encode()
+            .unwrap_or_else(|e| panic!("Snapshot::encode: {e}"))
+    }
+
+    /// The bytes, with no check: every length fits its field only for a valid snapshot (tests
+    /// use it to build bytes that `decode` must refuse).
+    fn encode_unchecked(&self) -> Vec<u8> {
         let mut p =
             Vec::with_capacity(2 + OWNER_FIELDS + self.timers.len() * (2 + TIMER_FIELDS + 8));
         p.extend_from_slice(&(OWNER_FIELDS as u16).to_le_bytes());
@@ -138,7 +211,6 @@ impl Snapshot {
         p.extend_from_slice(&(self.timers.len() as u32).to_le_bytes());
         for t in &self.timers {
             let name = t.notify.as_bytes();
-            let name = &name[..name.len().min(u16::MAX as usize)];
             p.extend_from_slice(&((TIMER_FIELDS + name.len()) as u16).to_le_bytes());
             p.extend_from_slice(&t.id.get().to_le_bytes());
             p.extend_from_slice(&t.clock.as_raw().to_le_bytes());
@@ -168,7 +240,8 @@ impl Snapshot {
         out
     }
 
-    /// Reads a snapshot, checking everything (see the module doc) before allocating for it.
+    /// Reads a snapshot, checking everything (see the module doc, and [`Snapshot::validate`])
+    /// before allocating for it.
     ///
     /// # Errors
     /// [`Error::CorruptSnapshot`] or [`Error::UnsupportedSnapshot`].
@@ -179,16 +252,7 @@ impl Snapshot {
                 bytes.len()
             )));
         }
-        if bytes[..8] != MAGIC {
-            return Err(corrupt("wrong magic: not a tempora snapshot"));
-        }
-        let mut h = Reader::new(&bytes[8..HEADER], 8);
-        let (major, minor) = (h.u16()?, h.u16()?);
-        if major != VERSION.0 {
-            return Err(Error::UnsupportedSnapshot(major, minor));
-        }
-        let len = h.u64()?;
-        let crc = h.u32()?;
+        let (len, crc) = header(&bytes[..HEADER])?;
         let payload = &bytes[HEADER..];
         if len != payload.len() as u64 {
             return Err(corrupt(format!(
@@ -222,17 +286,27 @@ impl Snapshot {
             })?;
             timers.push(rec);
         }
-        if let Some(id) = first_duplicate(&timers) {
-            return Err(corrupt(format!("duplicate ID {id}")));
-        }
         if r.left() != 0 {
             return Err(corrupt(format!("{} bytes after the last record", r.left())));
         }
-        Ok(Snapshot {
+        let snapshot = Snapshot {
             counter,
             restore_ids,
             timers,
-        })
+        };
+        snapshot.validate()?;
+        Ok(snapshot)
+    }
+
+    /// Reads a snapshot from `reader`, in bounded memory whatever it yields: the header
+    /// first, then exactly the payload length it declares (at most [`MAX_PAYLOAD`], refused
+    /// before reading on), then one byte more to refuse trailing data. Memory grows with the
+    /// bytes that arrive, never ahead of them.
+    ///
+    /// # Errors
+    /// [`Error::Io`], or what [`Snapshot::decode`] returns.
+    pub fn read_from(reader: impl Read) -> Result<Snapshot, Error> {
+        read_bounded(reader, None)
     }
 
     /// Writes the snapshot to `path` atomically: a temporary file in the same directory,
@@ -240,7 +314,7 @@ impl Snapshot {
     /// crash `path` holds either the old file or the whole new one.
     ///
     /// # Errors
-    /// [`Error::Io`].
+    /// What [`Snapshot::try_encode`] returns (nothing is written), or [`Error::Io`].
     pub fn save_to(&self, path: impl AsRef<Path>) -> Result<(), Error> {
         let path = path.as_ref();
         let dir = match path.parent() {
@@ -255,9 +329,10 @@ impl Snapshot {
             name.to_string_lossy(),
             std::process::id()
         ));
+        let bytes = self.try_encode()?;
         let written = (|| {
             let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&self.encode())?;
+            f.write_all(&bytes)?;
             f.sync_all()?;
             std::fs::rename(&tmp, path)?;
             std::fs::File::open(&dir)?.sync_all()
@@ -268,18 +343,132 @@ impl Snapshot {
         Ok(written?)
     }
 
-    /// Reads and verifies a snapshot file (nothing is restored here).
+    /// Reads and verifies a snapshot file (nothing is restored here), as
+    /// [`Snapshot::read_from`] does; a regular file whose size is not the header's length
+    /// plus the header is refused before its payload is read.
     ///
     /// # Errors
     /// [`Error::Io`], or what [`Snapshot::decode`] returns.
     pub fn load_from(path: impl AsRef<Path>) -> Result<Snapshot, Error> {
-        Snapshot::decode(&std::fs::read(path)?)
+        let file = std::fs::File::open(path)?;
+        let meta = file.metadata()?;
+        read_bounded(file, meta.is_file().then_some(meta.len()))
     }
+}
+
+/// The header's payload length (checked against [`MAX_PAYLOAD`]) and checksum, after its magic
+/// and major version. `h` is the header's [`HEADER`] bytes.
+fn header(h: &[u8]) -> Result<(u64, u32), Error> {
+    if h[..8] != MAGIC {
+        return Err(corrupt("wrong magic: not a tempora snapshot"));
+    }
+    let mut h = Reader::new(&h[8..HEADER], 8);
+    let (major, minor) = (h.u16()?, h.u16()?);
+    if major != VERSION.0 {
+        return Err(Error::UnsupportedSnapshot(major, minor));
+    }
+    let len = h.u64()?;
+    if len > MAX_PAYLOAD {
+        return Err(corrupt(format!(
+            "header says {len} payload bytes, more than the format's {MAX_PAYLOAD}"
+        )));
+    }
+    Ok((len, h.u32()?))
+}
+
+/// [`Snapshot::read_from`]; `size` is the input's size if it is known (a regular file's).
+fn read_bounded(mut reader: impl Read, size: Option<u64>) -> Result<Snapshot, Error> {
+    let mut bytes = Vec::with_capacity(HEADER);
+    reader
+        .by_ref()
+        .take(HEADER as u64)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() < HEADER {
+        return Snapshot::decode(&bytes);
+    }
+    let (len, _) = header(&bytes)?;
+    if let Some(size) = size {
+        if size != HEADER as u64 + len {
+            return Err(corrupt(format!(
+                "header says {len} payload bytes, the file has {}",
+                size.saturating_sub(HEADER as u64)
+            )));
+        }
+        // The file holds them: read into one allocation.
+        let len = usize::try_from(len)
+            .map_err(|_| corrupt(format!("{len} payload bytes do not fit in memory here")))?;
+        bytes.reserve_exact(len + 1);
+    }
+    // `len + 1`: one byte past the declared length tells trailing data from the end.
+    reader.take(len + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > HEADER as u64 + len {
+        return Err(corrupt(format!(
+            "more data after the {len} payload bytes the header declares"
+        )));
+    }
+    Snapshot::decode(&bytes)
+}
+
+/// The rules of [`Snapshot::validate`] for one timer; the text says which one it breaks.
+fn check_timer(t: &TimerRecord) -> Result<(), String> {
+    if t.interval < 0 {
+        return Err(format!("negative interval {}", t.interval));
+    }
+    match t.expiry {
+        Expiry::None => {}
+        Expiry::Remaining { clock, .. } => {
+            let runs_on =
+                clock == t.clock || (t.clock == ClockId::Realtime && clock == ClockId::Monotonic);
+            if clock == ClockId::Realtime || !runs_on {
+                return Err(format!(
+                    "remaining time on the {clock:?} clock for a {:?} timer",
+                    t.clock
+                ));
+            }
+        }
+        Expiry::Realtime(ns) => {
+            if ns < 0 || t.clock != ClockId::Realtime {
+                return Err("absolute realtime expiry out of range or on another clock".into());
+            }
+        }
+    }
+    if t.overrun < -1 {
+        return Err(format!("overrun {}", t.overrun));
+    }
+    if t.overrun_last < 0 {
+        return Err(format!("latched overrun {}", t.overrun_last));
+    }
+    if t.status != Status::Disarmed && t.expiry == Expiry::None {
+        return Err("an armed or pending timer without an expiry".into());
+    }
+    let waiting = t.status == Status::RequeuePending;
+    if waiting && t.interval == 0 {
+        return Err("a one-shot timer waiting to be re-armed".into());
+    }
+    if waiting && !t.pending {
+        return Err("a periodic timer waiting to be re-armed without its pending event".into());
+    }
+    if t.pending && !waiting && !(t.status == Status::Disarmed && t.interval == 0) {
+        return Err(format!(
+            "a pending event on a {:?} timer with interval {}",
+            t.status, t.interval
+        ));
+    }
+    if t.pending && t.notify == "none" {
+        return Err("a pending event on a `none` timer".into());
+    }
+    if t.notify.len() > MAX_NAME {
+        return Err(format!(
+            "notification name is {} bytes, at most {MAX_NAME} fit in a record",
+            t.notify.len()
+        ));
+    }
+    Ok(())
 }
 
 /// The first ID that occurs twice in `timers`, if any. Snapshots list IDs in ascending order
 /// (`Owner::checkpoint` sorts them), which one pass confirms; only other orders pay for a set.
-pub(crate) fn first_duplicate(timers: &[TimerRecord]) -> Option<TimerId> {
+fn first_duplicate(timers: &[TimerRecord]) -> Option<TimerId> {
     if timers.windows(2).all(|w| w[0].id < w[1].id) {
         return None;
     }
@@ -383,36 +572,16 @@ impl<'a> Reader<'a> {
             0 => Expiry::None,
             1 => {
                 let clock = ClockId::from_raw(expiry_clock)
-                    .filter(|c| *c != ClockId::Realtime)
                     .ok_or_else(|| corrupt(format!("remaining time on clock {expiry_clock}")))?;
                 Expiry::Remaining { clock, ns }
             }
-            2 if ns >= 0 && clock == ClockId::Realtime => Expiry::Realtime(ns),
-            2 => {
-                return Err(corrupt(
-                    "absolute realtime expiry out of range or on another clock",
-                ))
-            }
+            2 => Expiry::Realtime(ns),
             k => return Err(corrupt(format!("expiry kind {k}"))),
         };
+        // The rules on values are `check_timer`'s, applied to the whole snapshot by `decode`.
         let interval = self.i64()?;
-        if interval < 0 {
-            return Err(corrupt(format!("negative interval {interval}")));
-        }
         let overrun = self.i64()?;
-        if overrun < -1 {
-            return Err(corrupt(format!("overrun {overrun}")));
-        }
         let overrun_last = self.i32()?;
-        if overrun_last < 0 {
-            return Err(corrupt(format!("latched overrun {overrun_last}")));
-        }
-        if status != Status::Disarmed && expiry == Expiry::None {
-            return Err(corrupt("an armed or pending timer without an expiry"));
-        }
-        if status == Status::RequeuePending && interval == 0 {
-            return Err(corrupt("a one-shot timer waiting to be re-armed"));
-        }
         let name_len = self.u16()? as usize;
         let name = std::str::from_utf8(self.take(name_len)?)
             .map_err(|_| corrupt("notification name is not UTF-8"))?

@@ -349,23 +349,23 @@ fn absurd_counts_lengths_duplicates_and_times_are_refused() {
     // Duplicate IDs.
     let mut dup = snap.clone();
     dup.timers[1].id = dup.timers[0].id;
-    assert!(corrupt_msg(&dup.encode()).contains("duplicate"));
+    assert!(corrupt_msg(&dup.encode_unchecked()).contains("duplicate"));
     // Times out of range.
     let mut bad = snap.clone();
     bad.timers[0].interval = -5;
-    assert!(corrupt_msg(&bad.encode()).contains("interval"));
+    assert!(corrupt_msg(&bad.encode_unchecked()).contains("interval"));
     let mut bad = snap.clone();
     bad.timers[0].clock = ClockId::Realtime;
     bad.timers[0].expiry = Expiry::Realtime(-1);
     bad.timers[0].status = Status::Armed;
-    assert!(corrupt_msg(&bad.encode()).contains("realtime"));
+    assert!(corrupt_msg(&bad.encode_unchecked()).contains("realtime"));
     let mut bad = snap.clone();
     bad.timers[0].overrun = -2;
-    assert!(corrupt_msg(&bad.encode()).contains("overrun"));
+    assert!(corrupt_msg(&bad.encode_unchecked()).contains("overrun"));
     let mut bad = snap;
     bad.timers[0].status = Status::Armed;
     bad.timers[0].expiry = Expiry::None;
-    assert!(corrupt_msg(&bad.encode()).contains("without an expiry"));
+    assert!(corrupt_msg(&bad.encode_unchecked()).contains("without an expiry"));
 }
 
 #[test]
@@ -383,7 +383,7 @@ fn a_failed_restore_leaves_the_owner_unchanged() {
     assert!(o.timers().is_empty());
     assert!(!o.restore_ids());
     // An ID beyond a smaller owner's ID space fails midway: what was made is undone.
-    let small = Timers::builder()
+    let small_timers = Timers::builder()
         .clock(clock.clone())
         .registry({
             let mut r = crate::registry::Registry::builder();
@@ -391,8 +391,8 @@ fn a_failed_restore_leaves_the_owner_unchanged() {
             r
         })
         .build()
-        .unwrap()
-        .owner();
+        .unwrap();
+    let small = small_timers.owner();
     let e = small.restore(&snap, |_| Some(Notify::None)).unwrap_err();
     assert!(matches!(e, Error::InvalidId), "{e}");
     assert!(small.timers().is_empty(), "all or nothing");
@@ -435,5 +435,335 @@ fn files_are_written_atomically_and_verified_on_load() {
     ));
     let e = Snapshot::load_from(dir.join("missing")).unwrap_err();
     assert_eq!(e.errno(), libc::ENOENT);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `Error::Io` keeps the `io::Error` as its source; errno and equality still work.
+#[test]
+fn io_errors_keep_the_io_error_as_source() {
+    use std::error::Error as _;
+    let missing = std::env::temp_dir().join(format!("tempora-missing-{}", std::process::id()));
+    let e = Snapshot::load_from(&missing).unwrap_err();
+    assert_eq!(e.errno(), libc::ENOENT);
+    let io = e
+        .source()
+        .expect("a source")
+        .downcast_ref::<std::io::Error>()
+        .expect("the io::Error");
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(io.raw_os_error(), Some(libc::ENOENT));
+    assert_eq!(e.clone(), e);
+    assert_eq!(Snapshot::load_from(&missing).unwrap_err(), e);
+    let other = Error::from(std::io::Error::from_raw_os_error(libc::EACCES));
+    assert_ne!(other, e);
+    assert_eq!(other.errno(), libc::EACCES);
+    assert!(e.to_string().contains("No such file"), "{e}");
+}
+
+/// `/dev/zero` is endless: loading it reads the header, sees it is no snapshot, and stops.
+#[test]
+fn load_from_dev_zero_fails_fast_with_bounded_memory() {
+    let t = std::time::Instant::now();
+    let e = Snapshot::load_from("/dev/zero").unwrap_err();
+    assert!(
+        matches!(e, Error::CorruptSnapshot(ref m) if m.contains("magic")),
+        "{e}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
+/// A reader of endless bytes after a given start, counting what was read.
+struct Endless<'a> {
+    start: &'a [u8],
+    fill: u8,
+    read: u64,
+}
+
+impl std::io::Read for Endless<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len();
+        for (i, b) in buf.iter_mut().enumerate() {
+            let at = self.read as usize + i;
+            *b = self.start.get(at).copied().unwrap_or(self.fill);
+        }
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+/// Endless input is read only as far as its header declares (plus one byte): an absurd length
+/// is refused after the header, endless zeros after the header's bytes, endless data after a
+/// valid header after the declared length.
+#[test]
+fn read_from_endless_input_reads_a_bounded_amount() {
+    let good = sample().encode();
+    let mut zeros = Endless {
+        start: &[],
+        fill: 0,
+        read: 0,
+    };
+    let e = Snapshot::read_from(&mut zeros).unwrap_err();
+    assert!(
+        matches!(e, Error::CorruptSnapshot(ref m) if m.contains("magic")),
+        "{e}"
+    );
+    assert!(zeros.read <= 8192, "read {} bytes", zeros.read);
+    for len in [MAX_PAYLOAD + 1, u64::MAX] {
+        let mut h = good[..HEADER].to_vec();
+        h[12..20].copy_from_slice(&len.to_le_bytes());
+        let mut r = Endless {
+            start: &h,
+            fill: 7,
+            read: 0,
+        };
+        let e = Snapshot::read_from(&mut r).unwrap_err();
+        assert!(
+            matches!(e, Error::CorruptSnapshot(ref m) if m.contains("more than")),
+            "{e}"
+        );
+        assert!(r.read <= 8192, "read {} bytes", r.read);
+    }
+    let mut trailing = Endless {
+        start: &good,
+        fill: 7,
+        read: 0,
+    };
+    let e = Snapshot::read_from(&mut trailing).unwrap_err();
+    assert!(
+        matches!(e, Error::CorruptSnapshot(ref m) if m.contains("more data")),
+        "{e}"
+    );
+    assert!(
+        trailing.read <= good.len() as u64 + 8192,
+        "read {} bytes",
+        trailing.read
+    );
+    assert_eq!(Snapshot::read_from(&good[..]).unwrap(), sample());
+    assert!(Snapshot::read_from(&good[..good.len() - 1]).is_err());
+    assert!(Snapshot::read_from(&good[..5]).is_err());
+}
+
+/// A regular file's size is checked against its header before its payload is read.
+#[test]
+fn load_from_checks_the_file_size_against_the_header() {
+    let dir = std::env::temp_dir().join(format!("tempora-ckpt-size-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("owner.ckpt");
+    let good = sample().encode();
+    for (what, bytes) in [
+        ("short", good[..good.len() - 3].to_vec()),
+        ("long", [&good[..], b"xyz"].concat()),
+    ] {
+        std::fs::write(&path, &bytes).unwrap();
+        let e = Snapshot::load_from(&path).unwrap_err();
+        assert!(
+            matches!(e, Error::CorruptSnapshot(ref m) if m.contains("the file has")),
+            "{what}: {e}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn encoded(s: &Snapshot) -> Result<Vec<u8>, Error> {
+    s.try_encode()
+}
+
+/// Names near and past what a record's `u16` lengths hold, in ASCII and in 2-, 3- and 4-byte
+/// characters (so a cut at 65,535 bytes falls inside a character): either the bytes decode
+/// to the same snapshot, or encoding refuses; it never writes bytes decode refuses.
+#[test]
+fn long_and_multibyte_names_encode_exactly_or_are_refused() {
+    let max = u16::MAX as usize - TIMER_FIELDS;
+    for unit in ["a", "é", "€", "𝄞"] {
+        for len in [
+            max - 4,
+            max - 1,
+            max,
+            max + 1,
+            max + 2,
+            65_534,
+            65_535,
+            65_536,
+            70_000,
+        ] {
+            let name: String = unit.repeat(len.div_ceil(unit.len()));
+            let mut snap = sample();
+            snap.timers[2].notify = name.clone();
+            match encoded(&snap) {
+                Ok(bytes) => {
+                    let back = Snapshot::decode(&bytes).unwrap_or_else(|e| {
+                        panic!(
+                            "a {}-byte name of {unit:?}: decode refuses what encode wrote: {e}",
+                            name.len()
+                        )
+                    });
+                    assert_eq!(back, snap, "a {}-byte name", name.len());
+                }
+                Err(e) => {
+                    assert!(name.len() > max, "a {}-byte name refused: {e}", name.len());
+                    assert!(
+                        matches!(e, Error::CorruptSnapshot(ref m) if m.contains("name")),
+                        "{e}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Hand-built snapshots (the fields are public) that break a rule are refused by restore with
+/// the very error decode gives for their bytes and encode gives for them, and nothing is
+/// created.
+#[test]
+fn restore_refuses_what_decode_refuses() {
+    let good = sample();
+    let queue = good
+        .timers
+        .iter()
+        .position(|t| t.notify == "queue" && t.interval > 0)
+        .expect("a periodic queue timer");
+    type Edit = fn(&mut TimerRecord);
+    let cases: &[(&str, Edit)] = &[
+        ("interval", |t| t.interval = -1),
+        ("interval", |t| t.interval = i64::MIN),
+        ("realtime", |t| {
+            t.clock = ClockId::Realtime;
+            t.status = Status::Armed;
+            t.expiry = Expiry::Realtime(-1);
+        }),
+        ("realtime", |t| {
+            t.clock = ClockId::Monotonic;
+            t.status = Status::Armed;
+            t.expiry = Expiry::Realtime(5);
+        }),
+        ("remaining", |t| {
+            t.clock = ClockId::Realtime;
+            t.status = Status::Armed;
+            t.expiry = Expiry::Remaining {
+                clock: ClockId::Realtime,
+                ns: 5,
+            };
+        }),
+        ("remaining", |t| {
+            t.clock = ClockId::Monotonic;
+            t.status = Status::Armed;
+            t.expiry = Expiry::Remaining {
+                clock: ClockId::Boottime,
+                ns: 5,
+            };
+        }),
+        ("overrun", |t| t.overrun = -2),
+        ("overrun", |t| t.overrun_last = -1),
+        ("without an expiry", |t| {
+            t.status = Status::Armed;
+            t.expiry = Expiry::None;
+        }),
+        ("one-shot", |t| {
+            t.status = Status::RequeuePending;
+            t.interval = 0;
+        }),
+        ("pending", |t| {
+            t.status = Status::RequeuePending;
+            t.pending = false;
+        }),
+        ("pending", |t| {
+            t.status = Status::Armed;
+            t.pending = true;
+        }),
+        ("pending", |t| {
+            t.notify = "none".into();
+            t.pending = true;
+        }),
+    ];
+    let clock = ManualClock::new();
+    let timers = service(&clock);
+    for (i, (what, edit)) in cases.iter().enumerate() {
+        let mut bad = good.clone();
+        edit(&mut bad.timers[queue]);
+        let o = timers.owner();
+        let e = o
+            .restore(&bad, |_| Some(Notify::None))
+            .expect_err(&format!("case {i} ({what}) restored"));
+        assert!(
+            matches!(e, Error::CorruptSnapshot(ref m) if m.contains(what)),
+            "case {i}: {e}"
+        );
+        assert_eq!(
+            Snapshot::decode(&bad.encode_unchecked()),
+            Err(e.clone()),
+            "case {i}"
+        );
+        assert_eq!(bad.try_encode(), Err(e), "case {i}");
+        assert!(o.timers().is_empty(), "case {i}: nothing created");
+        assert!(!o.restore_ids(), "case {i}: mode unchanged");
+    }
+    // Duplicate IDs, as before.
+    let mut dup = good.clone();
+    dup.timers[1].id = dup.timers[0].id;
+    let o = timers.owner();
+    let e = o.restore(&dup, |_| Some(Notify::None)).unwrap_err();
+    assert!(
+        matches!(e, Error::CorruptSnapshot(ref m) if m.contains("duplicate")),
+        "{e}"
+    );
+    assert!(o.timers().is_empty());
+}
+
+/// Remaining times at the ends of `i64` are valid (long passed, far away): restored without
+/// overflow, the first due at once, the second never.
+#[test]
+fn extreme_remaining_times_restore_without_overflow() {
+    let mut snap = sample();
+    let q = snap
+        .timers
+        .iter()
+        .position(|t| t.notify == "queue")
+        .expect("a queue timer");
+    let id = snap.timers[q].id;
+    snap.timers[q].clock = ClockId::Monotonic;
+    snap.timers[q].status = Status::Armed;
+    snap.timers[q].pending = false;
+    snap.timers[q].interval = 0;
+    snap.timers[q].expiry = Expiry::Remaining {
+        clock: ClockId::Monotonic,
+        ns: i64::MIN,
+    };
+    let mut far = snap.clone();
+    far.timers[q].expiry = Expiry::Remaining {
+        clock: ClockId::Monotonic,
+        ns: i64::MAX,
+    };
+    for s in [&snap, &far] {
+        assert_eq!(&Snapshot::decode(&encoded(s).unwrap()).unwrap(), s);
+    }
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(10));
+    let timers = service(&clock);
+    let past = timers.owner();
+    past.restore(&snap, |_| Some(Notify::None)).unwrap();
+    timers.poll();
+    assert!(drain(&past).iter().any(|e| e.id == id), "due at once");
+    let later = timers.owner();
+    later.restore(&far, |_| Some(Notify::None)).unwrap();
+    clock.advance(Duration::from_secs(3600));
+    timers.poll();
+    assert!(!drain(&later).iter().any(|e| e.id == id), "never due");
+    let (value, _) = later.gettime(id).unwrap().as_nanos();
+    assert!(value > i64::MAX as u64 / 2, "{value}");
+}
+
+/// A snapshot encode refuses is not saved: no file, no temporary file.
+#[test]
+fn save_to_refuses_an_unencodable_snapshot_and_writes_nothing() {
+    let dir = std::env::temp_dir().join(format!("tempora-ckpt-long-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut snap = sample();
+    snap.timers[2].notify = "é".repeat(MAX_NAME);
+    let e = snap.save_to(dir.join("owner.ckpt")).unwrap_err();
+    assert!(
+        matches!(e, Error::CorruptSnapshot(ref m) if m.contains("name")),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -59,6 +59,13 @@ impl ClockId {
 pub trait ClockSource: Send + Sync + 'static {
     /// The current time on `clock`, in nanoseconds.
     fn now(&self, clock: ClockId) -> u64;
+
+    /// Whether these times are the operating system's clocks (`clock_gettime`), so that a
+    /// thread can sleep until one of them. Background drivers need that: a service on such a
+    /// source starts one by default ([`crate::Builder::drivers`]), on any other none. A source
+    /// that wraps [`OsClock`] (to log or count reads, say) returns what the wrapped one does.
+    /// Required, not defaulted, so that no wrapper loses its drivers by forgetting it.
+    fn is_os_time(&self) -> bool;
 }
 
 /// The operating system's clocks, read with `clock_gettime` (the vDSO: no system call).
@@ -66,6 +73,10 @@ pub trait ClockSource: Send + Sync + 'static {
 pub struct OsClock;
 
 impl ClockSource for OsClock {
+    fn is_os_time(&self) -> bool {
+        true
+    }
+
     #[inline]
     fn now(&self, clock: ClockId) -> u64 {
         let mut ts = libc::timespec {
@@ -150,6 +161,11 @@ impl ManualClock {
 }
 
 impl ClockSource for ManualClock {
+    /// A manual clock's time moves only when a test moves it: no thread can sleep on it.
+    fn is_os_time(&self) -> bool {
+        false
+    }
+
     fn now(&self, clock: ClockId) -> u64 {
         let c = match clock {
             ClockId::Monotonic => &self.inner.monotonic,

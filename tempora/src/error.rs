@@ -1,16 +1,19 @@
 //! The one error type of the `tempora` crate.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Why a tempora call failed. Every variant maps to the errno a POSIX caller expects
 /// ([`Error::errno`]); a failed call changes nothing.
 ///
 /// Permanent errors (retrying the same call cannot succeed): [`Error::UnknownTimer`],
-/// [`Error::InvalidId`], [`Error::NotRestoring`], [`Error::OwnerDeleted`], [`Error::InvalidTime`],
+/// [`Error::InvalidId`], [`Error::NotRestoring`], [`Error::OwnerDeleted`],
+/// [`Error::ServiceStopped`], [`Error::Poisoned`], [`Error::InvalidTime`],
 /// [`Error::InvalidConfig`], [`Error::IdInUse`] (until that timer is deleted), and the
 /// snapshot errors ([`Error::CorruptSnapshot`], [`Error::UnsupportedSnapshot`],
 /// [`Error::UnknownNotify`]). Transient: [`Error::NoFreeId`] (succeeds once a timer of the
-/// owner is deleted); see [`Error::is_transient`]. [`Error::Io`] carries the OS's errno.
+/// owner is deleted); see [`Error::is_transient`]. [`Error::Io`] carries the `io::Error`, as
+/// its [`source`](std::error::Error::source), and the OS's errno.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
@@ -28,6 +31,16 @@ pub enum Error {
     NotRestoring,
     /// The owner has been deleted. `EINVAL`.
     OwnerDeleted,
+    /// The owner's service is gone: the last [`crate::Timers`] handle was dropped, so nothing
+    /// fires any more. Arming calls and blocking receives fail with it; reading, deleting and
+    /// checkpointing the owner's timers still work. `ESHUTDOWN`.
+    ServiceStopped,
+    /// A panic inside one of tempora's critical sections (the text names it: a base, an event
+    /// queue, a timer, an ID shard, a driver thread) left the state it guards unusable: calls
+    /// that need it fail with this instead of waiting forever, and blocking receives return it.
+    /// It is a bug in tempora or a failed allocation; the service does not recover from it.
+    /// `ENOTRECOVERABLE`, as a robust mutex whose owner died.
+    Poisoned(&'static str),
     /// A time with negative seconds or nanoseconds outside `0 .. 1_000_000_000`. `EINVAL`, as
     /// `timer_settime` returns (checked before the timer is looked up).
     InvalidTime,
@@ -41,8 +54,10 @@ pub enum Error {
     UnsupportedSnapshot(u16, u16),
     /// A snapshot names a notification the restoring application did not supply. `EINVAL`.
     UnknownNotify(String),
-    /// Reading or writing a snapshot file failed: the OS's errno and its message.
-    Io(i32, String),
+    /// An operating-system call failed: reading or writing a snapshot file, or starting a
+    /// driver thread. Holds the `io::Error` (its errno is [`Error::errno`], `EIO` if it has
+    /// none; it is the [`source`](std::error::Error::source)).
+    Io(IoError),
 }
 
 impl Error {
@@ -58,9 +73,11 @@ impl Error {
             | Error::CorruptSnapshot(_)
             | Error::UnsupportedSnapshot(..)
             | Error::UnknownNotify(_) => libc::EINVAL,
+            Error::ServiceStopped => libc::ESHUTDOWN,
+            Error::Poisoned(_) => libc::ENOTRECOVERABLE,
             Error::IdInUse => libc::EBUSY,
             Error::NoFreeId => libc::EAGAIN,
-            Error::Io(errno, _) => *errno,
+            Error::Io(e) => e.errno(),
         }
     }
 
@@ -81,6 +98,13 @@ impl fmt::Display for Error {
                 f.write_str("exact-ID create needs the owner's restore mode on (EINVAL)")
             }
             Error::OwnerDeleted => f.write_str("the owner has been deleted (EINVAL)"),
+            Error::ServiceStopped => f.write_str(
+                "the owner's Timers service was dropped: nothing fires any more (ESHUTDOWN)",
+            ),
+            Error::Poisoned(what) => write!(
+                f,
+                "a panic inside tempora left {what} unusable (ENOTRECOVERABLE)"
+            ),
             Error::InvalidTime => {
                 f.write_str("time out of range: negative seconds or tv_nsec not in 0..1e9 (EINVAL)")
             }
@@ -95,15 +119,55 @@ impl fmt::Display for Error {
                 f,
                 "the snapshot names notification {name:?}, which was not supplied"
             ),
-            Error::Io(_, what) => write!(f, "snapshot file: {what}"),
+            Error::Io(e) => write!(f, "I/O: {e}"),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e.get()),
+            _ => None,
+        }
+    }
+}
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
-        Error::Io(e.raw_os_error().unwrap_or(libc::EIO), e.to_string())
+        Error::Io(IoError(Arc::new(e)))
+    }
+}
+
+/// The `std::io::Error` inside [`Error::Io`], shared so that [`Error`] stays `Clone`. Two are
+/// equal when their errno, kind and message are: `io::Error` itself has no equality.
+#[derive(Debug, Clone)]
+pub struct IoError(Arc<std::io::Error>);
+
+impl IoError {
+    /// The `io::Error`.
+    pub fn get(&self) -> &std::io::Error {
+        &self.0
+    }
+
+    /// Its OS errno, or `EIO` for an error that did not come from the OS.
+    pub fn errno(&self) -> i32 {
+        self.0.raw_os_error().unwrap_or(libc::EIO)
+    }
+}
+
+impl PartialEq for IoError {
+    fn eq(&self, other: &Self) -> bool {
+        self.errno() == other.errno()
+            && self.0.kind() == other.0.kind()
+            && self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for IoError {}
+
+impl fmt::Display for IoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
     }
 }

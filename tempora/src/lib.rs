@@ -47,5 +47,5 @@ pub(crate) mod sync;
 pub mod timers;
 pub mod wheel;
 
-pub use error::Error;
+pub use error::{Error, IoError};
 pub use timers::{Builder, Event, ItimerSpec, Notify, Owner, SetFlags, Timers};

@@ -24,6 +24,13 @@ pub(crate) use std::sync::atomic::{
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
 
+/// A parking mutex, for the one lock that is held across a batch of work (a base's delivery
+/// lock): it poisons on unwind.
+#[cfg(loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
+
 /// `UnsafeCell` with loom's closure-based access API, so the same call sites build under both.
 #[cfg(not(loom))]
 #[derive(Debug, Default)]
@@ -47,9 +54,10 @@ impl<T> UnsafeCell<T> {
 }
 
 /// One step of a contended wait: spin briefly, then give the CPU away. Every lock built on it
-/// is held for a bounded, short time (no allocation, no callback, no I/O under it), so a waiter
-/// that yields is rescheduled long before the holder could starve it; with many more threads
-/// than CPUs (the seed's 64 threads on 2 CPUs) the yield is what lets a preempted holder run.
+/// is held for a bounded, short time (no callback, no blocking call, and allocation only where
+/// the holder says what bounds it), so a waiter that yields is rescheduled long before the
+/// holder could starve it; with many more threads than CPUs (64 threads on 2 CPUs in the
+/// registry benchmark) the yield is what lets a preempted holder run.
 #[inline]
 pub(crate) fn backoff(spins: &mut u32) {
     #[cfg(loom)]
@@ -70,9 +78,20 @@ pub(crate) fn backoff(spins: &mut u32) {
     }
 }
 
-/// A one-byte lock: `0` free, `1` held. Lock is one compare-exchange (Acquire), unlock one
-/// store (Release); a contended locker spins, then yields ([`backoff`]). It does not park, so
-/// it is only for short critical sections (see [`backoff`]).
+/// A lock whose holder panicked inside its critical section: the state it guards may be half
+/// changed, so nobody takes it again. Callers turn it into [`crate::Error::Poisoned`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Poisoned;
+
+/// A one-byte lock: `0` free, `1` held, `2` poisoned. Lock is one compare-exchange (Acquire),
+/// unlock one store (Release); a contended locker spins, then yields ([`backoff`]). It does
+/// not park, so it is only for short critical sections (see [`backoff`]).
+///
+/// **Unwinding.** A critical section run through [`ByteLock::with`] that panics leaves the
+/// lock *poisoned*, never held: every later [`ByteLock::lock`] (including the ones spinning on
+/// it at that moment) returns [`Poisoned`] at once instead of waiting forever. The happy path
+/// pays nothing for it (the guard is forgotten, not dropped). Code that pairs `lock` and
+/// `unlock` by hand must have no panic between them.
 ///
 /// Ordering: the Release store in [`ByteLock::unlock`] pairs with the Acquire
 /// compare-exchange of the next [`ByteLock::lock`], so everything written under the lock is
@@ -81,40 +100,48 @@ pub(crate) fn backoff(spins: &mut u32) {
 #[repr(transparent)]
 pub(crate) struct ByteLock(AtomicU8);
 
+const FREE: u8 = 0;
+const HELD: u8 = 1;
+const POISONED: u8 = 2;
+
 impl ByteLock {
     #[cfg(not(loom))]
     pub(crate) const fn new() -> Self {
-        ByteLock(AtomicU8::new(0))
+        ByteLock(AtomicU8::new(FREE))
     }
     #[cfg(loom)]
     pub(crate) fn new() -> Self {
-        ByteLock(AtomicU8::new(0))
+        ByteLock(AtomicU8::new(FREE))
     }
 
+    /// Takes the lock, or fails if it is poisoned.
     #[inline]
-    pub(crate) fn lock(&self) {
+    pub(crate) fn lock(&self) -> Result<(), Poisoned> {
         // Acquire: pairs with the Release store in `unlock` of the previous holder.
-        if self
+        match self
             .0
-            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
+            .compare_exchange_weak(FREE, HELD, Ordering::Acquire, Ordering::Relaxed)
         {
-            self.lock_contended();
+            Ok(_) => Ok(()),
+            Err(_) => self.lock_contended(),
         }
     }
 
     #[cold]
-    fn lock_contended(&self) {
+    fn lock_contended(&self) -> Result<(), Poisoned> {
         let mut spins = 0;
         loop {
             // Relaxed: only a hint; the compare-exchange below is the synchronising access.
-            if self.0.load(Ordering::Relaxed) == 0
-                && self
+            match self.0.load(Ordering::Relaxed) {
+                POISONED => return Err(Poisoned),
+                FREE if self
                     .0
-                    .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                return;
+                    .compare_exchange_weak(FREE, HELD, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok() =>
+                {
+                    return Ok(());
+                }
+                _ => {}
             }
             backoff(&mut spins);
         }
@@ -123,7 +150,40 @@ impl ByteLock {
     #[inline]
     pub(crate) fn unlock(&self) {
         // Release: pairs with the Acquire in `lock`; publishes the critical section.
-        self.0.store(0, Ordering::Release);
+        self.0.store(FREE, Ordering::Release);
+    }
+
+    /// Marks the lock, which the caller holds, poisoned for good.
+    #[cold]
+    pub(crate) fn poison(&self) {
+        // Release: whoever sees the poison also sees what the holder wrote before it.
+        self.0.store(POISONED, Ordering::Release);
+    }
+
+    /// Whether a holder panicked inside the lock.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        // Relaxed: a report; `lock` is what acts on it.
+        self.0.load(Ordering::Relaxed) == POISONED
+    }
+
+    /// Runs `f` with the lock held: released afterwards, poisoned if `f` panics.
+    #[inline]
+    pub(crate) fn with<R>(&self, f: impl FnOnce() -> R) -> Result<R, Poisoned> {
+        self.lock()?;
+        let guard = PoisonOnUnwind(self);
+        let r = f();
+        std::mem::forget(guard);
+        self.unlock();
+        Ok(r)
+    }
+}
+
+/// Dropped only while unwinding out of a critical section (the happy path forgets it).
+pub(crate) struct PoisonOnUnwind<'a>(pub(crate) &'a ByteLock);
+
+impl Drop for PoisonOnUnwind<'_> {
+    fn drop(&mut self) {
+        self.0.poison();
     }
 }
 
@@ -321,7 +381,7 @@ mod tests {
                 .map(|_| {
                     let shared = shared.clone();
                     loom::thread::spawn(move || {
-                        shared.0.lock();
+                        shared.0.lock().unwrap();
                         // SAFETY: the lock is held, so no other thread touches the cell.
                         shared.1.with_mut(|p| unsafe { *p += 1 });
                         shared.0.unlock();
@@ -331,7 +391,7 @@ mod tests {
             for h in handles {
                 h.join().unwrap();
             }
-            shared.0.lock();
+            shared.0.lock().unwrap();
             // SAFETY: the lock is held and both writers have been joined.
             let v = shared.1.with(|p| unsafe { *p });
             shared.0.unlock();

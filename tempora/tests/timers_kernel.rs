@@ -16,7 +16,9 @@
 //! whose phases the scheduler disturbed by more than `Q/4` would make the comparison
 //! meaningless; the run is then restarted (a few times) rather than failed.
 //!
-//! `TEMPORA_SOAK=<steps>` runs a longer sequence (default 40 steps, about a second).
+//! `TEMPORA_SOAK=<steps>` runs a longer sequence (default 300 steps, about 6 s: long enough,
+//! with the service's background driver running, to have caught a `poll` that returned while
+//! the driver still held a popped timer undelivered, which 40 steps hid).
 
 use std::time::{Duration, Instant};
 use tempora::clock::{ClockId, ClockSource, OsClock};
@@ -210,7 +212,7 @@ fn kernel_differential_signals_settime_gettime_getoverrun_delete() {
     let steps = std::env::var("TEMPORA_SOAK")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
+        .unwrap_or(300);
     let base_seed = std::env::var("TEMPORA_SEED")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -63,10 +63,26 @@
 //!
 //! # Locking
 //!
-//! Locks, all short (no allocation of timer memory, no callback, no I/O while held):
-//! * shard lock (`ByteLock`): an owner shard's free list and ID/slot blocks;
-//! * timer lock (`ByteLock` in the timer's second cache line): the timer's state;
-//! * bucket lock (bit 0 of the bucket head): the chain's links and `len`.
+//! Locks, all short: no callback, no blocking call, and allocation only where named here, with
+//! what bounds it:
+//! * shard lock (`ByteLock`): an owner shard's free list and ID/slot blocks. A create that
+//!   needs a fresh slot block may allocate a slot page (64 timers, 8 KiB) and double the page
+//!   directory under it (`Slots::add_page`): once per 64 slots, bounded by the owner's peak
+//!   timer count;
+//! * timer lock (`ByteLock` in the timer's second cache line): the timer's state. The service
+//!   takes a base lock and an event queue's lock under it, and may grow that queue (at most
+//!   one entry per timer of the owner) and issue a futex wake-up (only when a receiver or a
+//!   driver sleeps) while holding it;
+//! * bucket lock (bit 0 of the bucket head): the chain's links and `len`. A split takes the
+//!   old bucket's and two future buckets' locks and collects the old chain into a vector sized
+//!   before the lock is taken (it grows under the lock only if creates lengthened the chain
+//!   in between: bounded by the chain).
+//!
+//! A panic inside a shard's or a timer's critical section poisons that lock
+//! (`sync::ByteLock::with`); the calls that need it then fail with [`Error::Poisoned`]. The
+//! bucket lock has no poisoned state: its critical sections are pointer updates that do not
+//! panic short of a broken invariant of the chain (a `debug_assert`), and one that did would
+//! leave the bucket locked. That is the one lock to which the poisoning rule does not reach.
 //!
 //! **Lock order: shard → timer → bucket (old table → future table); page directory (`grow`,
 //! once per 64 fresh slots) only under a shard lock, taking nothing else.** A create holds its
@@ -115,6 +131,7 @@ pub use timer::Status;
 
 use crate::clock::ClockId;
 use crate::error::Error;
+use crate::sync::Poisoned;
 use crate::sync::{
     thread_index, AtomicBool, AtomicIsize, AtomicPtr, AtomicU32, AtomicU64, Ordering,
 };
@@ -124,6 +141,11 @@ use owner::{PagePool, Shard, Slots, ID_BLOCK, NONE, SLOT_BLOCK_MAX};
 use std::sync::Arc;
 use table::{Table, MIGRATE_BATCH};
 use timer::{visible, Locked, Timer, PENDING};
+
+/// The error of a call that met a poisoned timer lock.
+const TIMER_POISONED: Error = Error::Poisoned("a timer");
+/// The error of a create that met a poisoned ID shard.
+const SHARD_POISONED: Error = Error::Poisoned("an owner's ID shard");
 
 /// A timer ID: a non-negative `i32`, like Linux's `timer_t`. IDs are per [`Owner`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -349,6 +371,7 @@ impl Registry {
                 restore: AtomicBool::new(false),
                 reused_ids: AtomicBool::new(false),
                 dead: AtomicBool::new(false),
+                poisoned: AtomicBool::new(false),
                 slots: Slots::new(),
                 shards: (0..s.shards)
                     .map(|_| AtomicPtr::new(std::ptr::null_mut()))
@@ -581,6 +604,11 @@ struct OwnerInner {
     /// candidate (see `create_locked`).
     reused_ids: AtomicBool,
     dead: AtomicBool,
+    /// Set by a teardown that met a poisoned lock (a panic inside a shard's or a timer's
+    /// critical section): a timer may still be hashed or named by a wheel entry, so the
+    /// owner's slot pages are never recycled (they leak, rather than be reused under a
+    /// reference that outlives them).
+    poisoned: AtomicBool,
     slots: Slots,
     /// Allocated when a thread index first creates here (see `shard_at`).
     shards: Box<[AtomicPtr<CachePadded<Shard>>]>,
@@ -719,15 +747,22 @@ impl Owner {
     /// Runs `f` on every visible timer of the owner, each under its own lock (a checkpoint's
     /// walk: creators and deleters are not blocked; timers created or deleted meanwhile may or
     /// may not be visited, as in [`Owner::timers`]).
-    pub(crate) fn for_each_locked(&self, mut f: impl FnMut(Locked<'_>)) {
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] if a timer's lock is poisoned (the other timers are visited).
+    pub(crate) fn for_each_locked(&self, mut f: impl FnMut(Locked<'_>)) -> Result<(), Error> {
         let word = visible(self.inner.key);
         let guard = epoch::pin();
+        let mut result = Ok(());
         self.inner.slots.for_each(&guard, |timer| {
             // Relaxed: a filter; `lock_if` re-checks under the lock.
-            if timer.hot.owner.load(Ordering::Relaxed) == word {
-                timer.lock_if(word, None, &mut f);
+            if timer.hot.owner.load(Ordering::Relaxed) == word
+                && timer.lock_if(word, None, &mut f).is_err()
+            {
+                result = Err(TIMER_POISONED);
             }
         });
+        result
     }
 
     /// The ID counter as a checkpoint records it: the lowest ID a normal create would hand
@@ -747,7 +782,8 @@ impl Owner {
             }
             // SAFETY: installed shards live as long as the owner.
             let shard = unsafe { &*p };
-            shard.locked(|st| {
+            // A poisoned shard hands out no more IDs: its block does not lower the counter.
+            let _ = shard.locked(|st| {
                 if st.id_left > 0 && st.id_epoch == epoch && st.id_next < next {
                     next = st.id_next;
                 }
@@ -766,21 +802,23 @@ impl Owner {
     }
 
     /// Runs `f` under the lock of `timer` if it is still this owner's visible timer `id` in
-    /// incarnation `generation` (an event names its timer so).
+    /// incarnation `generation` (an event names its timer so): `Ok(None)` if it is not.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] if the timer's lock is.
     pub(crate) fn with_slot<R>(
         &self,
         timer: &Timer,
         id: TimerId,
         generation: u32,
         f: impl FnOnce(Locked<'_>) -> R,
-    ) -> Option<R> {
-        timer
-            .lock_if(visible(self.inner.key), Some(id.0), |l| {
-                // Relaxed: the generation changes only while the slot is free, and the lock
-                // holder sees the slot visible, so it is stable.
-                (l.timer.hot.generation.load(Ordering::Relaxed) == generation).then(|| f(l))
-            })
-            .flatten()
+    ) -> Result<Option<R>, Error> {
+        let r = timer.lock_if(visible(self.inner.key), Some(id.0), |l| {
+            // Relaxed: the generation changes only while the slot is free, and the lock
+            // holder sees the slot visible, so it is stable.
+            (l.timer.hot.generation.load(Ordering::Relaxed) == generation).then(|| f(l))
+        });
+        r.map(Option::flatten).map_err(|_| TIMER_POISONED)
     }
 }
 
@@ -846,23 +884,18 @@ impl OwnerInner {
         let guard = epoch::pin();
         let thread = thread_index();
         let (home, shard) = self.shard(thread);
-        shard.lock.lock();
-        // SAFETY: the shard lock is held until the unlock at the end of this block; every
-        // path below reaches it.
-        let result = unsafe {
-            shard.with_lock_held(|st| {
-                self.create_locked(st, home, requested, (clock, notify, ext), &guard)
-            })
-        };
-        shard.lock.unlock();
-        let (id, table, len, timer) = result?;
+        let (id, table, len, timer) = shard
+            .locked(|st| self.create_locked(st, home, requested, (clock, notify, ext), &guard))
+            .map_err(|_| SHARD_POISONED)??;
         shared.count_add_as(thread, 1);
         shared.maybe_grow(table, len, &guard);
         shared.help_resize(&guard);
         if let Some(then) = then {
             // The slot stays a timer object while the owner lives; `lock_if` checks it still
             // holds this timer.
-            timer.lock_if(visible(self.key), Some(id.0), then);
+            timer
+                .lock_if(visible(self.key), Some(id.0), then)
+                .map_err(|_| TIMER_POISONED)?;
         }
         Ok(id)
     }
@@ -1012,14 +1045,14 @@ impl OwnerInner {
 
     /// The lookup every by-ID call shares: fails if the owner is deleted, then finds the
     /// visible timer `id` (hash `hash`) and hands it to `attempt`, walking again whenever the
-    /// attempt finds the slot reused under the walk (returns `None`).
+    /// attempt finds the slot reused under the walk (returns `Ok(None)`).
     #[inline]
     fn lookup<'g, R>(
         &self,
         id: TimerId,
         hash: u64,
         guard: &'g Guard,
-        mut attempt: impl FnMut(&'g Timer) -> Option<R>,
+        mut attempt: impl FnMut(&'g Timer) -> Result<Option<R>, Poisoned>,
     ) -> Result<R, Error> {
         if self.dead.load(Ordering::Acquire) {
             return Err(Error::OwnerDeleted);
@@ -1030,7 +1063,7 @@ impl OwnerInner {
                 .shared
                 .find(hash, word, id.0, guard)
                 .ok_or(Error::UnknownTimer)?;
-            if let Some(r) = attempt(timer) {
+            if let Some(r) = attempt(timer).map_err(|_| TIMER_POISONED)? {
                 return Ok(r);
             }
         }
@@ -1053,7 +1086,7 @@ impl OwnerInner {
         let guard = epoch::pin();
         let word = visible(self.key);
         self.lookup(id, self.hash(id), &guard, |timer| {
-            timer.read_current(word, id.0, &read)
+            Ok(timer.read_current(word, id.0, &read))
         })
     }
 
@@ -1063,17 +1096,17 @@ impl OwnerInner {
         let hash = self.hash(id);
         let mut on_delete = Some(on_delete);
         let timer = self.lookup(id, hash, &guard, |timer| {
-            timer
-                .lock_if(word, Some(id.0), |mut l| {
-                    (on_delete.take().expect("runs once"))(&mut l);
-                    Self::mark_deleted(l)
-                })
-                .map(|()| timer)
+            let r = timer.lock_if(word, Some(id.0), |mut l| {
+                (on_delete.take().expect("runs once"))(&mut l);
+                Self::mark_deleted(l)
+            });
+            r.map(|marked| marked.map(|()| timer))
         })?;
         self.unhash(timer, hash, &guard);
         let home = self.shard_at(usize::from(timer.hot.home.load(Ordering::Relaxed)));
         let index = timer.hot.index.load(Ordering::Relaxed);
-        home.locked(|st| self.free_slot_locked(st, index, timer));
+        // A poisoned home shard hands out no slot again: this one is simply not reused.
+        let _ = home.locked(|st| self.free_slot_locked(st, index, timer));
         self.shared.count_add(-1);
         self.shared.help_resize(&guard);
         Ok(())
@@ -1146,8 +1179,11 @@ impl OwnerInner {
             if !p.is_null() {
                 // SAFETY: installed shards live as long as the owner.
                 let shard = unsafe { &*p };
-                shard.lock.lock();
-                shard.lock.unlock();
+                if !shard.quiesce() {
+                    // A create panicked with this shard locked: a half-made timer may be
+                    // hashed and never become visible (see `poisoned`).
+                    self.poisoned.store(true, Ordering::Relaxed);
+                }
             }
         }
         let guard = epoch::pin();
@@ -1162,17 +1198,30 @@ impl OwnerInner {
                 on_delete(&mut l);
                 Self::mark_deleted(l)
             });
-            if marked.is_some() {
-                self.unhash(timer, self.hash(TimerId(id)), &guard);
-                // Release: as in `free_slot_locked`; the slot is not reused (the owner is dead).
-                timer.hot.owner.store(0, Ordering::Release);
-                deleted += 1;
-            } else {
-                // A concurrent `delete` marked it; wait until it has unhashed it, so that no
-                // timer of this owner is reachable once teardown returns.
-                let mut spins = 0;
-                while timer.hot.owner.load(Ordering::Acquire) >> 1 == self.key {
-                    crate::sync::backoff(&mut spins);
+            match marked {
+                Ok(Some(())) => {
+                    self.unhash(timer, self.hash(TimerId(id)), &guard);
+                    // Release: as in `free_slot_locked`; the slot is not reused (the owner is
+                    // dead).
+                    timer.hot.owner.store(0, Ordering::Release);
+                    deleted += 1;
+                }
+                // A panic under its lock: its state (and whether a wheel still names it) is
+                // unknown. It stays hashed and its memory is never reused (`poisoned`).
+                Err(Poisoned) => self.poisoned.store(true, Ordering::Relaxed),
+                Ok(None) => {
+                    // A concurrent `delete` marked it; wait until it has unhashed it, so that
+                    // no timer of this owner is reachable once teardown returns. A delete
+                    // that panicked, or a create that panicked (its shard is poisoned), never
+                    // will: stop waiting then.
+                    let mut spins = 0;
+                    while timer.hot.owner.load(Ordering::Acquire) >> 1 == self.key {
+                        if timer.is_poisoned() || self.poisoned.load(Ordering::Relaxed) {
+                            self.poisoned.store(true, Ordering::Relaxed);
+                            break;
+                        }
+                        crate::sync::backoff(&mut spins);
+                    }
                 }
             }
         });
@@ -1183,6 +1232,10 @@ impl OwnerInner {
 impl Drop for OwnerInner {
     fn drop(&mut self) {
         self.teardown(|_| ());
+        if self.poisoned.load(Ordering::Relaxed) {
+            // See `poisoned`: the pages and shards stay allocated for the process's life.
+            return;
+        }
         for slot in self.shards.iter() {
             let p = slot.swap(std::ptr::null_mut(), Ordering::AcqRel);
             if !p.is_null() {

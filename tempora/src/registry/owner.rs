@@ -30,7 +30,7 @@
 //! in. Pooled pages are freed when the registry is dropped.
 
 use super::timer::Timer;
-use crate::sync::{AtomicPtr, AtomicU32, ByteLock, Ordering, UnsafeCell};
+use crate::sync::{AtomicPtr, AtomicU32, ByteLock, Ordering, Poisoned, UnsafeCell};
 use crossbeam_epoch::{Atomic, Guard, Owned};
 use std::alloc::Layout;
 
@@ -142,38 +142,45 @@ impl Slots {
         Some(base)
     }
 
+    /// Installs page `k` (and a larger directory if needed) under the `grow` lock. Runs under
+    /// a shard lock: it allocates (a page of 64 timers, a directory twice the old one: bounded
+    /// by the owner's peak slot count) but runs no deferred destructor (the old directory's
+    /// destruction is queued, not flushed, so no unrelated reclamation lands under these
+    /// locks). If the `grow` lock is poisoned the page stays missing and the caller's
+    /// `Slots::get` panics under its shard lock, which poisons that shard in turn: the create
+    /// fails with `Error::Poisoned`.
     #[cold]
     fn add_page(&self, k: usize, pool: &PagePool, guard: &Guard) {
-        self.grow.lock();
-        let mut dir = self.dir(guard);
-        if dir.pages.len() <= k {
-            let bigger = Dir::with_capacity((dir.pages.len() * 2).max(k + 1));
-            for (new, old) in bigger.pages.iter().zip(dir.pages.iter()) {
-                new.store(old.load(Ordering::Relaxed), Ordering::Relaxed);
-            }
-            // Release: publishes the copied page pointers with the directory.
-            let new = self.dir.swap(Owned::new(bigger), Ordering::AcqRel, guard);
-            // SAFETY: the old directory is unreachable from `self.dir` now; threads pinned
-            // before may still read it (its page pointers stay valid), so it is destroyed only
-            // after they unpin.
-            unsafe { guard.defer_destroy(new) };
-            guard.flush();
-            dir = self.dir(guard);
-        }
-        if dir.pages[k].load(Ordering::Relaxed).is_null() {
-            let page = pool.take().unwrap_or_else(|| {
-                // SAFETY: the layout is non-zero-sized; zeroed memory is a valid array of free
-                // timers (`Timer`: atomics, a byte lock and plain integers, all valid as zero).
-                let page = unsafe { std::alloc::alloc_zeroed(page_layout()) }.cast::<Timer>();
-                if page.is_null() {
-                    std::alloc::handle_alloc_error(page_layout());
+        let _ = self.grow.with(|| {
+            let mut dir = self.dir(guard);
+            if dir.pages.len() <= k {
+                let bigger = Dir::with_capacity((dir.pages.len() * 2).max(k + 1));
+                for (new, old) in bigger.pages.iter().zip(dir.pages.iter()) {
+                    new.store(old.load(Ordering::Relaxed), Ordering::Relaxed);
                 }
-                page
-            });
-            // Release: publishes the (zeroed or recycled-free) page.
-            dir.pages[k].store(page, Ordering::Release);
-        }
-        self.grow.unlock();
+                // Release: publishes the copied page pointers with the directory.
+                let new = self.dir.swap(Owned::new(bigger), Ordering::AcqRel, guard);
+                // SAFETY: the old directory is unreachable from `self.dir` now; threads pinned
+                // before may still read it (its page pointers stay valid), so it is destroyed
+                // only after they unpin.
+                unsafe { guard.defer_destroy(new) };
+                dir = self.dir(guard);
+            }
+            if dir.pages[k].load(Ordering::Relaxed).is_null() {
+                let page = pool.take().unwrap_or_else(|| {
+                    // SAFETY: the layout is non-zero-sized; zeroed memory is a valid array of
+                    // free timers (`Timer`: atomics, a byte lock and plain integers, all valid
+                    // as zero).
+                    let page = unsafe { std::alloc::alloc_zeroed(page_layout()) }.cast::<Timer>();
+                    if page.is_null() {
+                        std::alloc::handle_alloc_error(page_layout());
+                    }
+                    page
+                });
+                // Release: publishes the (zeroed or recycled-free) page.
+                dir.pages[k].store(page, Ordering::Release);
+            }
+        });
     }
 
     /// Calls `f` on every slot of every allocated page, in index order.
@@ -319,24 +326,19 @@ impl Shard {
         }
     }
 
-    /// Runs `f` with the shard locked.
+    /// Runs `f` with the shard locked; [`Poisoned`] once a holder panicked (a panic in `f`
+    /// poisons it).
     #[inline]
-    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut ShardState) -> R) -> R {
-        self.lock.lock();
-        // SAFETY: the lock was taken just above.
-        let r = unsafe { self.with_lock_held(f) };
-        self.lock.unlock();
-        r
+    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut ShardState) -> R) -> Result<R, Poisoned> {
+        // SAFETY: `with` holds the lock for the whole closure, so this is the only access.
+        self.lock
+            .with(|| self.state.with_mut(|p| f(unsafe { &mut *p })))
     }
 
-    /// Runs `f` on the state of a shard whose lock the caller already holds.
-    ///
-    /// # Safety
-    /// The caller holds `self.lock` for the whole call.
-    #[inline]
-    pub(crate) unsafe fn with_lock_held<R>(&self, f: impl FnOnce(&mut ShardState) -> R) -> R {
-        // SAFETY: the caller holds `self.lock`, so this is the only access to the state.
-        self.state.with_mut(|p| f(unsafe { &mut *p }))
+    /// Waits until no create holds the shard (taking and releasing its lock); `false` if it
+    /// is poisoned (a create panicked in it).
+    pub(crate) fn quiesce(&self) -> bool {
+        self.lock.with(|| ()).is_ok()
     }
 }
 

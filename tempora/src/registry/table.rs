@@ -399,11 +399,14 @@ impl Table {
     /// until this bucket reads `MOVED`.
     pub(crate) fn split_bucket(&self, i: usize, future: &Table) {
         let old = &self.buckets[i];
+        // Sized before the lock is taken, so the collection below allocates under the three
+        // bucket locks only if creates lengthened the chain in between. Relaxed: a size hint.
+        let mut chain: Vec<&Timer> =
+            Vec::with_capacity(old.len.load(Ordering::Relaxed) as usize + 2);
         let Some(head) = old.lock() else {
             debug_assert!(false, "bucket {i} split twice");
             return;
         };
-        let mut chain: Vec<&Timer> = Vec::new();
         let mut p = head;
         while p != 0 && p & NULLS == 0 {
             // SAFETY: the old bucket's lock is held; its chain holds live timers only.

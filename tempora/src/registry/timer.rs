@@ -48,7 +48,7 @@ use super::NotifyKind;
 use crate::clock::ClockId;
 use crate::sync::{
     AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, ByteLock, Ordering,
-    UnsafeCell,
+    Poisoned, UnsafeCell,
 };
 // The fences of the slot protocol (`read_current`, `reset_for_create`, the registry's
 // `mark_deleted`): loom's under `cfg(loom)`, so that the loom models in `loom_tests.rs` see them
@@ -201,8 +201,9 @@ impl Timer {
     }
 
     /// Takes the timer's lock and, if the slot still holds the visible timer
-    /// `(owner_word, id)` (any ID if `id` is `None`), runs `f` on its fields. `None` if the slot
-    /// holds something else: the caller looks again.
+    /// `(owner_word, id)` (any ID if `id` is `None`), runs `f` on its fields. `Ok(None)` if the
+    /// slot holds something else: the caller looks again. [`Poisoned`] if a panic inside an
+    /// earlier holder's critical section poisoned the lock (a panic in `f` poisons it).
     ///
     /// The identity is checked before the state is borrowed, so a slot being re-created by
     /// another thread (which resets the state without the lock, see `reset_for_create`) is
@@ -213,50 +214,58 @@ impl Timer {
         owner_word: u64,
         id: Option<i32>,
         f: impl FnOnce(Locked<'_>) -> R,
-    ) -> Option<R> {
+    ) -> Result<Option<R>, Poisoned> {
         crate::sync::lock_order::timer_enter();
-        self.written.lock.lock();
-        let current = match id {
-            Some(id) => self.is(owner_word, id),
-            // Acquire: as in `is`.
-            None => self.hot.owner.load(Ordering::Acquire) == owner_word,
-        };
-        let r = current.then(|| {
-            self.written.state.with_mut(|p| {
-                f(Locked {
-                    timer: self,
-                    // SAFETY: the lock is held and the slot holds a visible timer: its state is
-                    // only accessed by holders of this lock (the create that resets it without
-                    // the lock runs only while the slot is free or pending, and a visible slot
-                    // is neither until a delete, which needs this lock, marks it pending).
-                    state: unsafe { &mut *p },
+        self.written.lock.with(|| {
+            let current = match id {
+                Some(id) => self.is(owner_word, id),
+                // Acquire: as in `is`.
+                None => self.hot.owner.load(Ordering::Acquire) == owner_word,
+            };
+            current.then(|| {
+                self.written.state.with_mut(|p| {
+                    f(Locked {
+                        timer: self,
+                        // SAFETY: the lock is held and the slot holds a visible timer: its
+                        // state is only accessed by holders of this lock (the create that
+                        // resets it without the lock runs only while the slot is free or
+                        // pending, and a visible slot is neither until a delete, which needs
+                        // this lock, marks it pending).
+                        state: unsafe { &mut *p },
+                    })
                 })
             })
-        });
-        self.written.lock.unlock();
-        r
+        })
     }
 
     /// Takes the timer's lock and, if the slot holds a visible timer of any owner, runs `f` on
     /// its fields (the path of a base delivering an expiry: the wheel entry names the slot,
-    /// and the caller then checks that the timer still waits on that entry).
+    /// and the caller then checks that the timer still waits on that entry). Poisoning as in
+    /// [`Timer::lock_if`].
     #[inline]
-    pub(crate) fn lock_visible<R>(&self, f: impl FnOnce(Locked<'_>) -> R) -> Option<R> {
+    pub(crate) fn lock_visible<R>(
+        &self,
+        f: impl FnOnce(Locked<'_>) -> R,
+    ) -> Result<Option<R>, Poisoned> {
         crate::sync::lock_order::timer_enter();
-        self.written.lock.lock();
-        // Acquire: as in `is`.
-        let word = self.hot.owner.load(Ordering::Acquire);
-        let r = (word != 0 && word & PENDING == 0).then(|| {
-            self.written.state.with_mut(|p| {
-                f(Locked {
-                    timer: self,
-                    // SAFETY: as in `lock_if`: the lock is held and the slot is visible.
-                    state: unsafe { &mut *p },
+        self.written.lock.with(|| {
+            // Acquire: as in `is`.
+            let word = self.hot.owner.load(Ordering::Acquire);
+            (word != 0 && word & PENDING == 0).then(|| {
+                self.written.state.with_mut(|p| {
+                    f(Locked {
+                        timer: self,
+                        // SAFETY: as in `lock_if`: the lock is held and the slot is visible.
+                        state: unsafe { &mut *p },
+                    })
                 })
             })
-        });
-        self.written.lock.unlock();
-        r
+        })
+    }
+
+    /// Whether a panic under this timer's lock poisoned it.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.written.lock.is_poisoned()
     }
 
     /// Reads a field of the visible timer `(owner_word, id)` without the lock: `Some` only if
@@ -406,7 +415,7 @@ mod tests {
             Status::Disarmed as u8
         );
         assert!(
-            t.lock_if(visible(1), None, |_| ()).is_none(),
+            t.lock_if(visible(1), None, |_| ()) == Ok(None),
             "a free slot is nobody's"
         );
     }

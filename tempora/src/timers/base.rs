@@ -1,12 +1,12 @@
-//! A base: one lock, one wheel per clock, and the next expiry of each wheel readable without
-//! the lock.
+//! A base: one lock, one wheel per clock, and the delivery lock of its pollers.
 //!
 //! ```text
 //!  Base (cache-line padded)
-//!   ├─ lock: ByteLock                covers the three wheels
+//!   ├─ lock: ByteLock                covers the three wheels and `sleep`
 //!   ├─ wheels[REALTIME, MONOTONIC, BOOTTIME]: Wheel<Slot>   ticks of `tick` ns on that clock
-//!   └─ sleep[3] (under the lock)     the tick on each wheel's clock before which the driver
-//!                                    serving this base must be woken (0: it is awake)
+//!   ├─ sleep[3] (under the lock)     the tick on each wheel's clock before which the driver
+//!   │                                serving this base must be woken (0: it is awake)
+//!   └─ delivery: Mutex<()>           held from a poll's pop of a batch to its delivery
 //! ```
 //!
 //! # Waking a sleeping driver
@@ -27,15 +27,47 @@
 //! wheel and key: expiry pops entries under the base lock and checks them under each timer's
 //! lock afterwards, so an entry that a settime or delete replaced in between is ignored.
 //!
-//! Lock order: **timer → base**. settime, delete and consume hold the timer's lock and take a
-//! base lock to insert or remove; expiry takes the base lock alone (to collect), releases it,
-//! and only then takes timer locks. Nothing takes a timer lock while holding a base lock, and
-//! no path holds two base locks. Debug builds assert both at every lock (`sync::lock_order`;
-//! the test `lock_order_violation_is_caught_in_debug_builds`).
+//! # Delivery and the poll barrier
+//!
+//! A poll pops due entries under the base lock and delivers them (timer locks, event queues)
+//! with that lock released. Between the two, the popped timers are still Armed but in no wheel:
+//! a second poll that found the base empty could return while they are undelivered, and a
+//! settime right after it would read "1 ns, overdue" and re-arm a timer that has in fact
+//! fired. So each base also has a **delivery lock**: a poller holds it from the pop of a batch
+//! until the batch is delivered (not while callbacks run: those run after it is released). A
+//! poll takes it before each pop, so it waits for every delivery from this base that began
+//! before it, as the kernel's `timer_settime` waits for a running timer in
+//! `timer_wait_running`. Arming and cancelling never take it: only pollers wait for pollers.
+//! A timer that a delivery re-arms (a callback timer's next period, a lazily refreshed timer
+//! not yet due) goes back into the base it was popped from, so a poll that holds that base's
+//! delivery lock next finds it there if it is due by then.
+//!
+//! Lock order: **delivery → timer → base**. settime, delete and consume hold the timer's lock
+//! and take a base lock to insert or remove; expiry takes the delivery lock, then the base lock
+//! alone (to collect), releases the base lock, and only then takes timer locks. Nothing takes a
+//! timer lock while holding a base lock, no path holds two base locks, and nothing takes a
+//! delivery lock while holding any other tempora lock. Debug builds assert the base and timer
+//! rules at every lock (`sync::lock_order`; the test
+//! `lock_order_violation_is_caught_in_debug_builds`).
+//!
+//! # What runs under the base lock
+//!
+//! Wheel operations only, no callback and no system call: an arm's doorbell ring (a futex
+//! wake-up) is issued after the base lock is released, though still under the arming timer's
+//! lock. The wheels' slabs grow under the lock when a base holds more armed timers than ever
+//! before (amortised doubling; bounded by the timers armed on the base), and a realtime
+//! re-base walks every entry of that wheel under it (only when the wall clock was set back).
+//!
+//! # Poisoning
+//!
+//! A panic inside a base's critical section poisons the base (see `sync::ByteLock`): every
+//! later lock of it fails at once with [`Poisoned`], which the service reports as
+//! `Error::Poisoned` to arming calls and as a failure of the whole service to its receivers.
+//! A poisoned delivery lock (a panic while delivering) counts the same.
 
 use crate::clock::ClockId;
 use crate::registry::timer::Timer;
-use crate::sync::{lock_order, ByteLock, UnsafeCell};
+use crate::sync::{lock_order, ByteLock, Mutex, MutexGuard, Poisoned, UnsafeCell};
 use crate::wheel::Wheel;
 use std::ptr::NonNull;
 
@@ -64,12 +96,14 @@ pub(crate) struct Slot(pub(crate) NonNull<Timer>);
 // `Core::deliver` (pinned epoch, entry popped while current).
 unsafe impl Send for Slot {}
 
-/// "No expiry" in `Base::next`.
+/// "No expiry": a wheel or a driver with nothing armed.
 pub(crate) const NO_EXPIRY: u64 = u64::MAX;
 
 pub(crate) struct Base {
     lock: ByteLock,
     state: UnsafeCell<BaseState>,
+    /// Held by a poller from the pop of a batch until its delivery (module doc).
+    delivery: Mutex<()>,
 }
 
 /// What the base lock covers.
@@ -99,19 +133,26 @@ impl Base {
                 wheels: start.map(wheel),
                 sleep: [0; CLOCKS],
             }),
+            delivery: Mutex::new(()),
         }
     }
 
-    /// Runs `f` on the base's state with the lock held.
+    /// Runs `f` on the base's state with the lock held; [`Poisoned`] if an earlier holder
+    /// panicked (and a panic in `f` poisons it).
     #[inline]
-    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut BaseState) -> R) -> R {
+    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut BaseState) -> R) -> Result<R, Poisoned> {
+        /// Clears the lock-order mark however the section ends.
+        struct Exit;
+        impl Drop for Exit {
+            fn drop(&mut self) {
+                lock_order::base_exit();
+            }
+        }
         lock_order::base_enter();
-        self.lock.lock();
-        // SAFETY: the lock is held until the unlock below, so this is the only reference.
-        let r = self.state.with_mut(|p| f(unsafe { &mut *p }));
-        self.lock.unlock();
-        lock_order::base_exit();
-        r
+        let _exit = Exit;
+        // SAFETY: `with` holds the lock for the whole closure, so this is the only reference.
+        self.lock
+            .with(|| self.state.with_mut(|p| f(unsafe { &mut *p })))
     }
 
     /// Runs `f` on wheel `i` with the lock held. Also returns whether the change must wake the
@@ -124,7 +165,7 @@ impl Base {
         i: usize,
         fires_at: u64,
         f: impl FnOnce(&mut Wheel<Slot>) -> R,
-    ) -> (R, bool) {
+    ) -> Result<(R, bool), Poisoned> {
         self.locked(|st| {
             let r = f(&mut st.wheels[i]);
             let ring = fires_at < st.sleep[i];
@@ -133,5 +174,10 @@ impl Base {
             }
             (r, ring)
         })
+    }
+
+    /// The delivery lock (module doc), or [`Poisoned`] if a delivery panicked.
+    pub(crate) fn delivery(&self) -> Result<MutexGuard<'_, ()>, Poisoned> {
+        self.delivery.lock().map_err(|_| Poisoned)
     }
 }

@@ -17,7 +17,6 @@ use super::base::{wheel_of, BaseState, CLOCKS, NO_EXPIRY, WHEEL_CLOCKS};
 use super::Core;
 use crate::clock::ClockId;
 use crate::sync::{AtomicU64, Ordering, WaitQueue};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A futex-style word a driver sleeps on.
@@ -124,11 +123,15 @@ fn from_monotonic(core: &Core, w: usize, mono_ns: u64, now: &[u64; CLOCKS]) -> u
 }
 
 /// The body of driver `k` of `n`.
-pub(crate) fn run(core: Arc<Core>, k: usize, n: usize) {
+pub(crate) fn run(core: &Core, k: usize, n: usize) {
     set_timer_slack();
     let bell = &core.bells[k];
     let mine: Vec<usize> = (k..core.bases.len()).step_by(n).collect();
     while !core.shutdown.load(Ordering::Acquire) {
+        #[cfg(test)]
+        if core.crash_driver.swap(false, Ordering::Relaxed) {
+            panic!("tempora test: a driver dies");
+        }
         let slept = sleep_once(bell, || {
             core.poll_now();
             // Where to sleep until: the earliest firing (`Wheel::next_fire`, not the next
@@ -138,10 +141,11 @@ pub(crate) fn run(core: Arc<Core>, k: usize, n: usize) {
             let now = core.now_all();
             let mut deadline = NO_EXPIRY;
             for &b in &mine {
-                core.bases[b].locked(|st| {
-                    deadline = deadline.min(earliest_fire(&core, st, &now));
+                // A poisoned base (the poll just reported it) fires nothing again.
+                let _ = core.bases[b].locked(|st| {
+                    deadline = deadline.min(earliest_fire(core, st, &now));
                     for w in 0..CLOCKS {
-                        st.sleep[w] = from_monotonic(&core, w, deadline, &now);
+                        st.sleep[w] = from_monotonic(core, w, deadline, &now);
                     }
                 });
             }
@@ -159,7 +163,7 @@ pub(crate) fn run(core: Arc<Core>, k: usize, n: usize) {
         }
         // Awake: arms need not ring until the next sleep is published.
         for &b in &mine {
-            core.bases[b].locked(|st| st.sleep = [0; CLOCKS]);
+            let _ = core.bases[b].locked(|st| st.sleep = [0; CLOCKS]);
         }
     }
 }
@@ -278,7 +282,9 @@ mod tests {
             let (b2, bell2) = (base.clone(), bell.clone());
             let armer = loom::thread::spawn(move || {
                 let slot = Slot(NonNull::dangling());
-                let (_, ring) = b2.locked_wheel(1, 10, |w| w.insert_with(10, Mode::PRECISE, slot));
+                let (_, ring) = b2
+                    .locked_wheel(1, 10, |w| w.insert_with(10, Mode::PRECISE, slot))
+                    .unwrap();
                 if ring {
                     bell2.ring();
                 }
@@ -291,7 +297,8 @@ mod tests {
                         deadline = deadline.min(t);
                     }
                     st.sleep = [deadline; CLOCKS];
-                });
+                })
+                .unwrap();
                 (deadline == NO_EXPIRY).then_some(None)
             });
             armer.join().unwrap();

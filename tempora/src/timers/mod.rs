@@ -37,8 +37,24 @@
 //! is work, [`Timers::poll`] does it (from an epoll loop, an async task, a dedicated thread);
 //! both may run together. A poll visits every base. At each it takes the base lock only to
 //! pop what is due, at most [`Builder::batch`] entries at a time, and delivers them with the
-//! lock released (seed 004's rule), so arming and cancelling on that base wait for one batch
-//! at most.
+//! lock released, so arming and cancelling on that base wait for one batch at most. A poll
+//! also waits for the batches other pollers popped before it to be delivered (`base.rs`,
+//! "Delivery and the poll barrier"), so when it returns everything due has fired.
+//!
+//! # Lifetime and failure
+//!
+//! The service runs while a [`Timers`] handle exists. Dropping the last one stops and joins
+//! the drivers; owners may outlive it, to read, delete and checkpoint their timers and to
+//! receive events already queued, but nothing fires any more: `create` and `settime` fail
+//! with [`Error::ServiceStopped`], and `recv` returns it once the queue is empty instead of
+//! waiting forever.
+//!
+//! A panic inside one of tempora's own critical sections (a bug, or a failed allocation
+//! that panics) poisons that lock instead of leaving it held, and a driver thread whose loop
+//! panics dies visibly: either fails the service ([`Timers::health`] reports what), its
+//! receivers return [`Error::Poisoned`] once their queues are empty, and calls that need the
+//! poisoned part fail with it. A panicking *callback* is not such a failure: it is caught,
+//! counted and the poll goes on.
 //!
 //! # Precision
 //!
@@ -79,7 +95,7 @@ use crate::registry::timer::{Locked, Timer};
 use crate::registry::Status;
 use crate::registry::{self, NotifyKind, Registry, TimerId, TimerInfo};
 use crate::sync::AtomicBool;
-use crate::sync::{thread_index, AtomicU64, Ordering};
+use crate::sync::{thread_index, AtomicU64, Ordering, Poisoned};
 use crate::wheel::{Key, Mode};
 use base::{wheel_of, Base, Slot, CLOCKS, NO_EXPIRY, WHEEL_CLOCKS};
 use crossbeam_utils::CachePadded;
@@ -88,7 +104,7 @@ use notify::{EventRef, Sink};
 use std::cell::Cell;
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -116,7 +132,9 @@ impl Notify {
     }
 
     /// `Notify::NamedCallback`: a callback a checkpoint records as `name`, for a restore to
-    /// map back to a closure.
+    /// map back to a closure. A create refuses the names a snapshot reserves for the other
+    /// kinds (`none`, `queue`: a restore would turn the timer into one of those) and names
+    /// longer than [`crate::checkpoint::MAX_NAME`] bytes (no snapshot can hold them).
     pub fn callback_named(name: &str, f: impl Fn(TimerId, i32) + Send + Sync + 'static) -> Notify {
         Notify::NamedCallback(name.into(), Arc::new(f))
     }
@@ -264,7 +282,7 @@ impl Builder {
     /// The clocks to run on: [`OsClock`] (default) or a [`crate::clock::ManualClock`] for
     /// deterministic tests.
     pub fn clock<C: ClockSource>(&mut self, clock: C) -> &mut Self {
-        self.os_clock = std::any::TypeId::of::<C>() == std::any::TypeId::of::<OsClock>();
+        self.os_clock = clock.is_os_time();
         self.clock = Arc::new(clock);
         self
     }
@@ -308,6 +326,10 @@ impl Builder {
             callback_panics: AtomicU64::new(0),
             bells: (0..drivers).map(|_| CachePadded::default()).collect(),
             shutdown: AtomicBool::new(false),
+            failure: OnceLock::new(),
+            owners: std::sync::Mutex::new(Vec::new()),
+            #[cfg(test)]
+            crash_driver: AtomicBool::new(false),
             driver_wakeups: AtomicU64::new(0),
             rings: AtomicU64::new(0),
         });
@@ -348,14 +370,21 @@ impl Drivers {
             std::thread::Builder::new()
                 .name(name)
                 .spawn(f)
-                .map_err(|_| Error::InvalidConfig("cannot start a driver thread"))
+                .map_err(Error::from)
         };
         for k in 0..n {
             let c = core.clone();
             // On error, `d`'s drop stops the threads started so far.
             d.threads.push(spawn(
                 format!("tempora-driver-{k}"),
-                Box::new(move || driver::run(c, k, n)),
+                Box::new(move || {
+                    // A driver never dies silently: a panic that escapes its loop (callbacks'
+                    // are caught inside it) fails the service, which wakes every receiver.
+                    let body = std::panic::AssertUnwindSafe(|| driver::run(&c, k, n));
+                    if std::panic::catch_unwind(body).is_err() {
+                        c.fail(DRIVER_DIED);
+                    }
+                }),
             )?);
         }
         #[cfg(not(loom))]
@@ -379,6 +408,7 @@ impl Drivers {
 impl Drop for Drivers {
     fn drop(&mut self) {
         self.core.shutdown.store(true, Ordering::Release);
+        self.core.close_owners();
         self.core.ring_all();
         #[cfg(not(loom))]
         if let Some(w) = &self.watch {
@@ -411,6 +441,12 @@ impl Default for Timers {
     }
 }
 
+/// `Error::Poisoned` texts of the service's locks.
+const BASE_POISONED: &str = "a timer base";
+const QUEUE_POISONED: &str = "an owner's event queue";
+const TIMER_POISONED: &str = "a timer";
+const DRIVER_DIED: &str = "a driver thread";
+
 struct Core {
     registry: Registry,
     clock: Arc<dyn ClockSource>,
@@ -420,8 +456,20 @@ struct Core {
     callback_panics: AtomicU64,
     /// One per driver; driver `k` serves the bases `b % drivers == k`.
     bells: Box<[CachePadded<Doorbell>]>,
+    /// The last `Timers` handle was dropped: drivers end, owners are told (`Core::stop`).
     shutdown: AtomicBool,
+    /// The first `Error::Poisoned` text the service met (a poisoned lock, a dead driver);
+    /// set once, never cleared (`Core::fail`).
+    failure: OnceLock<&'static str>,
+    /// The event queue of every owner made by this service, for `close_owners` to wake their
+    /// receivers. A `Weak<Sink>`, not the owner: upgrading it can never make this thread run
+    /// an owner's teardown (which takes timer locks) from wherever the service failed. Dead
+    /// entries are pruned as the list grows.
+    owners: std::sync::Mutex<Vec<Weak<Sink>>>,
     driver_wakeups: AtomicU64,
+    /// Test hook: the next driver loop iteration panics (a driver dying outside a callback).
+    #[cfg(test)]
+    crash_driver: AtomicBool,
     /// Doorbell rings (arms earlier than a driver's sleep, clock steps, shutdown).
     rings: AtomicU64,
 }
@@ -481,13 +529,24 @@ impl Timers {
 
     /// A new owner: a namespace of timer IDs with its own event queue.
     pub fn owner(&self) -> Owner {
-        Owner {
-            inner: Arc::new(OwnerShared {
-                reg: self.core.registry.owner(),
-                core: self.core.clone(),
-                sink: Sink::default(),
-            }),
+        let inner = Arc::new(OwnerShared {
+            reg: self.core.registry.owner(),
+            core: self.core.clone(),
+            sink: Arc::new(Sink::default()),
+        });
+        let mut owners = match self.core.owners.lock() {
+            Ok(list) => list,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if owners.len() == owners.capacity() {
+            owners.retain(|o| o.strong_count() > 0);
         }
+        owners.push(Arc::downgrade(&inner.sink));
+        drop(owners);
+        if self.core.failure.get().is_some() {
+            inner.sink.close(notify::CLOSED_SERVICE);
+        }
+        Owner { inner }
     }
 
     /// The current time on `clock`, from the service's clock source, in ns.
@@ -525,11 +584,29 @@ impl Timers {
         self.core.callback_panics.load(Ordering::Relaxed)
     }
 
-    /// Fires every timer due by now: queues events, runs callbacks. Returns the number of
-    /// expiries handled (events queued or refreshed, callbacks run). Reads each clock once.
+    /// `Ok` while the service works; [`Error::Poisoned`] (naming what) once a panic inside one
+    /// of its critical sections, or a driver thread that died, left part of it unusable. From
+    /// then on arming calls fail with that error and receivers return it once their queues are
+    /// empty; polls go on serving what is intact.
+    pub fn health(&self) -> Result<(), Error> {
+        match self.core.failure.get() {
+            Some(&what) => Err(Error::Poisoned(what)),
+            None => Ok(()),
+        }
+    }
+
+    /// Fires every timer due by now (each clock read once, at the start): queues events, runs
+    /// callbacks. Returns the number of expiries this call handled (events queued or refreshed,
+    /// callbacks run).
+    ///
+    /// It is a barrier, also while drivers or other threads poll: when it returns, every timer
+    /// due by its clock reading has expired, whoever popped it. Its event is queued (a
+    /// `try_recv` after it finds it), and a settime or gettime after it sees the fired state.
+    /// Callbacks that another poller fired may still be running on that poller's thread.
     ///
     /// Callbacks run on the calling thread with no tempora lock held. A panicking callback is
-    /// caught and counted ([`Timers::callback_panics`]).
+    /// caught and counted ([`Timers::callback_panics`]). A base poisoned by a panic inside
+    /// tempora is skipped and reported by [`Timers::health`].
     pub fn poll(&self) -> usize {
         self.core.poll_now()
     }
@@ -553,7 +630,8 @@ impl Timers {
         let best = core
             .bases
             .iter()
-            .map(|base| base.locked(|st| driver::earliest_fire(core, st, &now)))
+            // A poisoned base fires nothing again: it has no deadline.
+            .filter_map(|base| base.locked(|st| driver::earliest_fire(core, st, &now)).ok())
             .min()
             .unwrap_or(NO_EXPIRY);
         (best != NO_EXPIRY).then_some(best)
@@ -569,6 +647,42 @@ impl Timers {
 }
 
 impl Core {
+    /// Marks the service failed for good (the first `what` is kept), wakes every receiver
+    /// (they return the error once their queue is empty) and returns the error to report.
+    #[cold]
+    fn fail(&self, what: &'static str) -> Error {
+        if self.failure.set(what).is_ok() {
+            self.close_owners();
+        }
+        Error::Poisoned(self.failure.get().copied().unwrap_or(what))
+    }
+
+    /// Closes every owner's queue to waiting (`CLOSED_SERVICE`): the service stopped or
+    /// failed, so nothing will queue an event again.
+    #[cold]
+    fn close_owners(&self) {
+        let owners = match self.owners.lock() {
+            Ok(list) => list.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        for sink in owners.iter().filter_map(Weak::upgrade) {
+            sink.close(notify::CLOSED_SERVICE);
+        }
+    }
+
+    /// Why arming must fail now: the service failed or stopped.
+    #[inline]
+    fn check(&self) -> Result<(), Error> {
+        if let Some(&what) = self.failure.get() {
+            return Err(Error::Poisoned(what));
+        }
+        // Acquire: pairs with the Release store in `Drivers::drop`.
+        if self.shutdown.load(Ordering::Acquire) {
+            return Err(Error::ServiceStopped);
+        }
+        Ok(())
+    }
+
     /// Every clock, read once.
     fn now_all(&self) -> [u64; CLOCKS] {
         let src = &*self.clock;
@@ -599,12 +713,23 @@ impl Core {
         thread_index() % self.bases.len()
     }
 
-    /// Applies `itimer`'s decision to the timer's wheel entry (lock order: timer → base).
+    /// Applies `itimer`'s decision to the timer's wheel entry (lock order: timer → base),
+    /// arming it on the calling thread's base.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] if the base is (the service has then failed: `Core::fail`).
     #[inline]
-    fn apply(&self, l: &mut Locked<'_>, arm: Arm) {
+    fn apply(&self, l: &mut Locked<'_>, arm: Arm) -> Result<(), Error> {
+        self.apply_on(l, arm, self.my_base())
+    }
+
+    /// `apply`, arming on base `b` (a delivery re-arms on the base it popped the timer from:
+    /// see "Delivery and the poll barrier" in `base.rs`).
+    #[inline]
+    fn apply_on(&self, l: &mut Locked<'_>, arm: Arm, b: usize) -> Result<(), Error> {
         let Arm::At { clock, expiry } = arm else {
             self.disarm(l);
-            return;
+            return Ok(());
         };
         let w = wheel_of(clock);
         let tick = self.res.ticks_ceil(expiry);
@@ -613,9 +738,8 @@ impl Core {
             // fires early, and the poll that finds the timer not yet due places it again
             // (`deliver`). One base-lock round trip per refresh saved, for at most one extra
             // visit per timeout period.
-            return;
+            return Ok(());
         }
-        let b = self.my_base();
         let slot = Slot(NonNull::from(l.timer));
         // Already in this base's wheel for the clock: move the entry (no slab traffic), or
         // insert it again if a poll has popped it meanwhile. Anywhere else: take it out there.
@@ -624,13 +748,18 @@ impl Core {
             self.disarm(l);
         }
         let old = Key::from_bits(l.state.wheel_key);
-        let (key, ring) = self.bases[b].locked_wheel(w, tick, |wheel| {
+        let placed = self.bases[b].locked_wheel(w, tick, |wheel| {
             if here && wheel.reschedule(old, tick).is_ok() {
                 old
             } else {
                 wheel.insert_with(tick, Mode::PRECISE, slot)
             }
         });
+        let Ok((key, ring)) = placed else {
+            // In no wheel: `wheel` stays 0 (a `here` entry is in a base nobody pops again).
+            l.state.wheel = 0;
+            return Err(self.fail(BASE_POISONED));
+        };
         if ring {
             self.ring(b);
         }
@@ -638,6 +767,7 @@ impl Core {
         l.state.wheel = w as u8 + 1;
         l.state.wheel_key = key.to_bits();
         l.state.wheel_tick = tick;
+        Ok(())
     }
 
     /// Takes the timer out of the wheel it waits in, if any.
@@ -649,8 +779,15 @@ impl Core {
         let w = usize::from(l.state.wheel - 1);
         let key = Key::from_bits(l.state.wheel_key);
         // A stale key (a poll popped the entry and has not delivered it yet) is fine: that
-        // poll will find `wheel == 0` and drop the entry.
-        self.bases[usize::from(l.state.base)].locked_wheel(w, NO_EXPIRY, |wheel| wheel.remove(key));
+        // poll will find `wheel == 0` and drop the entry. A poisoned base keeps the entry, but
+        // nothing pops a poisoned base again, so its address is never followed.
+        let base = &self.bases[usize::from(l.state.base)];
+        if base
+            .locked_wheel(w, NO_EXPIRY, |wheel| wheel.remove(key))
+            .is_err()
+        {
+            self.fail(BASE_POISONED);
+        }
         l.state.wheel = 0;
     }
 
@@ -675,10 +812,16 @@ impl Core {
         let first = self.my_base();
         for i in 0..n {
             let b = (first + i) % n;
+            let base = &self.bases[b];
             loop {
+                // Held from the pop until the batch is delivered: the poll barrier (`base.rs`).
+                let Ok(delivering) = base.delivery() else {
+                    self.fail(BASE_POISONED);
+                    break;
+                };
                 // Pinned from before the pop until the entries are delivered (module doc).
                 let guard = crossbeam_epoch::pin();
-                let complete = self.bases[b].locked(|st| {
+                let popped = base.locked(|st| {
                     let mut complete = true;
                     for (w, wheel) in st.wheels.iter_mut().enumerate() {
                         if ticks[w] < wheel.now() {
@@ -698,11 +841,16 @@ impl Core {
                     }
                     complete
                 });
+                let Ok(complete) = popped else {
+                    self.fail(BASE_POISONED);
+                    break;
+                };
                 for &(w, key, slot) in &batch {
                     fired += self.deliver(b, w, key, slot, &lazy, &mut calls);
                 }
                 batch.clear();
                 drop(guard);
+                drop(delivering);
                 self.run_calls(&mut calls);
                 if complete {
                     break;
@@ -726,7 +874,7 @@ impl Core {
         // the slot page is not recycled before the caller unpins (module doc); it holds a
         // `Timer` (slots are type-stable), whose identity is checked under its lock below.
         let timer: &Timer = unsafe { slot.0.as_ref() };
-        let fired = timer.lock_visible(|mut l| {
+        let delivered = timer.lock_visible(|mut l| {
             let current = usize::from(l.state.wheel) == w + 1
                 && usize::from(l.state.base) == b
                 && l.state.wheel_key == key.to_bits();
@@ -741,18 +889,23 @@ impl Core {
                 // again. It goes to tick `ceil(expiry / tick)`, which is after `floor(now /
                 // tick)`, so this poll does not meet it again.
                 let expiry = l.state.expiry;
-                self.apply(&mut l, Arm::At { clock, expiry });
+                let _ = self.apply_on(&mut l, Arm::At { clock, expiry }, b);
                 return false;
             }
             let Some(event) = l.expire() else {
                 return false;
             };
             match l.timer.notify() {
-                NotifyKind::Queue => enqueue(&mut l, event.seq()),
+                NotifyKind::Queue => {
+                    if enqueue(&mut l, event.seq()).is_err() {
+                        self.fail(QUEUE_POISONED);
+                    }
+                }
                 NotifyKind::Callback => {
                     let now_fn = |c: ClockId| now.get(c);
                     if let Consumed::Deliver { overrun, rearm } = l.consume(event, &now_fn) {
-                        self.apply(&mut l, rearm);
+                        // Its next period, on the base it came from (the poll barrier).
+                        let _ = self.apply_on(&mut l, rearm, b);
                         // Relaxed: written at create; cleared only under this lock.
                         // SAFETY: under the timer's lock (`callback_of`'s contract).
                         if let Some(cell) = unsafe { callback_of(&l) } {
@@ -764,7 +917,13 @@ impl Core {
             }
             true
         });
-        usize::from(fired == Some(true))
+        match delivered {
+            Ok(fired) => usize::from(fired == Some(true)),
+            Err(Poisoned) => {
+                self.fail(TIMER_POISONED);
+                0
+            }
+        }
     }
 
     fn run_calls(&self, calls: &mut Vec<Call>) {
@@ -779,11 +938,11 @@ impl Core {
 
 /// Puts a locked `Queue` timer's one event on its owner's queue for the arming `seq`, or,
 /// if the event is already queued, makes that entry this arming's (the kernel's "already
-/// pending: nothing" for its preallocated sigqueue).
-fn enqueue(l: &mut Locked<'_>, seq: u32) {
+/// pending: nothing" for its preallocated sigqueue). [`Poisoned`] if the queue is.
+fn enqueue(l: &mut Locked<'_>, seq: u32) -> Result<(), Poisoned> {
     l.state.sigqueue_seq = seq;
     if l.state.queued {
-        return;
+        return Ok(());
     }
     l.state.queued = true;
     // Relaxed: written at create, before the timer became visible.
@@ -796,7 +955,7 @@ fn enqueue(l: &mut Locked<'_>, seq: u32) {
         id: l.timer.id(),
         // Relaxed: written at create only.
         generation: l.timer.hot.generation.load(Ordering::Relaxed),
-    });
+    })
 }
 
 /// The callback cell of a locked callback timer, if any.
@@ -821,7 +980,8 @@ pub struct Owner {
 struct OwnerShared {
     reg: registry::Owner,
     core: Arc<Core>,
-    sink: Sink,
+    /// Shared with `Core::owners` (weakly); timers' `ext[0]` points at it.
+    sink: Arc<Sink>,
 }
 
 impl Drop for OwnerShared {
@@ -836,7 +996,7 @@ impl OwnerShared {
         let mut callbacks = Vec::new();
         self.reg
             .destroy_with(|l| callbacks.extend(core.on_delete(l)));
-        self.sink.close();
+        self.sink.close(notify::CLOSED_OWNER);
         drop(callbacks);
     }
 }
@@ -892,6 +1052,19 @@ impl Owner {
         notify: Notify,
         then: Option<&mut dyn FnMut(Locked<'_>)>,
     ) -> Result<TimerId, Error> {
+        self.inner.core.check()?;
+        if let Notify::NamedCallback(name, _) = &notify {
+            if matches!(&**name, "none" | "queue") {
+                return Err(Error::InvalidConfig(
+                    "a callback named `none` or `queue` would restore as that kind",
+                ));
+            }
+            if name.len() > crate::checkpoint::MAX_NAME {
+                return Err(Error::InvalidConfig(
+                    "a callback name longer than a snapshot can hold",
+                ));
+            }
+        }
         let kind = notify.kind();
         let cell = |f, name| Box::into_raw(Box::new(CallbackCell { f, name })) as usize;
         let cb = match notify {
@@ -899,7 +1072,7 @@ impl Owner {
             Notify::NamedCallback(name, f) => cell(f, Some(name)),
             _ => 0,
         };
-        let sink = &self.inner.sink as *const Sink as usize;
+        let sink = Arc::as_ptr(&self.inner.sink) as usize;
         let reg = &self.inner.reg;
         let r = match then {
             Some(then) => reg.create_ext_then(requested, clock, kind, [sink, cb], then),
@@ -934,13 +1107,13 @@ impl Owner {
         let value = value.into().to_nanos()?;
         let interval = interval.into().to_nanos()?;
         let core = &*self.inner.core;
+        core.check()?;
         let now = LazyNow::new(&*core.clock);
         let now_fn = |c: ClockId| now.get(c);
         let old = self.inner.reg.with_timer(id, |mut l| {
             let (old, arm) = l.settime(&now_fn, flags.is_abstime(), value, interval);
-            core.apply(&mut l, arm);
-            old
-        })?;
+            core.apply(&mut l, arm).map(|()| old)
+        })??;
         Ok(old.into())
     }
 
@@ -990,7 +1163,7 @@ impl Owner {
         let core = &*self.inner.core;
         let now = LazyNow::new(&*core.clock);
         let now_fn = |c: ClockId| now.get(c);
-        while let Some(ev) = self.inner.sink.pop() {
+        while let Ok(Some(ev)) = self.inner.sink.pop() {
             // SAFETY: queued events name slots of this owner's pages, which live as long as
             // the owner, and `self` holds it. `with_slot` checks the identity under the lock.
             let timer = unsafe { ev.timer.as_ref() };
@@ -1006,23 +1179,27 @@ impl Owner {
                     match l.consume(event, &now_fn) {
                         Consumed::Stale => None,
                         Consumed::Deliver { overrun, rearm } => {
-                            core.apply(&mut l, rearm);
+                            // A failed re-arm (a poisoned base) is the service's failure,
+                            // which receivers see; this event is still delivered.
+                            let _ = core.apply(&mut l, rearm);
                             Some(overrun)
                         }
                     }
                 });
-            if let Some(Some(overrun)) = got {
+            if let Ok(Some(Some(overrun))) = got {
                 return Some(Event::new(ev.id, overrun));
             }
         }
         None
     }
 
-    /// Waits for the next event. Something else must poll meanwhile (another thread calling
-    /// [`Timers::poll`]).
+    /// Waits for the next event. Something else must poll meanwhile (a background driver, or
+    /// another thread calling [`Timers::poll`]).
     ///
     /// # Errors
-    /// [`Error::OwnerDeleted`] once the owner is destroyed and its queue is empty.
+    /// Once the queue is empty: [`Error::OwnerDeleted`] if the owner is destroyed,
+    /// [`Error::ServiceStopped`] if its [`Timers`] service was dropped, [`Error::Poisoned`] if
+    /// the service failed (see [`Timers::health`]). Never waits for an event that cannot come.
     pub fn recv(&self) -> Result<Event, Error> {
         loop {
             if let Some(e) = self.recv_until(None)? {
@@ -1046,8 +1223,20 @@ impl Owner {
             if let Some(e) = self.try_recv() {
                 return Ok(Some(e));
             }
-            if self.inner.sink.is_closed() {
+            let closed = self.inner.sink.closed();
+            if closed & notify::CLOSED_OWNER != 0 {
                 return Err(Error::OwnerDeleted);
+            }
+            if closed != 0 {
+                return Err(self
+                    .inner
+                    .core
+                    .check()
+                    .err()
+                    .unwrap_or(Error::ServiceStopped));
+            }
+            if self.inner.sink.is_poisoned() {
+                return Err(Error::Poisoned(QUEUE_POISONED));
             }
             if !self.inner.sink.wait(deadline) {
                 return Ok(self.try_recv());
@@ -1099,12 +1288,17 @@ impl Owner {
 
     /// A snapshot of the owner's logical state (see [`crate::checkpoint`] for what it holds and
     /// the time rule). Taken timer by timer, each under its own lock, without stopping anyone:
-    /// checkpoint a quiescent owner to get one instant's state.
+    /// checkpoint a quiescent owner to get one instant's state. It works after the owner's
+    /// service was dropped too (stop the service, then checkpoint its owners).
+    ///
+    /// # Panics
+    /// If a timer's lock was poisoned by a panic inside tempora ([`Error::Poisoned`]): its
+    /// state cannot be read, and a snapshot without it would restore something else.
     pub fn checkpoint(&self) -> Snapshot {
         let core = &*self.inner.core;
         let now = core.now_all();
         let mut timers = Vec::new();
-        self.inner.reg.for_each_locked(|l| {
+        let walked = self.inner.reg.for_each_locked(|l| {
             let st = &*l.state;
             let t = l.timer;
             let kind = t.notify();
@@ -1117,8 +1311,8 @@ impl Owner {
             };
             let status = t.status();
             let expiry_clock = l.expiry_clock();
-            // A disarmed timer's stored expiry only matters to a SIGEV_NONE timer (gettime
-            // goes on counting down to it, as on Linux).
+            // A disarmed timer's stored expiry only matters to a SIGEV_NONE timer, whose status
+            // is Disarmed while it counts down too; disarming one clears its expiry.
             let expiry = if status == Status::Disarmed && kind != NotifyKind::None
                 || (st.expiry == 0 && st.interval == 0 && status == Status::Disarmed)
             {
@@ -1144,6 +1338,9 @@ impl Owner {
                 overrun_last: t.written.overrun_last.load(Ordering::Relaxed),
             });
         });
+        if let Err(e) = walked {
+            panic!("tempora: cannot checkpoint the owner: {e}");
+        }
         timers.sort_by_key(|t| t.id);
         Snapshot {
             counter: self.inner.reg.counter(),
@@ -1162,7 +1359,8 @@ impl Owner {
     ///
     /// # Errors
     /// [`Error::UnknownNotify`] for a name `notify` does not map;
-    /// [`Error::CorruptSnapshot`] for duplicate IDs; [`Error::IdInUse`] if the owner has
+    /// [`Error::CorruptSnapshot`] for a snapshot [`Snapshot::validate`] refuses (duplicate IDs,
+    /// a negative interval, ...); [`Error::IdInUse`] if the owner has
     /// timers; otherwise the error of the create that failed (nothing is kept).
     pub fn restore(
         &self,
@@ -1172,9 +1370,7 @@ impl Owner {
         if !self.timers().is_empty() {
             return Err(Error::IdInUse);
         }
-        if let Some(id) = crate::checkpoint::first_duplicate(&snapshot.timers) {
-            return Err(Error::CorruptSnapshot(format!("duplicate ID {id}")));
-        }
+        snapshot.validate()?;
         let mut plan = Vec::with_capacity(snapshot.timers.len());
         for rec in &snapshot.timers {
             let n = match rec.notify.as_str() {
@@ -1228,9 +1424,11 @@ fn restore_state(core: &Core, l: &mut Locked<'_>, rec: &TimerRecord, now: &[u64;
     l.set_status(rec.status);
     if rec.pending && l.timer.notify() == NotifyKind::Queue {
         let seq = l.state.signal_seq;
-        enqueue(l, seq);
+        if enqueue(l, seq).is_err() {
+            core.fail(QUEUE_POISONED);
+        }
     }
     if rec.status == Status::Armed && l.timer.notify() != NotifyKind::None {
-        core.apply(l, Arm::At { clock, expiry });
+        let _ = core.apply(l, Arm::At { clock, expiry });
     }
 }

@@ -39,7 +39,7 @@
 
 use crate::registry::timer::Timer;
 use crate::registry::TimerId;
-use crate::sync::{AtomicBool, ByteLock, Ordering, UnsafeCell, WaitQueue};
+use crate::sync::{AtomicU8, ByteLock, Ordering, Poisoned, UnsafeCell, WaitQueue};
 use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::time::Instant;
@@ -79,12 +79,19 @@ unsafe impl Send for EventRef {}
 pub(crate) struct Sink {
     lock: ByteLock,
     state: UnsafeCell<SinkState>,
-    dead: AtomicBool,
+    /// Why receivers stop waiting: [`CLOSED_OWNER`], [`CLOSED_SERVICE`] (bits), 0 while open.
+    closed: AtomicU8,
     sleepers: WaitQueue,
 }
 
+/// The owner was destroyed.
+pub(crate) const CLOSED_OWNER: u8 = 1;
+/// The service stopped (its last `Timers` handle was dropped) or failed (a poisoned lock, a
+/// dead driver): nothing will queue an event again.
+pub(crate) const CLOSED_SERVICE: u8 = 2;
+
 #[derive(Debug, Default)]
-struct SinkState {
+pub(super) struct SinkState {
     queue: VecDeque<EventRef>,
     waiters: usize,
 }
@@ -93,49 +100,63 @@ struct SinkState {
 unsafe impl Sync for Sink {}
 
 impl Sink {
+    /// Runs `f` on the queue with the lock held; [`Poisoned`] once a holder panicked.
     #[inline]
-    fn locked<R>(&self, f: impl FnOnce(&mut SinkState) -> R) -> R {
-        self.lock.lock();
-        // SAFETY: the lock is held until the unlock below: this is the only reference.
-        let r = self.state.with_mut(|p| f(unsafe { &mut *p }));
-        self.lock.unlock();
-        r
+    pub(super) fn locked<R>(&self, f: impl FnOnce(&mut SinkState) -> R) -> Result<R, Poisoned> {
+        // SAFETY: `with` holds the lock for the whole closure: this is the only reference.
+        self.lock
+            .with(|| self.state.with_mut(|p| f(unsafe { &mut *p })))
     }
 
     /// Queues an event (called with the timer's lock held) and wakes waiting receivers.
+    ///
+    /// Allocation: the queue grows under its lock when it outgrows its peak (amortised
+    /// doubling); it holds at most one entry per timer of the owner, so its size is bounded by
+    /// the owner's timer count. The wake-up (a futex call) is issued after the queue lock is
+    /// released but under the caller's timer lock, and only when a receiver sleeps.
     #[inline]
-    pub(crate) fn push(&self, event: EventRef) {
+    pub(crate) fn push(&self, event: EventRef) -> Result<(), Poisoned> {
         let waiters = self.locked(|s| {
             s.queue.push_back(event);
             s.waiters
-        });
+        })?;
         if waiters != 0 {
             self.wake();
         }
+        Ok(())
     }
 
     #[inline]
-    pub(crate) fn pop(&self) -> Option<EventRef> {
+    pub(crate) fn pop(&self) -> Result<Option<EventRef>, Poisoned> {
         self.locked(|s| s.queue.pop_front())
     }
 
-    /// Entries on the queue, stale ones included.
+    /// Entries on the queue, stale ones included (0 once the queue is poisoned).
     pub(crate) fn len(&self) -> usize {
-        self.locked(|s| s.queue.len())
+        self.locked(|s| s.queue.len()).unwrap_or(0)
     }
 
-    /// Marks the owner deleted and wakes every receiver.
-    pub(crate) fn close(&self) {
-        self.dead.store(true, Ordering::Release);
-        // Under the lock, so a receiver's validate sees either `dead` or this wake-up.
-        let waiters = self.locked(|s| s.waiters);
-        if waiters != 0 {
+    /// Stops receivers from waiting (`why`: [`CLOSED_OWNER`] or [`CLOSED_SERVICE`]) and wakes
+    /// every one of them.
+    pub(crate) fn close(&self, why: u8) {
+        // Release: pairs with the Acquire in `closed`.
+        self.closed.fetch_or(why, Ordering::Release);
+        // Under the lock, so a receiver's validate sees either the flag or this wake-up. A
+        // poisoned queue has no reliable count: wake unconditionally.
+        if self.locked(|s| s.waiters) != Ok(0) {
             self.wake();
         }
     }
 
-    pub(crate) fn is_closed(&self) -> bool {
-        self.dead.load(Ordering::Acquire)
+    /// Why receivers stop waiting (bits of `CLOSED_*`), 0 while the sink is open.
+    pub(crate) fn closed(&self) -> u8 {
+        // Acquire: pairs with the Release in `close`.
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Whether a panic under the queue's lock poisoned it.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.lock.is_poisoned()
     }
 
     #[cold]
@@ -143,15 +164,16 @@ impl Sink {
         self.sleepers.wake_all();
     }
 
-    /// Sleeps until the queue may have an entry, the owner is closed, or `deadline` passes.
-    /// Returns `false` only on timeout. Spurious returns are allowed: callers loop.
+    /// Sleeps until the queue may have an entry, the sink is closed or poisoned, or `deadline`
+    /// passes. Returns `false` only on timeout. Spurious returns are allowed: callers loop.
     pub(crate) fn wait(&self, deadline: Option<Instant>) -> bool {
         let validate = || {
             self.locked(|s| {
-                let sleep = s.queue.is_empty() && !self.is_closed();
+                let sleep = s.queue.is_empty() && self.closed() == 0;
                 s.waiters += usize::from(sleep);
                 sleep
             })
+            .unwrap_or(false)
         };
         let mut counted = false;
         let in_time = self.sleepers.wait(
@@ -164,7 +186,8 @@ impl Sink {
         if !counted {
             return true;
         }
-        self.locked(|s| s.waiters -= 1);
+        // A queue poisoned while this receiver slept has no count to fix.
+        let _ = self.locked(|s| s.waiters -= 1);
         in_time
     }
 }
@@ -187,11 +210,12 @@ mod tests {
                         timer: NonNull::dangling(),
                         id: TimerId::new(7).unwrap(),
                         generation: 1,
-                    });
+                    })
+                    .unwrap();
                 })
             };
             let got = loop {
-                if let Some(e) = sink.pop() {
+                if let Some(e) = sink.pop().unwrap() {
                     break e;
                 }
                 sink.wait(None);

@@ -554,8 +554,15 @@ impl<T> Wheel<T> {
         let core = entry.mode.core();
         let (bucket, visit) = self.bucket_for(core, expiry, entry.mode.is_precise());
         if bucket == entry.bucket {
-            // Same bucket, so the same visit tick: only the exact expiry changes (the kernel's
-            // mod_timer shortcut). The cached next expiry cannot change either.
+            // Same bucket, so the same visit tick: the entry stays linked (the kernel's
+            // mod_timer shortcut) and the cached next expiry cannot change. Its firing tick
+            // can: a precise entry moved earlier lowers the bucket's `min_fire`, or
+            // `next_fire` would name the old expiry and a sleeper would wake late. Moved
+            // later, `min_fire` stays (early, never late: its documented invariant).
+            if entry.mode.is_precise() {
+                let min = &mut self.cores[core].min_fire[bucket as usize];
+                *min = (*min).min(expiry.max(visit));
+            }
             self.entries[index as usize].expiry = expiry;
             return Ok(());
         }

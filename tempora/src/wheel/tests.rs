@@ -367,6 +367,24 @@ fn reschedule_keeps_key_and_moves_entry() {
     assert_eq!(got, vec![(1, 5_001)]);
 }
 
+/// A precise entry moved earlier within its own bucket fires at its new expiry: `next_fire`
+/// follows it, so a thread sleeping until `next_fire` is not woken at the old expiry.
+#[test]
+fn precise_entry_shortened_within_its_bucket_fires_at_the_new_expiry() {
+    let mut w = Wheel::new();
+    let k = w.insert_with(300_000, Mode::PRECISE, 1u32);
+    w.reschedule(k, 295_000).unwrap();
+    assert_eq!(w.next_fire(), Some(295_000));
+    let mut fired_at = None;
+    while let Some(t) = w.next_fire() {
+        if let Some(e) = w.poll(t) {
+            fired_at = Some((t, e.expiry));
+            break;
+        }
+    }
+    assert_eq!(fired_at, Some((295_000, 295_000)));
+}
+
 #[test]
 fn payloads_are_dropped_with_the_wheel() {
     use std::rc::Rc;
@@ -676,12 +694,14 @@ fn rebase_backwards_keeps_keys_and_holds_entries_until_their_expiry() {
 
 proptest! {
     /// `next_fire` is never after the earliest expiry of a precise entry (an early wake is
-    /// allowed after removals, a late one never), never before `next_expiry`, and exact while
-    /// entries have only been added since the wheel was last drained.
+    /// allowed after removals and reschedules, a late one never), never before `next_expiry`,
+    /// and exact while entries have only been added since the wheel was last drained.
+    /// Reschedules move entries earlier and later, within their bucket (a small step) and to
+    /// another one.
     #[test]
     fn next_fire_is_never_late_and_exact_without_removals(
         start in 0u64..1_000_000,
-        ops in proptest::collection::vec((0u8..10, 1u64..5_000_000), 1..300),
+        ops in proptest::collection::vec((0u8..14, 1u64..5_000_000), 1..300),
     ) {
         let mut w: Wheel<u32> = Wheel::builder().start(start).build().unwrap();
         let mut model: BTreeMap<(u64, u32), Key> = BTreeMap::new();
@@ -697,6 +717,23 @@ proptest! {
                     if let Some((&k, &key)) = model.iter().nth(v as usize % model.len().max(1)) {
                         w.remove(key).unwrap();
                         model.remove(&k);
+                        removed_since_empty = true;
+                    }
+                }
+                10..=13 => {
+                    if let Some((&k, &key)) = model.iter().nth(v as usize % model.len().max(1)) {
+                        let expiry = match op {
+                            // A small step either way: mostly the same bucket.
+                            10 => k.0.saturating_sub(v % 64).max(w.now() + 1),
+                            11 => k.0 + v % 64,
+                            // Anywhere: mostly another bucket, often another level.
+                            12 => w.now() + 1 + v / 8,
+                            _ => w.now() + v,
+                        };
+                        prop_assert_eq!(w.reschedule(key, expiry), Ok(()));
+                        model.remove(&k);
+                        model.insert((expiry, k.1), key);
+                        // Leaving a bucket is a removal from it (its bound may stay early).
                         removed_since_empty = true;
                     }
                 }
