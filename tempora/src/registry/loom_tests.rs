@@ -138,6 +138,7 @@ fn live_slot(id: i32) -> Timer {
         l.set_overrun_last(OLD_OVERRUN);
         l.set_status(Status::Armed);
     })
+    .expect("not poisoned")
     .expect("just made visible");
     t
 }
@@ -167,6 +168,7 @@ fn race_delete_recreate<R: Send + 'static>(
     };
     // `delete`: the timer-lock section, then (after the unhash) `free_slot_locked`.
     t.lock_if(visible(OWNER), Some(old), OwnerInner::mark_deleted)
+        .expect("not poisoned")
         .expect("visible until this delete");
     // Release: as in `free_slot_locked`.
     t.hot.owner.store(0, Ordering::Release);
