@@ -9,11 +9,17 @@
 //! lock/unlock pair instead of two: measured 10 ns for a `parking_lot::Mutex` pair on the
 //! development machine, most of a lookup's budget).
 
+/// Fences, loom's under `cfg(loom)` (loom does not observe a `std` fence): the slot protocol's
+/// (`registry/timer.rs`) are checked by the models in `registry/loom_tests.rs`.
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::fence;
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{
     AtomicBool, AtomicI32, AtomicIsize, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicU8,
     AtomicUsize,
 };
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::fence;
 pub(crate) use std::sync::atomic::Ordering;
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{

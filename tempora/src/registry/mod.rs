@@ -1122,7 +1122,7 @@ impl OwnerInner {
         // that sees the disarm below sees the pending word at its re-check and drops the read,
         // instead of reporting a status the timer never had while visible (loom:
         // `loom_listing_racing_delete_reads_a_status_the_timer_had`).
-        timer::fence(Ordering::Release);
+        crate::sync::fence(Ordering::Release);
         l.state.signal_seq = l.state.signal_seq.wrapping_add(1);
         l.set_status(Status::Disarmed);
     }

@@ -47,16 +47,9 @@
 use super::NotifyKind;
 use crate::clock::ClockId;
 use crate::sync::{
-    AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, ByteLock, Ordering,
+    fence, AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, ByteLock, Ordering,
     Poisoned, UnsafeCell,
 };
-// The fences of the slot protocol (`read_current`, `reset_for_create`, the registry's
-// `mark_deleted`): loom's under `cfg(loom)`, so that the loom models in `loom_tests.rs` see them
-// (loom does not observe a `std` fence).
-#[cfg(loom)]
-pub(super) use loom::sync::atomic::fence;
-#[cfg(not(loom))]
-pub(super) use std::sync::atomic::fence;
 
 /// `owner` bit 0: the slot is hashed (its ID is taken) but not visible to lookups, because it
 /// is being created or being deleted (the kernel's `it_signal | 1`).
