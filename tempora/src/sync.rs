@@ -404,4 +404,35 @@ mod tests {
             assert_eq!(v, 2);
         });
     }
+
+    /// A holder whose critical section panics poisons the lock while another thread waits
+    /// for it: the waiter returns (`Err` once poisoned; `Ok` only if it got the lock first),
+    /// never spins forever, and never enters after the poison. Without the poisoned state in
+    /// `lock_contended`, loom reports the waiter's endless spin.
+    #[test]
+    fn loom_byte_lock_poison_releases_waiters() {
+        loom::model(|| {
+            let shared = Arc::new((ByteLock::new(), UnsafeCell::new(0u32)));
+            let holder = {
+                let shared = shared.clone();
+                loom::thread::spawn(move || {
+                    shared.0.lock().unwrap();
+                    // SAFETY: the lock is held.
+                    shared.1.with_mut(|p| unsafe { *p = 1 });
+                    shared.0.poison(); // what `PoisonOnUnwind` does on a panic
+                })
+            };
+            match shared.0.lock() {
+                Ok(()) => {
+                    // SAFETY: the lock is held.
+                    let v = shared.1.with(|p| unsafe { *p });
+                    assert_eq!(v, 0, "entered after the holder poisoned the lock");
+                    shared.0.unlock();
+                }
+                Err(Poisoned) => {}
+            }
+            holder.join().unwrap();
+            assert_eq!(shared.0.lock(), Err(Poisoned));
+        });
+    }
 }
