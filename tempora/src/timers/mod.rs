@@ -327,6 +327,7 @@ impl Builder {
             bells: (0..drivers).map(|_| CachePadded::default()).collect(),
             shutdown: AtomicBool::new(false),
             failure: OnceLock::new(),
+            halted: AtomicBool::new(false),
             owners: std::sync::Mutex::new(Vec::new()),
             #[cfg(test)]
             crash_driver: AtomicBool::new(false),
@@ -408,6 +409,7 @@ impl Drivers {
 impl Drop for Drivers {
     fn drop(&mut self) {
         self.core.shutdown.store(true, Ordering::Release);
+        self.core.halted.store(true, Ordering::Relaxed);
         self.core.close_owners();
         self.core.ring_all();
         #[cfg(not(loom))]
@@ -461,6 +463,8 @@ struct Core {
     /// The first `Error::Poisoned` text the service met (a poisoned lock, a dead driver);
     /// set once, never cleared (`Core::fail`).
     failure: OnceLock<&'static str>,
+    /// `shutdown || failure.is_some()`, in one byte for the arming calls' check.
+    halted: AtomicBool,
     /// The event queue of every owner made by this service, for `close_owners` to wake their
     /// receivers. A `Weak<Sink>`, not the owner: upgrading it can never make this thread run
     /// an owner's teardown (which takes timer locks) from wherever the service failed. Dead
@@ -652,6 +656,7 @@ impl Core {
     #[cold]
     fn fail(&self, what: &'static str) -> Error {
         if self.failure.set(what).is_ok() {
+            self.halted.store(true, Ordering::Relaxed);
             self.close_owners();
         }
         Error::Poisoned(self.failure.get().copied().unwrap_or(what))
@@ -673,14 +678,21 @@ impl Core {
     /// Why arming must fail now: the service failed or stopped.
     #[inline]
     fn check(&self) -> Result<(), Error> {
-        if let Some(&what) = self.failure.get() {
-            return Err(Error::Poisoned(what));
-        }
-        // Acquire: pairs with the Release store in `Drivers::drop`.
-        if self.shutdown.load(Ordering::Acquire) {
-            return Err(Error::ServiceStopped);
+        // Relaxed: one byte on the arming path; what it reports needs no ordering with the
+        // caller's own accesses (an arm racing the stop is answered by `recv` instead).
+        if self.halted.load(Ordering::Relaxed) {
+            return Err(self.halted_why());
         }
         Ok(())
+    }
+
+    /// The error for a halted service: its failure, or its stop.
+    #[cold]
+    fn halted_why(&self) -> Error {
+        match self.failure.get() {
+            Some(&what) => Error::Poisoned(what),
+            None => Error::ServiceStopped,
+        }
     }
 
     /// Every clock, read once.
@@ -1228,12 +1240,7 @@ impl Owner {
                 return Err(Error::OwnerDeleted);
             }
             if closed != 0 {
-                return Err(self
-                    .inner
-                    .core
-                    .check()
-                    .err()
-                    .unwrap_or(Error::ServiceStopped));
+                return Err(self.inner.core.halted_why());
             }
             if self.inner.sink.is_poisoned() {
                 return Err(Error::Poisoned(QUEUE_POISONED));
