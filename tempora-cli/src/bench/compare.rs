@@ -30,7 +30,7 @@ pub struct Args {
 
 type Key = (String, String, String, u64, u32);
 
-fn read(path: &Path) -> Result<Vec<Record>, String> {
+pub fn read(path: &Path) -> Result<Vec<Record>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     text.lines()
         .enumerate()
@@ -43,7 +43,7 @@ fn read(path: &Path) -> Result<Vec<Record>, String> {
 
 /// The machine recorded beside a run's lines (`results.jsonl` -> `machine.json`,
 /// `runs/NAME.jsonl` -> `runs/NAME.machine.json`), if there is one.
-fn machine_of(path: &Path) -> Option<Machine> {
+pub fn machine_of(path: &Path) -> Option<Machine> {
     let dir = path.parent()?;
     let stem = path.file_stem()?.to_str()?;
     let candidates = [

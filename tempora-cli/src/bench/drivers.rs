@@ -13,7 +13,7 @@
 //!   at random instants over the next second; lateness = delivery time − exact expiry, read
 //!   with `CLOCK_MONOTONIC` on the delivering thread (tempora: the driver running the probe's
 //!   callback; kernel: the thread returning from `sigtimedwait`). `p50_ns`, `p99_ns`, `p999_ns`.
-//! - `contention-own` / `contention-shared`: T threads (2 and 64) each arm and disarm 1000
+//! - `contention-own` / `contention-shared`: T threads (2; `--full`: 2 and 64) each arm and disarm 1000
 //!   timers of their own 20 times, with an owner each or all in one shared owner; `ns_per_op`
 //!   is the mean per-thread time per settime, `vs_one_thread` divides it by one thread's time
 //!   for the same work in the same run. On 2 CPUs, T = 64 measures contention and time

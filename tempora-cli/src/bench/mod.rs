@@ -55,6 +55,15 @@ pub enum Command {
     /// Compare two runs' JSON lines (OLD.jsonl NEW.jsonl): per row both figures and their
     /// ratio, with the peers' ratios beside tempora's so that machine drift shows.
     Compare(compare::Args),
+    /// Write report.html (and results.jsonl, machine.json) from a run's JSON lines, with the
+    /// machine recorded beside them if there is one.
+    Report {
+        /// A run's JSON lines (`results.jsonl`, `runs/NAME.jsonl`, `--json` output).
+        file: PathBuf,
+        /// Where to write the page (default: target/tempora-bench/).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 /// `--suite` values: a suite, or all of them.
@@ -368,9 +377,8 @@ pub fn out_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("..")
-                .join("target")
+            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+            root.canonicalize().unwrap_or(root).join("target")
         });
     target.join("tempora-bench")
 }
@@ -634,6 +642,28 @@ fn finish(records: &[Record], machine: &Machine, opts: &RunOpts) {
 pub fn main(opts: &Opts) -> i32 {
     match &opts.command {
         Some(Command::Compare(args)) => compare::run(args),
+        Some(Command::Report { file, out }) => {
+            let records = match compare::read(file) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("tempora bench report: {e}");
+                    return 2;
+                }
+            };
+            let machine = compare::machine_of(file).unwrap_or_default();
+            let verdict = targets::verdict(&records, &machine);
+            let dir = out.clone().unwrap_or_else(out_dir);
+            match report::write(&dir, &records, &machine, &verdict) {
+                Ok(page) => {
+                    println!("{}", page.display());
+                    0
+                }
+                Err(e) => {
+                    eprintln!("tempora bench report: {}: {e}", dir.display());
+                    1
+                }
+            }
+        }
         None => {
             run(&opts.run);
             0

@@ -8,13 +8,14 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::machine::Machine;
 use super::record::{Field, Record, Suite};
 use super::targets::{show, Status, Verdict};
 
 /// One of the seed's tables: a test, its rows (create, getoverrun, loop) and one column per
-/// implementation, in ms as the seed prints them.
+/// implementation, in ms as the seed prints them (`None`: not run; NaN: failed).
 pub struct SeedTable {
     pub title: String,
     pub columns: Vec<String>,
@@ -43,7 +44,7 @@ pub fn seed_tables(records: &[Record]) -> Vec<SeedTable> {
     let cell = |case: &str, n: u64, threads: u32, imp: &str| {
         seed.iter()
             .find(|r| r.case == case && r.n == n && r.threads == threads && r.imp == imp)
-            .and_then(|r| r.ok.then_some(r.total_ms))
+            .map(|r| if r.ok { r.total_ms } else { f64::NAN })
     };
     let mut tables = Vec::new();
     let mut t1_sizes: Vec<u64> = seed
@@ -123,9 +124,11 @@ pub fn seed_tables(records: &[Record]) -> Vec<SeedTable> {
     tables
 }
 
+/// A table cell: `-` not run, `failed` (the row's error is in the data), or ms.
 fn ms(v: Option<f64>) -> String {
     match v {
-        None => "failed".into(),
+        None => "-".into(),
+        Some(v) if v.is_nan() => "failed".into(),
         Some(v) if v >= 100.0 => format!("{v:.0}"),
         Some(v) if v >= 1.0 => format!("{v:.1}"),
         Some(v) => format!("{v:.2}"),
@@ -361,31 +364,23 @@ struct Plot {
     svg: String,
 }
 
-const W: u32 = 640;
+const W: u32 = 600;
 const H: u32 = 380;
 
 /// A colour per implementation, the same in every plot.
 fn colour(imp: &str) -> RGBColor {
-    const PALETTE: [RGBColor; 8] = [
-        RGBColor(31, 119, 180),
-        RGBColor(44, 160, 44),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-        RGBColor(227, 119, 194),
-        RGBColor(23, 190, 207),
-        RGBColor(188, 189, 34),
-        RGBColor(127, 127, 127),
-    ];
     match imp {
         "tempora" => RGBColor(214, 39, 40),
         "tempora-coarse" | "tempora-per-base" => RGBColor(255, 127, 14),
-        "kernel" => RGBColor(0, 0, 0),
-        _ => {
-            let h = imp
-                .bytes()
-                .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(b.into()));
-            PALETTE[h as usize % PALETTE.len()]
-        }
+        "kernel" => RGBColor(70, 70, 70),
+        "kernel-exact-id" => RGBColor(110, 110, 110),
+        "kernel-dance" => RGBColor(160, 160, 160),
+        "binary-heap" | "global-lock" => RGBColor(31, 119, 180),
+        "btreemap" | "sparse-array" => RGBColor(44, 160, 44),
+        "nexus-timer" | "dashmap" => RGBColor(148, 103, 189),
+        "bitwheel" => RGBColor(140, 86, 75),
+        "tokio-delayqueue" => RGBColor(23, 190, 207),
+        _ => RGBColor(188, 189, 34),
     }
 }
 
@@ -445,8 +440,10 @@ fn lines_svg(c: &Lines) -> String {
     if y1 <= y0 {
         (y0, y1) = (y0 - 0.5, y1 + 0.5);
     }
-    let (xpad, ypad) = ((x1 - x0) * 0.05, (y1 - y0) * 0.1);
-    let (x0, x1, y0, y1) = (x0 - xpad, x1 + xpad, y0 - ypad, y1 + ypad);
+    // Room above the data for the legend, a line per series.
+    let (xpad, ypad) = ((x1 - x0) * 0.05, (y1 - y0) * 0.08);
+    let legend = (y1 - y0) * (0.12 + 0.075 * c.series.len() as f64);
+    let (x0, x1, y0, y1) = (x0 - xpad, x1 + xpad, y0 - ypad, y1 + ypad + legend);
     let y0 = if c.y_log { y0 } else { y0.min(0.0) };
     let mut svg = String::new();
     {
@@ -498,8 +495,11 @@ fn lines_svg(c: &Lines) -> String {
             let _ = chart.draw_series(DashedLineSeries::new(vec![(x, y0), (x, y1)], 6, 4, style));
             let _ = chart.draw_series(std::iter::once(Text::new(
                 label.clone(),
-                (x, y1 - (y1 - y0) * 0.04),
-                ("sans-serif", 11).into_font().color(&RGBColor(90, 90, 90)),
+                (x, y0 + (y1 - y0) * 0.5),
+                ("sans-serif", 11)
+                    .into_font()
+                    .color(&RGBColor(90, 90, 90))
+                    .pos(Pos::new(HPos::Right, VPos::Bottom)),
             )));
         }
         for (y, label) in &c.hmarks {
@@ -528,7 +528,7 @@ fn lines_svg(c: &Lines) -> String {
             .configure_series_labels()
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(200, 200, 200))
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(SeriesLabelPosition::UpperRight)
             .label_font(("sans-serif", 11))
             .draw();
         let _ = root.present();

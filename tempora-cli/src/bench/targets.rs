@@ -466,8 +466,14 @@ fn evaluate(t: &Target, records: &[Record]) -> Verdict {
     v
 }
 
-/// A figure with its unit, short.
+/// A figure with its unit, short (large nanoseconds as µs or ms).
 pub fn show(x: f64, unit: &str) -> String {
+    if unit == "ns" && x >= 1e6 {
+        return format!("{} ms", show(x / 1e6, ""));
+    }
+    if unit == "ns" && x >= 1e4 {
+        return format!("{} µs", show(x / 1e3, ""));
+    }
     let num = if x >= 100.0 {
         format!("{x:.0}")
     } else if x >= 10.0 {
@@ -478,6 +484,7 @@ pub fn show(x: f64, unit: &str) -> String {
     match unit {
         "x" => format!("{num}x"),
         "/s" => format!("{num}/s"),
+        "" => num,
         u => format!("{num} {u}"),
     }
 }

@@ -10,7 +10,8 @@
 //!   thread would (sleep to `next_expiry`, poll) until all fired; ns per inserted timer. Every
 //!   fire is checked against its deadline: `early` counts fires before it (must be 0), `lost`
 //!   timers that never fired, `max_late_ms` the worst lateness, `wakeups` the polls needed.
-//! - `rearm`: reschedule every timer 10 times, each to a later time; ns per reschedule.
+//! - `rearm`: reschedule every timer `rounds` times (10, or fewer outside `--full` so that a
+//!   run does at most about 2M reschedules), each to a later time; ns per reschedule.
 //! - `next-expiry`: 1M random inserts/removes on n live timers, next_expiry after each; ns per
 //!   next_expiry = (time with it - time without it) / ops, both runs in one measurement.
 //! - `burst`: n timers on one deadline, drained with at most 1024 fires per poll; ns per fire
