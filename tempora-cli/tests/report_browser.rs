@@ -22,17 +22,11 @@ fn chromium() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("CHROMIUM") {
         return Some(PathBuf::from(p));
     }
+    let paths = std::env::var_os("PATH")?;
+    let dirs: Vec<PathBuf> = std::env::split_paths(&paths).collect();
     ["chromium", "chromium-browser", "google-chrome"]
         .iter()
-        .flat_map(|name| {
-            std::env::var_os("PATH")
-                .map(|paths| {
-                    std::env::split_paths(&paths)
-                        .map(|d| d.join(name))
-                        .collect()
-                })
-                .unwrap_or_else(Vec::new)
-        })
+        .flat_map(|name| dirs.iter().map(move |d| d.join(name)))
         .find(|p| p.is_file())
 }
 

@@ -221,7 +221,7 @@ table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ddd;padding
 th{background:#f4f4f4}td.l,th.l{text-align:left}.met{background:#dff3df}.notmet{background:#f8d8d8}\
 .na{color:#777}.note{background:#fff8dc;border-left:4px solid #e0c060;padding:.5em 1em}\
 .plots{display:flex;flex-wrap:wrap;gap:12px}figure.plot{margin:0;border:1px solid #ddd;padding:4px}\
-figcaption{font-size:90%;color:#555;max-width:640px}pre{font-size:80%;overflow-x:auto;background:#f7f7f7;padding:.5em}";
+figcaption{font-size:90%;color:#555;max-width:600px}pre{font-size:80%;overflow-x:auto;background:#f7f7f7;padding:.5em}";
 
 /// The page.
 pub fn html(records: &[Record], machine: &Machine, verdict: &[Verdict]) -> String {
@@ -344,10 +344,10 @@ pub fn html(records: &[Record], machine: &Machine, verdict: &[Verdict]) -> Strin
         h += "</div>\n";
     }
     // The data.
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<h2 id=\"data\">Data</h2><p>The run's {} JSON lines (also <code>results.jsonl</code> \
-         beside this page).</p><details><summary>JSON lines</summary><pre id=\"results-jsonl\">{}</pre></details>\n",
+         beside this page).</p><details><summary>JSON lines</summary><pre id=\"results-jsonl\">{}</pre></details>",
         records.len(),
         esc(&jsonl(records))
     );
@@ -512,8 +512,16 @@ fn lines_svg(c: &Lines) -> String {
                 ("sans-serif", 11).into_font().color(&RGBColor(90, 90, 90)),
             )));
         }
+        // Several series of one implementation (lateness at each n) get lighter shades.
+        let mut shade: BTreeMap<&str, u32> = BTreeMap::new();
         for (name, points) in &c.series {
-            let colour = colour(name.split(' ').next().unwrap_or(name));
+            let imp = name.split(' ').next().unwrap_or(name);
+            let k = shade.entry(imp).or_insert(0);
+            let base = colour(imp);
+            let lighten =
+                |v: u8| (f64::from(v) + (255.0 - f64::from(v)) * 0.3 * f64::from(*k)) as u8;
+            let colour = RGBColor(lighten(base.0), lighten(base.1), lighten(base.2));
+            *k = (*k + 1).min(2);
             let mut p: Vec<(f64, f64)> = points.iter().map(|&(x, y)| (tx(x), ty(y))).collect();
             p.sort_by(|a, b| a.0.total_cmp(&b.0));
             let style = ShapeStyle::from(&colour).stroke_width(2);
@@ -839,10 +847,14 @@ fn plots(records: &[Record], suite: Suite, machine: &Machine) -> Vec<Plot> {
                     .collect();
                 out.push(Plot {
                     id: format!("{id}-bytes"),
-                    caption: format!(
-                        "{case}{dist_label}: heap bytes per timer against n, counted by the \
-                         process's allocator (the kernel's memory is not visible to it)."
-                    ),
+                    caption: if suite == Suite::Checkpoint {
+                        format!("{case}: snapshot bytes per timer against n.")
+                    } else {
+                        format!(
+                            "{case}{dist_label}: heap bytes per timer against n, counted by the \
+                             process's allocator (the kernel's memory is not visible to it)."
+                        )
+                    },
                     series: series.len(),
                     svg: lines_svg(&Lines {
                         title: format!("{case}{dist_label}: bytes per timer"),
