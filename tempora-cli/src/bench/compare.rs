@@ -176,8 +176,8 @@ pub fn render(changes: &[Change], old: Option<&Machine>, new: Option<&Machine>) 
         }
     }
     out += &format!(
-        "\n{:<44} {:>9} {:>3} {:<18} {:>12} {:>12} {:>8} {:>8} {:>8}\n",
-        "suite / case (dist)", "n", "T", "impl", "old", "new", "new/old", "peers", "net"
+        "\n{:<44} {:>9} {:>3} {:<18} {:>12} {:>12} {:<10} {:>8} {:>8} {:>8}\n",
+        "suite / case (dist)", "n", "T", "impl", "old", "new", "unit", "new/old", "peers", "net"
     );
     for c in changes {
         let (suite, case, dist, n, threads) = &c.key;
@@ -193,10 +193,11 @@ pub fn render(changes: &[Change], old: Option<&Machine>, new: Option<&Machine>) 
             String::new()
         };
         out += &format!(
-            "{what:<44} {n:>9} {threads:>3} {:<18} {:>12} {:>12} {:>7.2}x {drift:>8} {net:>8}\n",
+            "{what:<44} {n:>9} {threads:>3} {:<18} {:>12.1} {:>12.1} {:<10} {:>7.2}x {drift:>8} {net:>8}\n",
             c.imp,
-            format!("{:.1} {}", c.old, c.unit.split(' ').next().unwrap_or("")),
-            format!("{:.1}", c.new),
+            c.old,
+            c.new,
+            c.unit,
             c.ratio
         );
     }

@@ -354,6 +354,43 @@ fn contention_round(threads: usize, shared: bool) -> f64 {
 }
 
 /// The suite's driver steps: wake-ups, lateness, contention.
+/// A peer of the driver cases: its JSON name, its threads column, and how it runs each case
+/// (`None`: it has no such row).
+struct Peer {
+    name: &'static str,
+    threads: fn() -> usize,
+    /// n timers, seconds counted; the timers it actually held (the kernel holds fewer).
+    wakeups: fn(usize, f64) -> (usize, Result<Measured, String>),
+    lateness: Option<fn(usize) -> Result<Measured, String>>,
+}
+
+/// tempora's drivers and the kernel, in the order they run.
+const PEERS: [Peer; 3] = [
+    Peer {
+        name: "tempora",
+        threads: || 1,
+        wakeups: |n, secs| (n, wakeups_tempora(n, false, secs)),
+        lateness: Some(lateness_tempora),
+    },
+    Peer {
+        name: "tempora-per-base",
+        threads: cpus,
+        wakeups: |n, secs| (n, wakeups_tempora(n, true, secs)),
+        lateness: None,
+    },
+    Peer {
+        name: "kernel",
+        threads: || 1,
+        // As many as the kernel lets one user hold, with room for the rest of the run.
+        wakeups: |n, secs| {
+            let k = n.min(KERNEL_WAKEUP_TIMERS);
+            (k, wakeups_kernel(k, secs))
+        },
+        lateness: Some(lateness_kernel),
+    },
+];
+
+/// The suite's driver steps: wake-ups, lateness, contention.
 pub fn plan<'a>(plan: &mut Plan<'a>) {
     let settings: &Settings = plan.settings;
     let secs = settings.pick(1.0, 2.0, 2.0);
@@ -365,69 +402,52 @@ pub fn plan<'a>(plan: &mut Plan<'a>) {
     );
     let threads: &[usize] = settings.pick(&[2], &[2], &[2, 64]);
     let reps = settings.reps(3, 5);
-    let one = |r: Result<Measured, String>, imp: &str, case: &str, n: usize, t: usize| {
-        vec![Row::new(case, imp, n, t, Measured::from_result(r))]
-    };
     for n in wake_n {
-        let cost = secs * 1e3 + n as f64 / 1e3 * 2.0;
-        plan.add(Step::new(
-            Suite::Service,
-            &["wakeups"],
-            "tempora",
-            n,
-            1,
-            cost,
-            move || one(wakeups_tempora(n, false, secs), "tempora", "wakeups", n, 1),
-        ));
-        plan.add(Step::new(
-            Suite::Service,
-            &["wakeups"],
-            "tempora-per-base",
-            n,
-            cpus(),
-            cost,
-            move || {
-                one(
-                    wakeups_tempora(n, true, secs),
-                    "tempora-per-base",
-                    "wakeups",
-                    n,
-                    cpus(),
-                )
-            },
-        ));
-        // As many as the kernel lets one user hold, with room for the rest of the run.
-        let k = n.min(KERNEL_WAKEUP_TIMERS);
-        plan.add(Step::new(
-            Suite::Service,
-            &["wakeups"],
-            "kernel",
-            k,
-            1,
-            cost,
-            move || one(wakeups_kernel(k, secs), "kernel", "wakeups", k, 1),
-        ));
+        for p in &PEERS {
+            let cost = secs * 1e3 + n as f64 / 1e3 * 2.0;
+            let t = (p.threads)();
+            plan.add(Step::new(
+                Suite::Service,
+                &["wakeups"],
+                p.name,
+                n,
+                t,
+                cost,
+                move || {
+                    let (held, r) = (p.wakeups)(n, secs);
+                    vec![Row::new(
+                        "wakeups",
+                        p.name,
+                        held,
+                        t,
+                        Measured::from_result(r),
+                    )]
+                },
+            ));
+        }
     }
     for n in late_n {
-        let cost = 1_200.0 + n as f64 / 1e3 * 2.0;
-        plan.add(Step::new(
-            Suite::Service,
-            &["lateness"],
-            "tempora",
-            n,
-            1,
-            cost,
-            move || one(lateness_tempora(n), "tempora", "lateness", n, 1),
-        ));
-        plan.add(Step::new(
-            Suite::Service,
-            &["lateness"],
-            "kernel",
-            n,
-            1,
-            cost,
-            move || one(lateness_kernel(n), "kernel", "lateness", n, 1),
-        ));
+        for p in &PEERS {
+            let Some(lateness) = p.lateness else { continue };
+            let cost = 1_200.0 + n as f64 / 1e3 * 2.0;
+            plan.add(Step::new(
+                Suite::Service,
+                &["lateness"],
+                p.name,
+                n,
+                1,
+                cost,
+                move || {
+                    vec![Row::new(
+                        "lateness",
+                        p.name,
+                        n,
+                        1,
+                        Measured::from_result(lateness(n)),
+                    )]
+                },
+            ));
+        }
     }
     for &t in threads {
         for (case, shared) in [("contention-own", false), ("contention-shared", true)] {
