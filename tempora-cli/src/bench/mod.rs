@@ -238,6 +238,8 @@ pub struct Step<'a> {
     n: usize,
     threads: usize,
     cost: f64,
+    /// Shown after the size in the progress line (the wheel's distribution).
+    detail: &'static str,
     run: Box<dyn FnOnce() -> Vec<Row> + 'a>,
 }
 
@@ -260,8 +262,15 @@ impl<'a> Step<'a> {
             n,
             threads,
             cost: cost.max(1.0),
+            detail: "",
             run: Box::new(run),
         }
+    }
+
+    /// This step with `detail` shown in its progress line.
+    pub fn detail(mut self, detail: &'static str) -> Step<'a> {
+        self.detail = detail;
+        self
     }
 
     fn describe(&self) -> String {
@@ -276,11 +285,12 @@ impl<'a> Step<'a> {
             String::new()
         };
         format!(
-            "{} {} {} n={}{threads}",
+            "{} {} {} n={}{threads} {}",
             self.suite.name(),
             cases,
             self.imp,
-            self.n
+            self.n,
+            self.detail
         )
     }
 }
@@ -314,7 +324,7 @@ impl Reporter {
         let progress = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
         progress.set_style(
             ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:28}] {prefix} ETA {eta:>3} {wide_msg}",
+                "{elapsed_precise} [{bar:20}] {prefix} ETA {eta:>3} {wide_msg}",
             )
             .expect("valid template")
             .progress_chars("=> "),

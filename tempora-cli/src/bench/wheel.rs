@@ -531,18 +531,12 @@ pub fn plan<'a>(plan: &mut Plan<'a>, inputs: &'a Inputs) {
                         2
                     });
                     let cost = n as f64 / 1e3 * peer.slowness * runs as f64 * 0.4;
-                    plan.add(Step::new(
-                        Suite::Wheel,
-                        &[case],
-                        peer.name,
-                        n,
-                        1,
-                        cost,
-                        move || {
-                            let input = inputs.get(n, dist, rounds);
-                            vec![measure(reps, settings, case, peer, &input)]
-                        },
-                    ));
+                    let run = move || {
+                        let input = inputs.get(n, dist, rounds);
+                        vec![measure(reps, settings, case, peer, &input)]
+                    };
+                    let step = Step::new(Suite::Wheel, &[case], peer.name, n, 1, cost, run);
+                    plan.add(step.detail(dist.name()));
                 }
             }
         }
