@@ -30,7 +30,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use super::queues::{BTree, Bitwheel, LazyHeap, Nexus, Tempora, TimerQueue, TokioDelayQueue};
-use super::{allocated_bytes, Field, Fields, Measured, Plan, Row, Step, Suite};
+use super::{allocated_bytes, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 const HOUR_MS: u64 = 3_600_000;
 const SERVER_TIMEOUTS: [u64; 4] = [200, 5_000, 30_000, 120_000];
@@ -465,15 +465,9 @@ const PEERS: [Peer; 7] = [
 ];
 
 /// Runs `case` of `peer` on `input` (repeated as the settings allow); the median row.
-fn measure(
-    plan_reps: usize,
-    settings: &super::Settings,
-    case: &str,
-    peer: &Peer,
-    input: &Input,
-) -> Row {
+fn measure(reps: usize, settings: &Settings, case: &str, peer: &Peer, input: &Input) -> Row {
     let run = (peer.workload)(case);
-    let mut samples = settings.repeat(plan_reps, || run(input));
+    let mut samples = settings.repeat(reps, || run(input));
     let runs = samples.len();
     let ns = |s: &Sample| {
         s.ns_override
