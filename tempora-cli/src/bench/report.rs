@@ -712,8 +712,13 @@ fn plots(records: &[Record], suite: Suite, machine: &Machine) -> Vec<Plot> {
                 id: id.clone(),
                 caption: format!(
                     "{case}{dist_label}: ns per operation against live timers n, log-log, one \
-                     line per implementation{}. Failed rows (the kernel past its cap) have no point.",
-                    if cap.is_some() { "; dashed: the kernel's per-user timer cap (RLIMIT_SIGPENDING)" } else { "" }
+                     line per implementation{}",
+                    if cap.is_some() {
+                        "; dashed: the kernel's per-user timer cap (RLIMIT_SIGPENDING); the \
+                         kernel's rows past it failed and have no point."
+                    } else {
+                        "."
+                    }
                 ),
                 series: series.len(),
                 svg: lines_svg(&Lines {
@@ -852,7 +857,12 @@ fn plots(records: &[Record], suite: Suite, machine: &Machine) -> Vec<Plot> {
                     } else {
                         format!(
                             "{case}{dist_label}: heap bytes per timer against n, counted by the \
-                             process's allocator (the kernel's memory is not visible to it)."
+                             process's allocator{}",
+                            if kernel_in_suite {
+                                " (the kernel's memory is not visible to it)."
+                            } else {
+                                "."
+                            }
                         )
                     },
                     series: series.len(),
