@@ -1,16 +1,24 @@
 //! A global allocator that counts live heap bytes, so the benchmarks report bytes per timer
 //! for tempora and every peer the same way, whatever their internals. One relaxed atomic add
-//! per allocation; the count is only read between benchmark phases.
+//! per allocation for the bytes and one for the calls; the counts is only read between benchmark phases.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+static CALLS: AtomicUsize = AtomicUsize::new(0);
 
 /// Heap bytes currently allocated by this process through the global allocator.
 pub fn allocated_bytes() -> usize {
     // Relaxed: a statistic read on the thread that did the allocations it cares about.
     LIVE.load(Ordering::Relaxed)
+}
+
+/// Allocations (and reallocations) made so far by this process: how a forked child checks
+/// that it allocated nothing.
+pub fn allocation_calls() -> usize {
+    // Relaxed: read on the thread whose allocations it counts.
+    CALLS.load(Ordering::Relaxed)
 }
 
 /// `System`, counting.
@@ -23,6 +31,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract (non-zero size), which is
         // `System::alloc`'s.
         let p = unsafe { System.alloc(layout) };
+        CALLS.fetch_add(1, Ordering::Relaxed);
         if !p.is_null() {
             LIVE.fetch_add(layout.size(), Ordering::Relaxed);
         }
@@ -32,6 +41,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as for `alloc`.
         let p = unsafe { System.alloc_zeroed(layout) };
+        CALLS.fetch_add(1, Ordering::Relaxed);
         if !p.is_null() {
             LIVE.fetch_add(layout.size(), Ordering::Relaxed);
         }
@@ -48,6 +58,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: `ptr` came from `System` with `layout`; the caller upholds `realloc`'s
         // contract for `new_size`.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
+        CALLS.fetch_add(1, Ordering::Relaxed);
         if !p.is_null() {
             LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
             LIVE.fetch_add(new_size, Ordering::Relaxed);

@@ -23,7 +23,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the benchmark suites, tempora and its peers side by side in one process.
+    /// Run the benchmark suites, tempora and its peers side by side in one process, or compare
+    /// two runs (`bench compare OLD.jsonl NEW.jsonl`).
     Bench(bench::Opts),
     /// Checkpoint and restore: `demo` (across two processes) and `inspect FILE`.
     #[command(subcommand)]
@@ -41,13 +42,7 @@ fn main() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     match cli.command {
-        Command::Bench(opts) => {
-            if opts.n.as_ref().is_some_and(|n| n.contains(&0)) || opts.reps == Some(0) {
-                eprintln!("tempora bench: --n and --reps take positive numbers");
-                std::process::exit(2);
-            }
-            bench::run(&opts);
-        }
+        Command::Bench(opts) => std::process::exit(bench::main(&opts)),
         Command::Checkpoint(cmd) => std::process::exit(checkpoint::run(cmd)),
         Command::CheckJson { file } => match bench::check_json(&file) {
             Ok(count) => println!("{count} result lines ok"),

@@ -1,4 +1,4 @@
-//! The benchmark's output contract (CONVENTIONS.md): with `--json`, stdout holds one JSON
+//! The benchmark's output contract (BENCHMARKS.md): with `--json`, stdout holds one JSON
 //! object per result and nothing else, every implementation of the suite appears for every
 //! case, and every fire was checked (no tempora result fired early or lost a timer).
 use std::process::{Command, Output};

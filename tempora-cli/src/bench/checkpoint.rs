@@ -19,8 +19,8 @@ use tempora::checkpoint::Snapshot;
 use tempora::clock::ClockId;
 use tempora::{Notify, SetFlags, Timers};
 
-use super::service::record_in;
-use super::{median, Extras, Opts, Reporter};
+use super::fork::in_children;
+use super::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 const DANCE_IDS: usize = 2000;
 const DANCE_STRIDE: i32 = 16;
@@ -44,13 +44,18 @@ fn service() -> Timers {
     Timers::builder().drivers(0).build().expect("valid")
 }
 
-/// Checkpoint + encode, and decode + restore, of n timers: medians of `reps` runs.
-fn tempora_rows(n: usize, stride: i32, reps: usize) -> (f64, f64, f64) {
+/// Checkpoint + encode, and decode + restore, of n timers: medians of up to `reps` runs, and
+/// the snapshot's bytes per timer.
+fn tempora_rows(n: usize, stride: i32, reps: usize, settings: &Settings) -> (f64, f64, f64) {
     let timers = service();
     let o = owner_with(&timers, n, stride);
     let (mut ck, mut rs) = (Vec::new(), Vec::new());
     let mut size = 0;
-    for _ in 0..reps {
+    let (start, budget) = (Instant::now(), settings.budget());
+    for rep in 0..reps.max(1) {
+        if rep > 0 && start.elapsed() > budget {
+            break;
+        }
         let t = Instant::now();
         let bytes = o.checkpoint().encode();
         ck.push(t.elapsed().as_nanos() as f64 / n as f64);
@@ -65,152 +70,170 @@ fn tempora_rows(n: usize, stride: i32, reps: usize) -> (f64, f64, f64) {
     (median(&mut ck), median(&mut rs), size as f64 / n as f64)
 }
 
-/// The kernel restoring `DANCE_IDS` sparse IDs, with the prctl or by the dance; ns per ID.
+/// How the kernel's restore of `DANCE_IDS` IDs went, written by a forked child.
+#[derive(Clone, Copy, Default)]
+struct KernelRestore {
+    ns_per_id: f64,
+    /// 0: ok; 1: prctl failed; 2: timer_create failed; 3: the counter passed the wanted ID.
+    failure: u8,
+    errno: i32,
+    wanted: i32,
+    got: i32,
+}
+
+/// The buffers a restoring child uses, allocated before the fork.
+struct RestoreBuffers {
+    wanted: Vec<i32>,
+    kept: Vec<i32>,
+}
+
+/// The kernel restoring `DANCE_IDS` sparse IDs, with the prctl or by the dance, in a fresh
+/// process (its per-process ID counter starts at 0, as the dance assumes); ns per ID.
 fn kernel_restore(exact: bool) -> Result<f64, String> {
-    let wanted: Vec<i32> = (0..DANCE_IDS as i32).map(|i| i * DANCE_STRIDE).collect();
-    let mut kept = Vec::with_capacity(wanted.len());
+    let prepare = |_| RestoreBuffers {
+        wanted: (0..DANCE_IDS as i32).map(|i| i * DANCE_STRIDE).collect(),
+        kept: Vec::with_capacity(DANCE_IDS),
+    };
+    let r = in_children(1, prepare, |_, b| kernel_restore_child(exact, b))?[0];
+    match r.failure {
+        0 => Ok(r.ns_per_id),
+        1 => Err(format!("prctl: errno {}", r.errno)),
+        2 => Err(format!("timer_create({}): errno {}", r.wanted, r.errno)),
+        _ => Err(format!(
+            "the counter passed ID {} (got {})",
+            r.wanted, r.got
+        )),
+    }
+}
+
+/// The child's side of [`kernel_restore`]: syscalls into prepared buffers, no allocation.
+fn kernel_restore_child(exact: bool, b: &mut RestoreBuffers) -> KernelRestore {
+    let mut out = KernelRestore::default();
     let t = Instant::now();
-    let r = if exact {
-        tempora_kernel::restore_ids(1).map_err(|e| format!("prctl: errno {e}"))?;
-        let r = wanted.iter().try_for_each(|&id| {
-            tempora_kernel::timer_create_none(id)
-                .map(|got| kept.push(got))
-                .map_err(|e| format!("timer_create({id}): errno {e}"))
-        });
+    if exact {
+        if let Err(e) = tempora_kernel::restore_ids(1) {
+            out.failure = 1;
+            out.errno = e;
+            return out;
+        }
+        for &id in &b.wanted {
+            match tempora_kernel::timer_create_none(id) {
+                Ok(got) => b.kept.push(got),
+                Err(e) => {
+                    (out.failure, out.errno, out.wanted) = (2, e, id);
+                    break;
+                }
+            }
+        }
         let _ = tempora_kernel::restore_ids(0);
-        r
     } else {
         // The counter hands out IDs in order: create up to each wanted ID, delete the rest.
-        let mut r = Ok(());
-        for &id in &wanted {
+        'ids: for &id in &b.wanted {
             loop {
                 match tempora_kernel::timer_create_none(0) {
                     Ok(got) if got == id => {
-                        kept.push(got);
+                        b.kept.push(got);
                         break;
                     }
                     Ok(got) if got < id => {
                         let _ = tempora_kernel::timer_delete(got);
                     }
                     Ok(got) => {
-                        r = Err(format!("the counter passed ID {id} (got {got})"));
+                        (out.failure, out.wanted, out.got) = (3, id, got);
                         let _ = tempora_kernel::timer_delete(got);
-                        break;
+                        break 'ids;
                     }
                     Err(e) => {
-                        r = Err(format!("timer_create: errno {e}"));
-                        break;
+                        (out.failure, out.errno, out.wanted) = (2, e, id);
+                        break 'ids;
                     }
                 }
             }
-            if r.is_err() {
-                break;
-            }
         }
-        r
-    };
-    let ns = t.elapsed().as_nanos() as f64 / DANCE_IDS as f64;
-    for id in kept {
+    }
+    out.ns_per_id = t.elapsed().as_nanos() as f64 / DANCE_IDS as f64;
+    for &id in &b.kept {
         let _ = tempora_kernel::timer_delete(id);
     }
-    r.map(|()| ns)
+    out
 }
 
-/// Runs `f` in a forked child (a fresh process: the kernel's per-process ID counter starts at
-/// 0, as the dance assumes) and returns what it wrote back.
-fn in_child(f: impl FnOnce() -> Result<f64, String>) -> Result<f64, String> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe(2) fills the two descriptors.
-    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-        return Err("pipe failed".into());
+/// The suite's steps.
+pub fn plan<'a>(plan: &mut Plan<'a>) {
+    let settings = plan.settings;
+    let sizes = settings.sizes(&[100_000], &[100_000, 1_000_000], &[100_000, 1_000_000]);
+    let reps = settings.reps(3, 5);
+    for n in sizes {
+        let cost = n as f64 / 1e3 * 3.0 * reps as f64;
+        plan.add(Step::new(
+            Suite::Checkpoint,
+            &["checkpoint", "restore"],
+            "tempora",
+            n,
+            1,
+            cost,
+            move || {
+                let (ck, rs, bytes) = tempora_rows(n, 4, reps, settings);
+                vec![
+                    Row::new(
+                        "checkpoint",
+                        "tempora",
+                        n,
+                        1,
+                        Measured::per_op(
+                            ck,
+                            n,
+                            Fields::default().with(Field::BytesPerTimer, bytes),
+                        ),
+                    ),
+                    Row::new(
+                        "restore",
+                        "tempora",
+                        n,
+                        1,
+                        Measured::per_op(rs, n, Fields::default()),
+                    ),
+                ]
+            },
+        ));
     }
-    // SAFETY: the child only runs `f` (raw syscalls and allocation in a single-threaded
-    // benchmark step) and `_exit`s.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        let msg = match f() {
-            Ok(ns) => format!("ok {ns}"),
-            Err(e) => format!("err {e}"),
-        };
-        // SAFETY: writes the message to the pipe and exits without running destructors.
-        unsafe {
-            libc::write(fds[1], msg.as_ptr().cast(), msg.len());
-            libc::_exit(0);
-        }
-    }
-    // SAFETY: closes the parent's copy of the write end.
-    unsafe { libc::close(fds[1]) };
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: reads into `buf`, which lives for the call.
-    let n = unsafe { libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len()) };
-    // SAFETY: closes the read end and reaps the child.
-    unsafe {
-        libc::close(fds[0]);
-        libc::waitpid(pid, std::ptr::null_mut(), 0);
-    }
-    let msg = String::from_utf8_lossy(&buf[..n.max(0) as usize]).into_owned();
-    match msg.split_once(' ') {
-        Some(("ok", ns)) => ns.parse().map_err(|_| msg.clone()),
-        Some(("err", e)) => Err(e.to_string()),
-        _ => Err(format!("the child reported nothing ({msg:?})")),
-    }
-}
-
-pub fn run(opts: &Opts, rep: &mut Reporter) {
-    let sizes: Vec<usize> = opts.n.clone().unwrap_or(if opts.quick {
-        vec![100_000]
-    } else {
-        vec![100_000, 1_000_000]
-    });
-    let reps = opts.reps.unwrap_or(if opts.quick { 3 } else { 5 });
-    rep.add_steps((sizes.len() * 2 + 3) as u64);
-    if rep.wants_impl("tempora") && (rep.wants_case("checkpoint") || rep.wants_case("restore")) {
-        for &n in &sizes {
-            rep.set_message(format!("checkpoint n={n}"));
-            let (ck, rs, bytes) = tempora_rows(n, 4, reps);
-            let extras = Extras {
-                bytes_per_timer: Some(bytes),
-                ..Extras::default()
-            };
-            record_in(
-                rep,
-                "checkpoint",
-                "checkpoint",
-                "tempora",
-                n,
-                1,
-                Ok((ck, extras)),
-            );
-            record_in(
-                rep,
-                "checkpoint",
-                "restore",
-                "tempora",
-                n,
-                1,
-                Ok((rs, Extras::default())),
-            );
-        }
-    }
-    if rep.wants_case("restore") {
-        rep.set_message("restore: the kernel's dance".into());
-        if rep.wants_impl("tempora") {
-            let (_, rs, _) = tempora_rows(DANCE_IDS, DANCE_STRIDE, reps);
-            record_in(
-                rep,
-                "checkpoint",
+    plan.add(Step::new(
+        Suite::Checkpoint,
+        &["restore"],
+        "tempora",
+        DANCE_IDS,
+        1,
+        50.0,
+        move || {
+            let (_, rs, _) = tempora_rows(DANCE_IDS, DANCE_STRIDE, reps, settings);
+            vec![Row::new(
                 "restore",
                 "tempora",
                 DANCE_IDS,
                 1,
-                Ok((rs, Extras::default())),
-            );
-        }
-        for (imp, exact) in [("kernel-exact-id", true), ("kernel-dance", false)] {
-            if rep.wants_impl(imp) {
-                let r = in_child(|| kernel_restore(exact)).map(|ns| (ns, Extras::default()));
-                record_in(rep, "checkpoint", "restore", imp, DANCE_IDS, 1, r);
-            }
-        }
+                Measured::per_op(rs, DANCE_IDS, Fields::default()),
+            )]
+        },
+    ));
+    for (imp, exact) in [("kernel-exact-id", true), ("kernel-dance", false)] {
+        plan.add(Step::new(
+            Suite::Checkpoint,
+            &["restore"],
+            imp,
+            DANCE_IDS,
+            1,
+            100.0,
+            move || {
+                let m = kernel_restore(exact)
+                    .map(|ns| Measured::per_op(ns, DANCE_IDS, Fields::default()));
+                vec![Row::new(
+                    "restore",
+                    imp,
+                    DANCE_IDS,
+                    1,
+                    Measured::from_result(m),
+                )]
+            },
+        ));
     }
 }

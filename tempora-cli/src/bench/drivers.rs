@@ -13,7 +13,7 @@
 //!   at random instants over the next second; lateness = delivery time − exact expiry, read
 //!   with `CLOCK_MONOTONIC` on the delivering thread (tempora: the driver running the probe's
 //!   callback; kernel: the thread returning from `sigtimedwait`). `p50_ns`, `p99_ns`, `p999_ns`.
-//! - `contention-own` / `contention-shared`: T threads (2 and 64) each arm and disarm 1000
+//! - `contention-own` / `contention-shared`: T threads (2; `--full`: 2 and 64) each arm and disarm 1000
 //!   timers of their own 20 times, with an owner each or all in one shared owner; `ns_per_op`
 //!   is the mean per-thread time per settime, `vs_one_thread` divides it by one thread's time
 //!   for the same work in the same run. On 2 CPUs, T = 64 measures contention and time
@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use tempora::clock::ClockId;
 use tempora::{Notify, SetFlags, Timers};
 
-use super::service::{monotonic_now, record};
-use super::{median, on_threads, Extras, Opts, Reporter};
+use super::service::monotonic_now;
+use super::{median, on_threads, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 const PERIODS_MS: [u64; 4] = [100, 200, 250, 400];
 const PROBES: usize = 2000;
@@ -60,7 +60,7 @@ fn kernel_create_failed(e: i32, made: usize) -> String {
     format!("timer_create: errno {e} after {made} timers (RLIMIT_SIGPENDING {limit})")
 }
 
-fn wakeups_tempora(n: usize, per_base: bool, secs: f64) -> Result<(f64, Extras), String> {
+fn wakeups_tempora(n: usize, per_base: bool, secs: f64) -> Result<Measured, String> {
     let bases = cpus();
     let timers = Timers::builder()
         .bases(bases)
@@ -100,18 +100,15 @@ fn wakeups_tempora(n: usize, per_base: bool, secs: f64) -> Result<(f64, Extras),
     let fired = fired.load(Ordering::Relaxed);
     drop(owner);
     let wakeups = (w1 - w0) as f64 / span;
-    Ok((
-        0.0,
-        Extras {
-            wakeups_per_s: Some(wakeups),
-            instants_per_s: Some(instants(t0, a, b) as f64 / span),
-            fired: Some(fired),
-            ..Extras::default()
-        },
+    Ok(Measured::fields_only(
+        Fields::default()
+            .with(Field::WakeupsPerS, wakeups)
+            .with(Field::InstantsPerS, instants(t0, a, b) as f64 / span)
+            .with(Field::Fired, fired),
     ))
 }
 
-fn wakeups_kernel(n: usize, secs: f64) -> Result<(f64, Extras), String> {
+fn wakeups_kernel(n: usize, secs: f64) -> Result<Measured, String> {
     let signo = libc::SIGRTMIN() + 5;
     // The kernel's timers signal a thread of their own that only waits and drains.
     let ready = Arc::new(std::sync::Barrier::new(2));
@@ -159,13 +156,10 @@ fn wakeups_kernel(n: usize, secs: f64) -> Result<(f64, Extras), String> {
         std::thread::sleep(Duration::from_secs_f64(secs));
         let (w1, b) = (wakeups.load(Ordering::Relaxed), monotonic_now());
         let span = (b - a) as f64 / 1e9;
-        (
-            0.0,
-            Extras {
-                wakeups_per_s: Some((w1 - w0) as f64 / span),
-                instants_per_s: Some(instants(t0, a, b) as f64 / span),
-                ..Extras::default()
-            },
+        Measured::fields_only(
+            Fields::default()
+                .with(Field::WakeupsPerS, (w1 - w0) as f64 / span)
+                .with(Field::InstantsPerS, instants(t0, a, b) as f64 / span),
         )
     });
     for id in ids {
@@ -176,20 +170,20 @@ fn wakeups_kernel(n: usize, secs: f64) -> Result<(f64, Extras), String> {
     out
 }
 
-fn percentiles(mut late: Vec<f64>) -> Extras {
+fn percentiles(mut late: Vec<f64>) -> Measured {
     late.sort_by(f64::total_cmp);
     let at = |q: f64| late[((late.len() as f64 * q) as usize).min(late.len() - 1)];
-    Extras {
-        p50_ns: Some(at(0.5)),
-        p99_ns: Some(at(0.99)),
-        p999_ns: Some(at(0.999)),
-        fired: Some(late.len() as u64),
-        early: Some(late.iter().filter(|&&l| l < 0.0).count() as u64),
-        ..Extras::default()
-    }
+    Measured::fields_only(
+        Fields::default()
+            .with(Field::P50Ns, at(0.5))
+            .with(Field::P99Ns, at(0.99))
+            .with(Field::P999Ns, at(0.999))
+            .with(Field::Fired, late.len())
+            .with(Field::Early, late.iter().filter(|&&l| l < 0.0).count()),
+    )
 }
 
-fn lateness_tempora(n: usize) -> Result<(f64, Extras), String> {
+fn lateness_tempora(n: usize) -> Result<Measured, String> {
     let timers = Timers::builder()
         .drivers(1)
         .build()
@@ -243,10 +237,10 @@ fn lateness_tempora(n: usize) -> Result<(f64, Extras), String> {
     if late.len() < PROBES {
         return Err(format!("{} of {PROBES} probes delivered", late.len()));
     }
-    Ok((0.0, percentiles(late)))
+    Ok(percentiles(late))
 }
 
-fn lateness_kernel(n: usize) -> Result<(f64, Extras), String> {
+fn lateness_kernel(n: usize) -> Result<Measured, String> {
     let signo = libc::SIGRTMIN() + 6;
     let mut load = Vec::with_capacity(n);
     let mut result = Ok(());
@@ -307,13 +301,10 @@ fn lateness_kernel(n: usize) -> Result<(f64, Extras), String> {
         if got.len() < PROBES {
             return Err(format!("{} of {PROBES} probes delivered", got.len()));
         }
-        Ok((
-            0.0,
-            percentiles(
-                got.iter()
-                    .map(|&(now, i)| now as f64 - at[i as usize] as f64)
-                    .collect(),
-            ),
+        Ok(percentiles(
+            got.iter()
+                .map(|&(now, i)| now as f64 - at[i as usize] as f64)
+                .collect(),
         ))
     });
     for id in load {
@@ -362,87 +353,132 @@ fn contention_round(threads: usize, shared: bool) -> f64 {
     per_thread.iter().sum::<f64>() / threads as f64
 }
 
-pub fn run(opts: &Opts, rep: &mut Reporter) {
-    let quick = opts.quick;
-    let secs = if quick { 1.0 } else { 2.0 };
-    let wake_n: Vec<usize> = opts.n.clone().unwrap_or(if quick {
-        vec![100_000]
-    } else {
-        vec![1_000_000]
-    });
-    let late_n: Vec<usize> = opts.n.clone().unwrap_or(if quick {
-        vec![1_000]
-    } else {
-        vec![1_000, 100_000, 1_000_000]
-    });
-    let threads: Vec<usize> = if quick { vec![2] } else { vec![2, 64] };
-    let reps = opts.reps.unwrap_or(if quick { 3 } else { 5 });
-    let wants = |rep: &Reporter, c: &str| rep.wants_case(c);
-    let mut steps = 0;
-    if wants(rep, "wakeups") {
-        steps += wake_n.len() * 3;
-    }
-    if wants(rep, "lateness") {
-        steps += late_n.len() * 2;
-    }
-    steps += threads.len() * 2 * usize::from(wants(rep, "contention"));
-    rep.add_steps(steps as u64);
-    if wants(rep, "wakeups") {
-        for &n in &wake_n {
-            rep.set_message(format!("service wakeups n={n}"));
-            if rep.wants_impl("tempora") {
-                let r = wakeups_tempora(n, false, secs);
-                record(rep, "wakeups", "tempora", n, 1, r);
-            }
-            if rep.wants_impl("tempora-per-base") {
-                let r = wakeups_tempora(n, true, secs);
-                record(rep, "wakeups", "tempora-per-base", n, cpus(), r);
-            }
-            if rep.wants_impl("kernel") {
-                // As many as the kernel lets one user hold, with room for the rest of the run.
-                let k = n.min(KERNEL_WAKEUP_TIMERS);
-                let r = wakeups_kernel(k, secs);
-                record(rep, "wakeups", "kernel", k, 1, r);
-            }
+/// The suite's driver steps: wake-ups, lateness, contention.
+/// A peer of the driver cases: its JSON name, its threads column, and how it runs each case
+/// (`None`: it has no such row).
+struct Peer {
+    name: &'static str,
+    threads: fn() -> usize,
+    /// n timers, seconds counted; the timers it actually held (the kernel holds fewer).
+    wakeups: fn(usize, f64) -> (usize, Result<Measured, String>),
+    lateness: Option<fn(usize) -> Result<Measured, String>>,
+}
+
+/// tempora's drivers and the kernel, in the order they run.
+const PEERS: [Peer; 3] = [
+    Peer {
+        name: "tempora",
+        threads: || 1,
+        wakeups: |n, secs| (n, wakeups_tempora(n, false, secs)),
+        lateness: Some(lateness_tempora),
+    },
+    Peer {
+        name: "tempora-per-base",
+        threads: cpus,
+        wakeups: |n, secs| (n, wakeups_tempora(n, true, secs)),
+        lateness: None,
+    },
+    Peer {
+        name: "kernel",
+        threads: || 1,
+        // As many as the kernel lets one user hold, with room for the rest of the run.
+        wakeups: |n, secs| {
+            let k = n.min(KERNEL_WAKEUP_TIMERS);
+            (k, wakeups_kernel(k, secs))
+        },
+        lateness: Some(lateness_kernel),
+    },
+];
+
+/// The suite's driver steps: wake-ups, lateness, contention.
+pub fn plan<'a>(plan: &mut Plan<'a>) {
+    let settings: &Settings = plan.settings;
+    let secs = settings.pick(1.0, 2.0, 2.0);
+    let wake_n = settings.sizes(&[100_000], &[1_000_000], &[1_000_000]);
+    let late_n = settings.sizes(
+        &[1_000],
+        &[1_000, 100_000, 1_000_000],
+        &[1_000, 100_000, 1_000_000],
+    );
+    let threads: &[usize] = settings.pick(&[2], &[2], &[2, 64]);
+    let reps = settings.reps(3, 5);
+    for n in wake_n {
+        for p in &PEERS {
+            let cost = secs * 1e3 + n as f64 / 1e3 * 2.0;
+            let t = (p.threads)();
+            plan.add(Step::new(
+                Suite::Service,
+                &["wakeups"],
+                p.name,
+                n,
+                t,
+                cost,
+                move || {
+                    let (held, r) = (p.wakeups)(n, secs);
+                    vec![Row::new(
+                        "wakeups",
+                        p.name,
+                        held,
+                        t,
+                        Measured::from_result(r),
+                    )]
+                },
+            ));
         }
     }
-    if wants(rep, "lateness") {
-        for &n in &late_n {
-            rep.set_message(format!("service lateness n={n}"));
-            if rep.wants_impl("tempora") {
-                let r = lateness_tempora(n);
-                record(rep, "lateness", "tempora", n, 1, r);
-            }
-            if rep.wants_impl("kernel") {
-                let r = lateness_kernel(n);
-                record(rep, "lateness", "kernel", n, 1, r);
-            }
+    for n in late_n {
+        for p in &PEERS {
+            let Some(lateness) = p.lateness else { continue };
+            let cost = 1_200.0 + n as f64 / 1e3 * 2.0;
+            plan.add(Step::new(
+                Suite::Service,
+                &["lateness"],
+                p.name,
+                n,
+                1,
+                cost,
+                move || {
+                    vec![Row::new(
+                        "lateness",
+                        p.name,
+                        n,
+                        1,
+                        Measured::from_result(lateness(n)),
+                    )]
+                },
+            ));
         }
     }
-    if wants(rep, "contention") && rep.wants_impl("tempora") {
-        for &t in &threads {
-            for (case, shared) in [("contention-own", false), ("contention-shared", true)] {
-                rep.set_message(format!("service {case} T={t}"));
-                let (mut ns, mut ratio) = (Vec::new(), Vec::new());
-                for _ in 0..reps {
-                    let one = contention_round(1, shared);
-                    let many = contention_round(t, shared);
-                    ns.push(many);
-                    ratio.push(many / one);
-                }
-                let extras = Extras {
-                    vs_one_thread: Some(median(&mut ratio)),
-                    ..Extras::default()
-                };
-                record(
-                    rep,
-                    case,
-                    "tempora",
-                    1000 * t,
-                    t,
-                    Ok((median(&mut ns), extras)),
-                );
-            }
+    for &t in threads {
+        for (case, shared) in [("contention-own", false), ("contention-shared", true)] {
+            let cost = 60.0 * t as f64 * reps as f64;
+            plan.add(Step::new(
+                Suite::Service,
+                &[case],
+                "tempora",
+                1000 * t,
+                t,
+                cost,
+                move || {
+                    let (mut ns, mut ratio) = (Vec::new(), Vec::new());
+                    for pair in settings.repeat(reps, || {
+                        (contention_round(1, shared), contention_round(t, shared))
+                    }) {
+                        ns.push(pair.1);
+                        ratio.push(pair.1 / pair.0);
+                    }
+                    let fields = Fields::default()
+                        .with(Field::VsOneThread, median(&mut ratio))
+                        .with(Field::Runs, ns.len());
+                    vec![Row::new(
+                        case,
+                        "tempora",
+                        1000 * t,
+                        t,
+                        Measured::per_op(median(&mut ns), 1000 * t, fields),
+                    )]
+                },
+            ));
         }
     }
 }

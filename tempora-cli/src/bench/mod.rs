@@ -1,148 +1,203 @@
-//! `tempora bench`: every suite, its peers side by side in one process, reported as a human
-//! table (stdout, or stderr with `--json`), JSON lines (`--json`, one object per result, nothing
-//! else on stdout) and SVG plots under `target/tempora-bench/`.
+//! `tempora bench`: every suite, its peers side by side in one process.
+//!
+//! A suite declares its work as a [`Plan`] of [`Step`]s: one step is one implementation at
+//! one size (and thread count) of one case or of a few cases that share their setup, with a
+//! rough cost for the progress bar's ETA. The runner filters the steps by `--case`/`--impl`,
+//! runs them in order, shows progress on stderr, and records the [`Row`]s each step returns,
+//! the one way a result is recorded. At the end it prints the human table (stdout, or stderr
+//! with `--json`), the seed's tables and the verdict against tempora's targets, and writes
+//! `target/tempora-bench/`: `results.jsonl` (the run's JSON lines), `machine.json` and
+//! `report.html`.
+//!
+//! Modes: `--quick` (the CI smoke run, under a minute), the default (every suite up to 1M
+//! timers in a few minutes: a measurement is repeated up to its repetition count but no longer
+//! than a time budget once it has one run), `--full` (up to 10M timers, every repetition).
 
 mod checkpoint;
+mod compare;
 mod drivers;
+mod fork;
+mod machine;
 mod queues;
+mod record;
 mod registries;
+mod report;
 mod seed;
 mod service;
-mod svg;
+mod targets;
 mod wheel;
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Barrier;
+use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 pub use crate::alloc::allocated_bytes;
+use machine::Machine;
+pub use record::{Field, Fields, Measured, Record, Row, Suite};
 
-/// What `tempora bench` was asked to do: the subcommand's arguments.
+/// `tempora bench`: run the suites, or `compare` two runs.
 #[derive(Debug, Clone, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Opts {
-    /// Which suite: all, seed (registry: the seed's Tests 1-5), wheel, service (the POSIX calls,
-    /// event delivery and drivers, against the kernel's POSIX timers), checkpoint.
-    #[arg(long, default_value = "all", value_parser = clap::builder::PossibleValuesParser::new(SUITES))]
-    pub suite: String,
-    /// Small sizes only, the whole run in under a minute.
-    #[arg(long)]
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub run: RunOpts,
+}
+
+/// `tempora bench` subcommands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Compare two runs' JSON lines (OLD.jsonl NEW.jsonl): per row both figures and their
+    /// ratio, with the peers' ratios beside tempora's so that machine drift shows.
+    Compare(compare::Args),
+    /// Write report.html (and results.jsonl, machine.json) from a run's JSON lines, with the
+    /// machine recorded beside them if there is one.
+    Report {
+        /// A run's JSON lines (`results.jsonl`, `runs/NAME.jsonl`, `--json` output).
+        file: PathBuf,
+        /// Where to write the page (default: target/tempora-bench/).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+/// `--suite` values: a suite, or all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SuiteArg {
+    All,
+    Seed,
+    Wheel,
+    Service,
+    Checkpoint,
+}
+
+/// What a run was asked to do.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunOpts {
+    /// Which suites (comma-separated): seed (the registry: the seed's Tests 1-5), wheel,
+    /// service (the POSIX calls, event delivery and drivers, against the kernel's POSIX
+    /// timers), checkpoint, or all.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
+    pub suite: Vec<SuiteArg>,
+    /// Small sizes only, the whole run in under a minute (CI's smoke run).
+    #[arg(long, conflicts_with = "full")]
     pub quick: bool,
+    /// The complete sweep: up to 10M timers, every repetition, 64-thread cases (long).
+    #[arg(long)]
+    pub full: bool,
     /// One JSON object per result on stdout; the table goes to stderr.
     #[arg(long)]
     pub json: bool,
     /// Live-timer counts to run instead of the suite's defaults (comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    pub n: Option<Vec<usize>>,
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
+    pub n: Option<Vec<u64>>,
     /// Runs per measurement (the median is reported).
-    #[arg(long)]
-    pub reps: Option<usize>,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub reps: Option<u64>,
     /// Only these implementations (comma-separated JSON `impl` names).
     #[arg(long = "impl", value_delimiter = ',')]
     pub impls: Option<Vec<String>>,
     /// Only cases whose JSON `case` name starts with one of these (comma-separated).
     #[arg(long = "case", value_delimiter = ',')]
     pub cases: Option<Vec<String>>,
+    /// Also keep this run as `target/tempora-bench/runs/NAME.jsonl`, for `bench compare`.
+    #[arg(long, value_name = "NAME")]
+    pub save: Option<String>,
 }
 
-/// Optional per-case fields of a result line.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Extras {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bytes_per_timer: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fired: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub early: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lost: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duplicate: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_late_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mean_late_ms: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wakeups: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worst_call_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bounded: Option<bool>,
-    /// next-expiry: churn ops measured (fewer than 1M when a peer hit the time budget).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ops: Option<u64>,
-    /// next-expiry: ns per (churn op + next_expiry); ns_per_op is the marginal next_expiry.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pair_ns: Option<f64>,
-    /// seed t1-create: ns per create in the first run, on a fresh registry (table growth and
-    /// first-touch page faults included); `ns_per_op` is the median of the later runs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cold_ns_per_op: Option<f64>,
-    /// seed t4/t5/loop: per-thread time divided by the same work on one thread alone.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub vs_one_thread: Option<f64>,
-    /// service wakeups: OS wake-ups of the timer threads per second.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wakeups_per_s: Option<f64>,
-    /// service wakeups: distinct expiry instants per second (the floor for wake-ups).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub instants_per_s: Option<f64>,
-    /// service lateness: expiry to delivery, percentiles in ns.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p50_ns: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p99_ns: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p999_ns: Option<f64>,
+/// How much a run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Quick,
+    Default,
+    Full,
 }
 
-/// One JSON result line (CONVENTIONS.md "Benchmark output").
-#[derive(Debug, Clone, Serialize)]
-pub struct Record {
-    pub suite: &'static str,
-    pub case: String,
-    #[serde(rename = "impl")]
-    pub imp: String,
-    pub n: u64,
-    pub threads: u32,
-    pub ns_per_op: f64,
-    pub total_ms: f64,
-    pub ok: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dist: Option<&'static str>,
-    #[serde(flatten)]
-    pub extras: Extras,
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Quick => "quick",
+            Mode::Default => "default",
+            Mode::Full => "full",
+        }
+    }
 }
 
-/// Collects records, streams JSON, keeps progress, and prints the table and plots at the end.
-pub struct Reporter {
-    json: bool,
+/// The settings every suite reads: mode, sizes, repetitions, selection.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub mode: Mode,
+    n: Option<Vec<usize>>,
+    reps: Option<usize>,
     impls: Option<Vec<String>>,
     cases: Option<Vec<String>>,
-    records: Vec<Record>,
-    progress: ProgressBar,
 }
 
-impl Reporter {
-    fn new(opts: &Opts) -> Reporter {
-        let progress = ProgressBar::new(0);
-        progress.set_style(
-            ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-                .expect("valid template")
-                .progress_chars("=> "),
-        );
-        Reporter {
-            json: opts.json,
+impl Settings {
+    fn new(opts: &RunOpts) -> Settings {
+        let mode = match (opts.quick, opts.full) {
+            (true, _) => Mode::Quick,
+            (_, true) => Mode::Full,
+            _ => Mode::Default,
+        };
+        Settings {
+            mode,
+            n: opts
+                .n
+                .as_ref()
+                .map(|v| v.iter().map(|&n| n as usize).collect()),
+            reps: opts.reps.map(|r| r as usize),
             impls: opts.impls.clone(),
             cases: opts.cases.clone(),
-            records: Vec::new(),
-            progress,
         }
+    }
+
+    /// `--n`, or the sizes of the current mode.
+    pub fn sizes(&self, quick: &[usize], default: &[usize], full: &[usize]) -> Vec<usize> {
+        self.n.clone().unwrap_or_else(|| {
+            match self.mode {
+                Mode::Quick => quick,
+                Mode::Default => default,
+                Mode::Full => full,
+            }
+            .to_vec()
+        })
+    }
+
+    /// `--reps`, or `quick` in quick mode and `normal` otherwise.
+    pub fn reps(&self, quick: usize, normal: usize) -> usize {
+        self.reps.unwrap_or(match self.mode {
+            Mode::Quick => quick,
+            _ => normal,
+        })
+    }
+
+    /// `quick`, `default` or `full`, by mode.
+    pub fn pick<T>(&self, quick: T, default: T, full: T) -> T {
+        match self.mode {
+            Mode::Quick => quick,
+            Mode::Default => default,
+            Mode::Full => full,
+        }
+    }
+
+    /// How long one measurement keeps repeating once it has a run: the default and quick
+    /// modes bound it so that slow peers at 1M timers run once; `--full` and `--reps` run
+    /// every repetition.
+    pub fn budget(&self) -> Duration {
+        if self.reps.is_some() {
+            return Duration::MAX;
+        }
+        self.pick(
+            Duration::from_millis(500),
+            Duration::from_millis(1200),
+            Duration::MAX,
+        )
     }
 
     /// Whether `--case` selects this case (always true without `--case`).
@@ -159,19 +214,129 @@ impl Reporter {
             .is_none_or(|list| list.iter().any(|i| i == name))
     }
 
-    pub fn add_steps(&self, steps: u64) {
-        self.progress.inc_length(steps);
+    /// Runs `f` up to `reps` times, at least once, and no more once `budget()` has passed;
+    /// the results in run order.
+    pub fn repeat<T>(&self, reps: usize, mut f: impl FnMut() -> T) -> Vec<T> {
+        let budget = self.budget();
+        let start = Instant::now();
+        let mut out = Vec::with_capacity(reps);
+        for _ in 0..reps.max(1) {
+            out.push(f());
+            if start.elapsed() > budget {
+                break;
+            }
+        }
+        out
+    }
+}
+
+/// One unit of work of a suite: an implementation at one size, recording rows of `cases`.
+pub struct Step<'a> {
+    suite: Suite,
+    cases: Vec<&'static str>,
+    imp: String,
+    n: usize,
+    threads: usize,
+    cost: f64,
+    /// Shown after the size in the progress line (the wheel's distribution).
+    detail: &'static str,
+    run: Box<dyn FnOnce() -> Vec<Row> + 'a>,
+}
+
+impl<'a> Step<'a> {
+    /// A step of `suite` for `imp` that records rows of `cases` at `n` timers and `threads`;
+    /// `cost` is a rough relative cost (about milliseconds on a 2-core machine) for the ETA.
+    pub fn new(
+        suite: Suite,
+        cases: &[&'static str],
+        imp: &str,
+        n: usize,
+        threads: usize,
+        cost: f64,
+        run: impl FnOnce() -> Vec<Row> + 'a,
+    ) -> Step<'a> {
+        Step {
+            suite,
+            cases: cases.to_vec(),
+            imp: imp.to_string(),
+            n,
+            threads,
+            cost: cost.max(1.0),
+            detail: "",
+            run: Box::new(run),
+        }
     }
 
-    pub fn tick(&self) {
-        self.progress.inc(1);
+    /// This step with `detail` shown in its progress line.
+    pub fn detail(mut self, detail: &'static str) -> Step<'a> {
+        self.detail = detail;
+        self
     }
 
-    pub fn set_message(&self, msg: String) {
-        self.progress.set_message(msg);
+    fn describe(&self) -> String {
+        let cases = match self.cases.as_slice() {
+            [one] => one.to_string(),
+            [first, .., last] => format!("{first}..{last}"),
+            [] => String::new(),
+        };
+        let threads = if self.threads > 1 {
+            format!(" T={}", self.threads)
+        } else {
+            String::new()
+        };
+        format!(
+            "{} {} {} n={}{threads} {}",
+            self.suite.name(),
+            cases,
+            self.imp,
+            self.n,
+            self.detail
+        )
+    }
+}
+
+/// The steps of a run, in order.
+pub struct Plan<'a> {
+    settings: &'a Settings,
+    steps: Vec<Step<'a>>,
+}
+
+impl<'a> Plan<'a> {
+    /// Adds `step` if `--case` and `--impl` select it.
+    pub fn add(&mut self, step: Step<'a>) {
+        let s = self.settings;
+        if s.wants_impl(&step.imp) && step.cases.iter().any(|c| s.wants_case(c)) {
+            self.steps.push(step);
+        }
+    }
+}
+
+/// Collects records, streams JSON lines, keeps the progress bar.
+pub struct Reporter {
+    json: bool,
+    records: Vec<Record>,
+    progress: ProgressBar,
+}
+
+impl Reporter {
+    fn new(json: bool) -> Reporter {
+        // Drawn only when stderr is a terminal (indicatif checks); nothing otherwise.
+        let progress = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+        progress.set_style(
+            ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:20}] {prefix} ETA {eta:>3} {wide_msg}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        Reporter {
+            json,
+            records: Vec::new(),
+            progress,
+        }
     }
 
-    pub fn record(&mut self, record: Record) {
+    fn record(&mut self, record: Record) {
         if self.json {
             let line = serde_json::to_string(&record).expect("serialisable record");
             self.progress.suspend(|| {
@@ -183,96 +348,47 @@ impl Reporter {
         self.records.push(record);
     }
 
-    /// The human table: one block per (suite, case, dist, n), ratios to `tempora`.
-    fn table(&self) -> String {
-        let mut groups: BTreeMap<(&str, &str, &str, u64, u32), Vec<&Record>> = BTreeMap::new();
-        for r in &self.records {
-            let key = (
-                r.suite,
-                r.case.as_str(),
-                r.dist.unwrap_or("-"),
-                r.n,
-                r.threads,
-            );
-            groups.entry(key).or_default().push(r);
-        }
-        let mut out = String::new();
-        for ((suite, case, dist, n, threads), rows) in groups {
-            let base = rows
-                .iter()
-                .find(|r| r.imp == "tempora")
-                .map(|r| r.ns_per_op);
-            out += &format!("\n{suite} / {case}  dist={dist}  n={n}  threads={threads}\n");
-            out += &format!(
-                "  {:<18} {:>10} {:>9} {:>9} {:>6} {:>6} {:>9} {:>10}  {}\n",
-                "impl",
-                "ns/op",
-                "x tempora",
-                "B/timer",
-                "early",
-                "lost",
-                "max late",
-                "worst us",
-                "note"
-            );
-            for r in rows {
-                let ratio = base
-                    .filter(|b| *b > 0.0)
-                    .map(|b| format!("{:.2}", r.ns_per_op / b))
-                    .unwrap_or_else(|| "-".into());
-                let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-                let e = &r.extras;
-                out += &format!(
-                    "  {:<18} {:>10.1} {:>9} {:>9} {:>6} {:>6} {:>9} {:>10}  {}\n",
-                    r.imp,
-                    r.ns_per_op,
-                    ratio,
-                    opt(e.bytes_per_timer.map(|b| format!("{b:.1}"))),
-                    opt(e.early.map(|v| v.to_string())),
-                    opt(e.lost.map(|v| v.to_string())),
-                    opt(e.max_late_ms.map(|v| format!("{v}ms"))),
-                    opt(e.worst_call_us.map(|v| format!("{v:.0}"))),
-                    match (&r.error, e.wakeups, e.pair_ns, e.vs_one_thread) {
-                        (Some(err), ..) => err.clone(),
-                        (None, Some(w), ..) => format!("{w} wake-ups"),
-                        (None, None, Some(p), _) => format!("{p:.1} ns per op+next_expiry"),
-                        (None, None, None, Some(v)) => format!("{v:.2}x one thread alone"),
-                        _ if e.cold_ns_per_op.is_some() => {
-                            format!("cold {:.1} ns/op", e.cold_ns_per_op.unwrap_or(0.0))
-                        }
-                        _ => String::new(),
-                    }
+    /// Runs the plan's steps, recording their rows.
+    fn execute(&mut self, plan: Plan<'_>) {
+        let settings = plan.settings;
+        let total = plan.steps.len();
+        let cost: f64 = plan.steps.iter().map(|s| s.cost).sum();
+        self.progress.set_length(cost as u64);
+        self.progress.enable_steady_tick(Duration::from_millis(250));
+        let plain = !std::io::stderr().is_terminal();
+        let start = Instant::now();
+        let mut suite = None;
+        for (i, step) in plan.steps.into_iter().enumerate() {
+            if plain && suite != Some(step.suite) {
+                eprintln!(
+                    "[{:>4.0}s] {}: step {} of {total}",
+                    start.elapsed().as_secs_f64(),
+                    step.suite.name(),
+                    i + 1
                 );
+                suite = Some(step.suite);
             }
+            self.progress.set_prefix(format!("{}/{total}", i + 1));
+            self.progress.set_message(step.describe());
+            let (s, cost) = (step.suite, step.cost);
+            for row in (step.run)() {
+                if settings.wants_case(&row.case) && settings.wants_impl(&row.imp) {
+                    self.record(row.into_record(s));
+                }
+            }
+            self.progress.inc(cost as u64);
         }
-        out
-    }
-
-    fn finish(self) {
         self.progress.finish_and_clear();
-        let table = self.table();
-        if self.json {
-            eprint!("{table}");
-        } else {
-            print!("{table}");
-        }
-        let dir = plot_dir();
-        match svg::write_plots(&self.records, &dir) {
-            Ok(0) => {}
-            Ok(count) => eprintln!("\n{count} plots in {}", dir.display()),
-            Err(err) => eprintln!("\nplots not written to {}: {err}", dir.display()),
-        }
     }
 }
 
 /// `target/tempora-bench/` of the workspace (or of `CARGO_TARGET_DIR`).
-fn plot_dir() -> PathBuf {
+pub fn out_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("..")
-                .join("target")
+            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+            root.canonicalize().unwrap_or(root).join("target")
         });
     target.join("tempora-bench")
 }
@@ -280,10 +396,10 @@ fn plot_dir() -> PathBuf {
 /// Keeps the CPU busy for a moment so the first measurement does not pay for a core that was
 /// idle (frequency ramp-up, cold caches and TLB).
 fn spin_up() {
-    let start = std::time::Instant::now();
+    let start = Instant::now();
     let mut x = 1u64;
     let mut buf = vec![0u64; 1 << 20];
-    while start.elapsed() < std::time::Duration::from_millis(300) {
+    while start.elapsed() < Duration::from_millis(300) {
         for v in buf.iter_mut() {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
             *v ^= x;
@@ -292,7 +408,7 @@ fn spin_up() {
     std::hint::black_box(&buf);
 }
 
-/// Validates `bench --json` output: each line is an object with the CONVENTIONS.md fields,
+/// Validates `bench --json` output: each line is an object with the required fields,
 /// `ok:false` lines carry an `error`, and no `tempora` line failed. Returns the line count.
 pub fn check_json(path: &std::path::Path) -> Result<usize, String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
@@ -366,25 +482,201 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// The suites `--suite` accepts.
-pub const SUITES: [&str; 5] = ["all", "seed", "wheel", "service", "checkpoint"];
+/// The human table: one block per (suite, case, dist, n, threads), ratios to `tempora`.
+fn table(records: &[Record]) -> String {
+    let mut groups: BTreeMap<(Suite, &str, &str, u64, u32), Vec<&Record>> = BTreeMap::new();
+    for r in records {
+        let key = (r.suite, r.case.as_str(), r.dist(), r.n, r.threads);
+        groups.entry(key).or_default().push(r);
+    }
+    let mut out = String::new();
+    for ((suite, case, dist, n, threads), rows) in groups {
+        let base = rows
+            .iter()
+            .find(|r| r.imp == "tempora" && r.ok)
+            .map(|r| r.ns_per_op);
+        out += &format!(
+            "\n{} / {case}  dist={dist}  n={n}  threads={threads}\n",
+            suite.name()
+        );
+        out += &format!(
+            "  {:<18} {:>10} {:>9} {:>9} {:>6} {:>6} {:>9} {:>10}  {}\n",
+            "impl",
+            "ns/op",
+            "x tempora",
+            "B/timer",
+            "early",
+            "lost",
+            "max late",
+            "worst us",
+            "note"
+        );
+        for r in rows {
+            let ratio = base
+                .filter(|b| *b > 0.0 && r.ns_per_op > 0.0)
+                .map(|b| format!("{:.2}", r.ns_per_op / b))
+                .unwrap_or_else(|| "-".into());
+            let f = &r.fields;
+            let num = |field: Field, fmt: &dyn Fn(f64) -> String| {
+                f.num(field).map_or_else(|| "-".into(), fmt)
+            };
+            out += &format!(
+                "  {:<18} {:>10.1} {:>9} {:>9} {:>6} {:>6} {:>9} {:>10}  {}\n",
+                r.imp,
+                r.ns_per_op,
+                ratio,
+                num(Field::BytesPerTimer, &|b| format!("{b:.1}")),
+                num(Field::Early, &|v| format!("{v}")),
+                num(Field::Lost, &|v| format!("{v}")),
+                num(Field::MaxLateMs, &|v| format!("{v}ms")),
+                num(Field::WorstCallUs, &|v| format!("{v:.0}")),
+                note(r)
+            );
+        }
+    }
+    out
+}
 
-/// Runs the selected suites.
-pub fn run(opts: &Opts) {
-    let mut rep = Reporter::new(opts);
+/// The table's last column: the error, or the case's own figure.
+fn note(r: &Record) -> String {
+    let f = &r.fields;
+    if let Some(e) = &r.error {
+        return e.clone();
+    }
+    if let (Some(w), Some(i)) = (f.num(Field::WakeupsPerS), f.num(Field::InstantsPerS)) {
+        return format!("{w:.1} wake-ups/s, {i:.1} expiry instants/s");
+    }
+    if let (Some(p50), Some(p99), Some(p999)) = (
+        f.num(Field::P50Ns),
+        f.num(Field::P99Ns),
+        f.num(Field::P999Ns),
+    ) {
+        return format!(
+            "late p50 {:.0} µs, p99 {:.0} µs, p99.9 {:.0} µs",
+            p50 / 1e3,
+            p99 / 1e3,
+            p999 / 1e3
+        );
+    }
+    if let Some(w) = f.num(Field::Wakeups) {
+        return format!("{w} wake-ups");
+    }
+    if let Some(p) = f.num(Field::PairNs) {
+        return format!("{p:.1} ns per op+next_expiry");
+    }
+    if let Some(v) = f.num(Field::VsOneThread) {
+        return format!("{v:.2}x one thread alone");
+    }
+    if let Some(c) = f.num(Field::ColdNsPerOp) {
+        return format!("cold {c:.1} ns/op");
+    }
+    String::new()
+}
+
+/// Runs the selected suites, then reports: table, seed tables, verdict, files.
+pub fn run(opts: &RunOpts) {
+    let settings = Settings::new(opts);
+    let suites: Vec<Suite> = if opts.suite.contains(&SuiteArg::All) {
+        Suite::ALL.to_vec()
+    } else {
+        Suite::ALL
+            .into_iter()
+            .filter(|s| {
+                opts.suite.iter().any(|a| {
+                    matches!(
+                        (a, s),
+                        (SuiteArg::Seed, Suite::Seed)
+                            | (SuiteArg::Wheel, Suite::Wheel)
+                            | (SuiteArg::Service, Suite::Service)
+                            | (SuiteArg::Checkpoint, Suite::Checkpoint)
+                    )
+                })
+            })
+            .collect()
+    };
+    let mut machine = Machine::read(settings.mode.name());
+    let start = Instant::now();
+    let mut rep = Reporter::new(opts.json);
     spin_up();
-    if opts.suite == "all" || opts.suite == "seed" {
-        seed::run(opts, &mut rep);
+    let wheel_inputs = wheel::Inputs::default();
+    let mut plan = Plan {
+        settings: &settings,
+        steps: Vec::new(),
+    };
+    for suite in &suites {
+        match suite {
+            Suite::Seed => seed::plan(&mut plan),
+            Suite::Wheel => wheel::plan(&mut plan, &wheel_inputs),
+            Suite::Service => {
+                service::plan(&mut plan);
+                drivers::plan(&mut plan);
+            }
+            Suite::Checkpoint => checkpoint::plan(&mut plan),
+        }
     }
-    if opts.suite == "all" || opts.suite == "wheel" {
-        wheel::run(opts, &mut rep);
+    rep.execute(plan);
+    machine.finish(start.elapsed().as_secs_f64());
+    finish(&rep.records, &machine, opts);
+}
+
+/// Prints the table, the seed tables and the verdict; writes the files.
+fn finish(records: &[Record], machine: &Machine, opts: &RunOpts) {
+    let mut text = table(records);
+    let seed = report::seed_tables_text(records);
+    if !seed.is_empty() {
+        text += "\n";
+        text += &seed;
     }
-    if opts.suite == "all" || opts.suite == "service" {
-        service::run(opts, &mut rep);
-        drivers::run(opts, &mut rep);
+    let verdict = targets::verdict(records, machine);
+    text += "\n";
+    text += &targets::verdict_text(&verdict, machine);
+    if opts.json {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
     }
-    if opts.suite == "all" || opts.suite == "checkpoint" {
-        checkpoint::run(opts, &mut rep);
+    let dir = out_dir();
+    match report::write(&dir, records, machine, &verdict) {
+        Ok(page) => eprintln!("\nreport: {}", page.display()),
+        Err(err) => eprintln!("\nreport not written to {}: {err}", dir.display()),
     }
-    rep.finish();
+    if let Some(name) = &opts.save {
+        match report::save(&dir, name, records, machine) {
+            Ok(path) => eprintln!("saved: {}", path.display()),
+            Err(err) => eprintln!("run not saved as {name}: {err}"),
+        }
+    }
+}
+
+/// `tempora bench ...`: a run or a subcommand; the process's exit code.
+pub fn main(opts: &Opts) -> i32 {
+    match &opts.command {
+        Some(Command::Compare(args)) => compare::run(args),
+        Some(Command::Report { file, out }) => {
+            let records = match compare::read(file) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("tempora bench report: {e}");
+                    return 2;
+                }
+            };
+            let machine = compare::machine_of(file).unwrap_or_default();
+            let verdict = targets::verdict(&records, &machine);
+            let dir = out.clone().unwrap_or_else(out_dir);
+            match report::write(&dir, &records, &machine, &verdict) {
+                Ok(page) => {
+                    println!("{}", page.display());
+                    0
+                }
+                Err(e) => {
+                    eprintln!("tempora bench report: {}: {e}", dir.display());
+                    1
+                }
+            }
+        }
+        None => {
+            run(&opts.run);
+            0
+        }
+    }
 }

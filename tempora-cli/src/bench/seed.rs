@@ -21,9 +21,11 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use super::fork::in_children;
 use super::registries::{Dash, Errno, GlobalLock, Kernel, Registry, SparseArray, Tempora};
 use super::{
-    allocated_bytes, median, on_threads, settle_reclamation, Extras, Opts, Record, Reporter,
+    allocated_bytes, median, on_threads, settle_reclamation, Field, Fields, Measured, Plan, Row,
+    Settings, Step, Suite,
 };
 
 const PER_THREAD: usize = 20_000;
@@ -58,33 +60,21 @@ fn create_failed(e: Errno, made: usize) -> String {
     )
 }
 
-/// One result row of this suite (`total_ms` is `ns_per_op * n`).
-struct Row<'a> {
-    case: &'a str,
-    imp: &'a str,
+/// One row of this suite (`total_ms` is `ns_per_op * n`); failed rows have no figures.
+fn row(
+    case: &str,
+    imp: &str,
     n: usize,
     threads: usize,
     ns_per_op: f64,
     error: Option<String>,
-    extras: Extras,
-}
-
-fn record(rep: &mut Reporter, row: Row<'_>) {
-    let ok = row.error.is_none();
-    let ns = if ok { row.ns_per_op } else { 0.0 };
-    rep.record(Record {
-        suite: "seed",
-        case: row.case.to_string(),
-        imp: row.imp.to_string(),
-        n: row.n as u64,
-        threads: row.threads as u32,
-        ns_per_op: ns,
-        total_ms: ns * row.n as f64 / 1e6,
-        ok,
-        error: row.error,
-        dist: None,
-        extras: row.extras,
-    });
+    fields: Fields,
+) -> Row {
+    let measured = match error {
+        None => Measured::per_op(ns_per_op, n, fields),
+        Some(e) => Measured::failed(e),
+    };
+    Row::new(case, imp, n, threads, measured)
 }
 
 /// Creates up to `n` timers into `ids`; the errno and count on failure.
@@ -112,12 +102,7 @@ fn delete_all<R: Registry>(reg: &R, o: &R::Owner, ids: &[i32]) {
 }
 
 /// Tests 1-3 at one N.
-fn t1<R: Registry>(n: usize, reps: usize, rep: &mut Reporter) {
-    if !rep.wants_impl(R::NAME) || !(rep.wants_case("t1-create") || rep.wants_case("t1-getoverrun"))
-    {
-        return;
-    }
-    rep.set_message(format!("seed t1 {} n={n}", R::NAME));
+fn t1<R: Registry>(n: usize, reps: usize, settings: &Settings) -> Vec<Row> {
     let mut create_ns = Vec::new();
     let mut get_ns = Vec::new();
     let mut bytes = None;
@@ -128,7 +113,12 @@ fn t1<R: Registry>(n: usize, reps: usize, rep: &mut Reporter) {
     settle_reclamation();
     let before = allocated_bytes();
     let reg = R::new();
-    for run in 0..reps {
+    let (start, budget) = (Instant::now(), settings.budget());
+    // The first run is cold; at least two more make the warm median.
+    for run in 0..reps.max(2) {
+        if run >= 3 && start.elapsed() > budget {
+            break;
+        }
         ids.clear();
         settle_reclamation();
         let o = reg.owner();
@@ -166,36 +156,16 @@ fn t1<R: Registry>(n: usize, reps: usize, rep: &mut Reporter) {
         (0.0, 0.0)
     };
     let b = bytes.filter(|_| R::NAME != Kernel::NAME && failed.is_none());
-    record(
-        rep,
-        Row {
-            case: "t1-create",
-            imp: R::NAME,
-            n,
-            threads: 1,
-            ns_per_op: c,
-            error: failed.clone(),
-            extras: Extras {
-                bytes_per_timer: b,
-                worst_call_us: worst,
-                cold_ns_per_op: cold.filter(|_| failed.is_none()),
-                ..Extras::default()
-            },
-        },
-    );
-    record(
-        rep,
-        Row {
-            case: "t1-getoverrun",
-            imp: R::NAME,
-            n,
-            threads: 1,
-            ns_per_op: g,
-            error: failed,
-            extras: Extras::default(),
-        },
-    );
-    rep.tick();
+    let runs = Fields::default().with(Field::Runs, get_ns.len());
+    let create = runs
+        .clone()
+        .with_opt(Field::BytesPerTimer, b)
+        .with_opt(Field::WorstCallUs, worst)
+        .with_opt(Field::ColdNsPerOp, cold.filter(|_| failed.is_none()));
+    vec![
+        row("t1-create", R::NAME, n, 1, c, failed.clone(), create),
+        row("t1-getoverrun", R::NAME, n, 1, g, failed, runs),
+    ]
 }
 
 /// The slowest single create while creating `n` timers (each call timed on its own).
@@ -270,13 +240,17 @@ fn mean(v: &[(Duration, Duration)], pick: impl Fn(&(Duration, Duration)) -> Dura
 }
 
 /// Tests 4 (shared owner) and 5 (owner per thread) at T threads.
-fn t45<R: Registry>(threads: usize, shared_owner: bool, reps: usize, rep: &mut Reporter) {
-    let case = if shared_owner { "t4" } else { "t5" };
-    let cases = [format!("{case}-create"), format!("{case}-getoverrun")];
-    if !rep.wants_impl(R::NAME) || !cases.iter().any(|c| rep.wants_case(c)) {
-        return;
-    }
-    rep.set_message(format!("seed {case} {} threads={threads}", R::NAME));
+fn t45<R: Registry>(
+    threads: usize,
+    shared_owner: bool,
+    reps: usize,
+    settings: &Settings,
+) -> Vec<Row> {
+    let cases = if shared_owner {
+        ["t4-create", "t4-getoverrun"]
+    } else {
+        ["t5-create", "t5-getoverrun"]
+    };
     let reg = R::new();
     let per_op = |round: Round| {
         round.map(|r| {
@@ -284,8 +258,7 @@ fn t45<R: Registry>(threads: usize, shared_owner: bool, reps: usize, rep: &mut R
             vec![mean(&r, |x| x.0) / n, mean(&r, |x| x.1) / n]
         })
     };
-    let cases = [cases[0].as_str(), cases[1].as_str()];
-    record_vs_one_thread::<R>(rep, &cases, PER_THREAD, threads, reps, |t| {
+    record_vs_one_thread::<R>(settings, &cases, PER_THREAD, threads, reps, |t| {
         settle_reclamation();
         per_op(if t == 1 {
             threads_round(&reg, 1, true)
@@ -294,25 +267,30 @@ fn t45<R: Registry>(threads: usize, shared_owner: bool, reps: usize, rep: &mut R
         } else {
             threads_round(&reg, threads, shared_owner)
         })
-    });
+    })
 }
 
 /// Runs `reps` pairs of rounds, `round(1)` (one thread alone) then `round(threads)`, each
 /// returning the per-thread ns per op of every case in `cases`, and records per case the
 /// median of the threaded rounds with `vs_one_thread`, the median ratio to the one-thread
-/// round of the same pair. The first failure is recorded for every case.
+/// round of the same pair. The first failure is recorded for every case. Stops repeating once
+/// the settings' time budget has passed.
 fn record_vs_one_thread<R: Registry>(
-    rep: &mut Reporter,
+    settings: &Settings,
     cases: &[&str],
     n: usize,
     threads: usize,
     reps: usize,
     mut round: impl FnMut(usize) -> Result<Vec<f64>, String>,
-) {
+) -> Vec<Row> {
     let mut ns = vec![Vec::new(); cases.len()];
     let mut ratio = vec![Vec::new(); cases.len()];
     let mut failed = None;
-    for _ in 0..reps {
+    let (start, budget) = (Instant::now(), settings.budget());
+    for rep in 0..reps.max(1) {
+        if rep > 0 && start.elapsed() > budget {
+            break;
+        }
         match round(1).and_then(|one| Ok((one, round(threads)?))) {
             Ok((one, many)) => {
                 for k in 0..cases.len() {
@@ -327,152 +305,84 @@ fn record_vs_one_thread<R: Registry>(
         }
     }
     let ok = failed.is_none();
-    for (k, case) in cases.iter().enumerate() {
-        record(
-            rep,
-            Row {
-                case,
-                imp: R::NAME,
-                n,
-                threads,
-                ns_per_op: if ok { median(&mut ns[k]) } else { 0.0 },
-                error: failed.clone(),
-                extras: Extras {
-                    vs_one_thread: ok.then(|| median(&mut ratio[k])),
-                    ..Extras::default()
-                },
-            },
-        );
-    }
-    rep.tick();
+    cases
+        .iter()
+        .enumerate()
+        .map(|(k, case)| {
+            let runs = ns[k].len();
+            let fields = if ok {
+                Fields::default()
+                    .with(Field::VsOneThread, median(&mut ratio[k]))
+                    .with(Field::Runs, runs)
+            } else {
+                Fields::default()
+            };
+            let ns = if ok { median(&mut ns[k]) } else { 0.0 };
+            row(case, R::NAME, n, threads, ns, failed.clone(), fields)
+        })
+        .collect()
+}
+
+/// What one forked T5 process reports.
+#[derive(Clone, Copy, Default)]
+struct ForkedT5 {
+    create_ns: u64,
+    get_ns: u64,
+    errno: i32,
+    made: usize,
 }
 
 /// T5 for the kernel: `threads` forked processes, each its own owner of POSIX timers.
 fn kernel_forks(threads: usize) -> Round {
-    #[repr(C)]
-    struct Slot {
-        create_ns: u64,
-        get_ns: u64,
-        errno: i32,
-        made: u32,
-    }
-    use std::sync::atomic::{AtomicU32, Ordering};
-    let size = 64 + threads * std::mem::size_of::<Slot>();
-    // SAFETY: an anonymous shared mapping; checked for failure below.
-    let mem = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            size,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if mem == libc::MAP_FAILED {
-        return Err("mmap failed".into());
-    }
-    // SAFETY: the mapping is at least 64 bytes, page aligned and zeroed; the two counters are
-    // at offsets 0 and 4 and only ever accessed atomically.
-    let (ready, go) = unsafe {
-        (
-            &*(mem as *const AtomicU32),
-            &*((mem as *const AtomicU32).add(1)),
-        )
-    };
-    // SAFETY: the slots follow the 64-byte header inside the mapping.
-    let slot = |i: usize| unsafe { &mut *((mem as *mut u8).add(64) as *mut Slot).add(i) };
-    // Allocated before forking: the children must not allocate.
-    let mut bufs: Vec<Vec<i32>> = (0..threads)
-        .map(|_| Vec::with_capacity(PER_THREAD))
-        .collect();
-    let mut pids = Vec::new();
-    for (i, buf) in bufs.iter_mut().enumerate() {
-        // SAFETY: the child only makes syscalls, reads clocks, touches the shared mapping and
-        // its pre-allocated buffer, then `_exit`s: nothing that needs another thread's locks.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            ready.fetch_add(1, Ordering::AcqRel);
-            while go.load(Ordering::Acquire) == 0 {
-                // SAFETY: sched_yield(2) has no preconditions.
-                unsafe { libc::sched_yield() };
-            }
-            let s = slot(i);
+    let results = in_children(
+        threads,
+        |_| Vec::<i32>::with_capacity(PER_THREAD),
+        |_, ids| {
             let t0 = Instant::now();
-            let mut err = 0;
+            let mut errno = 0;
             for _ in 0..PER_THREAD {
                 match tempora_kernel::timer_create_none(0) {
-                    Ok(id) => buf.push(id),
+                    Ok(id) => ids.push(id),
                     Err(e) => {
-                        err = e;
+                        errno = e;
                         break;
                     }
                 }
             }
-            s.create_ns = t0.elapsed().as_nanos() as u64;
+            let create_ns = t0.elapsed().as_nanos() as u64;
             let t1 = Instant::now();
-            let mut sum = 0i64;
-            for &id in buf.iter() {
-                sum += i64::from(tempora_kernel::timer_getoverrun(id).unwrap_or(-1));
+            black_box(getoverrun_all(&Kernel, &(), ids));
+            let get_ns = t1.elapsed().as_nanos() as u64;
+            delete_all(&Kernel, &(), ids);
+            ForkedT5 {
+                create_ns,
+                get_ns,
+                errno,
+                made: ids.len(),
             }
-            black_box(sum);
-            s.get_ns = t1.elapsed().as_nanos() as u64;
-            s.errno = err;
-            s.made = buf.len() as u32;
-            for &id in buf.iter() {
-                let _ = tempora_kernel::timer_delete(id);
-            }
-            // SAFETY: ends the child without running the parent's destructors or atexit hooks.
-            unsafe { libc::_exit(0) };
-        }
-        if pid < 0 {
-            break;
-        }
-        pids.push(pid);
-    }
-    while (ready.load(Ordering::Acquire) as usize) < pids.len() {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    go.store(1, Ordering::Release);
-    for &pid in &pids {
-        let mut status = 0;
-        // SAFETY: waits for our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-    }
-    let mut out = Vec::new();
-    let mut failure = None;
-    for i in 0..pids.len() {
-        let s = slot(i);
-        if s.errno != 0 {
-            failure.get_or_insert(format!(
-                "{} in a process after {} of its timers ({}, {threads} x {PER_THREAD} wanted)",
-                errno_text(s.errno),
-                s.made,
-                rlimit_sigpending()
-            ));
-        }
-        out.push((
-            Duration::from_nanos(s.create_ns),
-            Duration::from_nanos(s.get_ns),
+        },
+    )?;
+    if let Some(f) = results.iter().find(|r| r.errno != 0) {
+        return Err(format!(
+            "{} in a process after {} of its timers ({}, {threads} x {PER_THREAD} wanted)",
+            errno_text(f.errno),
+            f.made,
+            rlimit_sigpending()
         ));
     }
-    // SAFETY: unmaps the mapping created above; the children are gone.
-    unsafe { libc::munmap(mem, size) };
-    if pids.len() < threads {
-        return Err(format!("fork failed after {} processes", pids.len()));
-    }
-    match failure {
-        Some(f) => Err(f),
-        None => Ok(out),
-    }
+    Ok(results
+        .iter()
+        .map(|r| {
+            (
+                Duration::from_nanos(r.create_ns),
+                Duration::from_nanos(r.get_ns),
+            )
+        })
+        .collect())
 }
 
 /// The create+delete loop at T threads in one owner.
-fn create_delete_loop<R: Registry>(threads: usize, reps: usize, rep: &mut Reporter) {
-    if !rep.wants_impl(R::NAME) || !rep.wants_case("loop") {
-        return;
-    }
-    rep.set_message(format!("seed loop {} threads={threads}", R::NAME));
+fn create_delete_loop<R: Registry>(threads: usize, reps: usize, settings: &Settings) -> Vec<Row> {
     let round = |t: usize| -> Result<f64, String> {
         let reg = R::new();
         let o = reg.owner();
@@ -493,39 +403,22 @@ fn create_delete_loop<R: Registry>(threads: usize, reps: usize, rep: &mut Report
         }
         Ok(sum / t as f64 / LOOP_PAIRS as f64)
     };
-    record_vs_one_thread::<R>(rep, &["loop"], LOOP_PAIRS, threads, reps, |t| {
+    record_vs_one_thread::<R>(settings, &["loop"], LOOP_PAIRS, threads, reps, |t| {
         round(t).map(|v| vec![v])
-    });
+    })
 }
 
 /// Bytes per timer for 2048 dense or sparse (512 apart) IDs.
-fn memory<R: Registry>(sparse: bool, rep: &mut Reporter) {
+fn memory<R: Registry>(sparse: bool) -> Vec<Row> {
     let case = if sparse { "mem-sparse" } else { "mem-dense" };
-    if !rep.wants_impl(R::NAME) || !rep.wants_case(case) {
-        return;
-    }
     let (ns, bytes, error) = if R::NAME == Kernel::NAME {
         let why = "kernel memory is not visible to the process's allocator";
         (0.0, None, Some(why.to_string()))
     } else {
         memory_run::<R>(sparse)
     };
-    record(
-        rep,
-        Row {
-            case,
-            imp: R::NAME,
-            n: SPARSE_TIMERS,
-            threads: 1,
-            ns_per_op: ns,
-            error,
-            extras: Extras {
-                bytes_per_timer: bytes,
-                ..Extras::default()
-            },
-        },
-    );
-    rep.tick();
+    let fields = Fields::default().with_opt(Field::BytesPerTimer, bytes);
+    vec![row(case, R::NAME, SPARSE_TIMERS, 1, ns, error, fields)]
 }
 
 /// One memory run: (ns per create, bytes per timer, error).
@@ -556,41 +449,116 @@ fn memory_run<R: Registry>(sparse: bool) -> (f64, Option<f64>, Option<String>) {
     (ns, bytes, failed)
 }
 
-const IMPLS: usize = 5;
-
-macro_rules! each_impl {
-    ($f:ident ( $($arg:expr),* )) => {
-        $f::<Tempora>($($arg),*);
-        $f::<Kernel>($($arg),*);
-        $f::<GlobalLock>($($arg),*);
-        $f::<SparseArray>($($arg),*);
-        $f::<Dash>($($arg),*);
-    };
+/// A registry of the suite: its JSON name and its cases.
+struct Peer {
+    name: &'static str,
+    t1: fn(usize, usize, &Settings) -> Vec<Row>,
+    t45: fn(usize, bool, usize, &Settings) -> Vec<Row>,
+    create_delete_loop: fn(usize, usize, &Settings) -> Vec<Row>,
+    memory: fn(bool) -> Vec<Row>,
+    /// Rough cost of a create+lookup against tempora's (for the ETA only).
+    slowness: f64,
 }
 
-/// The suite's entry point.
-pub fn run(opts: &Opts, rep: &mut Reporter) {
-    let sizes: Vec<usize> = if let Some(n) = &opts.n {
-        n.clone()
-    } else if opts.quick {
-        vec![20_000, 50_000, 100_000]
-    } else {
-        vec![20_000, 50_000, 100_000, 1_000_000, 10_000_000]
-    };
-    let threads: Vec<usize> = if opts.quick { vec![2] } else { vec![2, 64] };
-    let steps = IMPLS * (sizes.len() + threads.len() * 3 + 2);
-    rep.add_steps(steps as u64);
-    for &n in &sizes {
-        let reps = opts.reps.unwrap_or(if n >= 1_000_000 { 3 } else { 5 });
-        each_impl!(t1(n, reps, rep));
+const fn peer<R: Registry>(slowness: f64) -> Peer {
+    Peer {
+        name: R::NAME,
+        t1: t1::<R>,
+        t45: t45::<R>,
+        create_delete_loop: create_delete_loop::<R>,
+        memory: memory::<R>,
+        slowness,
     }
-    let reps = opts.reps.unwrap_or(if opts.quick { 3 } else { 5 });
-    for &t in &threads {
-        each_impl!(t45(t, true, reps, rep));
-        each_impl!(t45(t, false, reps, rep));
-        each_impl!(create_delete_loop(t, reps, rep));
+}
+
+/// tempora and its peers, in the order they run.
+const PEERS: [Peer; 5] = [
+    peer::<Tempora>(1.0),
+    peer::<Kernel>(10.0),
+    peer::<GlobalLock>(1.5),
+    peer::<SparseArray>(1.0),
+    peer::<Dash>(1.5),
+];
+
+/// The suite's steps.
+pub fn plan<'a>(plan: &mut Plan<'a>) {
+    let settings = plan.settings;
+    let sizes = settings.sizes(
+        &[20_000, 50_000, 100_000],
+        &[20_000, 50_000, 100_000, 1_000_000],
+        &[20_000, 50_000, 100_000, 1_000_000, 10_000_000],
+    );
+    // T = 64 measures time slicing on 2 CPUs, and costs as much as the rest: --full only.
+    let threads: &[usize] = settings.pick(&[2], &[2], &[2, 64]);
+    type Run<'a> = Box<dyn FnOnce() -> Vec<Row> + 'a>;
+    let add = |plan: &mut Plan<'a>, cases: &[&'static str], p: &Peer, n, t, cost, run: Run<'a>| {
+        plan.add(Step::new(Suite::Seed, cases, p.name, n, t, cost, run));
+    };
+    for &n in &sizes {
+        let reps = settings.reps(5, if n >= 1_000_000 { 3 } else { 5 });
+        for p in &PEERS {
+            // The kernel stops at RLIMIT_SIGPENDING: its large sizes fail fast.
+            let m = if p.name == Kernel::NAME {
+                n.min(100_000)
+            } else {
+                n
+            };
+            let cost = m as f64 / 1e3 * 0.15 * p.slowness * reps as f64;
+            add(
+                plan,
+                &["t1-create", "t1-getoverrun"],
+                p,
+                n,
+                1,
+                cost,
+                Box::new(move || (p.t1)(n, reps, settings)),
+            );
+        }
+    }
+    let reps = settings.reps(3, 5);
+    for &t in threads {
+        for (shared, cases) in [
+            (true, ["t4-create", "t4-getoverrun"]),
+            (false, ["t5-create", "t5-getoverrun"]),
+        ] {
+            for p in &PEERS {
+                let cost = 20.0 * t as f64 * p.slowness * reps as f64;
+                add(
+                    plan,
+                    &cases,
+                    p,
+                    PER_THREAD,
+                    t,
+                    cost,
+                    Box::new(move || (p.t45)(t, shared, reps, settings)),
+                );
+            }
+        }
+        for p in &PEERS {
+            let cost = 40.0 * t as f64 * p.slowness * reps as f64;
+            add(
+                plan,
+                &["loop"],
+                p,
+                LOOP_PAIRS,
+                t,
+                cost,
+                Box::new(move || (p.create_delete_loop)(t, reps, settings)),
+            );
+        }
     }
     for sparse in [false, true] {
-        each_impl!(memory(sparse, rep));
+        let case = if sparse { "mem-sparse" } else { "mem-dense" };
+        for p in &PEERS {
+            add(
+                plan,
+                &[case],
+                p,
+                SPARSE_TIMERS,
+                1,
+                5.0,
+                Box::new(move || (p.memory)(sparse)),
+            );
+        }
     }
 }

@@ -30,7 +30,10 @@ use tempora::clock::ClockId;
 use tempora::registry::TimerId;
 use tempora::{Notify, Owner, SetFlags, Timers};
 
-use super::{allocated_bytes, median, settle_reclamation, Extras, Opts, Record, Reporter};
+use super::{
+    allocated_bytes, median, settle_reclamation, Field, Fields, Measured, Plan, Row, Settings,
+    Step, Suite,
+};
 
 const CASES: [&str; 5] = [
     "settime-arm",
@@ -193,12 +196,10 @@ pub(super) fn monotonic_now() -> u64 {
     OsClock.now(ClockId::Monotonic)
 }
 
-/// Runs every case at one n for one service.
-fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, rep: &mut Reporter) {
-    if !rep.wants_impl(S::NAME) {
-        return;
-    }
-    rep.set_message(format!("service {} n={n}", S::NAME));
+/// Runs every selected case at one n for one service; its rows.
+fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, settings: &Settings) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let mut record = |case: &str, m: Measured| rows.push(Row::new(case, S::NAME, n, 1, m));
     // Earlier runs' memory is freed through the epoch and, for large tables, on a thread of
     // its own: let that finish so it does not land in this measurement as a negative.
     settle_reclamation();
@@ -208,11 +209,9 @@ fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, rep: &mut Reporter) {
         Ok(ids) => ids,
         Err(e) => {
             for case in CASES {
-                if rep.wants_case(case) {
-                    record(rep, case, S::NAME, n, 1, Err(e.clone()));
-                }
+                record(case, Measured::failed(e.clone()));
             }
-            return;
+            return rows;
         }
     };
     let timed = |f: &mut dyn FnMut()| {
@@ -228,92 +227,68 @@ fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, rep: &mut Reporter) {
     // wheel entries (nothing for the kernel, whose memory is its own).
     let bytes =
         (S::NAME != "kernel").then(|| allocated_bytes().saturating_sub(before) as f64 / n as f64);
-    if rep.wants_case("settime-arm") {
-        let mut v: Vec<f64> = (0..reps)
-            .map(|_| {
-                timed(&mut || {
-                    for (i, &id) in ids.iter().enumerate() {
-                        svc.arm(id, spread(i, 0));
-                    }
-                })
+    if settings.wants_case("settime-arm") {
+        let mut v = settings.repeat(reps, || {
+            timed(&mut || {
+                for (i, &id) in ids.iter().enumerate() {
+                    svc.arm(id, spread(i, 0));
+                }
             })
-            .collect();
-        let extras = Extras {
-            bytes_per_timer: bytes,
-            ..Extras::default()
-        };
-        record(
-            rep,
-            "settime-arm",
-            S::NAME,
-            n,
-            1,
-            Ok((median(&mut v), extras)),
-        );
+        });
+        let fields = Fields::default()
+            .with_opt(Field::BytesPerTimer, bytes)
+            .with(Field::Runs, v.len());
+        record("settime-arm", Measured::per_op(median(&mut v), n, fields));
     }
-    if rep.wants_case("settime-move") {
-        let mut v: Vec<f64> = (1..=reps)
-            .map(|pass| {
-                timed(&mut || {
-                    for (i, &id) in ids.iter().enumerate() {
-                        svc.arm(id, spread(i, pass));
-                    }
-                })
-            })
-            .collect();
-        let ns = median(&mut v);
-        record(
-            rep,
-            "settime-move",
-            S::NAME,
-            n,
-            1,
-            Ok((ns, Extras::default())),
-        );
-    }
-    if rep.wants_case("gettime") {
-        let mut v: Vec<f64> = (0..reps)
-            .map(|_| {
-                let mut sum = 0u64;
-                let ns = timed(&mut || {
-                    for &id in &ids {
-                        sum = sum.wrapping_add(svc.gettime(id));
-                    }
-                });
-                black_box(sum);
-                ns
-            })
-            .collect();
-        let ns = median(&mut v);
-        record(rep, "gettime", S::NAME, n, 1, Ok((ns, Extras::default())));
-    }
-    if rep.wants_case("settime-disarm") {
-        let mut v: Vec<f64> = (1..=reps)
-            .map(|pass| {
+    if settings.wants_case("settime-move") {
+        let mut pass = 0;
+        let mut v = settings.repeat(reps, || {
+            pass += 1;
+            timed(&mut || {
                 for (i, &id) in ids.iter().enumerate() {
                     svc.arm(id, spread(i, pass));
                 }
-                timed(&mut || {
-                    for &id in &ids {
-                        svc.disarm(id);
-                    }
-                })
             })
-            .collect();
-        let ns = median(&mut v);
+        });
+        let fields = Fields::default().with(Field::Runs, v.len());
+        record("settime-move", Measured::per_op(median(&mut v), n, fields));
+    }
+    if settings.wants_case("gettime") {
+        let mut v = settings.repeat(reps, || {
+            let mut sum = 0u64;
+            let ns = timed(&mut || {
+                for &id in &ids {
+                    sum = sum.wrapping_add(svc.gettime(id));
+                }
+            });
+            black_box(sum);
+            ns
+        });
+        let fields = Fields::default().with(Field::Runs, v.len());
+        record("gettime", Measured::per_op(median(&mut v), n, fields));
+    }
+    if settings.wants_case("settime-disarm") {
+        let mut pass = 0;
+        let mut v = settings.repeat(reps, || {
+            pass += 1;
+            for (i, &id) in ids.iter().enumerate() {
+                svc.arm(id, spread(i, pass));
+            }
+            timed(&mut || {
+                for &id in &ids {
+                    svc.disarm(id);
+                }
+            })
+        });
+        let fields = Fields::default().with(Field::Runs, v.len());
         record(
-            rep,
             "settime-disarm",
-            S::NAME,
-            n,
-            1,
-            Ok((ns, Extras::default())),
+            Measured::per_op(median(&mut v), n, fields),
         );
     }
-    if rep.wants_case("deliver") {
-        let mut v = Vec::new();
+    if settings.wants_case("deliver") {
         let mut lost = 0;
-        for _ in 0..reps {
+        let mut v = settings.repeat(reps, || {
             for &id in &ids {
                 svc.disarm(id);
             }
@@ -325,101 +300,85 @@ fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, rep: &mut Reporter) {
             let due = t0 + 2_000_000;
             std::thread::sleep(Duration::from_nanos(due.saturating_sub(monotonic_now())));
             let mut got = 0;
-            v.push(timed(&mut || got = svc.drain(n)));
+            let ns = timed(&mut || got = svc.drain(n));
             lost += n - got;
-        }
-        let extras = Extras {
-            fired: Some(n as u64),
-            lost: Some(lost as u64),
-            ..Extras::default()
-        };
-        let result = if lost == 0 {
-            Ok((median(&mut v), extras))
-        } else {
-            Err(format!("{lost} events not delivered within 10 s"))
-        };
-        record(rep, "deliver", S::NAME, n, 1, result);
+            ns
+        });
+        let fields = Fields::default()
+            .with(Field::Fired, n)
+            .with(Field::Lost, lost)
+            .with(Field::Runs, v.len());
+        record(
+            "deliver",
+            if lost == 0 {
+                Measured::per_op(median(&mut v), n, fields)
+            } else {
+                Measured::failed(format!("{lost} events not delivered within 10 s"))
+            },
+        );
     }
     for &id in &ids {
         svc.disarm(id);
     }
     svc.delete(&ids);
+    rows
 }
 
-/// Records one result row of the service suite (see `record_in`).
-pub(super) fn record(
-    rep: &mut Reporter,
-    case: &str,
-    imp: &str,
-    n: usize,
-    threads: usize,
-    result: Result<(f64, Extras), String>,
-) {
-    record_in(rep, "service", case, imp, n, threads, result);
-}
-
-/// Records one result row of `suite` (`total_ms` is `ns_per_op * n`); an error becomes an
-/// `ok:false` row.
-pub(super) fn record_in(
-    rep: &mut Reporter,
-    suite: &'static str,
-    case: &str,
-    imp: &str,
-    n: usize,
-    threads: usize,
-    result: Result<(f64, Extras), String>,
-) {
-    let (ns, extras, error) = match result {
-        Ok((ns, e)) => (ns, e, None),
-        Err(e) => (0.0, Extras::default(), Some(e)),
-    };
-    rep.record(Record {
-        suite,
-        case: case.to_string(),
-        imp: imp.to_string(),
-        n: n as u64,
-        threads: threads as u32,
-        ns_per_op: ns,
-        total_ms: ns * n as f64 / 1e6,
-        ok: error.is_none(),
-        error,
-        dist: None,
-        extras,
-    });
-    rep.tick();
-}
-
-pub fn run(opts: &Opts, rep: &mut Reporter) {
-    let sizes: Vec<usize> = if let Some(n) = &opts.n {
-        n.clone()
-    } else if opts.quick {
-        vec![10_000]
-    } else {
-        vec![1_000, 10_000, 50_000, 100_000, 1_000_000]
-    };
-    let reps = opts.reps.unwrap_or(if opts.quick { 3 } else { 5 });
-    let wanted = CASES.iter().filter(|c| rep.wants_case(c)).count();
-    rep.add_steps((sizes.len() * 2 * wanted) as u64);
+/// The suite's POSIX-call steps: tempora then the kernel at each n.
+pub fn plan<'a>(plan: &mut Plan<'a>) {
+    let settings = plan.settings;
+    let sizes = settings.sizes(
+        &[10_000],
+        &[1_000, 10_000, 100_000, 1_000_000],
+        &[1_000, 10_000, 50_000, 100_000, 1_000_000],
+    );
+    let reps = settings.reps(3, 5);
     let signo = libc::SIGRTMIN() + 4;
-    if let Err(e) = tempora_kernel::block_signal(signo) {
-        eprintln!("service: cannot block signal {signo}: errno {e}");
-    }
-    for &n in &sizes {
-        // App-driven (no driver thread): the bench's own thread polls, as an event loop does.
-        let timers = Timers::builder()
-            .drivers(0)
-            .build()
-            .expect("valid configuration");
-        let mut t = TemporaSvc {
-            owner: timers.owner(),
-            timers,
-        };
-        cases(&mut t, n, reps, rep);
-        drop(t);
-        let mut k = KernelSvc {
-            signo,
-            tid: tempora_kernel::gettid(),
-        };
-        cases(&mut k, n, reps, rep);
+    for n in sizes {
+        let cost = n as f64 / 1e3 * 2.0 * reps as f64;
+        plan.add(Step::new(
+            Suite::Service,
+            &CASES,
+            "tempora",
+            n,
+            1,
+            cost,
+            move || {
+                // App-driven (no driver thread): the bench's own thread polls, as an event loop
+                // does.
+                let timers = Timers::builder()
+                    .drivers(0)
+                    .build()
+                    .expect("valid configuration");
+                let mut t = TemporaSvc {
+                    owner: timers.owner(),
+                    timers,
+                };
+                cases(&mut t, n, reps, settings)
+            },
+        ));
+        let kernel_cost = n.min(100_000) as f64 / 1e3 * 10.0 * reps as f64;
+        plan.add(Step::new(
+            Suite::Service,
+            &CASES,
+            "kernel",
+            n,
+            1,
+            kernel_cost,
+            move || {
+                if let Err(e) = tempora_kernel::block_signal(signo) {
+                    let why = format!("cannot block signal {signo}: errno {e}");
+                    return CASES
+                        .iter()
+                        .map(|c| Row::new(c, "kernel", n, 1, Measured::failed(why.clone())))
+                        .collect();
+                }
+                let mut k = KernelSvc {
+                    signo,
+                    tid: tempora_kernel::gettid(),
+                };
+                cases(&mut k, n, reps, settings)
+            },
+        ));
     }
 }

@@ -10,7 +10,8 @@
 //!   thread would (sleep to `next_expiry`, poll) until all fired; ns per inserted timer. Every
 //!   fire is checked against its deadline: `early` counts fires before it (must be 0), `lost`
 //!   timers that never fired, `max_late_ms` the worst lateness, `wakeups` the polls needed.
-//! - `rearm`: reschedule every timer 10 times, each to a later time; ns per reschedule.
+//! - `rearm`: reschedule every timer `rounds` times (10, or fewer outside `--full` so that a
+//!   run does at most about 2M reschedules), each to a later time; ns per reschedule.
 //! - `next-expiry`: 1M random inserts/removes on n live timers, next_expiry after each; ns per
 //!   next_expiry = (time with it - time without it) / ops, both runs in one measurement.
 //! - `burst`: n timers on one deadline, drained with at most 1024 fires per poll; ns per fire
@@ -19,7 +20,9 @@
 //! Distributions: `uniform` (1 ms .. 1 h) and `server` (90% on one of 4 fixed timeouts —
 //! 200 ms, 5 s, 30 s, 120 s — the rest uniform), ticks of 1 ms.
 
+use std::cell::RefCell;
 use std::hint::black_box;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
@@ -27,14 +30,14 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use super::queues::{BTree, Bitwheel, LazyHeap, Nexus, Tempora, TimerQueue, TokioDelayQueue};
-use super::{allocated_bytes, Extras, Opts, Record, Reporter};
+use super::{allocated_bytes, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 const HOUR_MS: u64 = 3_600_000;
 const SERVER_TIMEOUTS: [u64; 4] = [200, 5_000, 30_000, 120_000];
 const BURST_MAX: usize = 1024;
 const NEXT_EXPIRY_OPS: usize = 1_000_000;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Dist {
     Uniform,
     Server,
@@ -67,10 +70,12 @@ struct Input {
     rearm_deltas: Vec<u64>,
     /// (insert?, value) for `next-expiry`.
     churn: Vec<(bool, u64)>,
+    /// Rounds of `rearm` (each reschedules every timer once).
+    rounds: usize,
 }
 
 impl Input {
-    fn new(n: usize, dist: Dist, seed: u64) -> Input {
+    fn new(n: usize, dist: Dist, seed: u64, rounds: usize) -> Input {
         let mut rng = SmallRng::seed_from_u64(seed);
         let deadlines = (0..n).map(|_| dist.sample(&mut rng)).collect();
         let mut order: Vec<u32> = (0..n as u32).collect();
@@ -91,6 +96,27 @@ impl Input {
             order,
             rearm_deltas,
             churn,
+            rounds,
+        }
+    }
+}
+
+/// The input of the (n, dist) being measured, made when a step first needs it and dropped
+/// when a step needs another one (at 10M timers an input is hundreds of MB).
+#[derive(Default)]
+pub struct Inputs(RefCell<Option<Rc<Input>>>);
+
+impl Inputs {
+    fn get(&self, n: usize, dist: Dist, rounds: usize) -> Rc<Input> {
+        let mut slot = self.0.borrow_mut();
+        match &*slot {
+            Some(i) if i.n == n && i.dist == dist && i.rounds == rounds => i.clone(),
+            _ => {
+                *slot = None;
+                let input = Rc::new(Input::new(n, dist, 0x7e3a_5eed ^ n as u64, rounds));
+                *slot = Some(input.clone());
+                input
+            }
         }
     }
 }
@@ -101,7 +127,7 @@ struct Sample {
     ops: u64,
     /// When set, ns_per_op is this instead of total / ops.
     ns_override: Option<f64>,
-    extras: Extras,
+    fields: Fields,
 }
 
 /// Inserts every timer of the input (id = index), pushing the handles onto `handles`.
@@ -151,10 +177,7 @@ fn insert_cancel<Q: TimerQueue>(input: &Input) -> Sample {
         total,
         ops: input.n as u64,
         ns_override: None,
-        extras: Extras {
-            bytes_per_timer: Some(bytes as f64 / input.n as f64),
-            ..Extras::default()
-        },
+        fields: Fields::default().with(Field::BytesPerTimer, bytes as f64 / input.n as f64),
     }
 }
 
@@ -256,16 +279,17 @@ fn expire90<Q: TimerQueue>(input: &Input) -> Sample {
         total,
         ops: input.n as u64,
         ns_override: None,
-        extras: Extras {
-            fired: Some(log.fired),
-            early: Some(log.early),
-            lost: Some(expected.saturating_sub(log.fired - log.dup)),
-            duplicate: Some(log.dup),
-            max_late_ms: Some(log.max_late),
-            mean_late_ms: Some(log.late_sum as f64 / log.fired.max(1) as f64),
-            wakeups: Some(wakeups),
-            ..Extras::default()
-        },
+        fields: Fields::default()
+            .with(Field::Fired, log.fired)
+            .with(Field::Early, log.early)
+            .with(Field::Lost, expected.saturating_sub(log.fired - log.dup))
+            .with(Field::Duplicate, log.dup)
+            .with(Field::MaxLateMs, log.max_late)
+            .with(
+                Field::MeanLateMs,
+                log.late_sum as f64 / log.fired.max(1) as f64,
+            )
+            .with(Field::Wakeups, wakeups),
     }
 }
 
@@ -274,7 +298,7 @@ fn rearm<Q: TimerQueue>(input: &Input) -> Sample {
     let mut handles = insert_all(&mut q, input);
     let mut deadlines = input.deadlines.clone();
     let start = Instant::now();
-    for round in 0..10 {
+    for round in 0..input.rounds {
         for &i in &input.order {
             let i = i as usize;
             deadlines[i] += input.rearm_deltas[(i + round) % input.n];
@@ -286,9 +310,9 @@ fn rearm<Q: TimerQueue>(input: &Input) -> Sample {
     cancel_all(&mut q, handles);
     Sample {
         total,
-        ops: 10 * input.n as u64,
+        ops: (input.rounds * input.n) as u64,
         ns_override: None,
-        extras: Extras::default(),
+        fields: Fields::default().with(Field::Rounds, input.rounds),
     }
 }
 
@@ -340,11 +364,9 @@ fn next_expiry<Q: TimerQueue>(input: &Input) -> Sample {
         total: with,
         ops,
         ns_override: Some(marginal),
-        extras: Extras {
-            pair_ns: Some(with.as_nanos() as f64 / ops as f64),
-            ops: Some(ops),
-            ..Extras::default()
-        },
+        fields: Fields::default()
+            .with(Field::PairNs, with.as_nanos() as f64 / ops as f64)
+            .with(Field::Ops, ops),
     }
 }
 
@@ -382,14 +404,15 @@ fn burst<Q: TimerQueue>(input: &Input) -> Sample {
         total,
         ops: input.n as u64,
         ns_override: None,
-        extras: Extras {
-            worst_call_us: Some(worst.as_nanos() as f64 / 1e3),
-            fired: Some(log.fired),
-            early: Some(log.early),
-            lost: Some((input.n as u64).saturating_sub(log.fired - log.dup)),
-            bounded: Some(Q::BOUNDED_POLL),
-            ..Extras::default()
-        },
+        fields: Fields::default()
+            .with(Field::WorstCallUs, worst.as_nanos() as f64 / 1e3)
+            .with(Field::Fired, log.fired)
+            .with(Field::Early, log.early)
+            .with(
+                Field::Lost,
+                (input.n as u64).saturating_sub(log.fired - log.dup),
+            )
+            .with(Field::Bounded, Q::BOUNDED_POLL),
     }
 }
 
@@ -414,72 +437,101 @@ fn workload<Q: TimerQueue>(case: &str) -> Workload {
     }
 }
 
-/// Runs one case for one implementation `reps` times; reports the median by ns_per_op.
-fn measure<Q: TimerQueue>(case: &str, input: &Input, reps: usize, rep: &mut Reporter) {
-    if !rep.wants_impl(Q::NAME) || !rep.wants_case(case) {
-        return;
+/// A peer of the suite: its JSON name, its workloads, and how much slower than tempora it
+/// roughly is at 1M timers (for the ETA only).
+struct Peer {
+    name: &'static str,
+    workload: fn(&str) -> Workload,
+    slowness: f64,
+}
+
+const fn peer<Q: TimerQueue>(slowness: f64) -> Peer {
+    Peer {
+        name: Q::NAME,
+        workload: workload::<Q>,
+        slowness,
     }
-    let run = workload::<Q>(case);
-    let mut samples: Vec<Sample> = (0..reps).map(|_| run(input)).collect();
+}
+
+/// tempora and its peers, in the order they run.
+const PEERS: [Peer; 7] = [
+    peer::<Tempora<true>>(1.0),
+    peer::<Tempora<false>>(1.0),
+    peer::<LazyHeap>(1.2),
+    peer::<BTree>(5.0),
+    peer::<Nexus>(1.6),
+    peer::<Bitwheel>(5.0),
+    peer::<TokioDelayQueue>(3.0),
+];
+
+/// Runs `case` of `peer` on `input` (repeated as the settings allow); the median row.
+fn measure(reps: usize, settings: &Settings, case: &str, peer: &Peer, input: &Input) -> Row {
+    let run = (peer.workload)(case);
+    let mut samples = settings.repeat(reps, || run(input));
+    let runs = samples.len();
     let ns = |s: &Sample| {
         s.ns_override
             .unwrap_or(s.total.as_nanos() as f64 / s.ops.max(1) as f64)
     };
     samples.sort_by(|a, b| ns(a).total_cmp(&ns(b)));
     let median = &samples[samples.len() / 2];
-    let ok = median.extras.early.unwrap_or(0) == 0
-        && median.extras.lost.unwrap_or(0) == 0
-        && median.extras.duplicate.unwrap_or(0) == 0;
-    rep.record(Record {
-        suite: "wheel",
-        case: case.to_string(),
-        imp: Q::NAME.to_string(),
-        n: input.n as u64,
-        threads: 1,
-        ns_per_op: ns(median),
-        total_ms: median.total.as_secs_f64() * 1e3,
-        ok,
-        error: (!ok).then(|| "fired early, lost or fired twice (see early/lost/duplicate)".into()),
-        dist: Some(input.dist.name()),
-        extras: median.extras.clone(),
-    });
-    rep.tick();
+    let count = |f: Field| median.fields.num(f).unwrap_or(0.0);
+    let ok =
+        count(Field::Early) == 0.0 && count(Field::Lost) == 0.0 && count(Field::Duplicate) == 0.0;
+    let fields = median
+        .fields
+        .clone()
+        .with(Field::Dist, input.dist.name())
+        .with(Field::Runs, runs);
+    Row::new(
+        case,
+        peer.name,
+        input.n,
+        1,
+        Measured {
+            ns_per_op: ns(median),
+            total_ms: median.total.as_secs_f64() * 1e3,
+            error: (!ok)
+                .then(|| "fired early, lost or fired twice (see early/lost/duplicate)".into()),
+            fields,
+        },
+    )
 }
 
-/// The suite's entry point.
-pub fn run(opts: &Opts, rep: &mut Reporter) {
-    let sizes: Vec<usize> = if let Some(n) = &opts.n {
-        n.clone()
-    } else if opts.quick {
-        vec![100_000]
-    } else {
-        vec![10_000, 100_000, 1_000_000, 10_000_000]
-    };
-    const IMPLS: usize = 7;
-    // The burst stays at most 1M timers, the size: 10M in one bucket measures nothing
-    // new.
-    let cases_at = |n: usize| {
-        CASES
-            .iter()
-            .filter(move |&&c| c != "burst" || n <= 1_000_000)
-    };
-    let steps: usize = sizes.iter().map(|&n| 2 * cases_at(n).count() * IMPLS).sum();
-    rep.add_steps(steps as u64);
-    for &n in &sizes {
+/// The suite's steps: every (n, dist, case, peer).
+pub fn plan<'a>(plan: &mut Plan<'a>, inputs: &'a Inputs) {
+    let settings = plan.settings;
+    let sizes = settings.sizes(
+        &[100_000],
+        &[10_000, 100_000, 1_000_000],
+        &[10_000, 100_000, 1_000_000, 10_000_000],
+    );
+    for n in sizes {
         for dist in [Dist::Uniform, Dist::Server] {
-            let input = Input::new(n, dist, 0x7e3a_5eed ^ n as u64);
-            let reps = opts
-                .reps
-                .unwrap_or(if opts.quick || n >= 10_000_000 { 3 } else { 5 });
-            for &case in cases_at(n) {
-                rep.set_message(format!("wheel {case} {} n={n}", dist.name()));
-                measure::<Tempora<true>>(case, &input, reps, rep);
-                measure::<Tempora<false>>(case, &input, reps, rep);
-                measure::<LazyHeap>(case, &input, reps, rep);
-                measure::<BTree>(case, &input, reps, rep);
-                measure::<Nexus>(case, &input, reps, rep);
-                measure::<Bitwheel>(case, &input, reps, rep);
-                measure::<TokioDelayQueue>(case, &input, reps, rep);
+            let reps = settings.reps(3, if n >= 10_000_000 { 3 } else { 5 });
+            // rearm reschedules every timer `rounds` times: 10 in --full; otherwise at most
+            // about 2M reschedules, so the slowest peers at 1M take seconds, not minutes.
+            let rounds = settings.pick(
+                (2_000_000 / n).clamp(1, 10),
+                (2_000_000 / n).clamp(1, 10),
+                10,
+            );
+            // The burst stays at most 1M timers: 10M in one bucket measures nothing new.
+            for case in CASES.iter().filter(|&&c| c != "burst" || n <= 1_000_000) {
+                for peer in &PEERS {
+                    let runs = reps.min(if settings.budget() == Duration::MAX {
+                        reps
+                    } else {
+                        2
+                    });
+                    let cost = n as f64 / 1e3 * peer.slowness * runs as f64 * 0.4;
+                    let run = move || {
+                        let input = inputs.get(n, dist, rounds);
+                        vec![measure(reps, settings, case, peer, &input)]
+                    };
+                    let step = Step::new(Suite::Wheel, &[case], peer.name, n, 1, cost, run);
+                    plan.add(step.detail(dist.name()));
+                }
             }
         }
     }

@@ -1,0 +1,324 @@
+//! One result row of `tempora bench`, the JSON object `--json` prints per line and
+//! `results.jsonl` holds: the fields every row has, and the per-case extras as a small map whose
+//! keys are the [`Field`] names (so a row carries only what its case measured, and a file read
+//! back keeps every key it had, known or not).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The suites, as `--suite` takes them and a row's `suite` names them.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Suite {
+    /// The ID registry: the Linux 6.15 registry benchmark's Tests 1-5.
+    Seed,
+    /// The timer wheel against other timer queues.
+    Wheel,
+    /// The POSIX calls, event delivery and drivers, against the kernel's POSIX timers.
+    Service,
+    /// Snapshot and restore of an owner, against the kernel's ways of restoring IDs.
+    Checkpoint,
+}
+
+impl Suite {
+    /// Every suite, in the order a run takes them.
+    pub const ALL: [Suite; 4] = [Suite::Seed, Suite::Wheel, Suite::Service, Suite::Checkpoint];
+
+    /// The JSON name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Suite::Seed => "seed",
+            Suite::Wheel => "wheel",
+            Suite::Service => "service",
+            Suite::Checkpoint => "checkpoint",
+        }
+    }
+}
+
+/// The optional fields a row may carry, with their JSON names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    /// wheel: the deadline distribution (`uniform` or `server`).
+    Dist,
+    /// How many timed runs the row's median is taken over.
+    Runs,
+    /// Heap bytes per timer, counted by the process's allocator.
+    BytesPerTimer,
+    /// Timers that fired.
+    Fired,
+    /// Fires before their deadline (must be 0).
+    Early,
+    /// Timers that never fired.
+    Lost,
+    /// Timers that fired twice.
+    Duplicate,
+    /// wheel: the worst lateness of a fire, in ticks (ms).
+    MaxLateMs,
+    /// wheel: the mean lateness of a fire, in ticks (ms).
+    MeanLateMs,
+    /// wheel: polls needed to drive the queue empty.
+    Wakeups,
+    /// The slowest single call, in µs.
+    WorstCallUs,
+    /// wheel burst: whether the implementation can bound one poll.
+    Bounded,
+    /// wheel next-expiry: churn ops measured.
+    Ops,
+    /// wheel next-expiry: ns per churn op plus next_expiry.
+    PairNs,
+    /// wheel rearm: rounds of rescheduling every timer.
+    Rounds,
+    /// seed t1-create: ns per create in the first, cold run.
+    ColdNsPerOp,
+    /// Per-thread time over the same work on one thread alone.
+    VsOneThread,
+    /// service wakeups: OS wake-ups of the timer threads per second.
+    WakeupsPerS,
+    /// service wakeups: distinct expiry instants per second (the floor).
+    InstantsPerS,
+    /// service lateness: delivery − expiry, median, ns.
+    P50Ns,
+    /// service lateness: 99th percentile, ns.
+    P99Ns,
+    /// service lateness: 99.9th percentile, ns.
+    P999Ns,
+}
+
+impl Field {
+    /// The JSON key.
+    pub fn key(self) -> &'static str {
+        match self {
+            Field::Dist => "dist",
+            Field::Runs => "runs",
+            Field::BytesPerTimer => "bytes_per_timer",
+            Field::Fired => "fired",
+            Field::Early => "early",
+            Field::Lost => "lost",
+            Field::Duplicate => "duplicate",
+            Field::MaxLateMs => "max_late_ms",
+            Field::MeanLateMs => "mean_late_ms",
+            Field::Wakeups => "wakeups",
+            Field::WorstCallUs => "worst_call_us",
+            Field::Bounded => "bounded",
+            Field::Ops => "ops",
+            Field::PairNs => "pair_ns",
+            Field::Rounds => "rounds",
+            Field::ColdNsPerOp => "cold_ns_per_op",
+            Field::VsOneThread => "vs_one_thread",
+            Field::WakeupsPerS => "wakeups_per_s",
+            Field::InstantsPerS => "instants_per_s",
+            Field::P50Ns => "p50_ns",
+            Field::P99Ns => "p99_ns",
+            Field::P999Ns => "p999_ns",
+        }
+    }
+}
+
+/// A row's optional fields: JSON key -> value.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Fields(BTreeMap<String, Value>);
+
+impl Fields {
+    /// These fields plus `field` = `value`.
+    pub fn with(mut self, field: Field, value: impl Into<Value>) -> Fields {
+        self.set(field, value);
+        self
+    }
+
+    /// Sets `field` to `value`.
+    pub fn set(&mut self, field: Field, value: impl Into<Value>) {
+        self.0.insert(field.key().to_string(), value.into());
+    }
+
+    /// These fields plus `field` = `value` when `value` is `Some`.
+    pub fn with_opt(self, field: Field, value: Option<impl Into<Value>>) -> Fields {
+        match value {
+            Some(v) => self.with(field, v),
+            None => self,
+        }
+    }
+
+    /// `field` as a number.
+    pub fn num(&self, field: Field) -> Option<f64> {
+        self.0.get(field.key()).and_then(Value::as_f64)
+    }
+
+    /// `field` as a string.
+    pub fn text(&self, field: Field) -> Option<&str> {
+        self.0.get(field.key()).and_then(Value::as_str)
+    }
+}
+
+/// One JSON result line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    pub suite: Suite,
+    pub case: String,
+    #[serde(rename = "impl")]
+    pub imp: String,
+    pub n: u64,
+    pub threads: u32,
+    pub ns_per_op: f64,
+    pub total_ms: f64,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(flatten)]
+    pub fields: Fields,
+}
+
+impl Record {
+    /// The wheel's deadline distribution, `-` for other suites.
+    pub fn dist(&self) -> &str {
+        self.fields.text(Field::Dist).unwrap_or("-")
+    }
+
+    /// Whether this row is one of tempora's own (`tempora`, `tempora-coarse`, ...).
+    pub fn is_tempora(&self) -> bool {
+        self.imp.starts_with("tempora")
+    }
+
+    /// The row's main figure, lower is better: `ns_per_op`, or for cases that time no call
+    /// the lateness p99 or the wake-up rate.
+    pub fn figure(&self) -> Option<(f64, &'static str)> {
+        if !self.ok {
+            return None;
+        }
+        if self.ns_per_op > 0.0 {
+            return Some((self.ns_per_op, "ns/op"));
+        }
+        if let Some(p) = self.fields.num(Field::P99Ns) {
+            return Some((p, "p99 ns"));
+        }
+        self.fields
+            .num(Field::WakeupsPerS)
+            .map(|w| (w, "wake-ups/s"))
+    }
+}
+
+/// What one measurement produced: the row's figures, or why it could not run.
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    pub ns_per_op: f64,
+    pub total_ms: f64,
+    pub error: Option<String>,
+    pub fields: Fields,
+}
+
+impl Measured {
+    /// `ns_per_op` for each of `n` operations (`total_ms` is `ns_per_op * n`).
+    pub fn per_op(ns_per_op: f64, n: usize, fields: Fields) -> Measured {
+        Measured {
+            ns_per_op,
+            total_ms: ns_per_op * n as f64 / 1e6,
+            error: None,
+            fields,
+        }
+    }
+
+    /// A case that measures no call time (wake-ups, lateness): only its fields.
+    pub fn fields_only(fields: Fields) -> Measured {
+        Measured {
+            fields,
+            ..Measured::default()
+        }
+    }
+
+    /// A case that could not run.
+    pub fn failed(error: impl Into<String>) -> Measured {
+        Measured {
+            error: Some(error.into()),
+            ..Measured::default()
+        }
+    }
+
+    /// `Ok` as measured, `Err` as failed.
+    pub fn from_result(r: Result<Measured, String>) -> Measured {
+        r.unwrap_or_else(Measured::failed)
+    }
+}
+
+/// A row as a suite hands it to the reporter: who, at what size, and what was measured.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub case: String,
+    pub imp: String,
+    pub n: usize,
+    pub threads: usize,
+    pub measured: Measured,
+}
+
+impl Row {
+    pub fn new(case: &str, imp: &str, n: usize, threads: usize, measured: Measured) -> Row {
+        Row {
+            case: case.to_string(),
+            imp: imp.to_string(),
+            n,
+            threads,
+            measured,
+        }
+    }
+
+    /// The JSON line of this row in `suite`. A failed row has `ok:false`, its error, and a
+    /// zero `ns_per_op` unless the suite measured one anyway (a wheel run that fired early).
+    pub fn into_record(self, suite: Suite) -> Record {
+        let m = self.measured;
+        Record {
+            suite,
+            case: self.case,
+            imp: self.imp,
+            n: self.n as u64,
+            threads: self.threads as u32,
+            ns_per_op: m.ns_per_op,
+            total_ms: m.total_ms,
+            ok: m.error.is_none(),
+            error: m.error,
+            fields: m.fields,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_round_trips_through_json_with_its_fields() {
+        let r = Row::new(
+            "insert-cancel",
+            "tempora",
+            10,
+            1,
+            Measured::per_op(
+                2.0,
+                10,
+                Fields::default()
+                    .with(Field::Dist, "server")
+                    .with(Field::Early, 0),
+            ),
+        )
+        .into_record(Suite::Wheel);
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(line.starts_with(r#"{"suite":"wheel","case":"insert-cancel","impl":"tempora""#));
+        assert!(line.contains(r#""dist":"server""#), "{line}");
+        let back: Record = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.dist(), "server");
+        assert_eq!(back.fields, r.fields);
+        assert_eq!(back.figure(), Some((2.0, "ns/op")));
+    }
+}

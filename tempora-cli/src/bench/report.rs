@@ -1,0 +1,901 @@
+//! The run's files under `target/tempora-bench/`: `results.jsonl` (the JSON lines), `machine.json`
+//! and `report.html`, one self-contained page (no script, no network, no external font): the
+//! machine, the verdict, the seed's tables and a plot per case, drawn with plotters' SVG backend
+//! and inlined. Also the seed's tables as text, and `--save`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::machine::Machine;
+use super::record::{Field, Record, Suite};
+use super::targets::{show, Status, Verdict};
+
+/// One of the seed's tables: a test, its rows (create, getoverrun, loop) and one column per
+/// implementation, in ms as the seed prints them (`None`: not run; NaN: failed).
+pub struct SeedTable {
+    pub title: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<(String, Vec<Option<f64>>)>,
+}
+
+/// Column order: tempora, the kernel, then the peers by name.
+fn impl_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let rank = |s: &str| match s {
+        "tempora" => 0,
+        "tempora-coarse" => 1,
+        s if s.starts_with("tempora") => 2,
+        s if s.starts_with("kernel") => 3,
+        _ => 4,
+    };
+    rank(a).cmp(&rank(b)).then(a.cmp(b))
+}
+
+/// The seed's Tests 1-5 from this run's seed rows: total ms per test (Tests 1-3), average ms
+/// per thread (Tests 4-5), as the seed's own tables print them.
+pub fn seed_tables(records: &[Record]) -> Vec<SeedTable> {
+    let seed: Vec<&Record> = records.iter().filter(|r| r.suite == Suite::Seed).collect();
+    let mut columns: Vec<String> = seed.iter().map(|r| r.imp.clone()).collect();
+    columns.sort_by(|a, b| impl_order(a, b));
+    columns.dedup();
+    let cell = |case: &str, n: u64, threads: u32, imp: &str| {
+        seed.iter()
+            .find(|r| r.case == case && r.n == n && r.threads == threads && r.imp == imp)
+            .map(|r| if r.ok { r.total_ms } else { f64::NAN })
+    };
+    let mut tables = Vec::new();
+    let mut t1_sizes: Vec<u64> = seed
+        .iter()
+        .filter(|r| r.case == "t1-create")
+        .map(|r| r.n)
+        .collect();
+    t1_sizes.sort();
+    t1_sizes.dedup();
+    for n in t1_sizes {
+        let test = match n {
+            20_000 => "Test 1".to_string(),
+            50_000 => "Test 2".to_string(),
+            100_000 => "Test 3".to_string(),
+            _ => "Tests 1-3 at another size".to_string(),
+        };
+        tables.push(SeedTable {
+            title: format!(
+                "{test}: one owner creates {n} timers, then getoverrun on each (total ms)"
+            ),
+            columns: columns.clone(),
+            rows: ["create", "getoverrun"]
+                .iter()
+                .map(|what| {
+                    let case = format!("t1-{what}");
+                    let cells = columns.iter().map(|c| cell(&case, n, 1, c)).collect();
+                    (what.to_string(), cells)
+                })
+                .collect(),
+        });
+    }
+    let mut threads: Vec<u32> = seed
+        .iter()
+        .filter(|r| r.case.starts_with("t4") || r.case.starts_with("t5") || r.case == "loop")
+        .map(|r| r.threads)
+        .collect();
+    threads.sort();
+    threads.dedup();
+    for t in threads {
+        for (test, prefix, what) in [
+            ("Test 4", "t4", "threads in one shared owner"),
+            ("Test 5", "t5", "owners (the kernel: processes)"),
+        ] {
+            let mut rows: Vec<(String, Vec<Option<f64>>)> = ["create", "getoverrun"]
+                .iter()
+                .map(|op| {
+                    let case = format!("{prefix}-{op}");
+                    let cells = columns.iter().map(|c| cell(&case, 20_000, t, c)).collect();
+                    (op.to_string(), cells)
+                })
+                .collect();
+            if prefix == "t4" {
+                let cells = columns
+                    .iter()
+                    .map(|c| cell("loop", 100_000, t, c))
+                    .collect();
+                rows.push(("loop".into(), cells));
+            }
+            if rows.iter().all(|(_, c)| c.iter().all(Option::is_none)) {
+                continue;
+            }
+            let loop_note = if prefix == "t4" {
+                "; loop: each creates and deletes a timer 100000 times"
+            } else {
+                ""
+            };
+            tables.push(SeedTable {
+                title: format!(
+                    "{test}: {t} {what} each create 20000 timers, then getoverrun on each{loop_note} \
+                     (average ms per thread)"
+                ),
+                columns: columns.clone(),
+                rows,
+            });
+        }
+    }
+    tables
+}
+
+/// A table cell: `-` not run, `failed` (the row's error is in the data), or ms.
+fn ms(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if v.is_nan() => "failed".into(),
+        Some(v) if v >= 100.0 => format!("{v:.0}"),
+        Some(v) if v >= 1.0 => format!("{v:.1}"),
+        Some(v) => format!("{v:.2}"),
+    }
+}
+
+/// The seed's tables as text (empty without seed rows).
+pub fn seed_tables_text(records: &[Record]) -> String {
+    let mut out = String::new();
+    for t in seed_tables(records) {
+        out += &format!("seed {}\n", t.title);
+        out += &format!("  {:<12}", "");
+        for c in &t.columns {
+            out += &format!(" {c:>13}");
+        }
+        out += "\n";
+        for (name, cells) in &t.rows {
+            out += &format!("  {name:<12}");
+            for v in cells {
+                out += &format!(" {:>13}", ms(*v));
+            }
+            out += "\n";
+        }
+        out += "\n";
+    }
+    out
+}
+
+/// Writes `results.jsonl`, `machine.json` and `report.html` into `dir`; the page's path.
+pub fn write(
+    dir: &Path,
+    records: &[Record],
+    machine: &Machine,
+    verdict: &[Verdict],
+) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("results.jsonl"), jsonl(records))?;
+    std::fs::write(dir.join("machine.json"), machine_json(machine))?;
+    let page = dir.join("report.html");
+    std::fs::write(&page, html(records, machine, verdict))?;
+    Ok(page)
+}
+
+/// `bench --save NAME`: the run's lines as `runs/NAME.jsonl` (and its machine beside them).
+pub fn save(
+    dir: &Path,
+    name: &str,
+    records: &[Record],
+    machine: &Machine,
+) -> std::io::Result<PathBuf> {
+    if name.is_empty() || name.contains('/') || name.starts_with('.') {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "a run's name is a plain file name",
+        ));
+    }
+    let runs = dir.join("runs");
+    std::fs::create_dir_all(&runs)?;
+    let path = runs.join(format!("{name}.jsonl"));
+    std::fs::write(&path, jsonl(records))?;
+    std::fs::write(
+        runs.join(format!("{name}.machine.json")),
+        machine_json(machine),
+    )?;
+    Ok(path)
+}
+
+fn jsonl(records: &[Record]) -> String {
+    records
+        .iter()
+        .map(|r| serde_json::to_string(r).expect("serialisable record") + "\n")
+        .collect()
+}
+
+fn machine_json(machine: &Machine) -> String {
+    serde_json::to_string_pretty(machine).expect("serialisable machine") + "\n"
+}
+
+/// `text` with `&`, `<`, `>` and `"` escaped for HTML.
+fn esc(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:1.5em auto;max-width:1400px;color:#222;padding:0 1em}\
+h1{margin-bottom:.2em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}\
+table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}\
+th{background:#f4f4f4}td.l,th.l{text-align:left}.met{background:#dff3df}.notmet{background:#f8d8d8}\
+.na{color:#777}.note{background:#fff8dc;border-left:4px solid #e0c060;padding:.5em 1em}\
+.plots{display:flex;flex-wrap:wrap;gap:12px}figure.plot{margin:0;border:1px solid #ddd;padding:4px}\
+figcaption{font-size:90%;color:#555;max-width:600px}pre{font-size:80%;overflow-x:auto;background:#f7f7f7;padding:.5em}";
+
+/// The page.
+pub fn html(records: &[Record], machine: &Machine, verdict: &[Verdict]) -> String {
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>tempora bench report</title><style>{STYLE}</style></head><body>\n\
+         <h1>tempora bench</h1><p>{} results, {} mode, tempora {}, {} UTC.</p>\n",
+        records.len(),
+        esc(&machine.mode),
+        esc(&machine.commit),
+        esc(&machine.started)
+    );
+    // The machine.
+    let limit = machine
+        .rlimit_sigpending
+        .map_or("unknown".into(), |l| l.to_string());
+    h += "<h2 id=\"machine\">Machine</h2><table>";
+    for (k, v) in [
+        ("CPU", machine.cpu.clone()),
+        ("cores", machine.cores.to_string()),
+        ("L3", machine.l3.clone()),
+        ("kernel", machine.kernel.clone()),
+        ("RLIMIT_SIGPENDING", limit),
+        ("tempora commit", machine.commit.clone()),
+        ("mode", machine.mode.clone()),
+        ("run", format!("{:.0} s", machine.seconds)),
+        (
+            "load average",
+            format!(
+                "{:.2} at start, {:.2} at end",
+                machine.load_start, machine.load_end
+            ),
+        ),
+    ] {
+        let _ = write!(
+            h,
+            "<tr><th class=\"l\">{k}</th><td class=\"l\">{}</td></tr>",
+            esc(&v)
+        );
+    }
+    h += "</table><p class=\"note\">Figures from different machines are not comparable, and \
+          even the ratios differ between machines: a larger last-level cache (L3) keeps more of \
+          a structure's working set close, which can change which timer queue wins at 1M timers. \
+          Compare ratios of runs on the same machine (<code>tempora bench compare</code>), and \
+          read every figure here beside the machine above.</p>\n";
+    // The verdict.
+    h += "<h2 id=\"verdict\">Verdict</h2><p>tempora against its targets (BENCHMARKS.md), \
+          figures of this run only. ratio = reference / tempora, lower being better for every \
+          figure.</p><table><tr><th class=\"l\">target</th><th class=\"l\">at</th>\
+          <th>tempora</th><th>reference</th><th>ratio</th><th>goal</th>\
+          <th class=\"l\">verdict</th></tr>";
+    for v in verdict {
+        let t = &v.target;
+        let (class, status) = match &v.status {
+            Status::Met => ("met", "met".to_string()),
+            Status::NotMet => ("notmet", "not met".to_string()),
+            Status::NotMeasured(why) => ("na", format!("not measured: {why}")),
+        };
+        let _ = write!(
+            h,
+            "<tr class=\"{class}\"><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>&ge;{}x</td><td class=\"l\">{}</td></tr>",
+            esc(t.what),
+            esc(&v.at),
+            v.figure.map_or("-".into(), |x| esc(&show(x, t.unit))),
+            v.reference
+                .as_ref()
+                .map_or("-".into(), |(n, x)| esc(&format!(
+                    "{n} {}",
+                    show(*x, t.unit)
+                ))),
+            v.ratio.map_or("-".into(), |r| format!("{r:.2}x")),
+            t.goal,
+            esc(&status)
+        );
+    }
+    h += "</table>\n";
+    // The seed's tables.
+    let tables = seed_tables(records);
+    if !tables.is_empty() {
+        h += "<h2 id=\"seed\">The seed's tables</h2><p>Tests 1-5 of the Linux 6.15 registry \
+              benchmark, laid out as its own tables (ms), every registry in one process.</p>";
+        for t in tables {
+            let _ = write!(h, "<h3>{}</h3><table><tr><th></th>", esc(&t.title));
+            for c in &t.columns {
+                let _ = write!(h, "<th>{}</th>", esc(c));
+            }
+            h += "</tr>";
+            for (name, cells) in &t.rows {
+                let _ = write!(h, "<tr><th class=\"l\">{}</th>", esc(name));
+                for v in cells {
+                    let _ = write!(h, "<td>{}</td>", ms(*v));
+                }
+                h += "</tr>";
+            }
+            h += "</table>";
+        }
+        h += "\n";
+    }
+    // The plots.
+    h += "<h2 id=\"plots\">Plots</h2>";
+    for suite in Suite::ALL {
+        let plots = plots(records, suite, machine);
+        if plots.is_empty() {
+            continue;
+        }
+        let _ = write!(h, "<h3>{}</h3><div class=\"plots\">", suite.name());
+        for p in plots {
+            let _ = write!(
+                h,
+                "<figure class=\"plot\" data-case=\"{}\" data-series=\"{}\">{}<figcaption>{}</figcaption></figure>",
+                esc(&p.id),
+                p.series,
+                p.svg,
+                esc(&p.caption)
+            );
+        }
+        h += "</div>\n";
+    }
+    // The data.
+    let _ = writeln!(
+        h,
+        "<h2 id=\"data\">Data</h2><p>The run's {} JSON lines (also <code>results.jsonl</code> \
+         beside this page).</p><details><summary>JSON lines</summary><pre id=\"results-jsonl\">{}</pre></details>",
+        records.len(),
+        esc(&jsonl(records))
+    );
+    h += "</body></html>\n";
+    h
+}
+
+/// One plot of the page.
+struct Plot {
+    id: String,
+    caption: String,
+    /// How many lines or bars it draws.
+    series: usize,
+    svg: String,
+}
+
+const W: u32 = 600;
+const H: u32 = 380;
+
+/// A colour per implementation, the same in every plot.
+fn colour(imp: &str) -> RGBColor {
+    match imp {
+        "tempora" => RGBColor(214, 39, 40),
+        "tempora-coarse" | "tempora-per-base" => RGBColor(255, 127, 14),
+        "kernel" => RGBColor(70, 70, 70),
+        "kernel-exact-id" => RGBColor(110, 110, 110),
+        "kernel-dance" => RGBColor(160, 160, 160),
+        "binary-heap" | "global-lock" => RGBColor(31, 119, 180),
+        "btreemap" | "sparse-array" => RGBColor(44, 160, 44),
+        "nexus-timer" | "dashmap" => RGBColor(148, 103, 189),
+        "bitwheel" => RGBColor(140, 86, 75),
+        "tokio-delayqueue" => RGBColor(23, 190, 207),
+        _ => RGBColor(188, 189, 34),
+    }
+}
+
+/// `10^e` as a short label: 1k, 10M, 0.1, ...
+fn pow10_label(e: f64) -> String {
+    let v = 10f64.powf(e);
+    let (d, s) = if v >= 1e9 {
+        (1e9, "G")
+    } else if v >= 1e6 {
+        (1e6, "M")
+    } else if v >= 1e3 {
+        (1e3, "k")
+    } else {
+        (1.0, "")
+    };
+    let x = v / d;
+    if x >= 10.0 || (x - x.round()).abs() < 0.05 {
+        format!("{:.0}{s}", x)
+    } else {
+        format!("{x:.1}{s}")
+    }
+}
+
+/// A line chart. Axes marked `log` are drawn in log10 coordinates with labels at their values.
+struct Lines<'a> {
+    title: String,
+    x_desc: &'a str,
+    y_desc: &'a str,
+    x_log: bool,
+    y_log: bool,
+    /// Names for x positions 0, 1, 2, ... (a categorical x axis).
+    x_names: Option<&'a [&'a str]>,
+    series: Vec<(String, Vec<(f64, f64)>)>,
+    /// Vertical marks (x, label) and horizontal marks (y, label), in data units.
+    vmarks: Vec<(f64, String)>,
+    hmarks: Vec<(f64, String)>,
+}
+
+fn lines_svg(c: &Lines) -> String {
+    let tx = |x: f64| if c.x_log { x.log10() } else { x };
+    let ty = |y: f64| if c.y_log { y.log10() } else { y };
+    let pts = c.series.iter().flat_map(|(_, p)| p.iter());
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y) in pts {
+        x0 = x0.min(tx(x));
+        x1 = x1.max(tx(x));
+        y0 = y0.min(ty(y));
+        y1 = y1.max(ty(y));
+    }
+    for (y, _) in &c.hmarks {
+        y0 = y0.min(ty(*y));
+        y1 = y1.max(ty(*y));
+    }
+    if x1 <= x0 {
+        (x0, x1) = (x0 - 0.5, x1 + 0.5);
+    }
+    if y1 <= y0 {
+        (y0, y1) = (y0 - 0.5, y1 + 0.5);
+    }
+    // Room above the data for the legend, a line per series.
+    let (xpad, ypad) = ((x1 - x0) * 0.05, (y1 - y0) * 0.08);
+    let legend = (y1 - y0) * (0.12 + 0.075 * c.series.len() as f64);
+    let (x0, x1, y0, y1) = (x0 - xpad, x1 + xpad, y0 - ypad, y1 + ypad + legend);
+    let y0 = if c.y_log { y0 } else { y0.min(0.0) };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(&c.title, ("sans-serif", 16))
+            .margin(8)
+            .x_label_area_size(36)
+            .y_label_area_size(56)
+            .build_cartesian_2d(x0..x1, y0..y1)
+            .expect("chart");
+        let xfmt = |v: &f64| match c.x_names {
+            Some(names) => {
+                let i = v.round();
+                if (v - i).abs() < 0.01 && i >= 0.0 && (i as usize) < names.len() {
+                    names[i as usize].to_string()
+                } else {
+                    String::new()
+                }
+            }
+            None if c.x_log => pow10_label(*v),
+            None => format!("{v}"),
+        };
+        let yfmt = |v: &f64| {
+            if c.y_log {
+                pow10_label(*v)
+            } else {
+                format!("{v:.0}")
+            }
+        };
+        let x_labels = c.x_names.map_or(8, |n| n.len() * 2 + 1);
+        let _ = chart
+            .configure_mesh()
+            .x_desc(c.x_desc)
+            .y_desc(c.y_desc)
+            .x_labels(x_labels)
+            .y_labels(8)
+            .x_label_formatter(&xfmt)
+            .y_label_formatter(&yfmt)
+            .light_line_style(WHITE.mix(0.0))
+            .draw();
+        for (x, label) in &c.vmarks {
+            let x = tx(*x);
+            if x < x0 || x > x1 {
+                continue;
+            }
+            let style = ShapeStyle::from(&RGBColor(120, 120, 120)).stroke_width(1);
+            let _ = chart.draw_series(DashedLineSeries::new(vec![(x, y0), (x, y1)], 6, 4, style));
+            let _ = chart.draw_series(std::iter::once(Text::new(
+                label.clone(),
+                (x, y0 + (y1 - y0) * 0.5),
+                ("sans-serif", 11)
+                    .into_font()
+                    .color(&RGBColor(90, 90, 90))
+                    .pos(Pos::new(HPos::Right, VPos::Bottom)),
+            )));
+        }
+        for (y, label) in &c.hmarks {
+            let y = ty(*y);
+            let style = ShapeStyle::from(&RGBColor(120, 120, 120)).stroke_width(1);
+            let _ = chart.draw_series(DashedLineSeries::new(vec![(x0, y), (x1, y)], 6, 4, style));
+            let _ = chart.draw_series(std::iter::once(Text::new(
+                label.clone(),
+                (x0 + (x1 - x0) * 0.02, y),
+                ("sans-serif", 11).into_font().color(&RGBColor(90, 90, 90)),
+            )));
+        }
+        // Several series of one implementation (lateness at each n) get lighter shades.
+        let mut shade: BTreeMap<&str, u32> = BTreeMap::new();
+        for (name, points) in &c.series {
+            let imp = name.split(' ').next().unwrap_or(name);
+            let k = shade.entry(imp).or_insert(0);
+            let base = colour(imp);
+            let lighten =
+                |v: u8| (f64::from(v) + (255.0 - f64::from(v)) * 0.3 * f64::from(*k)) as u8;
+            let colour = RGBColor(lighten(base.0), lighten(base.1), lighten(base.2));
+            *k = (*k + 1).min(2);
+            let mut p: Vec<(f64, f64)> = points.iter().map(|&(x, y)| (tx(x), ty(y))).collect();
+            p.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let style = ShapeStyle::from(&colour).stroke_width(2);
+            if let Ok(series) = chart.draw_series(LineSeries::new(p.clone(), style)) {
+                series
+                    .label(name.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
+            }
+            let _ = chart.draw_series(p.iter().map(|&pt| Circle::new(pt, 3, colour.filled())));
+        }
+        let _ = chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font(("sans-serif", 11))
+            .draw();
+        let _ = root.present();
+    }
+    svg
+}
+
+/// A horizontal bar chart of (label, value), log scale when the values span over 20x.
+fn bars_svg(
+    title: &str,
+    value_desc: &str,
+    bars: &[(String, f64)],
+    mark: Option<(f64, &str)>,
+) -> String {
+    let max = bars.iter().map(|b| b.1).fold(f64::MIN, f64::max);
+    let min = bars
+        .iter()
+        .map(|b| b.1)
+        .filter(|v| *v > 0.0)
+        .fold(f64::MAX, f64::min);
+    let max = mark.map_or(max, |(m, _)| max.max(m));
+    let log = min > 0.0 && max / min > 20.0;
+    let t = |v: f64| if log { v.max(min / 2.0).log10() } else { v };
+    let (v0, v1) = if log {
+        ((min / 2.0).log10().floor(), max.log10() + 0.15)
+    } else {
+        (0.0, max * 1.1)
+    };
+    let rows = bars.len() as f64;
+    let height = (80 + 28 * bars.len()).max(160) as u32;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, height)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 16))
+            .margin(8)
+            .x_label_area_size(34)
+            .y_label_area_size(150)
+            .build_cartesian_2d(v0..v1, 0.0..rows)
+            .expect("chart");
+        let xfmt = |v: &f64| {
+            if log {
+                pow10_label(*v)
+            } else if v1 >= 100.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.1}")
+            }
+        };
+        let names: Vec<&str> = bars.iter().map(|b| b.0.as_str()).collect();
+        let yfmt = |v: &f64| {
+            let i = (v - 0.5).round();
+            if (v - 0.5 - i).abs() < 0.01 && i >= 0.0 && (i as usize) < names.len() {
+                names[names.len() - 1 - i as usize].to_string()
+            } else {
+                String::new()
+            }
+        };
+        let _ = chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .x_desc(value_desc)
+            .x_labels(8)
+            .y_labels(bars.len() * 2 + 1)
+            .x_label_formatter(&xfmt)
+            .y_label_formatter(&yfmt)
+            .light_line_style(WHITE.mix(0.0))
+            .draw();
+        let _ = chart.draw_series(bars.iter().enumerate().map(|(i, (name, v))| {
+            let y = rows - 1.0 - i as f64;
+            let colour = colour(name.split(' ').next().unwrap_or(name));
+            Rectangle::new([(v0, y + 0.15), (t(*v), y + 0.85)], colour.filled())
+        }));
+        let _ = chart.draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
+            let y = rows - 1.0 - i as f64;
+            Text::new(
+                show(*v, ""),
+                (t(*v) + (v1 - v0) * 0.01, y + 0.65),
+                ("sans-serif", 11),
+            )
+        }));
+        if let Some((m, label)) = mark {
+            let style = ShapeStyle::from(&RGBColor(120, 120, 120)).stroke_width(1);
+            let _ = chart.draw_series(DashedLineSeries::new(
+                vec![(t(m), 0.0), (t(m), rows)],
+                6,
+                4,
+                style,
+            ));
+            let _ = chart.draw_series(std::iter::once(Text::new(
+                label.to_string(),
+                (t(m), rows),
+                ("sans-serif", 11),
+            )));
+        }
+        let _ = root.present();
+    }
+    svg
+}
+
+/// Every plot of one suite's rows.
+fn plots(records: &[Record], suite: Suite, machine: &Machine) -> Vec<Plot> {
+    let rows: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.suite == suite && r.ok)
+        .collect();
+    // (case, dist) -> impl -> rows
+    let mut groups: BTreeMap<(String, String), BTreeMap<String, Vec<&Record>>> = BTreeMap::new();
+    for r in &rows {
+        groups
+            .entry((r.case.clone(), r.dist().to_string()))
+            .or_default()
+            .entry(r.imp.clone())
+            .or_default()
+            .push(r);
+    }
+    let mut out = Vec::new();
+    for ((case, dist), by_impl) in &groups {
+        let mut impls: Vec<&String> = by_impl.keys().collect();
+        impls.sort_by(|a, b| impl_order(a, b));
+        let dist_label = if dist == "-" {
+            String::new()
+        } else {
+            format!(" ({dist})")
+        };
+        let id = format!(
+            "{}-{case}{}",
+            suite.name(),
+            if dist == "-" {
+                String::new()
+            } else {
+                format!("-{dist}")
+            }
+        );
+        let kernel_in_suite = records
+            .iter()
+            .any(|r| r.suite == suite && r.imp == "kernel");
+        let cap = machine
+            .rlimit_sigpending
+            .filter(|_| kernel_in_suite)
+            .map(|l| {
+                (
+                    l as f64,
+                    format!("kernel cap {}", pow10_label((l as f64).log10())),
+                )
+            });
+        // ns/op against n, or bars when the case has one size.
+        fn timed(r: &&&Record) -> bool {
+            r.ns_per_op > 0.0
+        }
+        let sizes: std::collections::BTreeSet<u64> = by_impl
+            .values()
+            .flatten()
+            .filter(timed)
+            .map(|r| (r.n, r.threads))
+            .map(|(n, _)| n)
+            .collect();
+        if sizes.len() >= 2 {
+            let series: Vec<(String, Vec<(f64, f64)>)> = impls
+                .iter()
+                .map(|imp| {
+                    let pts = by_impl[*imp]
+                        .iter()
+                        .filter(|r| r.ns_per_op > 0.0)
+                        .map(|r| (r.n as f64, r.ns_per_op))
+                        .collect();
+                    (imp.to_string(), pts)
+                })
+                .filter(|(_, p): &(String, Vec<(f64, f64)>)| !p.is_empty())
+                .collect();
+            out.push(Plot {
+                id: id.clone(),
+                caption: format!(
+                    "{case}{dist_label}: ns per operation against live timers n, log-log, one \
+                     line per implementation{}",
+                    if cap.is_some() {
+                        "; dashed: the kernel's per-user timer cap (RLIMIT_SIGPENDING); the \
+                         kernel's rows past it failed and have no point."
+                    } else {
+                        "."
+                    }
+                ),
+                series: series.len(),
+                svg: lines_svg(&Lines {
+                    title: format!("{case}{dist_label}: ns/op vs n"),
+                    x_desc: "n (live timers)",
+                    y_desc: "ns per op",
+                    x_log: true,
+                    y_log: true,
+                    x_names: None,
+                    series,
+                    vmarks: cap.clone().into_iter().collect(),
+                    hmarks: Vec::new(),
+                }),
+            });
+        } else if sizes.len() == 1 {
+            let bars: Vec<(String, f64)> = impls
+                .iter()
+                .flat_map(|imp| by_impl[*imp].iter().filter(|r| r.ns_per_op > 0.0))
+                .map(|r| {
+                    let t = if r.threads > 1 {
+                        format!(" T={}", r.threads)
+                    } else {
+                        String::new()
+                    };
+                    (format!("{}{t}", r.imp), r.ns_per_op)
+                })
+                .collect();
+            let n = sizes.iter().next().copied().unwrap_or(0);
+            out.push(Plot {
+                id: id.clone(),
+                caption: format!(
+                    "{case}{dist_label} at n={n}: ns per operation per implementation."
+                ),
+                series: bars.len(),
+                svg: bars_svg(
+                    &format!("{case}{dist_label}: ns/op, n={n}"),
+                    "ns per op",
+                    &bars,
+                    None,
+                ),
+            });
+        }
+        // Lateness percentiles.
+        if case == "lateness" {
+            let names = ["p50", "p99", "p99.9"];
+            let series: Vec<(String, Vec<(f64, f64)>)> = impls
+                .iter()
+                .flat_map(|imp| by_impl[*imp].iter())
+                .filter_map(|r| {
+                    let f = &r.fields;
+                    let p = [
+                        f.num(Field::P50Ns)?,
+                        f.num(Field::P99Ns)?,
+                        f.num(Field::P999Ns)?,
+                    ];
+                    let pts = p
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| (i as f64, v.max(1.0)))
+                        .collect();
+                    Some((format!("{} n={}", r.imp, r.n), pts))
+                })
+                .collect();
+            if !series.is_empty() {
+                out.push(Plot {
+                    id: format!("{id}-percentiles"),
+                    caption: "Lateness (delivery time − exact expiry) percentiles, one line per \
+                              implementation and load n; log scale."
+                        .into(),
+                    series: series.len(),
+                    svg: lines_svg(&Lines {
+                        title: "lateness percentiles".into(),
+                        x_desc: "percentile",
+                        y_desc: "ns late",
+                        x_log: false,
+                        y_log: true,
+                        x_names: Some(&names),
+                        series,
+                        vmarks: Vec::new(),
+                        hmarks: Vec::new(),
+                    }),
+                });
+            }
+        }
+        // Wake-ups against expiry instants.
+        if case == "wakeups" {
+            let mut bars = Vec::new();
+            for imp in &impls {
+                for r in &by_impl[*imp] {
+                    if let (Some(w), Some(i)) = (
+                        r.fields.num(Field::WakeupsPerS),
+                        r.fields.num(Field::InstantsPerS),
+                    ) {
+                        bars.push((format!("{} wake-ups", r.imp), w));
+                        bars.push((format!("{} instants", r.imp), i));
+                    }
+                }
+            }
+            if !bars.is_empty() {
+                out.push(Plot {
+                    id: format!("{id}-rates"),
+                    caption: "OS wake-ups of the timer threads per second, beside the distinct \
+                              expiry instants per second of the same timers (the floor)."
+                        .into(),
+                    series: bars.len(),
+                    svg: bars_svg("wake-ups/s vs expiry instants/s", "per second", &bars, None),
+                });
+            }
+        }
+        // Bytes per timer.
+        let with_bytes: Vec<&&Record> = by_impl
+            .values()
+            .flatten()
+            .filter(|r| r.fields.num(Field::BytesPerTimer).is_some())
+            .collect();
+        if !with_bytes.is_empty() {
+            let limit = (suite == Suite::Service && case == "settime-arm")
+                .then_some((160.0, "target 160 B".to_string()));
+            let bsizes: std::collections::BTreeSet<u64> = with_bytes.iter().map(|r| r.n).collect();
+            if bsizes.len() >= 2 {
+                let series: Vec<(String, Vec<(f64, f64)>)> = impls
+                    .iter()
+                    .map(|imp| {
+                        let pts = by_impl[*imp]
+                            .iter()
+                            .filter_map(|r| Some((r.n as f64, r.fields.num(Field::BytesPerTimer)?)))
+                            .collect();
+                        (imp.to_string(), pts)
+                    })
+                    .filter(|(_, p): &(String, Vec<(f64, f64)>)| !p.is_empty())
+                    .collect();
+                out.push(Plot {
+                    id: format!("{id}-bytes"),
+                    caption: if suite == Suite::Checkpoint {
+                        format!("{case}: snapshot bytes per timer against n.")
+                    } else {
+                        format!(
+                            "{case}{dist_label}: heap bytes per timer against n, counted by the \
+                             process's allocator{}",
+                            if kernel_in_suite {
+                                " (the kernel's memory is not visible to it)."
+                            } else {
+                                "."
+                            }
+                        )
+                    },
+                    series: series.len(),
+                    svg: lines_svg(&Lines {
+                        title: format!("{case}{dist_label}: bytes per timer"),
+                        x_desc: "n (live timers)",
+                        y_desc: "bytes per timer",
+                        x_log: true,
+                        y_log: false,
+                        x_names: None,
+                        series,
+                        vmarks: Vec::new(),
+                        hmarks: limit.into_iter().collect(),
+                    }),
+                });
+            } else {
+                let bars: Vec<(String, f64)> = with_bytes
+                    .iter()
+                    .filter_map(|r| Some((r.imp.clone(), r.fields.num(Field::BytesPerTimer)?)))
+                    .collect();
+                out.push(Plot {
+                    id: format!("{id}-bytes"),
+                    caption: format!("{case}{dist_label}: heap bytes per timer."),
+                    series: bars.len(),
+                    svg: bars_svg(
+                        &format!("{case}{dist_label}: bytes per timer"),
+                        "bytes per timer",
+                        &bars,
+                        limit.as_ref().map(|(v, l)| (*v, l.as_str())),
+                    ),
+                });
+            }
+        }
+    }
+    out
+}

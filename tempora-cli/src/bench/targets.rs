@@ -1,0 +1,580 @@
+//! tempora's performance targets (BENCHMARKS.md "Targets" says why each is what it is) and
+//! the verdict of one run against them.
+//!
+//! Every target is a ratio within one run: tempora's figure against a reference measured in the
+//! same process at the same time (the kernel, the best peer, or the distinct expiry instants),
+//! or against a fixed limit. Absolute figures move several times between machines; ratios of
+//! one run hold on a noisy machine, but they too can differ between machines (a larger L3
+//! changes which structure wins the wheel suite), so the verdict is always printed with the
+//! machine it was measured on.
+//!
+//! The ratio is always `reference / tempora` for a figure where lower is better: 12x means
+//! tempora's time (or wake-ups, lateness, bytes) is a twelfth of the reference's. A target is met
+//! when the ratio is at least its goal.
+
+use super::machine::Machine;
+use super::record::{Field, Record, Suite};
+
+/// Which rows' size a target reads.
+#[derive(Debug, Clone, Copy)]
+pub enum Size {
+    Exact(u64),
+    /// The largest n at which tempora has a row.
+    Largest,
+}
+
+/// Which of a row's figures a target compares (lower is better for each).
+#[derive(Debug, Clone, Copy)]
+pub enum Figure {
+    NsPerOp,
+    Field(Field),
+}
+
+/// What tempora's figure is held against.
+#[derive(Debug, Clone, Copy)]
+pub enum Reference {
+    /// One implementation's row of the same case and size.
+    Impl(&'static str),
+    /// The best (lowest) of every non-tempora row of the same case and size.
+    BestPeer,
+    /// Another figure of tempora's own row (the expiry instants for wake-ups).
+    OwnField(Field),
+    /// A fixed limit, in the figure's unit.
+    Limit(f64),
+}
+
+/// One headline target.
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    pub what: &'static str,
+    pub suite: Suite,
+    pub case: &'static str,
+    pub size: Size,
+    pub threads: u32,
+    pub dist: Option<&'static str>,
+    pub figure: Figure,
+    pub unit: &'static str,
+    pub reference: Reference,
+    /// The least `reference / tempora` that meets the target.
+    pub goal: f64,
+}
+
+const fn target(
+    what: &'static str,
+    suite: Suite,
+    case: &'static str,
+    size: Size,
+    reference: Reference,
+    goal: f64,
+) -> Target {
+    Target {
+        what,
+        suite,
+        case,
+        size,
+        threads: 1,
+        dist: None,
+        figure: Figure::NsPerOp,
+        unit: "ns",
+        reference,
+        goal,
+    }
+}
+
+const fn threaded(mut t: Target, threads: u32) -> Target {
+    t.threads = threads;
+    t
+}
+
+const fn in_dist(mut t: Target, dist: &'static str) -> Target {
+    t.dist = Some(dist);
+    t
+}
+
+const fn on(mut t: Target, figure: Field, unit: &'static str) -> Target {
+    t.figure = Figure::Field(figure);
+    t.unit = unit;
+    t
+}
+
+use Reference::{BestPeer, Impl, Limit, OwnField};
+use Size::{Exact, Largest};
+use Suite::{Checkpoint, Seed, Service, Wheel};
+
+/// The headline targets, in the order the verdict prints them.
+pub const TARGETS: &[Target] = &[
+    // The registry: the seed's Tests 1-2 (the kernel is ~10x the old hash; tempora aims at
+    // 10x the new one).
+    target(
+        "registry create vs kernel",
+        Seed,
+        "t1-create",
+        Exact(20_000),
+        Impl("kernel"),
+        10.0,
+    ),
+    target(
+        "registry create vs kernel",
+        Seed,
+        "t1-create",
+        Exact(50_000),
+        Impl("kernel"),
+        10.0,
+    ),
+    target(
+        "registry getoverrun vs kernel",
+        Seed,
+        "t1-getoverrun",
+        Exact(20_000),
+        Impl("kernel"),
+        10.0,
+    ),
+    target(
+        "registry getoverrun vs kernel",
+        Seed,
+        "t1-getoverrun",
+        Exact(50_000),
+        Impl("kernel"),
+        10.0,
+    ),
+    // Tests 4-5 at T = 2: ahead of every peer, and two threads within 1.5x of one alone.
+    threaded(
+        target(
+            "seed Test 4 create vs best peer",
+            Seed,
+            "t4-create",
+            Exact(20_000),
+            BestPeer,
+            1.0,
+        ),
+        2,
+    ),
+    threaded(
+        target(
+            "seed Test 4 getoverrun vs best peer",
+            Seed,
+            "t4-getoverrun",
+            Exact(20_000),
+            BestPeer,
+            1.0,
+        ),
+        2,
+    ),
+    threaded(
+        target(
+            "seed Test 5 create vs best peer",
+            Seed,
+            "t5-create",
+            Exact(20_000),
+            BestPeer,
+            1.0,
+        ),
+        2,
+    ),
+    threaded(
+        target(
+            "seed Test 5 getoverrun vs best peer",
+            Seed,
+            "t5-getoverrun",
+            Exact(20_000),
+            BestPeer,
+            1.0,
+        ),
+        2,
+    ),
+    threaded(
+        on(
+            target(
+                "seed Test 4 create, 2 threads vs 1",
+                Seed,
+                "t4-create",
+                Exact(20_000),
+                Limit(1.5),
+                1.0,
+            ),
+            Field::VsOneThread,
+            "x",
+        ),
+        2,
+    ),
+    threaded(
+        on(
+            target(
+                "seed Test 5 create, 2 threads vs 1",
+                Seed,
+                "t5-create",
+                Exact(20_000),
+                Limit(1.5),
+                1.0,
+            ),
+            Field::VsOneThread,
+            "x",
+        ),
+        2,
+    ),
+    // The wheel: at least even with the best peer on arm+cancel (within 5%), ahead on the rest.
+    in_dist(
+        target(
+            "wheel arm+cancel vs best peer",
+            Wheel,
+            "insert-cancel",
+            Largest,
+            BestPeer,
+            0.95,
+        ),
+        "uniform",
+    ),
+    in_dist(
+        target(
+            "wheel arm+cancel vs best peer",
+            Wheel,
+            "insert-cancel",
+            Largest,
+            BestPeer,
+            0.95,
+        ),
+        "server",
+    ),
+    in_dist(
+        target(
+            "wheel rearm vs best peer",
+            Wheel,
+            "rearm",
+            Largest,
+            BestPeer,
+            1.0,
+        ),
+        "server",
+    ),
+    in_dist(
+        on(
+            target(
+                "wheel op+next_expiry vs best peer",
+                Wheel,
+                "next-expiry",
+                Largest,
+                BestPeer,
+                1.0,
+            ),
+            Field::PairNs,
+            "ns",
+        ),
+        "server",
+    ),
+    in_dist(
+        target(
+            "wheel burst vs best peer",
+            Wheel,
+            "burst",
+            Largest,
+            BestPeer,
+            1.0,
+        ),
+        "server",
+    ),
+    // The service: the POSIX calls 20x the kernel's where the kernel can hold the timers.
+    target(
+        "settime vs kernel",
+        Service,
+        "settime-arm",
+        Exact(10_000),
+        Impl("kernel"),
+        20.0,
+    ),
+    target(
+        "gettime vs kernel",
+        Service,
+        "gettime",
+        Exact(10_000),
+        Impl("kernel"),
+        20.0,
+    ),
+    target(
+        "event delivery vs kernel",
+        Service,
+        "deliver",
+        Exact(10_000),
+        Impl("kernel"),
+        20.0,
+    ),
+    on(
+        target(
+            "wake-ups vs expiry instants",
+            Service,
+            "wakeups",
+            Largest,
+            OwnField(Field::InstantsPerS),
+            0.95,
+        ),
+        Field::WakeupsPerS,
+        "/s",
+    ),
+    on(
+        target(
+            "lateness p99 vs kernel",
+            Service,
+            "lateness",
+            Exact(1_000),
+            Impl("kernel"),
+            1.0,
+        ),
+        Field::P99Ns,
+        "ns",
+    ),
+    on(
+        target(
+            "bytes per armed timer",
+            Service,
+            "settime-arm",
+            Largest,
+            Limit(160.0),
+            1.0,
+        ),
+        Field::BytesPerTimer,
+        "B",
+    ),
+    // Restore: faster than the kernel's own exact-ID mode, 20x its create/delete dance.
+    target(
+        "restore vs kernel exact-ID mode",
+        Checkpoint,
+        "restore",
+        Exact(2_000),
+        Impl("kernel-exact-id"),
+        1.0,
+    ),
+    target(
+        "restore vs kernel create/delete dance",
+        Checkpoint,
+        "restore",
+        Exact(2_000),
+        Impl("kernel-dance"),
+        20.0,
+    ),
+];
+
+/// Met, not met, or not measured in this run (and why).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    Met,
+    NotMet,
+    NotMeasured(String),
+}
+
+/// One target's outcome in one run.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    pub target: Target,
+    /// `n=20000`, `n=1000000 server`, ...
+    pub at: String,
+    pub figure: Option<f64>,
+    /// The reference's name and figure.
+    pub reference: Option<(String, f64)>,
+    pub ratio: Option<f64>,
+    pub status: Status,
+}
+
+fn value(r: &Record, figure: Figure) -> Option<f64> {
+    if !r.ok {
+        return None;
+    }
+    match figure {
+        Figure::NsPerOp => Some(r.ns_per_op).filter(|v| *v > 0.0),
+        Figure::Field(f) => r.fields.num(f),
+    }
+}
+
+/// Evaluates every target on `records`.
+pub fn verdict(records: &[Record], _machine: &Machine) -> Vec<Verdict> {
+    TARGETS.iter().map(|t| evaluate(t, records)).collect()
+}
+
+fn evaluate(t: &Target, records: &[Record]) -> Verdict {
+    let same_case = |r: &&Record| {
+        r.suite == t.suite
+            && r.case == t.case
+            && r.threads == t.threads
+            && t.dist.is_none_or(|d| r.dist() == d)
+    };
+    let ours = |r: &&Record| same_case(r) && r.imp == "tempora";
+    let n = match t.size {
+        Size::Exact(n) => Some(n),
+        Size::Largest => records.iter().filter(ours).map(|r| r.n).max(),
+    };
+    let dist = t.dist.map_or(String::new(), |d| format!(" {d}"));
+    let threads = if t.threads > 1 {
+        format!(" T={}", t.threads)
+    } else {
+        String::new()
+    };
+    let at = n.map_or_else(|| "-".into(), |n| format!("n={n}{threads}{dist}"));
+    let mut v = Verdict {
+        target: *t,
+        at,
+        figure: None,
+        reference: None,
+        ratio: None,
+        status: Status::NotMeasured("not in this run".into()),
+    };
+    let Some(n) = n else { return v };
+    let Some(mine) = records.iter().filter(ours).find(|r| r.n == n) else {
+        return v;
+    };
+    let Some(figure) = value(mine, t.figure) else {
+        v.status = Status::NotMeasured(mine.error.clone().unwrap_or("no figure".into()));
+        return v;
+    };
+    v.figure = Some(figure);
+    // The kernel's rows of the wake-up and restore cases may hold fewer timers than tempora's.
+    let peers_at = |r: &&Record| same_case(r) && r.n == n && !r.is_tempora();
+    let reference = match t.reference {
+        Reference::Impl(name) => match records.iter().filter(peers_at).find(|r| r.imp == name) {
+            Some(r) => match value(r, t.figure) {
+                Some(x) => Ok((name.to_string(), x)),
+                None => Err(format!(
+                    "{name}: {}",
+                    r.error.as_deref().unwrap_or("no figure")
+                )),
+            },
+            None => Err(format!("no {name} row")),
+        },
+        Reference::BestPeer => records
+            .iter()
+            .filter(peers_at)
+            .filter_map(|r| Some((r.imp.clone(), value(r, t.figure)?)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .ok_or_else(|| "no peer row".to_string()),
+        Reference::OwnField(f) => mine
+            .fields
+            .num(f)
+            .map(|x| (f.key().replace('_', " "), x))
+            .ok_or_else(|| format!("no {}", f.key())),
+        Reference::Limit(l) => Ok(("limit".to_string(), l)),
+    };
+    match reference {
+        Ok((name, x)) => {
+            let ratio = x / figure;
+            v.reference = Some((name, x));
+            v.ratio = Some(ratio);
+            v.status = if ratio >= t.goal {
+                Status::Met
+            } else {
+                Status::NotMet
+            };
+        }
+        Err(why) => v.status = Status::NotMeasured(why),
+    }
+    v
+}
+
+/// A figure with its unit, short (large nanoseconds as µs or ms).
+pub fn show(x: f64, unit: &str) -> String {
+    if unit == "ns" && x >= 1e6 {
+        return format!("{} ms", show(x / 1e6, ""));
+    }
+    if unit == "ns" && x >= 1e4 {
+        return format!("{} µs", show(x / 1e3, ""));
+    }
+    let num = if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    };
+    match unit {
+        "x" => format!("{num}x"),
+        "/s" => format!("{num}/s"),
+        "" => num,
+        u => format!("{num} {u}"),
+    }
+}
+
+/// The verdict block as the terminal shows it.
+pub fn verdict_text(verdict: &[Verdict], machine: &Machine) -> String {
+    let mut out = String::from("verdict: tempora against its targets, figures of this run only\n");
+    out += &format!(
+        "  {:<38} {:<22} {:>10} {:>28} {:>8} {:>7}  {}\n",
+        "target", "at", "tempora", "reference", "ratio", "goal", "verdict"
+    );
+    let (mut met, mut measured) = (0, 0);
+    for v in verdict {
+        let t = &v.target;
+        let figure = v.figure.map_or("-".into(), |x| show(x, t.unit));
+        let reference = v.reference.as_ref().map_or("-".into(), |(name, x)| {
+            format!("{name} {}", show(*x, t.unit))
+        });
+        let ratio = v.ratio.map_or("-".into(), |r| format!("{r:.2}x"));
+        let status = match &v.status {
+            Status::Met => {
+                met += 1;
+                measured += 1;
+                "met".to_string()
+            }
+            Status::NotMet => {
+                measured += 1;
+                "NOT MET".to_string()
+            }
+            Status::NotMeasured(why) => format!("not measured: {why}"),
+        };
+        out += &format!(
+            "  {:<38} {:<22} {:>10} {:>28} {:>8} {:>7}  {status}\n",
+            t.what,
+            v.at,
+            figure,
+            reference,
+            ratio,
+            format!(">={}x", t.goal)
+        );
+    }
+    out += &format!(
+        "  {met} of {measured} measured targets met ({} not measured in this run).\n",
+        verdict.len() - measured
+    );
+    out += &format!(
+        "  ratio = reference / tempora (lower is better for every figure). Ratios hold within \
+         one run;\n  between machines they differ (L3 size changes the wheel's ranking): this run's \
+         machine:\n  {}\n",
+        machine.describe().replace('\n', "\n  ")
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::record::{Fields, Measured, Row};
+
+    fn rec(case: &str, imp: &str, n: usize, ns: f64) -> Record {
+        Row::new(case, imp, n, 1, Measured::per_op(ns, n, Fields::default())).into_record(Seed)
+    }
+
+    #[test]
+    fn a_target_is_met_when_the_reference_is_enough_times_slower() {
+        let records = vec![
+            rec("t1-create", "tempora", 20_000, 30.0),
+            rec("t1-create", "kernel", 20_000, 600.0),
+            rec("t1-create", "tempora", 50_000, 30.0),
+            rec("t1-create", "kernel", 50_000, 200.0),
+        ];
+        let v = verdict(&records, &Machine::default());
+        assert_eq!(v[0].status, Status::Met);
+        assert_eq!(v[0].ratio, Some(20.0));
+        assert_eq!(v[1].status, Status::NotMet);
+        assert!(matches!(v[2].status, Status::NotMeasured(_)));
+    }
+
+    #[test]
+    fn best_peer_is_the_fastest_other_implementation() {
+        let mut records = vec![
+            rec("t4-create", "tempora", 20_000, 50.0),
+            rec("t4-create", "dashmap", 20_000, 40.0),
+            rec("t4-create", "global-lock", 20_000, 90.0),
+        ];
+        for r in &mut records {
+            r.threads = 2;
+        }
+        let v = evaluate(&TARGETS[4], &records);
+        assert_eq!(v.reference, Some(("dashmap".to_string(), 40.0)));
+        assert_eq!(v.status, Status::NotMet);
+    }
+}
