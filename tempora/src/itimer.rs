@@ -16,7 +16,9 @@
 //!            Armed ◄── forward past now, overrun_last := periods missed ◄──┘
 //! ```
 //!
-//! The rules, with the kernel's names (reference: `linux-timers.md` §1.6-1.9):
+//! The rules, with the kernel's names (Linux 6.15+'s `kernel/time/posix-timers.c` and its
+//! signal delivery; each rule is checked against the running kernel by the differential tests
+//! below and in `tests/timers_kernel.rs`):
 //! * `settime` computes the old setting exactly as `gettime` would, then: `signal_seq += 1`
 //!   (an event still queued from the previous arming is dropped when it is consumed), status
 //!   := Disarmed, overrun := -1, `overrun_last` := 0, interval := the new interval only if the

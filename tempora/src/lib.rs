@@ -1,6 +1,6 @@
 //! tempora brings the Linux kernel's scalable timer machinery to user space.
 //!
-//! This crate is built in layers (see the repository's `DESIGN.md` in `shared/`):
+//! This crate is built in layers, each knowing only the ones below it:
 //!
 //! - [`wheel`]: a non-cascading hierarchical timer wheel, the pure data structure under every
 //!   base. No threads, no locks, no clock: O(1) insert, cancel and next-expiry, precise and

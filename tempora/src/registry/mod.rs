@@ -112,7 +112,7 @@
 //!
 //! [`Owner::timers`] scans the owner's own slot pages, taking each live timer's lock for a few
 //! nanoseconds; it takes no shard or bucket lock, so creators and deleters never wait for it
-//! (seed 000's RCU-safe `/proc/PID/timers`). A timer that exists for the whole listing is in
+//! (as Linux 6.15's RCU-safe `/proc/PID/timers`). A timer that exists for the whole listing is in
 //! one slot for the whole listing and is reported exactly once; timers created or deleted
 //! meanwhile may or may not appear. Deleting an owner ([`Owner::destroy`], or dropping its last
 //! handle) deletes all its timers.

@@ -79,9 +79,9 @@ fn splitmix64(mut z: u64) -> u64 {
 /// (`id >> RUN_BITS`) and the registry's random seed are combined and put through the
 /// [`splitmix64`] finalizer; the ID's low `RUN_BITS` bits are then *added*. So the 16
 /// consecutive IDs of a run fall into 16 consecutive buckets from a random start (one 1 KiB stretch of the table:
-/// a create-then-lookup sweep over an owner's IDs, the seed's Tests 1-3 and the common case of
+/// a create-then-lookup sweep over an owner's IDs, the seed suite's Tests 1-3 (BENCHMARKS.md) and the common case of
 /// IDs handed out in order, walks the table sequentially and the hardware prefetcher hides the
-/// misses), while distinct runs, owners and strides (the seed's sparse restore case: IDs 512
+/// misses), while distinct runs, owners and strides (the seed suite's sparse restore case: IDs 512
 /// apart) scatter uniformly. The seed is drawn per registry, so a caller who picks IDs
 /// (exact-ID mode) cannot aim them at one bucket.
 #[inline]

@@ -338,7 +338,7 @@ fn run_linear_hash_keeps_runs_adjacent_and_scatters_strides() {
             );
         }
     }
-    // The seed's sparse restore case: 2048 IDs 512 apart.
+    // The seed suite's sparse restore case (BENCHMARKS.md): 2048 IDs 512 apart.
     let mut per_bucket = vec![0u32; 1024];
     for k in 0..2048 {
         per_bucket[(hash(seed, 7, k * 512) & mask) as usize] += 1;

@@ -1,4 +1,5 @@
-//! The timer object: two cache lines, read-mostly first (seed 001, Linux 5fa75a432f1a).
+//! The timer object: two cache lines, read-mostly first (as Linux's `k_itimer` since
+//! commit 5fa75a432f1a).
 //!
 //! ```text
 //!  offset  line 1: read-mostly (what a concurrent hash walker touches)

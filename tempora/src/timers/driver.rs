@@ -3,8 +3,9 @@
 //!
 //! Driver `k` of `n` serves the bases `b` with `b % n == k`: it sleeps until the earliest
 //! expiry among them, and when it wakes it polls **all** bases, so a base whose timers fall due
-//! at the same instant as another's needs no wake-up of its own (seed 002's answer to NOHZ
-//! migration). With one driver (the default) OS wake-ups follow distinct expiry instants, not
+//! at the same instant as another's needs no wake-up of its own (the kernel's timer-wheel
+//! rework took the same approach for idle CPUs: a busy CPU handles the expired timers of idle
+//! ones rather than waking each). With one driver (the default) OS wake-ups follow distinct expiry instants, not
 //! bases × instants.
 //!
 //! Arming a timer earlier than a driver's current sleep wakes it; arming a later one does not.
