@@ -142,10 +142,10 @@ use std::sync::Arc;
 use table::{Table, MIGRATE_BATCH};
 use timer::{visible, Locked, Timer, PENDING};
 
-/// The error of a call that met a poisoned timer lock.
-const TIMER_POISONED: Error = Error::Poisoned("a timer");
-/// The error of a create that met a poisoned ID shard.
-const SHARD_POISONED: Error = Error::Poisoned("an owner's ID shard");
+/// What `Error::Poisoned` names for a poisoned timer lock (the service reports it too).
+pub(crate) const TIMER_POISONED: &str = "a timer";
+/// What `Error::Poisoned` names for a poisoned ID shard.
+const SHARD_POISONED: &str = "an owner's ID shard";
 
 /// A timer ID: a non-negative `i32`, like Linux's `timer_t`. IDs are per [`Owner`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -759,7 +759,7 @@ impl Owner {
             if timer.hot.owner.load(Ordering::Relaxed) == word
                 && timer.lock_if(word, None, &mut f).is_err()
             {
-                result = Err(TIMER_POISONED);
+                result = Err(Error::Poisoned(TIMER_POISONED));
             }
         });
         result
@@ -818,7 +818,8 @@ impl Owner {
             // holder sees the slot visible, so it is stable.
             (l.timer.hot.generation.load(Ordering::Relaxed) == generation).then(|| f(l))
         });
-        r.map(Option::flatten).map_err(|_| TIMER_POISONED)
+        r.map(Option::flatten)
+            .map_err(|_| Error::Poisoned(TIMER_POISONED))
     }
 }
 
@@ -886,7 +887,7 @@ impl OwnerInner {
         let (home, shard) = self.shard(thread);
         let (id, table, len, timer) = shard
             .locked(|st| self.create_locked(st, home, requested, (clock, notify, ext), &guard))
-            .map_err(|_| SHARD_POISONED)??;
+            .map_err(|_| Error::Poisoned(SHARD_POISONED))??;
         shared.count_add_as(thread, 1);
         shared.maybe_grow(table, len, &guard);
         shared.help_resize(&guard);
@@ -895,7 +896,7 @@ impl OwnerInner {
             // holds this timer.
             timer
                 .lock_if(visible(self.key), Some(id.0), then)
-                .map_err(|_| TIMER_POISONED)?;
+                .map_err(|_| Error::Poisoned(TIMER_POISONED))?;
         }
         Ok(id)
     }
@@ -1063,7 +1064,7 @@ impl OwnerInner {
                 .shared
                 .find(hash, word, id.0, guard)
                 .ok_or(Error::UnknownTimer)?;
-            if let Some(r) = attempt(timer).map_err(|_| TIMER_POISONED)? {
+            if let Some(r) = attempt(timer).map_err(|_| Error::Poisoned(TIMER_POISONED))? {
                 return Ok(r);
             }
         }

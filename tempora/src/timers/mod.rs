@@ -104,7 +104,7 @@ use notify::{EventRef, Sink};
 use std::cell::Cell;
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -409,8 +409,7 @@ impl Drivers {
 impl Drop for Drivers {
     fn drop(&mut self) {
         self.core.shutdown.store(true, Ordering::Release);
-        self.core.halted.store(true, Ordering::Relaxed);
-        self.core.close_owners();
+        self.core.halt();
         self.core.ring_all();
         #[cfg(not(loom))]
         if let Some(w) = &self.watch {
@@ -446,7 +445,6 @@ impl Default for Timers {
 /// `Error::Poisoned` texts of the service's locks.
 const BASE_POISONED: &str = "a timer base";
 const QUEUE_POISONED: &str = "an owner's event queue";
-const TIMER_POISONED: &str = "a timer";
 const DRIVER_DIED: &str = "a driver thread";
 
 struct Core {
@@ -458,14 +456,14 @@ struct Core {
     callback_panics: AtomicU64,
     /// One per driver; driver `k` serves the bases `b % drivers == k`.
     bells: Box<[CachePadded<Doorbell>]>,
-    /// The last `Timers` handle was dropped: drivers end, owners are told (`Core::stop`).
+    /// The last `Timers` handle was dropped: drivers end, owners are told (`Core::halt`).
     shutdown: AtomicBool,
     /// The first `Error::Poisoned` text the service met (a poisoned lock, a dead driver);
     /// set once, never cleared (`Core::fail`).
     failure: OnceLock<&'static str>,
     /// `shutdown || failure.is_some()`, in one byte for the arming calls' check.
     halted: AtomicBool,
-    /// The event queue of every owner made by this service, for `close_owners` to wake their
+    /// The event queue of every owner made by this service, for `halt` to wake their
     /// receivers. A `Weak<Sink>`, not the owner: upgrading it can never make this thread run
     /// an owner's teardown (which takes timer locks) from wherever the service failed. Dead
     /// entries are pruned as the list grows.
@@ -538,10 +536,7 @@ impl Timers {
             core: self.core.clone(),
             sink: Arc::new(Sink::default()),
         });
-        let mut owners = match self.core.owners.lock() {
-            Ok(list) => list,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut owners = self.core.owners();
         if owners.len() == owners.capacity() {
             owners.retain(|o| o.strong_count() > 0);
         }
@@ -656,23 +651,25 @@ impl Core {
     #[cold]
     fn fail(&self, what: &'static str) -> Error {
         if self.failure.set(what).is_ok() {
-            self.halted.store(true, Ordering::Relaxed);
-            self.close_owners();
+            self.halt();
         }
         Error::Poisoned(self.failure.get().copied().unwrap_or(what))
     }
 
-    /// Closes every owner's queue to waiting (`CLOSED_SERVICE`): the service stopped or
-    /// failed, so nothing will queue an event again.
+    /// The service stopped or failed: arming calls fail from now on, and every owner's queue
+    /// is closed to waiting (`CLOSED_SERVICE`), since nothing will queue an event again.
     #[cold]
-    fn close_owners(&self) {
-        let owners = match self.owners.lock() {
-            Ok(list) => list.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        };
-        for sink in owners.iter().filter_map(Weak::upgrade) {
+    fn halt(&self) {
+        self.halted.store(true, Ordering::Relaxed);
+        for sink in self.owners().iter().filter_map(Weak::upgrade) {
             sink.close(notify::CLOSED_SERVICE);
         }
+    }
+
+    /// The owners' queues. A panic never happens under this mutex (a push, a prune), but it
+    /// could only have left the list intact, so a poisoned one is used as it is.
+    fn owners(&self) -> std::sync::MutexGuard<'_, Vec<Weak<Sink>>> {
+        self.owners.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Why arming must fail now: the service failed or stopped.
@@ -908,11 +905,7 @@ impl Core {
                 return false;
             };
             match l.timer.notify() {
-                NotifyKind::Queue => {
-                    if enqueue(&mut l, event.seq()).is_err() {
-                        self.fail(QUEUE_POISONED);
-                    }
-                }
+                NotifyKind::Queue => enqueue(self, &mut l, event.seq()),
                 NotifyKind::Callback => {
                     let now_fn = |c: ClockId| now.get(c);
                     if let Consumed::Deliver { overrun, rearm } = l.consume(event, &now_fn) {
@@ -932,7 +925,7 @@ impl Core {
         match delivered {
             Ok(fired) => usize::from(fired == Some(true)),
             Err(Poisoned) => {
-                self.fail(TIMER_POISONED);
+                self.fail(registry::TIMER_POISONED);
                 0
             }
         }
@@ -950,11 +943,11 @@ impl Core {
 
 /// Puts a locked `Queue` timer's one event on its owner's queue for the arming `seq`, or,
 /// if the event is already queued, makes that entry this arming's (the kernel's "already
-/// pending: nothing" for its preallocated sigqueue). [`Poisoned`] if the queue is.
-fn enqueue(l: &mut Locked<'_>, seq: u32) -> Result<(), Poisoned> {
+/// pending: nothing" for its preallocated sigqueue). A poisoned queue fails the service.
+fn enqueue(core: &Core, l: &mut Locked<'_>, seq: u32) {
     l.state.sigqueue_seq = seq;
     if l.state.queued {
-        return Ok(());
+        return;
     }
     l.state.queued = true;
     // Relaxed: written at create, before the timer became visible.
@@ -962,12 +955,15 @@ fn enqueue(l: &mut Locked<'_>, seq: u32) -> Result<(), Poisoned> {
     // SAFETY: `ext[0]` of a Queue timer points at its owner's `Sink`, which lives until the
     // owner's teardown has marked every timer deleted under its lock; this timer is visible
     // and its lock is held.
-    unsafe { &*sink }.push(EventRef {
+    let pushed = unsafe { &*sink }.push(EventRef {
         timer: NonNull::from(l.timer),
         id: l.timer.id(),
         // Relaxed: written at create only.
         generation: l.timer.hot.generation.load(Ordering::Relaxed),
-    })
+    });
+    if pushed.is_err() {
+        core.fail(QUEUE_POISONED);
+    }
 }
 
 /// The callback cell of a locked callback timer, if any.
@@ -1431,9 +1427,7 @@ fn restore_state(core: &Core, l: &mut Locked<'_>, rec: &TimerRecord, now: &[u64;
     l.set_status(rec.status);
     if rec.pending && l.timer.notify() == NotifyKind::Queue {
         let seq = l.state.signal_seq;
-        if enqueue(l, seq).is_err() {
-            core.fail(QUEUE_POISONED);
-        }
+        enqueue(core, l, seq);
     }
     if rec.status == Status::Armed && l.timer.notify() != NotifyKind::None {
         let _ = core.apply(l, Arm::At { clock, expiry });
