@@ -83,6 +83,23 @@ pub const MAX_PAYLOAD: u64 = 1 << 32;
 /// The longest notification name, in bytes, that fits in a timer record (whose length is a
 /// `u16` that also counts the record's other fields).
 pub const MAX_NAME: usize = u16::MAX as usize - TIMER_FIELDS;
+/// The notification name of a `SIGEV_NONE` timer (`Notify::None`); no callback may take it.
+pub(crate) const NOTIFY_NONE: &str = "none";
+/// The notification name of a queue timer (`Notify::Queue`); no callback may take it.
+pub(crate) const NOTIFY_QUEUE: &str = "queue";
+
+/// Why a callback cannot be recorded under `name`, if it cannot: a reserved name (a restore
+/// would make the timer that kind) or one longer than a record holds. Checked at create, so
+/// that every timer an owner holds can be checkpointed and restored as it is.
+pub(crate) fn callback_name_error(name: &str) -> Option<&'static str> {
+    if name == NOTIFY_NONE || name == NOTIFY_QUEUE {
+        Some("a callback named `none` or `queue` would restore as that kind")
+    } else if name.len() > MAX_NAME {
+        Some("a callback name longer than a snapshot can hold")
+    } else {
+        None
+    }
+}
 
 const HEADER: usize = 24;
 const OWNER_FIELDS: usize = 4 + 1 + 4;
@@ -454,7 +471,7 @@ fn check_timer(t: &TimerRecord) -> Result<(), String> {
             t.status, t.interval
         ));
     }
-    if t.pending && t.notify == "none" {
+    if t.pending && t.notify == NOTIFY_NONE {
         return Err("a pending event on a `none` timer".into());
     }
     if t.notify.len() > MAX_NAME {

@@ -87,7 +87,7 @@ mod tests;
 
 pub use notify::Event;
 
-use crate::checkpoint::{Expiry, Snapshot, TimerRecord};
+use crate::checkpoint::{self, Expiry, Snapshot, TimerRecord};
 use crate::clock::{ClockId, ClockSource, OsClock, Resolution, TimeSpec};
 use crate::error::Error;
 use crate::itimer::{self, Arm, Consumed, Setting};
@@ -1062,15 +1062,8 @@ impl Owner {
     ) -> Result<TimerId, Error> {
         self.inner.core.check()?;
         if let Notify::NamedCallback(name, _) = &notify {
-            if matches!(&**name, "none" | "queue") {
-                return Err(Error::InvalidConfig(
-                    "a callback named `none` or `queue` would restore as that kind",
-                ));
-            }
-            if name.len() > crate::checkpoint::MAX_NAME {
-                return Err(Error::InvalidConfig(
-                    "a callback name longer than a snapshot can hold",
-                ));
+            if let Some(why) = checkpoint::callback_name_error(name) {
+                return Err(Error::InvalidConfig(why));
             }
         }
         let kind = notify.kind();
@@ -1307,8 +1300,8 @@ impl Owner {
             let kind = t.notify();
             // SAFETY: `l` holds the lock for the whole closure.
             let name = match (kind, unsafe { callback_of(&l) }) {
-                (NotifyKind::None, _) => "none",
-                (NotifyKind::Queue, _) => "queue",
+                (NotifyKind::None, _) => checkpoint::NOTIFY_NONE,
+                (NotifyKind::Queue, _) => checkpoint::NOTIFY_QUEUE,
                 (NotifyKind::Callback, Some(CallbackCell { name: Some(n), .. })) => n,
                 (NotifyKind::Callback, _) => "callback",
             };
@@ -1377,8 +1370,8 @@ impl Owner {
         let mut plan = Vec::with_capacity(snapshot.timers.len());
         for rec in &snapshot.timers {
             let n = match rec.notify.as_str() {
-                "none" => Notify::None,
-                "queue" => Notify::Queue,
+                checkpoint::NOTIFY_NONE => Notify::None,
+                checkpoint::NOTIFY_QUEUE => Notify::Queue,
                 name => notify(name).ok_or_else(|| Error::UnknownNotify(name.into()))?,
             };
             plan.push((rec, n));
