@@ -162,23 +162,33 @@ fn run(seed: u64, steps: usize, signo: i32) -> Outcome {
         // Phase Q/2: deliveries and observations.
         std::thread::sleep(at(step, Q / 2).saturating_duration_since(Instant::now()));
         timers.poll();
+        // Two signals (or events) of one timer in one drain are only possible if the drain
+        // ran past the timer's next period: a disturbed step, judged by the phase check below
+        // before the duplicates are.
+        let mut twice = Vec::new();
         let mut kev = [None; PAIRS];
         while let Some(s) = k::take_signal(signo).unwrap() {
             let i = s.value as usize;
-            assert!(kev[i].is_none(), "one pending signal per kernel timer");
-            kev[i] = Some(s.overrun);
+            if kev[i].replace(s.overrun).is_some() {
+                twice.push(format!("kernel timer {i}"));
+            }
         }
         let mut tev = [None; PAIRS];
         for e in owner.try_iter() {
             let i = pairs.iter().position(|p| p.tempora == e.id).unwrap();
-            assert!(tev[i].is_none(), "one pending event per tempora timer");
-            tev[i] = Some(e.overrun);
+            if tev[i].replace(e.overrun).is_some() {
+                twice.push(format!("tempora timer {i}"));
+            }
         }
         let phase = phase_of(step);
         if !(Q / 4..=3 * Q / 4).contains(&phase) {
             cleanup(&pairs);
             return Outcome::Disturbed(format!("observations at phase {phase} ns"));
         }
+        assert!(
+            twice.is_empty(),
+            "seed {seed} step {step}: two deliveries in one step of {twice:?}"
+        );
         assert_eq!(
             kev, tev,
             "seed {seed} step {step}: deliveries (overrun per pair) differ"
@@ -222,7 +232,10 @@ fn kernel_differential_signals_settime_gettime_getoverrun_delete() {
                 .unwrap()
                 .as_nanos() as u64
         });
-    for attempt in 0..5 {
+    // A run restarts from scratch when the scheduler disturbs any of its steps; on a loaded
+    // 2-core machine a 300-step run is disturbed often enough to need several attempts.
+    const ATTEMPTS: u64 = 10;
+    for attempt in 0..ATTEMPTS {
         let seed = base_seed.wrapping_add(attempt);
         match run(seed, steps, signo) {
             Outcome::Passed { steps, events } => {
@@ -236,5 +249,5 @@ fn kernel_differential_signals_settime_gettime_getoverrun_delete() {
             Outcome::Disturbed(why) => eprintln!("seed {seed}: restarted, {why}"),
         }
     }
-    panic!("the scheduler disturbed 5 runs in a row; no comparison was possible");
+    panic!("the scheduler disturbed {ATTEMPTS} runs in a row; no comparison was possible");
 }
