@@ -58,12 +58,15 @@
 //! fired early, never dropped, and never clamped to the wheel's capacity (unlike the kernel,
 //! which clamps and so fires such timers early). So that a clock jump of any length does not
 //! visit it once per wheel range, an entry still far-out when visited during an advance to
-//! `T` is *parked*: moved to a per-core list whose visit tick is `T`, where it fires if due or
-//! is re-placed relative to `T - 1`. A far-out entry thus costs at most two visits per advance.
+//! `T` is *parked*: moved to its lane's parked list (lanes below), whose visit tick is `T`,
+//! where it fires if due or is re-placed relative to `T - 1`. A far-out entry thus costs at
+//! most two visits per advance.
 //!
-//! A *deferrable* entry ([`Mode::DEFERRABLE`]) lives in a second, separate set of buckets. It
-//! fires when the wheel passes it but never makes [`Wheel::next_expiry`] earlier, so it never
-//! causes a wake-up of its own (the kernel's `BASE_DEF`).
+//! A *deferrable* entry ([`Mode::DEFERRABLE`]) lives in the second of the wheel's two *lanes*,
+//! each an independent set of buckets (64 per level), ready list and parked list; the first
+//! lane holds every other entry. A deferrable entry fires when the wheel passes it but never
+//! makes [`Wheel::next_expiry`] earlier, so it never causes a wake-up of its own (the kernel's
+//! `BASE_DEF`).
 //!
 //! An entry inserted with an expiry at or before the wheel's clock is *ready*: it goes to a
 //! ready list that the next [`Wheel::poll`] drains first.
@@ -94,7 +97,7 @@
 //! O(1) and allocate nothing once the slab has grown to the peak population.
 //!
 //! ```text
-//!  cores[0] (normal)              cores[1] (deferrable)     slab: Vec<Entry<T>>, 32 B each
+//!  lanes[0] (normal)              lanes[1] (deferrable)     slab: Vec<Entry<T>>, 32 B each
 //!  ┌─────────────────────────┐    ┌──────────────────┐      ┌──────┬──────┬──────┬─────┐
 //!  │ bitmap: [u64; levels]   │    │ same shape       │      │  0   │  1   │  2   │ ... │
 //!  │ heads: [u32; 64*L + 2] ─┼────┼──────────────────┼──▶   │ next │ prev │ gen  │     │
@@ -163,8 +166,9 @@ impl Mode {
         self.0 & Mode::DEFERRABLE.0 != 0
     }
 
+    /// The lane an entry of this mode lives in: 0 (normal) or 1 (deferrable).
     #[inline]
-    const fn core(self) -> usize {
+    const fn lane(self) -> usize {
         self.is_deferrable() as usize
     }
 }
@@ -272,7 +276,7 @@ struct Entry<T> {
     prev: u32,
     /// Bumped when the slot is freed; a [`Key`] must match it.
     generation: u32,
-    /// `level * 64 + slot`, `Core::ready_bucket()` for the ready list, `VACANT` when free.
+    /// `level * 64 + slot`, `Lane::ready_bucket()` for the ready list, `VACANT` when free.
     bucket: u16,
     mode: Mode,
     /// Initialized exactly when `bucket != VACANT` (established by `alloc` + `link`, ended by
@@ -282,8 +286,9 @@ struct Entry<T> {
     value: MaybeUninit<T>,
 }
 
-/// The buckets of one kind of entry (normal or deferrable).
-struct Core {
+/// A lane: the buckets, ready list and parked list of one kind of entry (normal or
+/// deferrable), independent of the other lane's.
+struct Lane {
     /// One bit per bucket of each level: set iff the bucket's list is non-empty.
     bitmap: [u64; MAX_LEVELS],
     /// List heads: `64 * levels` buckets, then the ready list, then the parked list.
@@ -297,9 +302,9 @@ struct Core {
     park_tick: u64,
 }
 
-impl Core {
-    fn new(levels: usize) -> Core {
-        Core {
+impl Lane {
+    fn new(levels: usize) -> Lane {
+        Lane {
             bitmap: [0; MAX_LEVELS],
             heads: vec![NIL; LVL_SIZE * levels + 2].into_boxed_slice(),
             min_fire: vec![NONE; LVL_SIZE * levels + 2].into_boxed_slice(),
@@ -390,7 +395,7 @@ impl Builder {
             len: 0,
             clk: self.start,
             levels: self.levels,
-            cores: [Core::new(self.levels), Core::new(self.levels)],
+            lanes: [Lane::new(self.levels), Lane::new(self.levels)],
             cursor: None,
             cached_next: Cell::new(NONE),
             cached_valid: Cell::new(true),
@@ -398,10 +403,10 @@ impl Builder {
     }
 }
 
-/// The bucket being drained by [`Wheel::poll`]: which core and bucket, and its visit tick.
+/// The bucket being drained by [`Wheel::poll`]: which lane and bucket, and its visit tick.
 #[derive(Clone, Copy, Debug)]
 struct Cursor {
-    core: usize,
+    lane: usize,
     bucket: u16,
     visit: u64,
 }
@@ -414,7 +419,7 @@ pub struct Wheel<T> {
     /// Every tick `<= clk` has been processed (see "Advancing" in the module doc).
     clk: u64,
     levels: usize,
-    cores: [Core; 2],
+    lanes: [Lane; 2],
     cursor: Option<Cursor>,
     /// Visit tick of the earliest non-deferrable bucket (or `clk` if a ready entry exists), or
     /// `NONE`; meaningful only while `cached_valid`.
@@ -507,7 +512,11 @@ impl<T> Wheel<T> {
     /// payloads own.
     pub fn heap_bytes(&self) -> usize {
         self.entries.capacity() * std::mem::size_of::<Entry<T>>()
-            + self.cores.iter().map(|c| c.heads.len() * 4).sum::<usize>()
+            + self
+                .lanes
+                .iter()
+                .map(|ln| ln.heads.len() * 4)
+                .sum::<usize>()
     }
 
     /// Size of one slab entry in bytes (24 + the payload, rounded to its alignment).
@@ -551,8 +560,8 @@ impl<T> Wheel<T> {
     pub fn reschedule(&mut self, key: Key, expiry: u64) -> Result<(), StaleKey> {
         let index = self.live_index(key).ok_or(StaleKey)?;
         let entry = &self.entries[index as usize];
-        let core = entry.mode.core();
-        let (bucket, visit) = self.bucket_for(core, expiry, entry.mode.is_precise());
+        let lane = entry.mode.lane();
+        let (bucket, visit) = self.bucket_for(lane, expiry, entry.mode.is_precise());
         if bucket == entry.bucket {
             // Same bucket, so the same visit tick: the entry stays linked (the kernel's
             // mod_timer shortcut) and the cached next expiry cannot change. Its firing tick
@@ -560,7 +569,7 @@ impl<T> Wheel<T> {
             // `next_fire` would name the old expiry and a sleeper would wake late. Moved
             // later, `min_fire` stays (early, never late: its documented invariant).
             if entry.mode.is_precise() {
-                let min = &mut self.cores[core].min_fire[bucket as usize];
+                let min = &mut self.lanes[lane].min_fire[bucket as usize];
                 *min = (*min).min(expiry.max(visit));
             }
             self.entries[index as usize].expiry = expiry;
@@ -568,7 +577,7 @@ impl<T> Wheel<T> {
         }
         self.unlink(index);
         self.entries[index as usize].expiry = expiry;
-        self.link(index, core, bucket, visit);
+        self.link(index, lane, bucket, visit);
         Ok(())
     }
 
@@ -629,12 +638,12 @@ impl<T> Wheel<T> {
     ///
     /// Cost: O(levels) bitmap operations (not cached).
     pub fn next_fire(&self) -> Option<u64> {
-        let c = &self.cores[0];
-        if c.ready_head() != NIL {
+        let ln = &self.lanes[0];
+        if ln.ready_head() != NIL {
             return Some(self.clk);
         }
-        let parked = if c.parked_head() != NIL {
-            c.park_tick
+        let parked = if ln.parked_head() != NIL {
+            ln.park_tick
         } else {
             NONE
         };
@@ -642,7 +651,7 @@ impl<T> Wheel<T> {
         // later bucket of the level is visited after that: the level's earliest firing is in
         // its first bucket.
         let (best, _) = self.scan_levels(0, (parked, 0), |visit, bucket| {
-            visit.max(c.min_fire[bucket])
+            visit.max(ln.min_fire[bucket])
         });
         (best != NONE).then_some(best)
     }
@@ -680,8 +689,8 @@ impl<T> Wheel<T> {
     /// entry up to the old wheel clock as due. Entries not due by `now` go back into buckets;
     /// entries due by `now` become ready. A `now` beyond [`MAX_TICK`] is clamped there.
     pub fn rebase(&mut self, now: u64) {
-        for core in &mut self.cores {
-            *core = Core::new(self.levels);
+        for lane in &mut self.lanes {
+            *lane = Lane::new(self.levels);
         }
         self.cursor = None;
         self.clk = now.min(MAX_TICK);
@@ -748,12 +757,12 @@ impl<T> Wheel<T> {
         value
     }
 
-    /// Bucket and visit tick for an entry of `core` expiring at `expiry`, placed relative to
+    /// Bucket and visit tick for an entry of `lane` expiring at `expiry`, placed relative to
     /// the wheel clock.
     #[inline]
-    fn bucket_for(&self, core: usize, expiry: u64, precise: bool) -> (u16, u64) {
+    fn bucket_for(&self, lane: usize, expiry: u64, precise: bool) -> (u16, u64) {
         if expiry <= self.clk {
-            return (self.cores[core].ready_bucket(), self.clk);
+            return (self.lanes[lane].ready_bucket(), self.clk);
         }
         let (level, slot) = layout::place(self.clk, expiry, precise, self.levels);
         let bucket = (level * LVL_SIZE) as u16 | (slot as u16 & (LVL_SIZE as u16 - 1));
@@ -764,26 +773,26 @@ impl<T> Wheel<T> {
     #[inline]
     fn place(&mut self, index: u32) {
         let entry = &self.entries[index as usize];
-        let core = entry.mode.core();
-        let (bucket, visit) = self.bucket_for(core, entry.expiry, entry.mode.is_precise());
-        self.link(index, core, bucket, visit);
+        let lane = entry.mode.lane();
+        let (bucket, visit) = self.bucket_for(lane, entry.expiry, entry.mode.is_precise());
+        self.link(index, lane, bucket, visit);
     }
 
     /// Pushes the entry on the front of `bucket`'s list and keeps bitmap and cache in step.
     #[inline]
-    fn link(&mut self, index: u32, core: usize, bucket: u16, visit: u64) {
+    fn link(&mut self, index: u32, lane: usize, bucket: u16, visit: u64) {
         let fire = if self.entries[index as usize].mode.is_precise() {
             self.entries[index as usize].expiry.max(visit)
         } else {
             visit
         };
-        let c = &mut self.cores[core];
-        let head = c.heads[bucket as usize];
-        c.heads[bucket as usize] = index;
-        let min = &mut c.min_fire[bucket as usize];
+        let ln = &mut self.lanes[lane];
+        let head = ln.heads[bucket as usize];
+        ln.heads[bucket as usize] = index;
+        let min = &mut ln.min_fire[bucket as usize];
         *min = if head == NIL { fire } else { (*min).min(fire) };
-        if c.is_wheel_bucket(bucket) {
-            c.bitmap[bucket as usize / LVL_SIZE] |= 1 << (bucket as usize % LVL_SIZE);
+        if ln.is_wheel_bucket(bucket) {
+            ln.bitmap[bucket as usize / LVL_SIZE] |= 1 << (bucket as usize % LVL_SIZE);
         }
         if head != NIL {
             self.entries[head as usize].prev = index;
@@ -793,7 +802,7 @@ impl<T> Wheel<T> {
         entry.prev = NIL;
         entry.bucket = bucket;
         // A new non-deferrable bucket can only move the next expiry earlier.
-        if core == 0 && self.cached_valid.get() && visit < self.cached_next.get() {
+        if lane == 0 && self.cached_valid.get() && visit < self.cached_next.get() {
             self.cached_next.set(visit);
         }
     }
@@ -802,7 +811,7 @@ impl<T> Wheel<T> {
     #[inline]
     fn unlink(&mut self, index: u32) {
         let entry = &self.entries[index as usize];
-        let (next, prev, bucket, core) = (entry.next, entry.prev, entry.bucket, entry.mode.core());
+        let (next, prev, bucket, lane) = (entry.next, entry.prev, entry.bucket, entry.mode.lane());
         if next != NIL {
             self.entries[next as usize].prev = prev;
         }
@@ -810,39 +819,39 @@ impl<T> Wheel<T> {
             self.entries[prev as usize].next = next;
             return;
         }
-        let c = &mut self.cores[core];
-        c.heads[bucket as usize] = next;
+        let ln = &mut self.lanes[lane];
+        ln.heads[bucket as usize] = next;
         if next != NIL {
             return;
         }
         // The bucket is now empty.
-        let visit = if c.is_wheel_bucket(bucket) {
+        let visit = if ln.is_wheel_bucket(bucket) {
             let (level, slot) = (bucket as usize / LVL_SIZE, bucket as usize % LVL_SIZE);
-            c.bitmap[level] &= !(1 << slot);
+            ln.bitmap[level] &= !(1 << slot);
             layout::visit_of(self.clk, level, slot as u64)
-        } else if bucket == c.ready_bucket() {
+        } else if bucket == ln.ready_bucket() {
             self.clk
         } else {
-            std::mem::replace(&mut c.park_tick, NONE)
+            std::mem::replace(&mut ln.park_tick, NONE)
         };
-        if core == 0 && self.cached_valid.get() && self.cached_next.get() == visit {
+        if lane == 0 && self.cached_valid.get() && self.cached_next.get() == visit {
             self.cached_valid.set(false);
         }
     }
 
-    /// Earliest visit tick among `core`'s buckets (or `clk` if its ready list is non-empty),
+    /// Earliest visit tick among `lane`'s buckets (or `clk` if its ready list is non-empty),
     /// with the bucket, or `(NONE, 0)`.
     #[inline]
-    fn next_visit(&self, core: usize) -> (u64, u16) {
-        let c = &self.cores[core];
-        if c.ready_head() != NIL {
-            return (self.clk, c.ready_bucket());
+    fn next_visit(&self, lane: usize) -> (u64, u16) {
+        let ln = &self.lanes[lane];
+        if ln.ready_head() != NIL {
+            return (self.clk, ln.ready_bucket());
         }
         let mut best = (NONE, 0u16);
-        if c.parked_head() != NIL {
-            best = (c.park_tick, c.parked_bucket());
+        if ln.parked_head() != NIL {
+            best = (ln.park_tick, ln.parked_bucket());
         }
-        self.scan_levels(core, best, |visit, _| visit)
+        self.scan_levels(lane, best, |visit, _| visit)
     }
 
     /// Visits each level's first non-empty bucket after the wheel clock, finest level first,
@@ -853,15 +862,15 @@ impl<T> Wheel<T> {
     #[inline]
     fn scan_levels(
         &self,
-        core: usize,
+        lane: usize,
         mut best: (u64, u16),
         key: impl Fn(u64, usize) -> u64,
     ) -> (u64, u16) {
-        let c = &self.cores[core];
+        let ln = &self.lanes[lane];
         for level in 0..self.levels {
             let shift = LVL_CLK_SHIFT * level as u32;
             let pos = self.clk >> shift;
-            let bits = c.bitmap[level];
+            let bits = ln.bitmap[level];
             if bits != 0 {
                 // Pending slots are pos+1 ..= pos+64; rotate so pos+1 is bit 0.
                 let distance = bits
@@ -905,10 +914,10 @@ impl<T> Wheel<T> {
         };
         loop {
             // Ready entries first (normal, then deferrable), then the bucket being visited.
-            for core in 0..2 {
+            for lane in 0..2 {
                 let ready = Cursor {
-                    core,
-                    bucket: self.cores[core].ready_bucket(),
+                    lane,
+                    bucket: self.lanes[lane].ready_bucket(),
                     visit: self.clk,
                 };
                 if !self.drain_list(ready, target, &mut budget, &mut fired, max_fires, f) {
@@ -923,7 +932,7 @@ impl<T> Wheel<T> {
             self.cursor = None;
             let (n_visit, n_bucket) = self.next_visit(0);
             let (d_visit, d_bucket) = self.next_visit(1);
-            let (visit, core, bucket) = if d_visit < n_visit {
+            let (visit, lane, bucket) = if d_visit < n_visit {
                 (d_visit, 1, d_bucket)
             } else {
                 (n_visit, 0, n_bucket)
@@ -943,14 +952,14 @@ impl<T> Wheel<T> {
             // Everything before `visit` is processed; `visit` itself is being drained.
             self.clk = visit - 1;
             self.cursor = Some(Cursor {
-                core,
+                lane,
                 bucket,
                 visit,
             });
         }
     }
 
-    /// Drains the list `list.bucket` of `list.core` (the bucket being visited, or a ready list),
+    /// Drains the list `list.bucket` of `list.lane` (the bucket being visited, or a ready list),
     /// firing what is due by `target` and re-placing the rest.
     /// Returns `false` when the budget or the fire limit stopped it before the list emptied.
     #[inline]
@@ -964,7 +973,7 @@ impl<T> Wheel<T> {
         f: &mut impl FnMut(Expired<T>),
     ) -> bool {
         loop {
-            let head = self.cores[list.core].heads[list.bucket as usize];
+            let head = self.lanes[list.lane].heads[list.bucket as usize];
             if head == NIL {
                 return true;
             }
@@ -991,12 +1000,12 @@ impl<T> Wheel<T> {
     /// instead: visited at most twice per advance.
     fn replace(&mut self, index: u32, cursor: Cursor, target: u64) {
         let entry = &self.entries[index as usize];
-        let c = &mut self.cores[cursor.core];
+        let ln = &mut self.lanes[cursor.lane];
         let far_out = layout::level_for_delta(entry.expiry - self.clk) >= self.levels;
-        if far_out && cursor.bucket != c.parked_bucket() {
-            c.park_tick = c.park_tick.min(target);
-            let (bucket, visit) = (c.parked_bucket(), c.park_tick);
-            self.link(index, cursor.core, bucket, visit);
+        if far_out && cursor.bucket != ln.parked_bucket() {
+            ln.park_tick = ln.park_tick.min(target);
+            let (bucket, visit) = (ln.parked_bucket(), ln.park_tick);
+            self.link(index, cursor.lane, bucket, visit);
         } else {
             self.place(index);
         }
