@@ -38,7 +38,7 @@
 //! # Placement: never early, bounded late
 //!
 //! A *coarse* entry (the kernel's rule, [`Mode::COARSE`]) is placed in the bucket whose tick is
-//! its expiry rounded **up** to the level's granularity ([`round_up_slot`]). It fires when the
+//! its expiry rounded **up** to the level's granularity ([`round_up_bucket`]). It fires when the
 //! wheel reaches that tick: never before its expiry, and late by less than one granule. At level
 //! `n >= 1` the delta is at least `63 * 8^(n-1)`, so the lateness is below `8/63` (about 1/8) of
 //! the timeout it was armed with; at level 0 it fires at its exact tick. Coarse entries are never
@@ -54,7 +54,7 @@
 //! then; most timers are cancelled first and never pay anything.
 //!
 //! A *far-out* entry, whose delta is beyond the last level's range, waits in the last level's
-//! furthest bucket (64 slots ahead) and is re-placed when that bucket is visited. It is never
+//! furthest bucket (64 buckets ahead) and is re-placed when that bucket is visited. It is never
 //! fired early, never dropped, and never clamped to the wheel's capacity (unlike the kernel,
 //! which clamps and so fires such timers early). So that a clock jump of any length does not
 //! visit it once per wheel range, an entry still far-out when visited during an advance to
@@ -92,7 +92,7 @@
 //!
 //! Entries live in a slab (`Vec`) addressed by `u32` index. A [`Key`] packs the index with a
 //! 32-bit generation that is bumped when the entry is freed, so a stale key (removed, fired, or
-//! its slot reused since) is rejected and never acts on another entry. Buckets are intrusive
+//! its entry reused since) is rejected and never acts on another entry. Buckets are intrusive
 //! doubly-linked lists threaded through the slab by index: insert, remove and reschedule are
 //! O(1) and allocate nothing once the slab has grown to the peak population.
 //!
@@ -103,7 +103,7 @@
 //!  │ heads: [u32; 64*L + 2] ─┼────┼──────────────────┼──▶   │ next │ prev │ gen  │     │
 //!  │   64 buckets per level  │    │                  │      │ expiry  bucket  mode  T  │
 //!  │   + ready list          │    │                  │      └──────┴──────┴──────┴─────┘
-//!  │   + parked list         │    │                  │       free slots: a list by `next`
+//!  │   + parked list         │    │                  │       free entries: a list by `next`
 //!  │ park_tick: u64          │    │                  │
 //!  └─────────────────────────┘    └──────────────────┘
 //! ```
@@ -126,7 +126,7 @@
 mod layout;
 
 pub use layout::{
-    granularity, level_for_delta, level_start, round_up_slot, LVL_BITS, LVL_CLK_SHIFT,
+    granularity, level_for_delta, level_start, round_up_bucket, LVL_BITS, LVL_CLK_SHIFT,
 };
 pub use layout::{DEFAULT_LEVELS, LVL_SIZE, MAX_LEVELS, MAX_TICK};
 
@@ -136,7 +136,7 @@ use std::mem::MaybeUninit;
 
 /// Index sentinel: "no entry".
 const NIL: u32 = u32::MAX;
-/// `Entry::bucket` of a free slot.
+/// `Entry::bucket` of a free entry.
 const VACANT: u16 = u16::MAX;
 /// Cached-next-expiry sentinel: "nothing armed".
 const NONE: u64 = u64::MAX;
@@ -231,13 +231,13 @@ pub struct Expired<T> {
 }
 
 /// The key passed to [`Wheel::remove`] or [`Wheel::reschedule`] names no live entry: it was
-/// removed or fired, or its slot was reused since.
+/// removed or fired, or its entry was reused since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StaleKey;
 
 impl fmt::Display for StaleKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("stale wheel key: the entry was removed, fired or its slot reused")
+        f.write_str("stale wheel key: removed, fired, or its entry reused")
     }
 }
 
@@ -265,18 +265,19 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// One slab slot: 24 bytes plus the payload (32 bytes for a `u64` payload, so two entries
+/// One slab entry: 24 bytes plus the payload (32 bytes for a `u64` payload, so two entries
 /// share a cache line and none straddles two).
 struct Entry<T> {
     /// Exact expiry in ticks.
     expiry: u64,
-    /// Next entry in the bucket list, or next free slot when vacant.
+    /// Next entry in the bucket list, or next free entry when vacant.
     next: u32,
     /// Previous entry in the bucket list (`NIL` at the head).
     prev: u32,
-    /// Bumped when the slot is freed; a [`Key`] must match it.
+    /// Bumped when the entry is freed; a [`Key`] must match it.
     generation: u32,
-    /// `level * 64 + slot`, `Lane::ready_bucket()` for the ready list, `VACANT` when free.
+    /// `level * 64 + index` for a wheel bucket (its index within the level),
+    /// `Lane::ready_bucket()` or `Lane::parked_bucket()` for a list, `VACANT` when free.
     bucket: u16,
     mode: Mode,
     /// Initialized exactly when `bucket != VACANT` (established by `alloc` + `link`, ended by
@@ -371,7 +372,7 @@ impl Builder {
         self
     }
 
-    /// Slab slots to allocate up front, so the first `capacity` inserts never allocate.
+    /// Slab entries to allocate up front, so the first `capacity` inserts never allocate.
     pub fn capacity(&mut self, capacity: usize) -> &mut Self {
         self.capacity = capacity;
         self
@@ -432,7 +433,7 @@ impl<T> Drop for Wheel<T> {
         if std::mem::needs_drop::<T>() {
             for entry in &mut self.entries {
                 if entry.bucket != VACANT {
-                    // SAFETY: a live slot's value is initialized and, the wheel being dropped,
+                    // SAFETY: a live entry's value is initialized and, the wheel being dropped,
                     // never read again.
                     unsafe { entry.value.assume_init_drop() };
                 }
@@ -497,12 +498,12 @@ impl<T> Wheel<T> {
         self.len == 0
     }
 
-    /// Slab slots allocated (live entries plus free slots plus spare capacity).
+    /// Slab entries allocated (live entries plus free entries plus spare capacity).
     pub fn capacity(&self) -> usize {
         self.entries.capacity()
     }
 
-    /// Reserves slab slots so the next `additional` inserts do not allocate.
+    /// Reserves slab entries so the next `additional` inserts do not allocate.
     pub fn reserve(&mut self, additional: usize) {
         let free = self.entries.len() - self.len;
         self.entries.reserve(additional.saturating_sub(free));
@@ -527,7 +528,7 @@ impl<T> Wheel<T> {
     /// Inserts a [`Mode::COARSE`] entry expiring at tick `expiry`.
     ///
     /// # Panics
-    /// When the slab already holds `u32::MAX - 1` slots.
+    /// When the slab already holds `u32::MAX - 1` entries.
     #[inline]
     pub fn insert(&mut self, expiry: u64, value: T) -> Key {
         self.insert_with(expiry, Mode::COARSE, value)
@@ -537,7 +538,7 @@ impl<T> Wheel<T> {
     /// before [`Wheel::now`] makes the entry ready: the next [`Wheel::poll`] returns it.
     ///
     /// # Panics
-    /// When the slab already holds `u32::MAX - 1` slots.
+    /// When the slab already holds `u32::MAX - 1` entries.
     pub fn insert_with(&mut self, expiry: u64, mode: Mode, value: T) -> Key {
         let index = self.alloc(expiry, mode, value);
         self.place(index);
@@ -711,8 +712,8 @@ impl<T> Wheel<T> {
         (entry.generation == key.generation() && entry.bucket != VACANT).then_some(key.index())
     }
 
-    /// Takes a slot and stores the value; the caller links it at once (which sets `bucket`
-    /// and so makes the slot live).
+    /// Takes a free entry (or a new one) and stores the value; the caller links it at once
+    /// (which sets `bucket` and so makes the entry live).
     fn alloc(&mut self, expiry: u64, mode: Mode, value: T) -> u32 {
         self.len += 1;
         if self.free_head != NIL {
@@ -721,7 +722,7 @@ impl<T> Wheel<T> {
             self.free_head = entry.next;
             entry.expiry = expiry;
             entry.mode = mode;
-            // The slot is vacant, so its value is uninitialized: overwriting drops nothing.
+            // The entry is vacant, so its value is uninitialized: overwriting drops nothing.
             entry.value = MaybeUninit::new(value);
             return index;
         }
@@ -741,14 +742,14 @@ impl<T> Wheel<T> {
         index
     }
 
-    /// Frees an unlinked slot and returns its payload. Bumping the generation is what makes
-    /// every key to this slot stale.
+    /// Frees an unlinked entry and returns its payload. Bumping the generation is what makes
+    /// every key to this entry stale.
     fn free(&mut self, index: u32) -> T {
         self.len -= 1;
         let entry = &mut self.entries[index as usize];
         debug_assert!(entry.bucket != VACANT);
-        // SAFETY: the slot is live (`bucket != VACANT`), so the value is initialized; marking
-        // the slot vacant right after means it is never read again.
+        // SAFETY: the entry is live (`bucket != VACANT`), so the value is initialized; marking
+        // the entry vacant right after means it is never read again.
         let value = unsafe { entry.value.assume_init_read() };
         entry.generation = entry.generation.wrapping_add(1);
         entry.bucket = VACANT;
@@ -764,9 +765,9 @@ impl<T> Wheel<T> {
         if expiry <= self.clk {
             return (self.lanes[lane].ready_bucket(), self.clk);
         }
-        let (level, slot) = layout::place(self.clk, expiry, precise, self.levels);
-        let bucket = (level * LVL_SIZE) as u16 | (slot as u16 & (LVL_SIZE as u16 - 1));
-        (bucket, slot << (LVL_CLK_SHIFT * level as u32))
+        let (level, abs_bucket) = layout::place(self.clk, expiry, precise, self.levels);
+        let bucket = (level * LVL_SIZE) as u16 | (abs_bucket as u16 & (LVL_SIZE as u16 - 1));
+        (bucket, abs_bucket << (LVL_CLK_SHIFT * level as u32))
     }
 
     /// Places an allocated, unlinked entry according to its expiry and mode.
@@ -807,7 +808,7 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// Takes a live entry out of its bucket list (the slot stays allocated).
+    /// Takes a live entry out of its bucket list (the entry stays allocated in the slab).
     #[inline]
     fn unlink(&mut self, index: u32) {
         let entry = &self.entries[index as usize];
@@ -826,9 +827,9 @@ impl<T> Wheel<T> {
         }
         // The bucket is now empty.
         let visit = if ln.is_wheel_bucket(bucket) {
-            let (level, slot) = (bucket as usize / LVL_SIZE, bucket as usize % LVL_SIZE);
-            ln.bitmap[level] &= !(1 << slot);
-            layout::visit_of(self.clk, level, slot as u64)
+            let (level, bucket_index) = (bucket as usize / LVL_SIZE, bucket as usize % LVL_SIZE);
+            ln.bitmap[level] &= !(1 << bucket_index);
+            layout::visit_of(self.clk, level, bucket_index as u64)
         } else if bucket == ln.ready_bucket() {
             self.clk
         } else {
@@ -855,10 +856,10 @@ impl<T> Wheel<T> {
     }
 
     /// Visits each level's first non-empty bucket after the wheel clock, finest level first,
-    /// and keeps the smallest `key(visit tick, bucket index)` (starting from `best`), with its
+    /// and keeps the smallest `key(visit tick, bucket)` (starting from `best`), with its
     /// bucket. Stops as soon as no coarser level can hold a smaller key: `key` must be at
-    /// or after the visit tick, and every bucket of a coarser level is visited at or after its
-    /// next slot boundary.
+    /// or after the visit tick, and every pending bucket of a coarser level is visited at or
+    /// after that level's next bucket boundary, `((clk >> shift) + 1) << shift`.
     #[inline]
     fn scan_levels(
         &self,
@@ -872,13 +873,14 @@ impl<T> Wheel<T> {
             let pos = self.clk >> shift;
             let bits = ln.bitmap[level];
             if bits != 0 {
-                // Pending slots are pos+1 ..= pos+64; rotate so pos+1 is bit 0.
+                // The pending buckets' absolute numbers are pos+1 ..= pos+64; rotate so that
+                // pos+1 is bit 0.
                 let distance = bits
                     .rotate_right(((pos + 1) % LVL_SIZE as u64) as u32)
                     .trailing_zeros();
-                let slot = pos + 1 + distance as u64;
-                let bucket = level * LVL_SIZE + (slot % LVL_SIZE as u64) as usize;
-                let k = key(slot << shift, bucket);
+                let abs_bucket = pos + 1 + distance as u64;
+                let bucket = level * LVL_SIZE + (abs_bucket % LVL_SIZE as u64) as usize;
+                let k = key(abs_bucket << shift, bucket);
                 if k < best.0 {
                     best = (k, bucket as u16);
                 }

@@ -6,7 +6,7 @@
 //!    fire tick, and never before its expiry;
 //! 2. a coarse entry fires within the documented slack (less than one granule of the level its
 //!    delta selects, hence below 8/63 of the delta), a precise one at its exact expiry tick;
-//! 3. stale keys (removed, fired, reused slot) are rejected by remove, reschedule and get;
+//! 3. stale keys (removed, fired, entry reused) are rejected by remove, reschedule and get;
 //! 4. `next_expiry()` equals the model's earliest visit tick of a non-deferrable entry, so
 //!    deferrable entries never move it.
 
@@ -83,8 +83,8 @@ fn round_up_never_early() {
     for level in 0..MAX_LEVELS {
         let g = granularity(level);
         for expiry in [1, g - 1, g, g + 1, 5 * g, 5 * g + 1, u64::MAX] {
-            let slot = round_up_slot(expiry, level) as u128;
-            let tick = slot << (LVL_CLK_SHIFT * level as u32);
+            let abs_bucket = round_up_bucket(expiry, level) as u128;
+            let tick = abs_bucket << (LVL_CLK_SHIFT * level as u32);
             assert!(tick >= expiry as u128);
             assert!(tick < expiry as u128 + g as u128);
         }
@@ -125,7 +125,7 @@ fn coarse_fires_at_the_rounded_up_tick_on_every_level() {
                 w.insert(start + delta, 7u32);
                 let expiry = start + delta;
                 let got = fire_tick(w, u64::MAX);
-                let want = round_up_slot(expiry, n) << (3 * n);
+                let want = round_up_bucket(expiry, n) << (3 * n);
                 assert_eq!(got, want, "level {n} delta {delta} start {start}");
                 assert!(got >= expiry && got - expiry < granularity(n));
                 if n > 0 {
@@ -229,7 +229,7 @@ fn stale_keys_are_rejected() {
     let mut w = Wheel::new();
     let a = w.insert(10, 'a');
     assert_eq!(w.remove(a), Some('a'));
-    let b = w.insert(20, 'b'); // reuses a's slot
+    let b = w.insert(20, 'b'); // reuses a's entry
     assert_eq!(w.remove(a), None, "stale key must not remove b");
     assert_eq!(w.reschedule(a, 5), Err(StaleKey));
     assert_eq!(w.get(a), None);
@@ -256,7 +256,7 @@ fn deferrable_entries_never_move_next_expiry() {
     w.insert(1_000, 'n');
     w.insert_with(10, Mode::DEFERRABLE, 'd');
     w.insert_with(5, Mode::DEFERRABLE | Mode::PRECISE, 'p');
-    assert_eq!(w.next_expiry(), Some(round_up_slot(1_000, 2) << 6));
+    assert_eq!(w.next_expiry(), Some(round_up_bucket(1_000, 2) << 6));
     // They still fire when the wheel passes them.
     let mut got: Vec<char> = drain(&mut w, 10).into_iter().map(|x| x.0).collect();
     got.sort();
@@ -477,13 +477,13 @@ fn model_visit(e: &ModelEntry, levels: usize) -> u64 {
     }
     let g = 1u128 << (3 * level);
     let (expiry, at) = (e.expiry as u128, e.placed_at as u128);
-    let slot = if e.precise {
+    let abs_bucket = if e.precise {
         expiry / g
     } else {
         expiry.div_ceil(g)
     };
-    let slot = slot.min(at / g + 64);
-    (slot * g) as u64
+    let abs_bucket = abs_bucket.min(at / g + 64);
+    (abs_bucket * g) as u64
 }
 
 /// Advances the model to `target`: re-places entries visited before their expiry (parking
