@@ -9,13 +9,13 @@
 
 /// log2 of the buckets per level. Changing it changes [`LVL_SIZE`], the `u64` bitmaps (which
 /// assume 64 buckets) and [`MAX_LEVELS`].
-pub const LVL_BITS: u32 = 6;
+const LVL_BITS: u32 = 6;
 /// Buckets per level: one `u64` bitmap word each.
 pub const LVL_SIZE: usize = 1 << LVL_BITS;
 /// log2 of the factor between two levels' granularities (8x).
-pub const LVL_CLK_SHIFT: u32 = 3;
+pub(super) const LVL_CLK_SHIFT: u32 = 3;
 /// Most levels a wheel may have: `LVL_BITS + LVL_CLK_SHIFT * (MAX_LEVELS - 1) = 63` bits of
-/// range, the most a `u64` tick can use. Must shrink if [`LVL_BITS`] or [`LVL_CLK_SHIFT`] grow.
+/// range, the most a `u64` tick can use. Must shrink if `LVL_BITS` or `LVL_CLK_SHIFT` grow.
 pub const MAX_LEVELS: usize = 20;
 /// Default levels: 9 levels cover 2^30 ticks (12.2 days at 1 ms), as the kernel's wheel does
 /// at HZ=1000; later timers are parked and re-placed.
@@ -27,7 +27,7 @@ pub const MAX_TICK: u64 = 1 << 62;
 
 /// Ticks per bucket at `level`: `8^level`.
 #[inline]
-pub const fn granularity(level: usize) -> u64 {
+pub(super) const fn granularity(level: usize) -> u64 {
     1 << (LVL_CLK_SHIFT * level as u32)
 }
 
@@ -41,7 +41,7 @@ const fn shift(level: usize) -> u32 {
 /// so that after rounding up a level-`n - 1` entry never lands on the bucket the level's clock
 /// points at; it also makes the coarse slack at most `8/63` of the delta.
 #[inline]
-pub const fn level_start(level: usize) -> u64 {
+pub(super) const fn level_start(level: usize) -> u64 {
     if level == 0 {
         0
     } else {
@@ -52,7 +52,7 @@ pub const fn level_start(level: usize) -> u64 {
 /// The level whose range holds `delta`, when the wheel has enough levels: the smallest `n`
 /// with `delta < level_start(n + 1)`. A result `>= levels` means far-out.
 #[inline]
-pub const fn level_for_delta(delta: u64) -> usize {
+pub(super) const fn level_for_delta(delta: u64) -> usize {
     if delta < level_start(1) {
         return 0;
     }
@@ -71,7 +71,7 @@ pub const fn level_for_delta(delta: u64) -> usize {
 /// fired when the wheel reaches it never fires before its expiry and is late by less than one
 /// granule. (Written without `expiry + granule - 1`, which could overflow.)
 #[inline]
-pub const fn round_up_bucket(expiry: u64, level: usize) -> u64 {
+pub(super) const fn round_up_bucket(expiry: u64, level: usize) -> u64 {
     let s = shift(level);
     (expiry >> s) + ((expiry & (granularity(level) - 1)) != 0) as u64
 }

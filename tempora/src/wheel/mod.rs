@@ -14,9 +14,9 @@
 //!
 //! The wheel has `L` levels ([`Builder::levels`], default [`DEFAULT_LEVELS`]) of
 //! [`LVL_SIZE`] = 64 buckets. Level `n` has a granularity of `8^n` ticks
-//! ([`granularity`]) and holds entries whose distance `delta = expiry - now` satisfies
+//! (`granularity`) and holds entries whose distance `delta = expiry - now` satisfies
 //! `level_start(n) <= delta < level_start(n + 1)`, where `level_start(0) = 0` and
-//! `level_start(n) = 63 * 8^(n-1)` ([`level_start`]). With the default 9 levels and a 1 ms
+//! `level_start(n) = 63 * 8^(n-1)` (`level_start`). With the default 9 levels and a 1 ms
 //! tick (the `range` column is the largest delta the level holds):
 //!
 //! ```text
@@ -38,7 +38,7 @@
 //! # Placement: never early, bounded late
 //!
 //! A *coarse* entry (the kernel's rule, [`Mode::COARSE`]) is placed in the bucket whose tick is
-//! its expiry rounded **up** to the level's granularity ([`round_up_bucket`]). It fires when the
+//! its expiry rounded **up** to the level's granularity (`round_up_bucket`). It fires when the
 //! wheel reaches that tick: never before its expiry, and late by less than one granule. At level
 //! `n >= 1` the delta is at least `63 * 8^(n-1)`, so the lateness is below `8/63` (about 1/8) of
 //! the timeout it was armed with; at level 0 it fires at its exact tick. Coarse entries are never
@@ -125,9 +125,7 @@
 
 mod layout;
 
-pub use layout::{
-    granularity, level_for_delta, level_start, round_up_bucket, LVL_BITS, LVL_CLK_SHIFT,
-};
+use layout::LVL_CLK_SHIFT;
 pub use layout::{DEFAULT_LEVELS, LVL_SIZE, MAX_LEVELS, MAX_TICK};
 
 use std::cell::Cell;
@@ -233,6 +231,7 @@ pub struct Expired<T> {
 /// The key passed to [`Wheel::remove`] or [`Wheel::reschedule`] names no live entry: it was
 /// removed or fired, or its entry was reused since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StaleKey;
 
 impl fmt::Display for StaleKey {

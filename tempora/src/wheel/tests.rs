@@ -10,6 +10,7 @@
 //! 4. `next_expiry()` equals the model's earliest visit tick of a non-deferrable entry, so
 //!    deferrable entries never move it.
 
+use super::layout::{granularity, level_for_delta, level_start, round_up_bucket};
 use super::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
