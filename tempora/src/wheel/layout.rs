@@ -17,8 +17,8 @@ pub(super) const LVL_CLK_SHIFT: u32 = 3;
 /// Most levels a wheel may have: `LVL_BITS + LVL_CLK_SHIFT * (MAX_LEVELS - 1) = 63` bits of
 /// range, the most a `u64` tick can use. Must shrink if `LVL_BITS` or `LVL_CLK_SHIFT` grow.
 pub const MAX_LEVELS: usize = 20;
-/// Default levels: 9 levels cover 2^30 ticks (12.2 days at 1 ms), as the kernel's wheel does
-/// at HZ=1000; later timers are parked and re-placed.
+/// Default levels: 9 levels hold deltas up to 1_056_964_607 ticks, just under 2^30 (12.2 days
+/// at 1 ms), as the kernel's wheel does at HZ=1000; later timers are parked and re-placed.
 pub const DEFAULT_LEVELS: usize = 9;
 /// The wheel clock never passes this tick (2^62), which keeps the tick of a level's furthest
 /// bucket, `((clk >> 3 * level) + 64) << 3 * level`, inside a `u64` for every level up to

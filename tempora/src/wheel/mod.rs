@@ -1,10 +1,11 @@
 //! A non-cascading hierarchical timer wheel: the data structure under every tempora base.
 //!
 //! The wheel owns a set of entries, each with an exact expiry in *ticks* (a `u64` whose unit the
-//! caller chooses) and a payload `T`. It answers three questions in O(1): where does a new
-//! entry go, when is the next one due ([`Wheel::next_expiry`]), and which entries are due now
-//! ([`Wheel::poll`] / [`Wheel::advance`]). It has no threads, no locks and no clock: the caller
-//! says what time it is.
+//! caller chooses) and a payload `T`. It answers three questions without a walk over its
+//! entries: where does a new entry go (O(1)), when is the next one due ([`Wheel::next_expiry`],
+//! O(1) while cached), and which entries are due now ([`Wheel::poll`] / [`Wheel::advance`], O(1)
+//! per entry plus O(levels) per bucket visited; see "Complexity"). It has no threads, no locks
+//! and no clock: the caller says what time it is.
 //!
 //! The design is the Linux timer wheel since 4.8 (non-cascading, `kernel/time/timer.c`), with
 //! the exact expiry kept per entry so that tempora can offer a precise mode besides the
@@ -46,8 +47,9 @@
 //!
 //! A *precise* entry ([`Mode::PRECISE`]) is placed in the bucket whose tick is its expiry rounded
 //! **down**, which the wheel reaches at or before the expiry. If the entry's expiry has not come
-//! yet when its bucket is visited, it is re-placed relative to the bucket's tick; the remaining
-//! delta is below one granule of its old level, so the new level is strictly finer. At level 0
+//! yet when its bucket is visited, it is re-placed relative to the tick before the bucket's (the
+//! wheel clock while the bucket is drained); the remaining delta is at most one granule of its
+//! old level, below that level's smallest delta, so the new level is strictly finer. At level 0
 //! the bucket tick is the expiry itself, so a precise entry fires at exactly its expiry tick.
 //! (A poll whose `now` has already passed the expiry fires it at its first visit instead.) An
 //! entry that lives `8^n` ticks pays at most `n` re-placements, and only if it is still armed by
@@ -58,9 +60,10 @@
 //! fired early, never dropped, and never clamped to the wheel's capacity (unlike the kernel,
 //! which clamps and so fires such timers early). So that a clock jump of any length does not
 //! visit it once per wheel range, an entry still far-out when visited during an advance to
-//! `T` is *parked*: moved to its lane's parked list (lanes below), whose visit tick is `T`,
-//! where it fires if due or is re-placed relative to `T - 1`. A far-out entry thus costs at
-//! most two visits per advance.
+//! `T` is *parked*: moved to its lane's parked list (lanes below), visited at `T`, where it
+//! fires if due or is re-placed relative to `T - 1`. A far-out entry thus costs at most two
+//! visits per advance. (While an advance stopped by its `max` leaves the parked list non-empty,
+//! later advances park entries at that earlier target, which can cost them two visits more.)
 //!
 //! A *deferrable* entry ([`Mode::DEFERRABLE`]) lives in the second of the wheel's two *lanes*,
 //! each an independent set of buckets (64 per level), ready list and parked list; the first
@@ -73,20 +76,33 @@
 //!
 //! # Finding the next expiry
 //!
-//! Each level has a 64-bit bitmap of non-empty buckets. The next bucket of a level is one
-//! rotate and one trailing-zero count away; the levels are scanned from the finest up and the
-//! scan stops as soon as no coarser level can hold an earlier bucket, as the kernel's
-//! `timer_recalc_next_expiry` does. The result is cached: [`Wheel::next_expiry`] is O(1) while
-//! nothing changed, and a change only invalidates the cache when it empties the bucket the cache
-//! points at. No list is ever walked to find the next expiry.
+//! Each lane has, per level, a 64-bit bitmap of non-empty buckets. The next bucket of a level is
+//! one rotate and one trailing-zero count away; the levels are scanned from the finest up and
+//! the scan stops as soon as no coarser level can hold an earlier bucket, as the kernel's
+//! `timer_recalc_next_expiry` does. The result is cached, and [`Wheel::next_expiry`] is O(1)
+//! while the cache holds: an insert can only move the next expiry earlier and updates the cache
+//! in place; a remove or reschedule invalidates it only when it empties a bucket or list whose
+//! visit tick is the cached one; a [`Wheel::poll`] or [`Wheel::advance`] that reaches its `now`
+//! with nothing left due leaves it valid, one that stops early leaves it invalid, and so does
+//! [`Wheel::rebase`]. Deferrable entries never touch it. No list is ever walked to find the
+//! next expiry.
 //!
 //! # Advancing
 //!
-//! [`Wheel::poll`] jumps straight from one non-empty bucket to the next, so skipping an idle
-//! gap of any length costs O(levels), not O(ticks), and draining costs O(1) per entry. While a
-//! bucket with visit tick `V` is being drained, the wheel clock reads `V - 1`: every tick before
-//! `V` is fully processed and `V` is not, which makes a poll bounded by a count
-//! ([`Wheel::advance`] with `max`) resumable at any entry without further state.
+//! [`Wheel::poll`] and [`Wheel::advance`] jump straight from one non-empty bucket to the next,
+//! so skipping an idle gap of any length costs O(levels), not O(ticks), and draining costs O(1)
+//! per entry. While a bucket with visit tick `V` is being drained, the wheel clock reads
+//! `V - 1`: every tick before `V` is fully processed and `V` is not.
+//!
+//! A call can stop inside a bucket: [`Wheel::poll`] returns after one entry, [`Wheel::advance`]
+//! after `max` entries fired or re-placed. The wheel then keeps a *cursor*: the lane, the bucket
+//! (a wheel bucket or a parked list) and the visit tick `V` of the bucket it was draining. The
+//! next call drains the ready lists, then the rest of the cursor's bucket if `V` is not after
+//! its `now`, and only then scans the levels for the next bucket. The cursor is cleared when its
+//! bucket has been drained, when a call's `now` lies before `V`, and by [`Wheel::rebase`]. It
+//! spares a resumed call the level scan, which is what keeps a bucket drained one
+//! [`Wheel::poll`] at a time at O(1) per entry. It is not what records progress, the clock is: a
+//! level scan from `V - 1` would find a bucket with visit tick `V` again.
 //!
 //! # Storage
 //!
@@ -94,18 +110,20 @@
 //! 32-bit generation that is bumped when the entry is freed, so a stale key (removed, fired, or
 //! its entry reused since) is rejected and never acts on another entry. Buckets are intrusive
 //! doubly-linked lists threaded through the slab by index: insert, remove and reschedule are
-//! O(1) and allocate nothing once the slab has grown to the peak population.
+//! O(1) and allocate nothing once the slab has grown to the peak population. Each bucket also
+//! keeps a lower bound of its entries' firing ticks (`min_fire`) for [`Wheel::next_fire`].
 //!
 //! ```text
-//!  lanes[0] (normal)              lanes[1] (deferrable)     slab: Vec<Entry<T>>, 32 B each
-//!  ┌─────────────────────────┐    ┌──────────────────┐      ┌──────┬──────┬──────┬─────┐
-//!  │ bitmap: [u64; levels]   │    │ same shape       │      │  0   │  1   │  2   │ ... │
-//!  │ heads: [u32; 64*L + 2] ─┼────┼──────────────────┼──▶   │ next │ prev │ gen  │     │
-//!  │   64 buckets per level  │    │                  │      │ expiry  bucket  mode  T  │
-//!  │   + ready list          │    │                  │      └──────┴──────┴──────┴─────┘
-//!  │   + parked list         │    │                  │       free entries: a list by `next`
-//!  │ park_tick: u64          │    │                  │
-//!  └─────────────────────────┘    └──────────────────┘
+//!  lanes[0] (normal)                lanes[1] (deferrable)     slab: Vec<Entry<T>>
+//!  ┌───────────────────────────┐    ┌──────────────────┐      ┌──────┬──────┬──────┬─────┐
+//!  │ bitmap: [u64; MAX_LEVELS] │    │ same shape       │      │  0   │  1   │  2   │ ... │
+//!  │ heads: [u32; 64*L + 2]   ─┼────┼──────────────────┼──▶   │ next │ prev │ gen  │     │
+//!  │   64 buckets per level    │    │                  │      │ expiry  bucket  mode  T  │
+//!  │   + ready list            │    │                  │      └──────┴──────┴──────┴─────┘
+//!  │   + parked list           │    │                  │       free entries: a list by `next`
+//!  │ min_fire: [u64; 64*L + 2] │    │                  │       32 B per entry for T = u64
+//!  │ park_tick: u64            │    │                  │
+//!  └───────────────────────────┘    └──────────────────┘
 //! ```
 //!
 //! # Limits
@@ -119,7 +137,7 @@
 //! | operation | cost |
 //! |---|---|
 //! | insert, remove, reschedule | O(1) |
-//! | next_expiry | O(1) cached, O(levels) after the cached bucket emptied |
+//! | next_expiry | O(1) cached, O(levels) after the cache was invalidated |
 //! | poll / advance | O(levels) per non-empty bucket visited + O(1) per entry fired or re-placed |
 //! | advance with `max` | at most `max` entries fired or re-placed per call |
 
@@ -264,8 +282,9 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// One slab entry: 24 bytes plus the payload (32 bytes for a `u64` payload, so two entries
-/// share a cache line and none straddles two).
+/// One slab entry: 23 bytes plus the payload, padded to a multiple of 8 (or of the payload's
+/// alignment if larger): 32 bytes for a `u64` payload, so two entries share a cache line and
+/// none straddles two.
 struct Entry<T> {
     /// Exact expiry in ticks.
     expiry: u64,
@@ -403,7 +422,9 @@ impl Builder {
     }
 }
 
-/// The bucket being drained by [`Wheel::poll`]: which lane and bucket, and its visit tick.
+/// A list being drained by `run`: its lane, its bucket (a wheel bucket, the parked list or
+/// the ready list) and its visit tick. `Wheel::cursor` holds the one a call stopped in (see
+/// "Advancing" in the module doc); `run` also makes one for each ready list it drains.
 #[derive(Clone, Copy, Debug)]
 struct Cursor {
     lane: usize,
@@ -420,6 +441,8 @@ pub struct Wheel<T> {
     clk: u64,
     levels: usize,
     lanes: [Lane; 2],
+    /// The bucket a call stopped in before draining it, resumed first by the next call; `None`
+    /// when no call stopped inside a bucket (see "Advancing" in the module doc).
     cursor: Option<Cursor>,
     /// Visit tick of the earliest non-deferrable bucket (or `clk` if a ready entry exists), or
     /// `NONE`; meaningful only while `cached_valid`.
@@ -508,8 +531,9 @@ impl<T> Wheel<T> {
         self.entries.reserve(additional.saturating_sub(free));
     }
 
-    /// Heap bytes held by the wheel (slab capacity and bucket heads), excluding anything the
-    /// payloads own.
+    /// Heap bytes of the slab's capacity and the bucket list heads (4 bytes per bucket and
+    /// list, per lane), excluding anything the payloads own. The per-bucket firing bounds kept
+    /// for [`Wheel::next_fire`] (8 bytes per bucket and list, per lane) are not counted.
     pub fn heap_bytes(&self) -> usize {
         self.entries.capacity() * std::mem::size_of::<Entry<T>>()
             + self
@@ -519,7 +543,9 @@ impl<T> Wheel<T> {
                 .sum::<usize>()
     }
 
-    /// Size of one slab entry in bytes (24 + the payload, rounded to its alignment).
+    /// Size of one slab entry in bytes: 23 plus the payload, padded to a multiple of 8 (or of
+    /// the payload's alignment if larger); 24 for a payload of at most one byte, 32 for a
+    /// `u64`.
     pub const fn entry_size() -> usize {
         std::mem::size_of::<Entry<T>>()
     }
@@ -997,8 +1023,10 @@ impl<T> Wheel<T> {
     /// Re-places an unlinked entry visited before its expiry (and not due by `target`),
     /// relative to `clk = visit - 1`.
     /// A precise entry lands at a strictly finer level. A far-out one would come back one
-    /// wheel range later, again and again across a long jump, so it is parked until `target`
-    /// instead: visited at most twice per advance.
+    /// wheel range later, again and again across a long jump, so it is parked instead: visited
+    /// at `target`, or at the earlier target an unfinished advance parked entries for (see
+    /// "Placement" in the module doc). An entry drained from the parked list is placed, not
+    /// parked again.
     fn replace(&mut self, index: u32, cursor: Cursor, target: u64) {
         let entry = &self.entries[index as usize];
         let ln = &mut self.lanes[cursor.lane];

@@ -58,6 +58,16 @@ fn level_table_matches_doc() {
     }
 }
 
+/// The entry sizes `Entry` and `Wheel::entry_size` document: 23 bytes plus the payload, padded.
+#[test]
+fn entry_size_matches_doc() {
+    assert_eq!(Wheel::<()>::entry_size(), 24);
+    assert_eq!(Wheel::<u8>::entry_size(), 24);
+    assert_eq!(Wheel::<u32>::entry_size(), 32);
+    assert_eq!(Wheel::<u64>::entry_size(), 32);
+    assert_eq!(Wheel::<u128>::entry_size(), 48);
+}
+
 #[test]
 fn level_for_delta_at_every_boundary() {
     assert_eq!(level_for_delta(0), 0);
