@@ -767,3 +767,124 @@ fn save_to_refuses_an_unencodable_snapshot_and_writes_nothing() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// One timer record as the module doc's table lays it out, every enum given as the literal
+/// value the table documents.
+#[allow(clippy::too_many_arguments)]
+fn record_bytes(
+    id: i32,
+    clock: i32,
+    status: u8,
+    pending: u8,
+    kind: u8,
+    expiry_clock: i32,
+    expiry: i64,
+    interval: i64,
+    overrun: i64,
+    overrun_last: i32,
+    name: &str,
+) -> Vec<u8> {
+    let mut r = Vec::new();
+    r.extend_from_slice(&(45 + name.len() as u16).to_le_bytes());
+    r.extend_from_slice(&id.to_le_bytes());
+    r.extend_from_slice(&clock.to_le_bytes());
+    r.push(status);
+    r.push(pending);
+    r.push(kind);
+    r.extend_from_slice(&expiry_clock.to_le_bytes());
+    r.extend_from_slice(&expiry.to_le_bytes());
+    r.extend_from_slice(&interval.to_le_bytes());
+    r.extend_from_slice(&overrun.to_le_bytes());
+    r.extend_from_slice(&overrun_last.to_le_bytes());
+    r.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    r.extend_from_slice(name.as_bytes());
+    r
+}
+
+/// The exact bytes of a hand-built snapshot holding every status, clock and expiry kind,
+/// written out from the module doc's table with literal values (clocks as their `clockid_t`
+/// numbers): reordering an in-memory enum cannot change what is on disk unnoticed.
+#[test]
+fn encoding_matches_the_documented_table_byte_for_byte() {
+    let id = |n| TimerId::new(n).unwrap();
+    let snap = Snapshot {
+        counter: 42,
+        restore_ids: true,
+        timers: vec![
+            TimerRecord {
+                id: id(3),
+                clock: ClockId::Monotonic,
+                notify: "none".into(),
+                status: Status::Disarmed,
+                pending: false,
+                expiry: Expiry::None,
+                interval: 0,
+                overrun: -1,
+                overrun_last: 0,
+            },
+            TimerRecord {
+                id: id(5),
+                clock: ClockId::Realtime,
+                notify: "queue".into(),
+                status: Status::Armed,
+                pending: false,
+                expiry: Expiry::Remaining {
+                    clock: ClockId::Monotonic,
+                    ns: 1_500,
+                },
+                interval: 0,
+                overrun: -1,
+                overrun_last: 0,
+            },
+            TimerRecord {
+                id: id(7),
+                clock: ClockId::Boottime,
+                notify: "tick".into(),
+                status: Status::RequeuePending,
+                pending: true,
+                expiry: Expiry::Remaining {
+                    clock: ClockId::Boottime,
+                    ns: -20,
+                },
+                interval: 10,
+                overrun: 2,
+                overrun_last: 1,
+            },
+            TimerRecord {
+                id: id(9),
+                clock: ClockId::Realtime,
+                notify: "é".into(),
+                status: Status::Armed,
+                pending: false,
+                expiry: Expiry::Realtime(1_767_225_600_000_000_000),
+                interval: 0,
+                overrun: -1,
+                overrun_last: 3,
+            },
+        ],
+    };
+    let mut p = vec![9, 0, 42, 0, 0, 0, 1, 4, 0, 0, 0];
+    p.extend(record_bytes(3, 1, 0, 0, 0, 0, 0, 0, -1, 0, "none"));
+    p.extend(record_bytes(5, 0, 1, 0, 1, 1, 1_500, 0, -1, 0, "queue"));
+    p.extend(record_bytes(7, 7, 2, 1, 1, 7, -20, 10, 2, 1, "tick"));
+    p.extend(record_bytes(
+        9,
+        0,
+        1,
+        0,
+        2,
+        0,
+        1_767_225_600_000_000_000,
+        0,
+        -1,
+        3,
+        "é",
+    ));
+    let mut want = b"TEMPORA\x1a".to_vec();
+    want.extend_from_slice(&[1, 0, 0, 0]);
+    want.extend_from_slice(&(p.len() as u64).to_le_bytes());
+    want.extend_from_slice(&crc32c::crc32c(&p).to_le_bytes());
+    want.extend_from_slice(&p);
+    assert_eq!(snap.try_encode().unwrap(), want);
+    assert_eq!(Snapshot::decode(&want).unwrap(), snap);
+}
