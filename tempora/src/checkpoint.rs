@@ -382,7 +382,10 @@ fn header(h: &[u8]) -> Result<(u64, u32), Error> {
     let mut h = Reader::new(&h[8..HEADER], 8);
     let (major, minor) = (h.u16()?, h.u16()?);
     if major != VERSION.0 {
-        return Err(Error::UnsupportedSnapshot(major, minor));
+        return Err(Error::UnsupportedSnapshot {
+            found: (major, minor),
+            supported: VERSION.0,
+        });
     }
     let len = h.u64()?;
     if len > MAX_PAYLOAD {

@@ -289,7 +289,20 @@ fn wrong_magic_newer_major_and_newer_minor() {
     let mut b = bytes.clone();
     b[8..10].copy_from_slice(&2u16.to_le_bytes());
     let e = Snapshot::decode(&b).unwrap_err();
-    assert!(matches!(e, Error::UnsupportedSnapshot(2, 0)), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::UnsupportedSnapshot {
+                found: (2, 0),
+                supported: 1
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "snapshot format 2.0 is newer than this build reads (1.x)"
+    );
     assert_eq!(e.errno(), libc::EINVAL);
     // A newer minor version appends a field to every record: this reader skips it.
     let snap = sample();
