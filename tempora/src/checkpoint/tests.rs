@@ -1,5 +1,6 @@
 //! Round trips under the manual clock, corrupt input, and a decoder fuzz (proptest over bytes).
 
+use super::format::{Reader, HEADER, OWNER_FIELDS, TIMER_FIELDS};
 use super::*;
 use crate::clock::{ClockSource, ManualClock};
 use crate::{Event, Notify, Owner, SetFlags, Timers};
