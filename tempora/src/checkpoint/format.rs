@@ -23,6 +23,83 @@ pub(super) fn timer_record_len(t: &TimerRecord) -> u64 {
     (2 + TIMER_FIELDS + t.notify.len()) as u64
 }
 
+/// `expiry_kind`: no expiry stored.
+const EXPIRY_NONE: u8 = 0;
+/// `expiry_kind`: time remaining on `expiry_clock`.
+const EXPIRY_REMAINING: u8 = 1;
+/// `expiry_kind`: an absolute `CLOCK_REALTIME` time.
+const EXPIRY_REALTIME: u8 = 2;
+
+// The stored enums, each mapped to its on-disk value and back by a `match` of its own (never
+// `as` or a helper of the enum's), so that the format stays what the module doc's table says
+// whatever happens to the in-memory discriminants; `tests.rs` pins every value.
+
+/// A status's `status` byte.
+pub(super) fn status_to_disk(status: Status) -> u8 {
+    match status {
+        Status::Disarmed => 0,
+        Status::Armed => 1,
+        Status::RequeuePending => 2,
+    }
+}
+
+/// The status a `status` byte stands for, if any.
+pub(super) fn status_from_disk(byte: u8) -> Option<Status> {
+    match byte {
+        0 => Some(Status::Disarmed),
+        1 => Some(Status::Armed),
+        2 => Some(Status::RequeuePending),
+        _ => None,
+    }
+}
+
+/// A clock's `clock` / `expiry_clock` value: its Linux `clockid_t` number.
+pub(super) fn clock_to_disk(clock: ClockId) -> i32 {
+    match clock {
+        ClockId::Realtime => 0,
+        ClockId::Monotonic => 1,
+        ClockId::Boottime => 7,
+    }
+}
+
+/// The clock a `clock` / `expiry_clock` value stands for, if tempora supports it.
+pub(super) fn clock_from_disk(raw: i32) -> Option<ClockId> {
+    match raw {
+        0 => Some(ClockId::Realtime),
+        1 => Some(ClockId::Monotonic),
+        7 => Some(ClockId::Boottime),
+        _ => None,
+    }
+}
+
+/// An expiry's `expiry_kind`, `expiry_clock` and `expiry` fields. The fields a kind does not
+/// use are written as zero (`CLOCK_REALTIME` is 0 for an absolute realtime expiry).
+pub(super) fn expiry_to_disk(expiry: Expiry) -> (u8, i32, i64) {
+    match expiry {
+        Expiry::None => (EXPIRY_NONE, 0, 0),
+        Expiry::Remaining { clock, ns } => (EXPIRY_REMAINING, clock_to_disk(clock), ns),
+        Expiry::Realtime(ns) => (EXPIRY_REALTIME, clock_to_disk(ClockId::Realtime), ns),
+    }
+}
+
+/// The expiry the `expiry_kind`, `expiry_clock` and `expiry` fields stand for; the fields its
+/// kind does not use are not read.
+///
+/// # Errors
+/// [`Error::CorruptSnapshot`] for an unknown kind, or a remaining time on an unknown clock.
+pub(super) fn expiry_from_disk(kind: u8, clock: i32, ns: i64) -> Result<Expiry, Error> {
+    match kind {
+        EXPIRY_NONE => Ok(Expiry::None),
+        EXPIRY_REMAINING => {
+            let clock = clock_from_disk(clock)
+                .ok_or_else(|| corrupt(format!("remaining time on clock {clock}")))?;
+            Ok(Expiry::Remaining { clock, ns })
+        }
+        EXPIRY_REALTIME => Ok(Expiry::Realtime(ns)),
+        k => Err(corrupt(format!("expiry kind {k}"))),
+    }
+}
+
 impl Snapshot {
     /// The snapshot in the binary format, after [`Snapshot::validate`].
     ///
@@ -57,14 +134,10 @@ impl Snapshot {
             let name = t.notify.as_bytes();
             p.extend_from_slice(&((TIMER_FIELDS + name.len()) as u16).to_le_bytes());
             p.extend_from_slice(&t.id.get().to_le_bytes());
-            p.extend_from_slice(&t.clock.as_raw().to_le_bytes());
-            p.push(t.status as u8);
+            p.extend_from_slice(&clock_to_disk(t.clock).to_le_bytes());
+            p.push(status_to_disk(t.status));
             p.push(u8::from(t.pending));
-            let (kind, clock, ns) = match t.expiry {
-                Expiry::None => (0u8, 0, 0),
-                Expiry::Remaining { clock, ns } => (1, clock.as_raw(), ns),
-                Expiry::Realtime(ns) => (2, ClockId::Realtime.as_raw(), ns),
-            };
+            let (kind, clock, ns) = expiry_to_disk(t.expiry);
             p.push(kind);
             p.extend_from_slice(&clock.to_le_bytes());
             p.extend_from_slice(&ns.to_le_bytes());
@@ -335,7 +408,7 @@ impl<'a> Reader<'a> {
 
     fn clock(&mut self) -> Result<ClockId, Error> {
         let raw = self.i32()?;
-        ClockId::from_raw(raw).ok_or_else(|| corrupt(format!("clock id {raw} is not supported")))
+        clock_from_disk(raw).ok_or_else(|| corrupt(format!("clock id {raw} is not supported")))
     }
 
     fn timer(&mut self) -> Result<TimerRecord, Error> {
@@ -343,21 +416,12 @@ impl<'a> Reader<'a> {
         let id = TimerId::new(raw_id).ok_or_else(|| corrupt(format!("negative ID {raw_id}")))?;
         let clock = self.clock()?;
         let code = self.u8()?;
-        let status = Status::from_raw(code).ok_or_else(|| corrupt(format!("status {code}")))?;
+        let status = status_from_disk(code).ok_or_else(|| corrupt(format!("status {code}")))?;
         let pending = self.flag("pending")?;
         let kind = self.u8()?;
         let expiry_clock = self.i32()?;
         let ns = self.i64()?;
-        let expiry = match kind {
-            0 => Expiry::None,
-            1 => {
-                let clock = ClockId::from_raw(expiry_clock)
-                    .ok_or_else(|| corrupt(format!("remaining time on clock {expiry_clock}")))?;
-                Expiry::Remaining { clock, ns }
-            }
-            2 => Expiry::Realtime(ns),
-            k => return Err(corrupt(format!("expiry kind {k}"))),
-        };
+        let expiry = expiry_from_disk(kind, expiry_clock, ns)?;
         // The rules on values are `check_timer`'s, applied to the whole snapshot by `decode`.
         let interval = self.i64()?;
         let overrun = self.i64()?;

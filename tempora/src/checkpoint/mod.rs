@@ -48,6 +48,12 @@
 //!                | expiry_kind u8 (0 none, 1 remaining on expiry_clock, 2 realtime absolute)
 //!                | expiry_clock i32 | expiry i64 (ns) | interval i64 (ns) | overrun i64
 //!                | overrun_last i32 | name_len u16 | name (UTF-8)
+//!
+//! clock, expiry_clock  clockid_t: 0 CLOCK_REALTIME, 1 CLOCK_MONOTONIC, 7 CLOCK_BOOTTIME
+//!                      (expiry_kind 0 writes expiry_clock and expiry as 0, kind 2 writes
+//!                      expiry_clock as 0; a reader ignores the fields its kind does not use)
+//! status               0 Disarmed, 1 Armed, 2 RequeuePending
+//! restore_ids, pending 0 no, 1 yes
 //! ```
 //!
 //! Each record starts with its own length (the bytes after the `len` field), so a reader skips

@@ -1,6 +1,10 @@
-//! Round trips under the manual clock, corrupt input, and a decoder fuzz (proptest over bytes).
+//! Round trips under the manual clock, corrupt input, a decoder fuzz (proptest over bytes), and
+//! the format pinned to the module doc's table: its bytes and every stored enum's values.
 
-use super::format::{Reader, HEADER, OWNER_FIELDS, TIMER_FIELDS};
+use super::format::{
+    clock_from_disk, clock_to_disk, expiry_from_disk, expiry_to_disk, status_from_disk,
+    status_to_disk, Reader, HEADER, OWNER_FIELDS, TIMER_FIELDS,
+};
 use super::*;
 use crate::clock::{ClockSource, ManualClock};
 use crate::{Event, Notify, Owner, SetFlags, Timers};
@@ -901,4 +905,76 @@ fn encoding_matches_the_documented_table_byte_for_byte() {
     want.extend_from_slice(&p);
     assert_eq!(snap.try_encode().unwrap(), want);
     assert_eq!(Snapshot::decode(&want).unwrap(), snap);
+}
+
+/// Every stored enum's on-disk value, as the module doc's table documents it, both ways; any
+/// other value reads as nothing. A new variant fails to compile in the `*_to_disk` matches,
+/// and a reordered enum fails here, never silently changing the format.
+#[test]
+fn every_stored_enum_maps_to_its_documented_value() {
+    let statuses = [
+        (Status::Disarmed, 0u8),
+        (Status::Armed, 1),
+        (Status::RequeuePending, 2),
+    ];
+    for (status, byte) in statuses {
+        assert_eq!(status_to_disk(status), byte, "{status:?}");
+        assert_eq!(status_from_disk(byte), Some(status), "{byte}");
+    }
+    for byte in 0..=u8::MAX {
+        if !statuses.iter().any(|&(_, b)| b == byte) {
+            assert_eq!(status_from_disk(byte), None, "status {byte}");
+        }
+    }
+
+    let clocks = [
+        (ClockId::Realtime, 0i32),
+        (ClockId::Monotonic, 1),
+        (ClockId::Boottime, 7),
+    ];
+    for (clock, raw) in clocks {
+        assert_eq!(clock_to_disk(clock), raw, "{clock:?}");
+        assert_eq!(clock_from_disk(raw), Some(clock), "{raw}");
+    }
+    for raw in (-300..300).chain([i32::MIN, i32::MAX]) {
+        if !clocks.iter().any(|&(_, r)| r == raw) {
+            assert_eq!(clock_from_disk(raw), None, "clock {raw}");
+        }
+    }
+
+    let expiries = [
+        (Expiry::None, (0u8, 0i32, 0i64)),
+        (
+            Expiry::Remaining {
+                clock: ClockId::Monotonic,
+                ns: -3,
+            },
+            (1, 1, -3),
+        ),
+        (
+            Expiry::Remaining {
+                clock: ClockId::Boottime,
+                ns: 9,
+            },
+            (1, 7, 9),
+        ),
+        (Expiry::Realtime(5), (2, 0, 5)),
+    ];
+    for (expiry, (kind, clock, ns)) in expiries {
+        assert_eq!(expiry_to_disk(expiry), (kind, clock, ns), "{expiry:?}");
+        assert_eq!(expiry_from_disk(kind, clock, ns), Ok(expiry), "{kind}");
+    }
+    // The fields a kind does not use are not read.
+    assert_eq!(expiry_from_disk(0, 99, 7), Ok(Expiry::None));
+    assert_eq!(expiry_from_disk(2, 99, 7), Ok(Expiry::Realtime(7)));
+    assert_eq!(
+        expiry_from_disk(1, 99, 7),
+        Err(Error::CorruptSnapshot("remaining time on clock 99".into()))
+    );
+    for kind in 3..=u8::MAX {
+        assert_eq!(
+            expiry_from_disk(kind, 0, 0),
+            Err(Error::CorruptSnapshot(format!("expiry kind {kind}")))
+        );
+    }
 }
