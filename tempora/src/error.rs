@@ -49,9 +49,13 @@ pub enum Error {
     /// The bytes are not a valid snapshot ([`crate::checkpoint`]); the text says what is wrong
     /// and where. `EINVAL`.
     CorruptSnapshot(String),
-    /// A snapshot in a newer major format version (major, minor) than this build reads.
-    /// `EINVAL`.
-    UnsupportedSnapshot(u16, u16),
+    /// A snapshot in a newer major format version than this build reads. `EINVAL`.
+    UnsupportedSnapshot {
+        /// The snapshot's format version, (major, minor).
+        found: (u16, u16),
+        /// The major format version this build reads.
+        supported: u16,
+    },
     /// A snapshot names a notification the restoring application did not supply. `EINVAL`.
     UnknownNotify(String),
     /// An operating-system call failed: reading or writing a snapshot file, or starting a
@@ -71,7 +75,7 @@ impl Error {
             | Error::InvalidTime
             | Error::InvalidConfig(_)
             | Error::CorruptSnapshot(_)
-            | Error::UnsupportedSnapshot(..)
+            | Error::UnsupportedSnapshot { .. }
             | Error::UnknownNotify(_) => libc::EINVAL,
             Error::ServiceStopped => libc::ESHUTDOWN,
             Error::Poisoned(_) => libc::ENOTRECOVERABLE,
@@ -110,10 +114,12 @@ impl fmt::Display for Error {
             }
             Error::InvalidConfig(what) => write!(f, "invalid configuration: {what} (EINVAL)"),
             Error::CorruptSnapshot(what) => write!(f, "corrupt snapshot: {what}"),
-            Error::UnsupportedSnapshot(major, minor) => write!(
+            Error::UnsupportedSnapshot {
+                found: (major, minor),
+                supported,
+            } => write!(
                 f,
-                "snapshot format {major}.{minor} is newer than this build reads ({}.x)",
-                crate::checkpoint::VERSION.0
+                "snapshot format {major}.{minor} is newer than this build reads ({supported}.x)"
             ),
             Error::UnknownNotify(name) => write!(
                 f,
