@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tempora::checkpoint::{Expiry, Snapshot};
 use tempora::clock::{ClockId, ClockSource, ManualClock};
-use tempora::registry::TimerId;
+use tempora::TimerId;
 use tempora::{Notify, Owner, SetFlags, Timers};
 
 /// `tempora checkpoint ...`

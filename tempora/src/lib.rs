@@ -1,20 +1,25 @@
 //! tempora brings the Linux kernel's scalable timer machinery to user space.
 //!
-//! This crate is built in layers, each knowing only the ones below it:
+//! This crate is built in layers, each knowing only the ones below it (ARCHITECTURE.md in the
+//! repository draws them, with the lock order and the invariants):
 //!
 //! - [`wheel`]: a non-cascading hierarchical timer wheel, the pure data structure under every
 //!   base. No threads, no locks, no clock: O(1) insert, cancel and next-expiry, precise and
 //!   coarse placement, deferrable entries, generation-checked keys.
-//! - [`registry`]: owners (ID namespaces), timer IDs, and one hash table for all owners' timers
-//!   with per-bucket locks, lock-free lookups, incremental growth and exact-ID (restore) mode.
+//! - the registry (crate-internal): owners (ID namespaces), timer IDs, and one hash table for
+//!   all owners' timers with per-bucket locks, lock-free lookups, incremental growth and
+//!   exact-ID (restore) mode. It is generic over the service it serves, which keeps its own
+//!   parts in each timer object.
 //! - [`clock`]: clock identities, the OS and manual clock sources, timespec validation and the
 //!   nanosecond/tick conversion that never rounds early; [`Error`]: the crate's one error
 //!   type, with errno values.
-//!
 //! - [`Timers`]: the POSIX-style service users hold: owners, `create` / `settime` /
 //!   `gettime` / `getoverrun` / `delete` with Linux's semantics, bases (a lock and a wheel per
 //!   clock), event queues with the kernel's overrun rules, callbacks, and `poll` /
 //!   `next_deadline` for an application's own loop (see [`timers`]).
+//! - [`checkpoint`]: snapshots of an owner ([`Owner::checkpoint`]), their checksummed binary
+//!   format and atomic files, and all-or-nothing restore with the same IDs
+//!   ([`Owner::restore`]).
 //!
 //! ```
 //! use std::time::Duration;
@@ -34,18 +39,20 @@
 //! assert_eq!((event.id, event.overrun), (id, 2)); // due at 10 ms; 20 and 30 ms missed
 //! assert_eq!(owner.getoverrun(id), Ok(2));
 //! ```
-//!
-//! - [`checkpoint`]: snapshots of an owner (`Owner::checkpoint`), their checksummed binary
-//!   format and atomic files, and all-or-nothing restore with the same IDs (`Owner::restore`).
 
 pub mod checkpoint;
 pub mod clock;
 mod error;
-pub(crate) mod itimer;
-pub mod registry;
+pub(crate) mod registry;
 pub(crate) mod sync;
 pub mod timers;
 pub mod wheel;
 
+#[doc(hidden)]
+pub mod bench_door;
+
 pub use error::{Error, IoError};
-pub use timers::{Builder, Event, ItimerSpec, Notify, Owner, SetFlags, Timers};
+pub use timers::{
+    Builder, Event, ItimerSpec, Notify, NotifyKind, Owner, SetFlags, Status, TimerHandle, TimerId,
+    TimerInfo, Timers,
+};

@@ -6,8 +6,8 @@
 //! [`ByteLock`] is tempora's own lock, written here rather than taken from a crate because it
 //! must fit in one byte of a timer's written cache line and in the low bit of a hash bucket's
 //! head word, and because its unlock is a plain release store (one atomic read-modify-write per
-//! lock/unlock pair instead of two: measured 10 ns for a `parking_lot::Mutex` pair on the
-//! development machine, most of a lookup's budget).
+//! lock/unlock pair instead of two; BENCHMARKS.md, "Design measurements", has the cost of the
+//! alternative).
 
 /// Fences, loom's under `cfg(loom)` (loom does not observe a `std` fence): the slot protocol's
 /// (`registry/timer.rs`) are checked by the models in `registry/loom_tests.rs`.
@@ -198,42 +198,79 @@ pub(crate) fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Debug-build check of the service's lock order, **timer → base**, and of "never two base
-/// locks at once" (`timers/base.rs`). Release builds (and loom models, whose threads share one
-/// OS thread) compile it away.
+/// The lock order of the whole crate, in one place, and its debug-build check.
+///
+/// Every lock has a rank; a thread may take a lock only while every lock it holds has a lower
+/// rank. Locks of one rank are never held together.
+///
+/// | rank | locks | taken while holding |
+/// |---|---|---|
+/// | 1 | an owner's ID shard (`registry`); a base's delivery lock (`timers/base.rs`) | nothing |
+/// | 2 | a timer (`registry/timer.rs`) | a shard (create's `then`) or a delivery lock (a poll) |
+/// | 3 | a hash bucket, a base, an owner's event queue | a shard (bucket), a timer (base, queue), or nothing |
+///
+/// Bucket locks are the one exception to "never two of one rank": a table split holds the old
+/// bucket and then the two future buckets (old table before future table). The page-directory
+/// lock (`registry/slots.rs`) is taken only under a shard lock and takes nothing.
+///
+/// Debug builds assert the rule for shards, delivery locks, timers and bases at every lock
+/// (the test `lock_order_violation_is_caught_in_debug_builds`); bucket and queue locks are not
+/// tracked. Release builds (and loom models, whose threads share one OS thread) compile the
+/// check away.
 pub(crate) mod lock_order {
+    /// Rank 1: an owner's ID shard.
+    pub(crate) const SHARD: u8 = 1;
+    /// Rank 1: a base's delivery lock.
+    pub(crate) const DELIVERY: u8 = 1;
+    /// Rank 2: a timer.
+    pub(crate) const TIMER: u8 = 2;
+    /// Rank 3: a base.
+    pub(crate) const BASE: u8 = 3;
+
     #[cfg(all(debug_assertions, not(loom)))]
     thread_local! {
-        static BASE_HELD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        /// Bit `r` set: this thread holds a lock of rank `r`.
+        static HELD: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
     }
 
-    /// A base lock is being taken.
-    #[inline]
-    pub(crate) fn base_enter() {
+    /// Proof that a lock of some rank was entered; leaving (on drop, unwinding included)
+    /// clears the mark.
+    #[must_use]
+    pub(crate) struct Entered {
         #[cfg(all(debug_assertions, not(loom)))]
-        BASE_HELD.with(|h| {
-            assert!(!h.get(), "lock order: a second base lock while holding one");
-            h.set(true);
-        });
+        rank: u8,
     }
 
-    /// The base lock was released.
+    /// A lock of `rank` is being taken: panics (in debug builds) if the thread holds one of the
+    /// same or a higher rank.
     #[inline]
-    pub(crate) fn base_exit() {
+    pub(crate) fn enter(rank: u8) -> Entered {
         #[cfg(all(debug_assertions, not(loom)))]
-        BASE_HELD.with(|h| h.set(false));
+        {
+            HELD.with(|h| {
+                let held = h.get();
+                assert!(
+                    held >> rank == 0,
+                    "lock order: a rank-{rank} lock taken while holding a lock of rank >= {rank} \
+                     (held ranks {held:#b}; see sync::lock_order)"
+                );
+                h.set(held | 1 << rank);
+            });
+            Entered { rank }
+        }
+        #[cfg(not(all(debug_assertions, not(loom))))]
+        {
+            let _ = rank;
+            Entered {}
+        }
     }
 
-    /// A timer lock is being taken.
-    #[inline]
-    pub(crate) fn timer_enter() {
-        #[cfg(all(debug_assertions, not(loom)))]
-        BASE_HELD.with(|h| {
-            assert!(
-                !h.get(),
-                "lock order: a timer lock taken while holding a base lock (order is timer → base)"
-            );
-        });
+    impl Drop for Entered {
+        #[inline]
+        fn drop(&mut self) {
+            #[cfg(all(debug_assertions, not(loom)))]
+            HELD.with(|h| h.set(h.get() & !(1 << self.rank)));
+        }
     }
 }
 

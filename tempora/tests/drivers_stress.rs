@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tempora::clock::{ClockId, ClockSource, OsClock};
-use tempora::registry::{Status, TimerId};
 use tempora::{Notify, Owner, SetFlags, Timers};
+use tempora::{Status, TimerId};
 
 fn now() -> u64 {
     OsClock.now(ClockId::Monotonic)
@@ -239,6 +239,6 @@ fn drivers_under_churn_never_fire_early_twice_or_lose_a_period() {
     );
     drop(shared);
     drop(tallies);
-    assert_eq!(timers.registry().len(), 0, "no timer left");
+    assert_eq!(timers.timer_count(), 0, "no timer left");
     assert_eq!(timers.next_deadline(), None, "no wheel entry left");
 }

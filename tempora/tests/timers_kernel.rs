@@ -53,7 +53,7 @@ impl Rng {
 
 struct Pair {
     kernel: i32,
-    tempora: tempora::registry::TimerId,
+    tempora: tempora::TimerId,
     clock: ClockId,
 }
 
@@ -73,8 +73,8 @@ enum Outcome {
     Disturbed(String),
 }
 
-fn run(seed: u64, steps: usize, signo: i32) -> Outcome {
-    let mut rng = Rng(seed);
+fn run(stream: u64, steps: usize, signo: i32) -> Outcome {
+    let mut rng = Rng(stream);
     let timers = Timers::builder().bases(2).build().unwrap();
     let owner = timers.owner();
     let tid = k::gettid();
@@ -149,7 +149,7 @@ fn run(seed: u64, steps: usize, signo: i32) -> Outcome {
             let dt = before.elapsed().as_nanos() as u64;
             assert!(
                 distance(kold, told) <= dt + skew[i] + tol && kold.1 == told.1,
-                "seed {seed} step {step}: settime({i}, abs {abs}, {value}, {interval}) old: \
+                "stream {stream} step {step}: settime({i}, abs {abs}, {value}, {interval}) old: \
                  kernel {kold:?}, tempora {told:?}"
             );
             skew[i] = dt;
@@ -187,11 +187,11 @@ fn run(seed: u64, steps: usize, signo: i32) -> Outcome {
         }
         assert!(
             twice.is_empty(),
-            "seed {seed} step {step}: two deliveries in one step of {twice:?}"
+            "stream {stream} step {step}: two deliveries in one step of {twice:?}"
         );
         assert_eq!(
             kev, tev,
-            "seed {seed} step {step}: deliveries (overrun per pair) differ"
+            "stream {stream} step {step}: deliveries (overrun per pair) differ"
         );
         events += kev.iter().flatten().count();
         for (i, p) in pairs.iter().enumerate() {
@@ -202,12 +202,12 @@ fn run(seed: u64, steps: usize, signo: i32) -> Outcome {
             let dt = before.elapsed().as_nanos() as u64;
             assert!(
                 distance(kt, tt) <= dt + skew[i] + tol && kt.1 == tt.1,
-                "seed {seed} step {step}: gettime({i}): kernel {kt:?}, tempora {tt:?}"
+                "stream {stream} step {step}: gettime({i}): kernel {kt:?}, tempora {tt:?}"
             );
             assert_eq!(
                 k::timer_getoverrun(p.kernel).unwrap(),
                 owner.getoverrun(p.tempora).unwrap(),
-                "seed {seed} step {step}: getoverrun({i})"
+                "stream {stream} step {step}: getoverrun({i})"
             );
         }
     }
@@ -223,7 +223,7 @@ fn kernel_differential_signals_settime_gettime_getoverrun_delete() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);
-    let base_seed = std::env::var("TEMPORA_SEED")
+    let first_stream = std::env::var("TEMPORA_STREAM")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| {
@@ -236,17 +236,17 @@ fn kernel_differential_signals_settime_gettime_getoverrun_delete() {
     // 2-core machine a 300-step run is disturbed often enough to need several attempts.
     const ATTEMPTS: u64 = 10;
     for attempt in 0..ATTEMPTS {
-        let seed = base_seed.wrapping_add(attempt);
-        match run(seed, steps, signo) {
+        let stream = first_stream.wrapping_add(attempt);
+        match run(stream, steps, signo) {
             Outcome::Passed { steps, events } => {
-                eprintln!("seed {seed}: {steps} steps, {events} events, all equal");
+                eprintln!("stream {stream}: {steps} steps, {events} events, all equal");
                 assert!(
                     events > 0,
                     "the sequence delivered nothing: it tested too little"
                 );
                 return;
             }
-            Outcome::Disturbed(why) => eprintln!("seed {seed}: restarted, {why}"),
+            Outcome::Disturbed(why) => eprintln!("stream {stream}: restarted, {why}"),
         }
     }
     panic!("the scheduler disturbed {ATTEMPTS} runs in a row; no comparison was possible");

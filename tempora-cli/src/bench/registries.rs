@@ -50,44 +50,37 @@ pub struct PeerTimer {
     wheel_key: u64,
 }
 
-pub struct Tempora(tempora::registry::Registry);
+/// tempora's registry on its own (`tempora::bench_door`: the service's registry and timer
+/// objects, driven through the registry's calls).
+pub struct Tempora(tempora::bench_door::Registry);
 
 impl Registry for Tempora {
     const NAME: &'static str = "tempora";
-    type Owner = tempora::registry::Owner;
+    type Owner = tempora::bench_door::Owner;
     fn new() -> Self {
-        Tempora(tempora::registry::Registry::new())
+        Tempora(tempora::bench_door::Registry::new())
     }
     fn owner(&self) -> Self::Owner {
         self.0.owner()
     }
     #[inline]
     fn create(&self, o: &Self::Owner) -> Result<i32, Errno> {
-        o.create(
-            tempora::clock::ClockId::Monotonic,
-            tempora::registry::NotifyKind::None,
-        )
-        .map(|id| id.get())
-        .map_err(|e| e.errno())
+        o.create().map(|id| id.get()).map_err(|e| e.errno())
     }
     fn create_exact(&self, o: &Self::Owner, id: i32) -> Result<(), Errno> {
         o.set_restore_ids(true);
-        let r = o.create_with_id(
-            id,
-            tempora::clock::ClockId::Monotonic,
-            tempora::registry::NotifyKind::None,
-        );
+        let r = o.create_with_id(id);
         o.set_restore_ids(false);
         r.map(drop).map_err(|e| e.errno())
     }
     #[inline]
     fn getoverrun(&self, o: &Self::Owner, id: i32) -> Result<i32, Errno> {
-        let id = tempora::registry::TimerId::new(id).ok_or(libc::EINVAL)?;
+        let id = tempora::TimerId::new(id).ok_or(libc::EINVAL)?;
         o.getoverrun(id).map_err(|e| e.errno())
     }
     #[inline]
     fn delete(&self, o: &Self::Owner, id: i32) -> Result<(), Errno> {
-        let id = tempora::registry::TimerId::new(id).ok_or(libc::EINVAL)?;
+        let id = tempora::TimerId::new(id).ok_or(libc::EINVAL)?;
         o.delete(id).map_err(|e| e.errno())
     }
     fn release(&self, o: Self::Owner, _ids: &[i32]) {

@@ -27,7 +27,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use tempora::clock::ClockId;
-use tempora::registry::TimerId;
+use tempora::TimerId;
 use tempora::{Notify, Owner, SetFlags, Timers};
 
 use super::{

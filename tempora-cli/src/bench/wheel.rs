@@ -75,8 +75,8 @@ struct Input {
 }
 
 impl Input {
-    fn new(n: usize, dist: Dist, seed: u64, rounds: usize) -> Input {
-        let mut rng = SmallRng::seed_from_u64(seed);
+    fn new(n: usize, dist: Dist, stream: u64, rounds: usize) -> Input {
+        let mut rng = SmallRng::seed_from_u64(stream);
         let deadlines = (0..n).map(|_| dist.sample(&mut rng)).collect();
         let mut order: Vec<u32> = (0..n as u32).collect();
         order.shuffle(&mut rng);

@@ -4,7 +4,7 @@
 use super::{corrupt, Expiry, Snapshot, TimerRecord, MAGIC, MAX_PAYLOAD, VERSION};
 use crate::clock::ClockId;
 use crate::error::Error;
-use crate::registry::{Status, TimerId};
+use crate::timers::{Status, TimerId};
 use std::io::{Read, Write};
 use std::path::Path;
 

@@ -69,13 +69,15 @@
 //! the same [`Snapshot::validate`], so what one refuses the others refuse too, and no bytes are
 //! written that a reader refuses.
 
+mod capture;
 mod format;
+mod restore;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
 use crate::clock::ClockId;
 use crate::error::Error;
-use crate::registry::{Status, TimerId};
+use crate::timers::{Status, TimerId};
 use std::collections::HashSet;
 
 /// The magic at the start of every snapshot.

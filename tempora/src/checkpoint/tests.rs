@@ -403,11 +403,7 @@ fn a_failed_restore_leaves_the_owner_unchanged() {
     // An ID beyond a smaller owner's ID space fails midway: what was made is undone.
     let small_timers = Timers::builder()
         .clock(clock.clone())
-        .registry({
-            let mut r = crate::registry::Registry::builder();
-            r.id_bits(8);
-            r
-        })
+        .id_bits(8)
         .build()
         .unwrap();
     let small = small_timers.owner();

@@ -11,47 +11,79 @@
 //! store in `reset_for_create` or the Release fence in `mark_deleted` is removed, or if
 //! `read_current` reads the generation after the owner word.
 //!
-//! What the slot models cover: the real `Timer::lock_if`, `OwnerInner::mark_deleted`,
+//! What the slot models cover: the real `Timer::lock_if`, `Timer::mark_deleted`,
 //! `Timer::reset_for_create` and `Timer::read_current`, with the owner-word and ID stores of
-//! `free_slot_locked` and `create_locked` copied from `mod.rs`. Not modelled: the hash table
-//! (unhash and link; the walk is the subject of the models above), the shard free list (its
-//! lock orders creators, not readers) and the epoch. The registry's own `create` and `delete`
-//! cannot run under loom: slot pages come from zeroed memory (`Slots::add_page`), which is a
-//! valid `Timer` only with std atomics (a loom atomic is a handle into the model's state), and
-//! crossbeam-epoch is not loom-instrumented.
+//! `free_slot_locked` and `create_locked` copied from `owner.rs`, on a model service whose
+//! parts are two create-time fields and two published ones (`Model`). Not modelled: the hash
+//! table (unhash and link; the walk is the subject of the models above), the shard free list
+//! (its lock orders creators, not readers) and the epoch. The registry's own `create` and
+//! `delete` do not run under loom: crossbeam-epoch is not loom-instrumented.
 
 use super::table::{self, hash, Table};
-use super::timer::{visible, Status, Timer, PENDING};
-use super::{NotifyKind, OwnerInner};
-use crate::clock::ClockId;
-use crate::sync::Ordering;
+use super::timer::{visible, Locked, Service, Timer, PENDING};
+use crate::sync::{AtomicI32, AtomicU8, Ordering};
 use loom::sync::Arc;
 
-const SEED: [u64; 2] = [3, 5];
+const SALT: [u64; 2] = [3, 5];
 const OWNER: u64 = 9;
 
-fn timer(id: i32) -> Box<Timer> {
-    let t = Box::new(Timer::default());
+/// A service whose parts a racing reader can mix up: two fields set at create, a count and an
+/// "armed" flag published, the flag cleared by the delete hook (as a disarm is).
+struct Model;
+
+#[derive(Debug, Default)]
+struct Fixed {
+    clock: AtomicU8,
+    notify: AtomicU8,
+}
+
+#[derive(Debug, Default)]
+struct Published {
+    count: AtomicI32,
+    armed: AtomicU8,
+}
+
+impl Service for Model {
+    type Fixed = Fixed;
+    type Published = Published;
+    type State = ();
+    type Init = (u8, u8);
+    type Owner = ();
+    type Released = ();
+    fn init(fixed: &Fixed, published: &Published, _: &mut (), (clock, notify): (u8, u8)) {
+        fixed.clock.store(clock, Ordering::Relaxed);
+        fixed.notify.store(notify, Ordering::Relaxed);
+        published.count.store(0, Ordering::Relaxed);
+        published.armed.store(0, Ordering::Relaxed);
+    }
+    fn on_delete(_: &(), l: &mut Locked<'_, Model>) {
+        l.published().armed.store(0, Ordering::Relaxed);
+    }
+    fn on_destroy(_: &()) {}
+}
+
+fn timer(id: i32) -> Box<Timer<()>> {
+    let t = Box::new(Timer::<()>::default());
     t.hot.owner.store(visible(OWNER), Ordering::Relaxed);
     t.hot.id.store(id, Ordering::Relaxed);
     t
 }
 
-fn insert(t: &Table, timer: &Timer) {
+fn insert(t: &Table, timer: &Timer<()>) {
     let id = timer.hot.id.load(Ordering::Relaxed);
-    let h = hash(SEED, OWNER, id);
+    let h = hash(SALT, OWNER, id);
     let idx = t.index(h);
     let head = t.buckets[idx].lock().expect("not moved");
     t.link_and_unlock(idx, head, timer, h);
 }
 
 fn lookup(t: &Table, id: i32) -> bool {
-    table::find(|| t, hash(SEED, OWNER, id), visible(OWNER), id).is_some()
+    table::find::<()>(|| t, hash(SALT, OWNER, id), visible(OWNER), id).is_some()
 }
 
 /// Two IDs whose timers share a bucket of a 2-bucket table.
 fn same_bucket_ids() -> (i32, i32) {
-    let b = |id| hash(SEED, OWNER, id) & 1;
+    let b = |id| hash(SALT, OWNER, id) & 1;
     let first = 0;
     let second = (1..).find(|&i| b(i) == b(first)).unwrap();
     (first, second)
@@ -61,12 +93,12 @@ fn same_bucket_ids() -> (i32, i32) {
 fn loom_walk_racing_split_finds_present_timer() {
     loom::model(|| {
         let (a, b) = same_bucket_ids();
-        let old = Arc::new(Table::new(1, SEED));
+        let old = Arc::new(Table::new(1, SALT));
         let ta = timer(a);
         let tb = timer(b);
         insert(&old, &ta);
         insert(&old, &tb);
-        let future = Box::into_raw(Box::new(Table::new(2, SEED)));
+        let future = Box::into_raw(Box::new(Table::new(2, SALT)));
         old.future.store(future, Ordering::Release);
         let walker = {
             let old = old.clone();
@@ -76,8 +108,8 @@ fn loom_walk_racing_split_finds_present_timer() {
         };
         // SAFETY: `future` stays allocated until the end of the model run.
         let f = unsafe { &*future };
-        let idx = old.index(hash(SEED, OWNER, a));
-        old.split_bucket(idx, f);
+        let idx = old.index(hash(SALT, OWNER, a));
+        old.split_bucket::<()>(idx, f);
         walker.join().unwrap();
         assert!(lookup(&old, b));
         // SAFETY: from `Box::into_raw` above; the walker is joined.
@@ -90,13 +122,13 @@ fn loom_walk_racing_split_finds_present_timer() {
 fn loom_walk_racing_unlink_and_reuse_finds_present_timer() {
     loom::model(|| {
         let (a, b) = same_bucket_ids();
-        let t = Arc::new(Table::new(1, SEED));
+        let t = Arc::new(Table::new(1, SALT));
         let target = timer(a);
         let reused = timer(b);
         insert(&t, &target);
         // `reused` is ahead of `target` in the chain: the walker passes it.
         insert(&t, &reused);
-        let reused_ptr = &*reused as *const Timer as usize;
+        let reused_ptr = &*reused as *const Timer<()> as usize;
         let walker = {
             let t = t.clone();
             loom::thread::spawn(move || {
@@ -105,14 +137,14 @@ fn loom_walk_racing_unlink_and_reuse_finds_present_timer() {
         };
         // Delete `reused` and re-create it with another ID, which may land in the other bucket.
         // SAFETY: the box outlives the model run.
-        let r = unsafe { &*(reused_ptr as *const Timer) };
+        let r = unsafe { &*(reused_ptr as *const Timer<()>) };
         r.hot.owner.store(visible(OWNER) | 1, Ordering::Relaxed);
-        let h = hash(SEED, OWNER, b);
+        let h = hash(SALT, OWNER, b);
         let idx = t.index(h);
         let head = t.buckets[idx].lock().unwrap();
         assert!(t.unlink_and_unlock(idx, head, r));
         let other = (b + 1..)
-            .find(|&i| hash(SEED, OWNER, i) & 1 != h & 1)
+            .find(|&i| hash(SALT, OWNER, i) & 1 != h & 1)
             .unwrap();
         r.hot.id.store(other, Ordering::Relaxed);
         r.hot.owner.store(visible(OWNER), Ordering::Relaxed);
@@ -122,21 +154,21 @@ fn loom_walk_racing_unlink_and_reuse_finds_present_timer() {
     });
 }
 
-/// The overrun count of the first incarnation in the slot models (a re-create resets it to 0).
-const OLD_OVERRUN: i32 = 7;
-/// Clock and notification kind of the first and of the second incarnation.
-const FIRST: (ClockId, NotifyKind) = (ClockId::Realtime, NotifyKind::Queue);
-const SECOND: (ClockId, NotifyKind) = (ClockId::Monotonic, NotifyKind::Callback);
+/// The count of the first incarnation in the slot models (a re-create resets it to 0).
+const OLD_COUNT: i32 = 7;
+/// The create-time fields of the first and of the second incarnation.
+const FIRST: (u8, u8) = (0, 1);
+const SECOND: (u8, u8) = (1, 2);
 
-/// A slot holding this owner's visible timer `id` (incarnation `FIRST`), armed, with overrun
-/// count `OLD_OVERRUN`: made as `create_locked` makes it, then set under its lock as settime
-/// and an event's consumption set them.
-fn live_slot(id: i32) -> Timer {
+/// A slot holding this owner's visible timer `id` (incarnation `FIRST`), armed, with count
+/// `OLD_COUNT`: made as `create_locked` makes it, then set under its lock as the POSIX
+/// service's settime and an event's consumption set its parts.
+fn live_slot(id: i32) -> Timer<Model> {
     let t = Timer::default();
     create(&t, id, FIRST);
-    t.lock_if(visible(OWNER), Some(id), |mut l| {
-        l.set_overrun_last(OLD_OVERRUN);
-        l.set_status(Status::Armed);
+    t.lock_if(visible(OWNER), Some(id), |l| {
+        l.published().count.store(OLD_COUNT, Ordering::Relaxed);
+        l.published().armed.store(1, Ordering::Relaxed);
     })
     .expect("not poisoned")
     .expect("just made visible");
@@ -145,9 +177,9 @@ fn live_slot(id: i32) -> Timer {
 
 /// `create_locked` on a free slot, without the hash table: the real `reset_for_create`, then
 /// its ID and visible owner-word stores.
-fn create(t: &Timer, id: i32, (clock, notify): (ClockId, NotifyKind)) {
+fn create(t: &Timer<Model>, id: i32, init: (u8, u8)) {
     // SAFETY: the slot is free (owner word 0) and only this thread creates in it.
-    unsafe { t.reset_for_create(visible(OWNER) | PENDING, clock, notify, 0, [0; 2]) };
+    unsafe { t.reset_for_create(visible(OWNER) | PENDING, 0, init) };
     t.hot.id.store(id, Ordering::Relaxed);
     // Release: as in `create_locked`.
     t.hot.owner.store(visible(OWNER), Ordering::Release);
@@ -159,7 +191,7 @@ fn create(t: &Timer, id: i32, (clock, notify): (ClockId, NotifyKind)) {
 fn race_delete_recreate<R: Send + 'static>(
     old: i32,
     new: i32,
-    read: impl Fn(&Timer) -> R + Send + Sync + 'static,
+    read: impl Fn(&Fixed, &Published) -> R + Send + Sync + 'static,
 ) -> Option<R> {
     let t = Arc::new(live_slot(old));
     let reader = {
@@ -167,7 +199,7 @@ fn race_delete_recreate<R: Send + 'static>(
         loom::thread::spawn(move || t.read_current(visible(OWNER), old, read))
     };
     // `delete`: the timer-lock section, then (after the unhash) `free_slot_locked`.
-    t.lock_if(visible(OWNER), Some(old), OwnerInner::mark_deleted)
+    t.lock_if(visible(OWNER), Some(old), |l| Timer::mark_deleted(l, &()))
         .expect("not poisoned")
         .expect("visible until this delete");
     // Release: as in `free_slot_locked`.
@@ -180,10 +212,10 @@ fn race_delete_recreate<R: Send + 'static>(
 fn loom_getoverrun_racing_delete_and_recreate_reads_the_deleted_timer_or_nothing() {
     loom::model(|| {
         // A normal create takes the next ID from the counter: another ID in the same slot.
-        let got = race_delete_recreate(0, 1, |t| t.written.overrun_last.load(Ordering::Relaxed));
+        let got = race_delete_recreate(0, 1, |_, p| p.count.load(Ordering::Relaxed));
         assert!(
-            matches!(got, None | Some(OLD_OVERRUN)),
-            "getoverrun of timer 0 validated a read of {got:?}, not its count {OLD_OVERRUN}"
+            matches!(got, None | Some(OLD_COUNT)),
+            "getoverrun of timer 0 validated a read of {got:?}, not its count {OLD_COUNT}"
         );
     });
 }
@@ -191,26 +223,31 @@ fn loom_getoverrun_racing_delete_and_recreate_reads_the_deleted_timer_or_nothing
 #[test]
 fn loom_listing_racing_recreate_with_the_same_id_reads_one_incarnation() {
     loom::model(|| {
-        // An exact-ID create (restore mode) re-creates the same ID in the slot, with another
-        // clock and notification kind: only the generation tells the incarnations apart, and a
-        // listing must not report the clock of one with the notification kind of the other.
-        let got = race_delete_recreate(0, 0, |t| (t.clock(), t.notify()));
+        // An exact-ID create (restore mode) re-creates the same ID in the slot, with other
+        // create-time fields: only the generation tells the incarnations apart, and a reader
+        // must not report a field of one with a field of the other.
+        let got = race_delete_recreate(0, 0, |f, _| {
+            (
+                f.clock.load(Ordering::Relaxed),
+                f.notify.load(Ordering::Relaxed),
+            )
+        });
         assert!(
             matches!(got, None | Some(FIRST) | Some(SECOND)),
-            "the listing validated {got:?}, a mix of {FIRST:?} and {SECOND:?}"
+            "the reader validated {got:?}, a mix of {FIRST:?} and {SECOND:?}"
         );
     });
 }
 
 #[test]
-fn loom_listing_racing_delete_reads_a_status_the_timer_had() {
+fn loom_reader_racing_delete_reads_a_state_the_timer_had() {
     loom::model(|| {
-        // The timer is armed all its life; the disarm that its delete writes after marking it
-        // pending must not be reported as its status.
-        let got = race_delete_recreate(0, 1, |t| t.status());
+        // The timer is armed all its life; the disarm that its delete hook writes after
+        // marking it pending must not be reported as its state.
+        let got = race_delete_recreate(0, 1, |_, p| p.armed.load(Ordering::Relaxed));
         assert!(
-            matches!(got, None | Some(Status::Armed)),
-            "the listing validated a read of timer 0 as {got:?}; it was armed while it lived"
+            matches!(got, None | Some(1)),
+            "the reader validated a read of timer 0 as armed = {got:?}; it was armed while it lived"
         );
     });
 }

@@ -1,292 +1,662 @@
-//! An owner's timer storage: slot pages and per-thread shards.
+//! Owners: ID namespaces, their per-thread shards, and their timers' life (create, lookup,
+//! delete, teardown).
 //!
 //! ```text
-//!  Owner ── dir ──► Dir { pages[cap] } ── page k: 64 Timer slots (8 KiB), slot index
-//!        │          (doubles, old dirs      i = 64·k + offset; allocated on demand, zeroed,
-//!        │           retired via epoch)     never moved while the owner lives
-//!        ├─ claimed         slots handed to shards so far (bump counter)
-//!        ├─ counter         next timer ID (the kernel's next_posix_timer_id), claimed in blocks
-//!        └─ shards[S] ─┬─ lock (ByteLock) ─ free list of slots, bump block, ID block
-//!                      └─ one per (thread index & (S-1)), cache-line padded
+//!  Owner<S> ── OwnerInner ── key          unique per registry, never 0
+//!                         ├─ ids          the ID counter and exact-ID mode (`ids.rs`)
+//!                         ├─ slots        the owner's slot pages (`slots.rs`)
+//!                         ├─ shards[N] ─┬─ lock (ByteLock) ─ free list of slots, bump block,
+//!                         │             │                    ID block
+//!                         │             └─ one per (thread index & (N-1)), cache-line padded
+//!                         └─ service      the service's per-owner part (`Service::Owner`)
 //! ```
 //!
 //! A create takes the shard of the calling thread, pops a slot from its free list (or its bump
-//! block, or claims a fresh block of [`SLOT_BLOCK`] slots), and draws the next ID candidate from
-//! its ID block (or claims [`ID_BLOCK`] IDs from the owner's counter). Two threads creating in
-//! one owner therefore write different cache lines except once per block. A deleted timer's slot
-//! goes back to the shard that allocated it (its `home`), so memory stays bounded when timers
-//! are created on one thread and deleted on another.
-//!
-//! Pages are small and fixed (64 slots) so an owner's slot memory is its peak timer count
-//! rounded up to 64 per shard, not up to the next power of two; the page directory is the only
-//! thing that doubles (8 bytes per 64 timers). The hot paths (lookup by ID) never touch the
-//! directory: they reach timers through the hash chains.
-//!
-//! Slots are never freed while the owner exists (type-stable memory; see `timer.rs`). When the
-//! owner is torn down its pages go, after an epoch grace period, to the registry's [`PagePool`],
-//! from which later owners take pages before asking the allocator: like a kernel slab cache, a
-//! registry keeps the timer memory it has needed, so an owner that replaces another (a
-//! restarted component, a forked worker) reuses warm memory instead of faulting fresh memory
-//! in. Pooled pages are freed when the registry is dropped.
+//! block, or a fresh slot block), and draws the next ID candidate from its ID block. Two
+//! threads creating in one owner therefore write different cache lines except once per block.
 
-use super::timer::Timer;
-use crate::sync::{AtomicPtr, AtomicU32, ByteLock, Ordering, Poisoned, UnsafeCell};
-use crossbeam_epoch::{Atomic, Guard, Owned};
-use std::alloc::Layout;
+use super::count::Count;
+use super::ids::{IdBlock, Ids};
+use super::slots::{PagePool, Slots, NONE, SLOT_BLOCK, SLOT_BLOCK_MAX};
+use super::table::{self, drop_deferred, Table, Tables};
+use super::timer::{visible, Locked, Service, Timer, PENDING};
+use super::TimerId;
+use crate::error::Error;
+use crate::sync::{
+    lock_order, thread_index, AtomicBool, AtomicPtr, ByteLock, Ordering, Poisoned, UnsafeCell,
+};
+use crossbeam_epoch::{self as epoch, Guard};
+use crossbeam_utils::CachePadded;
+use std::sync::Arc;
 
-/// Slots per page.
-pub(crate) const PAGE_SLOTS: usize = 64;
-/// Slots a shard claims from its owner at a time: its first claim, doubled at each later claim
-/// up to [`SLOT_BLOCK_MAX`]. Small first, so an owner that many threads touch once does not
-/// strand a page per thread; large later, so a thread creating many timers takes the shared
-/// `claimed` line once per 64 creates, not once per 8 (measured with two threads creating in
-/// one owner: 45 ns per create vs 32 ns with an owner each).
-pub(crate) const SLOT_BLOCK: u32 = 8;
-/// Largest slot claim (a page).
-pub(crate) const SLOT_BLOCK_MAX: u32 = PAGE_SLOTS as u32;
-/// Timer IDs a shard claims from its owner's counter at a time.
-pub(crate) const ID_BLOCK: u32 = 64;
-/// "No slot" in a free list.
-pub(crate) const NONE: u32 = u32::MAX;
+/// What `Error::Poisoned` names for a poisoned timer lock (the service reports it too).
+pub(crate) const TIMER_POISONED: &str = "a timer";
+/// What `Error::Poisoned` names for a poisoned ID shard.
+const SHARD_POISONED: &str = "an owner's ID shard";
 
-fn page_layout() -> Layout {
-    Layout::array::<Timer>(PAGE_SLOTS).expect("page layout")
+/// What a create runs on its new timer under the timer's lock (`Owner::create`).
+pub(crate) type Then<'a, S> = &'a mut dyn FnMut(Locked<'_, S>);
+
+/// What every owner of a registry shares: the registry's tables, count and page pool.
+pub(crate) struct Shared<S: Service> {
+    pub(crate) tables: Tables,
+    /// The hash salt (every table generation uses the same).
+    pub(crate) salt: [u64; 2],
+    /// Slot pages of torn-down owners, for new owners to reuse.
+    pub(crate) pool: PagePool<S>,
+    /// Timers in the registry.
+    pub(crate) count: Count,
+    /// IDs are `0 ..= id_mask`.
+    pub(crate) id_mask: u32,
+    /// Shards per owner.
+    pub(crate) shards: usize,
+    /// The next owner key.
+    pub(crate) next_owner: crate::sync::AtomicU64,
 }
 
-/// The page directory: page pointers by page number, null until allocated.
-struct Dir {
-    pages: Box<[AtomicPtr<Timer>]>,
+/// An ID namespace: the user-space analogue of a process. Cloning shares it; it is deleted,
+/// with all its timers, by [`Owner::destroy`] or when its last handle is dropped.
+pub(crate) struct Owner<S: Service> {
+    inner: Arc<OwnerInner<S>>,
 }
 
-impl Dir {
-    fn with_capacity(cap: usize) -> Dir {
-        Dir {
-            pages: (0..cap)
-                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
-                .collect(),
+impl<S: Service> Clone for Owner<S> {
+    fn clone(&self) -> Self {
+        Owner {
+            inner: self.inner.clone(),
         }
     }
 }
 
-/// The slot pages of one owner.
-pub(crate) struct Slots {
-    /// Read by every slot access.
-    dir: Atomic<Dir>,
-    /// Serialises page allocation and directory growth (once per 64 fresh slots).
-    grow: ByteLock,
-    /// Written by every shard's block claim: a line of its own, away from `dir`.
-    claimed: crossbeam_utils::CachePadded<AtomicU32>,
+impl<S: Service> std::fmt::Debug for Owner<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Owner")
+            .field("key", &self.inner.key)
+            .field("restore_ids", &self.restore_ids())
+            .field("destroyed", &self.is_destroyed())
+            .finish()
+    }
 }
 
-impl Slots {
-    pub(crate) fn new() -> Slots {
-        Slots {
-            dir: Atomic::new(Dir::with_capacity(4)),
-            grow: ByteLock::new(),
-            claimed: crossbeam_utils::CachePadded::new(AtomicU32::new(0)),
+struct OwnerInner<S: Service> {
+    /// Unique for the registry's life; never 0 (0 marks a free slot).
+    key: u64,
+    shared: Arc<Shared<S>>,
+    ids: Ids,
+    dead: AtomicBool,
+    /// Set by a teardown that met a poisoned lock (a panic inside a shard's or a timer's
+    /// critical section): a timer may still be hashed or named by the service, so the owner's
+    /// slot pages are never recycled (they leak, rather than be reused under a reference that
+    /// outlives them).
+    poisoned: AtomicBool,
+    slots: Slots<S>,
+    /// Allocated when a thread index first creates here (see `shard_at`).
+    shards: Box<[AtomicPtr<CachePadded<Shard>>]>,
+    /// The service's part of the owner, handed to its delete hook.
+    service: S::Owner,
+}
+
+impl<S: Service> Owner<S> {
+    /// A new owner of the registry `shared` (an empty ID namespace, restore mode off, next
+    /// ID 0).
+    pub(crate) fn new(shared: &Arc<Shared<S>>, service: S::Owner) -> Owner<S> {
+        Owner {
+            inner: Arc::new(OwnerInner {
+                key: shared.next_owner.fetch_add(1, Ordering::Relaxed),
+                shared: shared.clone(),
+                ids: Ids::new(shared.id_mask),
+                dead: AtomicBool::new(false),
+                poisoned: AtomicBool::new(false),
+                slots: Slots::new(),
+                shards: (0..shared.shards)
+                    .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                    .collect(),
+                service,
+            }),
         }
     }
 
-    /// The current page directory.
+    /// The service's part of the owner.
     #[inline]
-    fn dir<'g>(&self, guard: &'g Guard) -> &'g Dir {
-        // Acquire: pairs with the Release swap that published the directory.
-        let dir = self.dir.load(Ordering::Acquire, guard);
-        // SAFETY: the directory is never null; a replaced one is destroyed through the epoch
-        // after every thread pinned at its replacement (`guard` is such a pin) has unpinned.
-        unsafe { dir.deref() }
+    pub(crate) fn service(&self) -> &S::Owner {
+        &self.inner.service
     }
 
+    /// Creates a timer with the next free ID (`requested: None`) or exactly the ID `requested`
+    /// (restore mode must be on), its service parts filled from `init`; then, if given, runs
+    /// `then` on it under its lock, reached through the slot the create filled rather than a
+    /// second lookup (a restore sets each timer's state so). `then` does not run if the timer
+    /// was deleted in between.
+    ///
+    /// # Errors
+    /// [`Error::NoFreeId`] when every ID is in use; [`Error::NotRestoring`] for a requested ID
+    /// with restore mode off; [`Error::InvalidId`] for a negative ID or one beyond the ID
+    /// limit; [`Error::IdInUse`] if this owner has a timer `requested`;
+    /// [`Error::OwnerDeleted`]; [`Error::Poisoned`]. Nothing is allocated or changed on error.
+    pub(crate) fn create(
+        &self,
+        requested: Option<i32>,
+        init: S::Init,
+        then: Option<Then<'_, S>>,
+    ) -> Result<TimerId, Error> {
+        self.inner.create(requested, init, then)
+    }
+
+    /// Deletes timer `id` (running the service's delete hook under its lock); its ID becomes
+    /// free once this returns.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTimer`] if this owner has no timer `id`; [`Error::OwnerDeleted`];
+    /// [`Error::Poisoned`].
+    pub(crate) fn delete(&self, id: TimerId) -> Result<(), Error> {
+        self.inner.delete(id)
+    }
+
+    /// Runs `f` on timer `id` with its lock held.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTimer`]; [`Error::OwnerDeleted`]; [`Error::Poisoned`].
     #[inline]
-    fn page(&self, k: usize, guard: &Guard) -> *mut Timer {
-        self.dir(guard)
-            .pages
-            .get(k)
-            // Acquire: pairs with the Release store that installed the page.
-            .map_or(std::ptr::null_mut(), |p| p.load(Ordering::Acquire))
+    pub(crate) fn with_timer<R>(
+        &self,
+        id: TimerId,
+        f: impl FnOnce(Locked<'_, S>) -> R,
+    ) -> Result<R, Error> {
+        self.inner.with_timer(id, f)
     }
 
-    /// The slot at `index`, whose page must exist (it was claimed).
+    /// Reads timer `id`'s fixed and published parts without its lock: the values the timer
+    /// had at one instant while it existed (`Timer::read_current`).
+    ///
+    /// # Errors
+    /// [`Error::UnknownTimer`]; [`Error::OwnerDeleted`].
     #[inline]
-    pub(crate) fn get(&self, index: u32, guard: &Guard) -> &Timer {
-        let page = self.page(index as usize / PAGE_SLOTS, guard);
-        assert!(!page.is_null(), "slot {index} has no page");
-        // SAFETY: a page holds `PAGE_SLOTS` initialised timers and the offset is below that;
-        // pages leave an owner only through `take_pages`, after it is gone, so the page lives
-        // as long as `self`.
-        unsafe { &*page.add(index as usize % PAGE_SLOTS) }
+    pub(crate) fn read<R>(
+        &self,
+        id: TimerId,
+        read: impl Fn(&S::Fixed, &S::Published) -> R,
+    ) -> Result<R, Error> {
+        self.inner.read_timer(id, read)
     }
 
-    /// Claims `n` (at most `PAGE_SLOTS`) fresh slots and makes sure their pages exist. `None`
-    /// when the 2^32-slot space is exhausted, and from then on: a refused claim leaves
-    /// `claimed` where it was, so it never wraps to hand out slots in use, and `for_each` still
-    /// covers every slot handed out.
-    pub(crate) fn claim(&self, n: u32, pool: &PagePool, guard: &Guard) -> Option<u32> {
-        debug_assert!(n as usize <= PAGE_SLOTS);
-        // The highest base granted: a block then ends below `u32::MAX - PAGE_SLOTS`, so no slot
-        // index reaches `NONE`. Relaxed: the claimed ranges are disjoint by the atomicity of
-        // the read-modify-write alone; the pages are published by their own Release stores.
-        let base = self
-            .claimed
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |base| {
-                (base <= u32::MAX - 2 * PAGE_SLOTS as u32).then(|| base + n)
-            })
-            .ok()?;
-        let first = base as usize / PAGE_SLOTS;
-        let last = (base + n - 1) as usize / PAGE_SLOTS;
-        for k in first..=last {
-            if self.page(k, guard).is_null() {
-                self.add_page(k, pool, guard);
-            }
-        }
-        Some(base)
+    /// Turns exact-ID (restore) mode on or off.
+    pub(crate) fn set_restore_ids(&self, on: bool) {
+        self.inner.ids.set_restoring(on);
     }
 
-    /// Installs page `k` (and a larger directory if needed) under the `grow` lock. Runs under
-    /// a shard lock: it allocates (a page of 64 timers, a directory twice the old one: bounded
-    /// by the owner's peak slot count) but runs no deferred destructor (the old directory's
-    /// destruction is queued, not flushed, so no unrelated reclamation lands under these
-    /// locks). If the `grow` lock is poisoned the page stays missing and the caller's
-    /// `Slots::get` panics under its shard lock, which poisons that shard in turn: the create
-    /// fails with `Error::Poisoned`.
-    #[cold]
-    fn add_page(&self, k: usize, pool: &PagePool, guard: &Guard) {
-        let _ = self.grow.with(|| {
-            let mut dir = self.dir(guard);
-            if dir.pages.len() <= k {
-                let bigger = Dir::with_capacity((dir.pages.len() * 2).max(k + 1));
-                for (new, old) in bigger.pages.iter().zip(dir.pages.iter()) {
-                    new.store(old.load(Ordering::Relaxed), Ordering::Relaxed);
-                }
-                // Release: publishes the copied page pointers with the directory.
-                let new = self.dir.swap(Owned::new(bigger), Ordering::AcqRel, guard);
-                // SAFETY: the old directory is unreachable from `self.dir` now; threads pinned
-                // before may still read it (its page pointers stay valid), so it is destroyed
-                // only after they unpin.
-                unsafe { guard.defer_destroy(new) };
-                dir = self.dir(guard);
-            }
-            if dir.pages[k].load(Ordering::Relaxed).is_null() {
-                let page = pool.take().unwrap_or_else(|| {
-                    // SAFETY: the layout is non-zero-sized; zeroed memory is a valid array of
-                    // free timers (`Timer`: atomics, a byte lock and plain integers, all valid
-                    // as zero).
-                    let page = unsafe { std::alloc::alloc_zeroed(page_layout()) }.cast::<Timer>();
-                    if page.is_null() {
-                        std::alloc::handle_alloc_error(page_layout());
-                    }
-                    page
-                });
-                // Release: publishes the (zeroed or recycled-free) page.
-                dir.pages[k].store(page, Ordering::Release);
+    /// Whether exact-ID (restore) mode is on.
+    pub(crate) fn restore_ids(&self) -> bool {
+        self.inner.ids.restoring()
+    }
+
+    /// Deletes the owner and all its timers (the delete hook runs on each, then the service's
+    /// `on_destroy`). Later calls on any handle of it fail with [`Error::OwnerDeleted`].
+    /// Idempotent.
+    pub(crate) fn destroy(&self) {
+        self.inner.teardown();
+    }
+
+    /// Whether [`Owner::destroy`] has been called.
+    pub(crate) fn is_destroyed(&self) -> bool {
+        self.inner.dead.load(Ordering::Acquire)
+    }
+
+    /// Bytes of timer slot pages this owner has allocated.
+    pub(crate) fn slot_bytes(&self) -> usize {
+        self.inner.slots.bytes()
+    }
+
+    /// Runs `f` on every visible timer of the owner, each under its own lock, without blocking
+    /// creators or deleters: a timer that exists for the whole walk is in one slot for the
+    /// whole walk and is visited exactly once; timers created or deleted meanwhile may or may
+    /// not be. Order: by slot, not by ID.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] if a timer's lock is poisoned (the other timers are visited).
+    pub(crate) fn for_each_locked(&self, mut f: impl FnMut(Locked<'_, S>)) -> Result<(), Error> {
+        let word = visible(self.inner.key);
+        let guard = epoch::pin();
+        let mut result = Ok(());
+        self.inner.slots.for_each(&guard, |timer| {
+            // Relaxed: a filter; `lock_if` re-checks under the lock.
+            if timer.hot.owner.load(Ordering::Relaxed) == word
+                && timer.lock_if(word, None, &mut f).is_err()
+            {
+                result = Err(Error::Poisoned(TIMER_POISONED));
             }
         });
+        result
     }
 
-    /// Calls `f` on every slot of every allocated page, in index order.
-    pub(crate) fn for_each(&self, guard: &Guard, mut f: impl FnMut(&Timer)) {
-        // Relaxed: a bound, not a publication (each page pointer is loaded with Acquire). A
-        // claim that happens before this call (teardown takes every shard lock first) is seen
-        // by coherence; a concurrent one may or may not be, as the listing's doc allows.
-        let claimed = self.claimed.load(Ordering::Relaxed) as usize;
-        for k in 0..claimed.div_ceil(PAGE_SLOTS) {
-            let page = self.page(k, guard);
-            if page.is_null() {
+    /// The ID counter as a checkpoint records it: the lowest ID a normal create would hand
+    /// out next (see `Ids::next_id`).
+    pub(crate) fn counter(&self) -> u32 {
+        let inner = &*self.inner;
+        inner.ids.next_id(|visit| {
+            for p in inner.shards.iter() {
+                // SeqCst: as in `shard_at`.
+                let p = p.load(Ordering::SeqCst);
+                if p.is_null() {
+                    continue;
+                }
+                // SAFETY: installed shards live as long as the owner.
+                let shard = unsafe { &*p };
+                // A poisoned shard hands out no more IDs: its block does not lower the counter.
+                let _ = shard.locked(|st| visit(&st.ids));
+            }
+        })
+    }
+
+    /// Sets the ID counter (a restore puts back the checkpointed one); ID blocks that threads
+    /// claimed from the old counter are voided.
+    pub(crate) fn set_counter(&self, next: u32) {
+        self.inner.ids.set_counter(next);
+    }
+
+    /// Runs `f` under the lock of `timer` if it is still this owner's visible timer `id` in
+    /// incarnation `generation` (a queue entry names its timer so): `Ok(None)` if it is not.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] if the timer's lock is.
+    pub(crate) fn with_slot<R>(
+        &self,
+        timer: &Timer<S>,
+        id: TimerId,
+        generation: u32,
+        f: impl FnOnce(Locked<'_, S>) -> R,
+    ) -> Result<Option<R>, Error> {
+        let r = timer.lock_if(visible(self.inner.key), Some(id.0), |l| {
+            // The generation changes only while the slot is free, and the lock holder sees
+            // the slot visible, so it is stable.
+            (l.generation() == generation).then(|| f(l))
+        });
+        r.map(Option::flatten)
+            .map_err(|_| Error::Poisoned(TIMER_POISONED))
+    }
+}
+
+impl<S: Service> OwnerInner<S> {
+    /// The shard of the thread with index `thread`, and its number.
+    #[inline]
+    fn shard(&self, thread: usize) -> (u16, &Shard) {
+        let i = thread & (self.shards.len() - 1);
+        (i as u16, self.shard_at(i))
+    }
+
+    /// Shard `i`, allocated on first use.
+    #[inline]
+    fn shard_at(&self, i: usize) -> &Shard {
+        // SeqCst: see `teardown` (store buffering with the `dead` flag).
+        let p = self.shards[i].load(Ordering::SeqCst);
+        if !p.is_null() {
+            // SAFETY: installed shards are freed only when the owner is dropped.
+            return unsafe { &*p };
+        }
+        self.new_shard(i)
+    }
+
+    #[cold]
+    fn new_shard(&self, i: usize) -> &Shard {
+        let fresh = Box::into_raw(Box::new(CachePadded::new(Shard::new())));
+        // SeqCst: (C) in `teardown`'s argument.
+        match self.shards[i].compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        ) {
+            // SAFETY: just installed; freed only when the owner is dropped.
+            Ok(_) => unsafe { &*fresh },
+            Err(winner) => {
+                // SAFETY: `fresh` was never shared; `winner` is installed (as above).
+                drop(unsafe { Box::from_raw(fresh) });
+                // SAFETY: as above.
+                unsafe { &*winner }
+            }
+        }
+    }
+
+    fn create(
+        &self,
+        requested: Option<i32>,
+        init: S::Init,
+        then: Option<Then<'_, S>>,
+    ) -> Result<TimerId, Error> {
+        let shared = &*self.shared;
+        // Validate before allocating anything (Linux e0fd4d42e27f fixed a leak here).
+        if let Some(id) = requested {
+            if !self.ids.restoring() {
+                return Err(Error::NotRestoring);
+            }
+            if id < 0 || id as u32 > shared.id_mask {
+                return Err(Error::InvalidId);
+            }
+        }
+        let guard = epoch::pin();
+        let thread = thread_index();
+        let (home, shard) = self.shard(thread);
+        let (id, table, len, timer) = shard
+            .locked(|st| self.create_locked(st, home, requested, init, &guard))
+            .map_err(|_| Error::Poisoned(SHARD_POISONED))??;
+        shared.count.add_as(thread, 1);
+        shared
+            .tables
+            .maybe_grow(table, len, || shared.count.sum(), &guard);
+        shared.tables.help_resize::<S>(&guard);
+        if let Some(then) = then {
+            // The slot stays a timer object while the owner lives; `lock_if` checks it still
+            // holds this timer.
+            timer
+                .lock_if(visible(self.key), Some(id.0), then)
+                .map_err(|_| Error::Poisoned(TIMER_POISONED))?;
+        }
+        Ok(id)
+    }
+
+    /// The body of `create`, with the shard lock held.
+    fn create_locked<'s, 'g>(
+        &'s self,
+        st: &mut ShardState,
+        home: u16,
+        requested: Option<i32>,
+        init: S::Init,
+        guard: &'g Guard,
+    ) -> Result<(TimerId, &'g Table, u32, &'s Timer<S>), Error> {
+        let shared = &*self.shared;
+        // SeqCst: (D) in `teardown`'s argument.
+        if self.dead.load(Ordering::SeqCst) {
+            return Err(Error::OwnerDeleted);
+        }
+        let (index, timer) = self.alloc_slot(st, guard).ok_or(Error::NoFreeId)?;
+        // SAFETY: the slot came off this shard's free list or bump block: it is free (owner
+        // word 0) and the shard lock is held.
+        unsafe { timer.reset_for_create(visible(self.key) | PENDING, home, init) };
+        let mut attempts: u64 = 0;
+        let limit = u64::from(shared.id_mask) + 1;
+        let (id, table, len) = loop {
+            let id = match requested {
+                Some(id) => id,
+                None => {
+                    if attempts == limit {
+                        self.free_slot_locked(st, index, timer);
+                        return Err(Error::NoFreeId);
+                    }
+                    attempts += 1;
+                    self.ids.next_candidate(&mut st.ids)
+                }
+            };
+            timer.hot.id.store(id, Ordering::Relaxed);
+            let hash = self.hash(TimerId(id));
+            if requested.is_some() {
+                // (B): set before the bucket lock is taken below.
+                self.ids.note_reused();
+            }
+            let (t, idx, head) = shared.tables.lock_bucket(hash, guard);
+            // Is the candidate in use? A candidate from the counter's first pass cannot be,
+            // unless an exact-ID create or a wrapped counter made IDs repeat, so the chain (one
+            // random memory access per other timer in it) is only walked then.
+            //
+            // (A) Relaxed load, after the bucket lock's Acquire. Whoever inserts an ID that
+            // could repeat a first-pass candidate (an exact-ID create, or a create with a
+            // candidate past the wrap) sets `reused` at (B) before taking the lock of that
+            // ID's bucket, and releases the lock after inserting; a later creator of the same
+            // ID takes the same lock (or, after a split, the lock of the bucket the split moved
+            // the timer to, under both locks) and so sees the flag at (A) and walks the chain.
+            // A creator that takes the lock first inserts first, and the exact-ID create or
+            // wrapped candidate that comes later always walks the chain and finds it. So
+            // "two timers with one ID" is impossible.
+            let maybe_taken = requested.is_some() || self.ids.maybe_reused();
+            if maybe_taken && t.taken::<S>(head, self.key, id) {
+                t.buckets[idx].unlock(head);
+                if requested.is_some() {
+                    self.free_slot_locked(st, index, timer);
+                    return Err(Error::IdInUse);
+                }
                 continue;
             }
-            // SAFETY: as in `get`; the page holds `PAGE_SLOTS` timers.
-            let slots = unsafe { std::slice::from_raw_parts(page, PAGE_SLOTS) };
-            slots.iter().for_each(&mut f);
-        }
-    }
-
-    /// Bytes of slot pages and directory allocated.
-    pub(crate) fn bytes(&self) -> usize {
-        let guard = crossbeam_epoch::pin();
-        let dir = self.dir(&guard);
-        let pages = dir
-            .pages
-            .iter()
-            .filter(|p| !p.load(Ordering::Relaxed).is_null())
-            .count();
-        pages * page_layout().size() + dir.pages.len() * std::mem::size_of::<AtomicPtr<Timer>>()
-    }
-
-    /// Takes the pages out, for recycling once no walker can reach them.
-    pub(crate) fn take_pages(&self) -> Vec<PagePtr> {
-        let guard = crossbeam_epoch::pin();
-        self.dir(&guard)
-            .pages
-            .iter()
-            .filter_map(|p| {
-                let page = p.swap(std::ptr::null_mut(), Ordering::AcqRel);
-                (!page.is_null()).then_some(PagePtr(page))
-            })
-            .collect()
-    }
-}
-
-impl Drop for Slots {
-    fn drop(&mut self) {
-        // SAFETY: `&mut self`: no other thread can reach this owner's directory any more
-        // (readers of older directories are covered by their own deferred destruction).
-        unsafe {
-            drop(
-                self.dir
-                    .load(Ordering::Acquire, crossbeam_epoch::unprotected())
-                    .into_owned(),
-            )
+            let len = t.link_and_unlock(idx, head, timer, hash);
+            break (id, t, len);
         };
+        if requested.is_some() {
+            // Linux sets (not maxes) the counter at hash-insert time.
+            self.ids.set_counter((id as u32).wrapping_add(1));
+        }
+        // Release: a walker that reads the visible owner word (Acquire) sees the timer's
+        // fields and its chain link.
+        timer.hot.owner.store(visible(self.key), Ordering::Release);
+        Ok((TimerId(id), table, len, timer))
     }
-}
 
-/// A page of timer slots owned by nobody, every slot free (owner word 0).
-pub(crate) struct PagePtr(*mut Timer);
+    /// A free slot from the shard (its index and the slot): its free list, its bump block, or
+    /// a new block.
+    #[inline]
+    fn alloc_slot<'g>(&'g self, st: &mut ShardState, guard: &Guard) -> Option<(u32, &'g Timer<S>)> {
+        if st.free_head != NONE {
+            let index = st.free_head;
+            let timer = self.slots.get(index, guard);
+            st.free_head = timer.hot.free_next.load(Ordering::Relaxed);
+            return Some((index, timer));
+        }
+        if st.bump_left == 0 {
+            st.bump_next = self.slots.claim(st.bump_block, &self.shared.pool, guard)?;
+            st.bump_left = st.bump_block;
+            st.bump_block = (st.bump_block * 2).min(SLOT_BLOCK_MAX);
+        }
+        let index = st.bump_next;
+        st.bump_next += 1;
+        st.bump_left -= 1;
+        let timer = self.slots.get(index, guard);
+        timer.hot.index.store(index, Ordering::Relaxed);
+        Some((index, timer))
+    }
 
-// SAFETY: a pooled page is not used by any thread; the pointer is handed over with the page.
-unsafe impl Send for PagePtr {}
+    /// Returns an unhashed slot to a shard whose lock the caller holds.
+    #[inline]
+    fn free_slot_locked(&self, st: &mut ShardState, index: u32, timer: &Timer<S>) {
+        // Release: a walker that still stands on this slot and reads 0 no longer matches it.
+        timer.hot.owner.store(0, Ordering::Release);
+        timer.hot.free_next.store(st.free_head, Ordering::Relaxed);
+        st.free_head = index;
+    }
 
-/// Pages of torn-down owners, ready for reuse (see the module doc).
-pub(crate) struct PagePool {
-    pages: crossbeam_queue::SegQueue<PagePtr>,
-}
+    /// The hash of this owner's timer `id`.
+    #[inline]
+    fn hash(&self, id: TimerId) -> u64 {
+        table::hash(self.shared.salt, self.key, id.0)
+    }
 
-impl PagePool {
-    pub(crate) fn new() -> PagePool {
-        PagePool {
-            pages: crossbeam_queue::SegQueue::new(),
+    /// The lookup every by-ID call shares: fails if the owner is deleted, then finds the
+    /// visible timer `id` (hash `hash`) and hands it to `attempt`, walking again whenever the
+    /// attempt finds the slot reused under the walk (returns `Ok(None)`).
+    #[inline]
+    fn lookup<'g, R>(
+        &self,
+        id: TimerId,
+        hash: u64,
+        guard: &'g Guard,
+        mut attempt: impl FnMut(&'g Timer<S>) -> Result<Option<R>, Poisoned>,
+    ) -> Result<R, Error> {
+        if self.dead.load(Ordering::Acquire) {
+            return Err(Error::OwnerDeleted);
+        }
+        let word = visible(self.key);
+        loop {
+            let timer = self
+                .shared
+                .tables
+                .find(hash, word, id.0, guard)
+                .ok_or(Error::UnknownTimer)?;
+            if let Some(r) = attempt(timer).map_err(|_| Error::Poisoned(TIMER_POISONED))? {
+                return Ok(r);
+            }
         }
     }
 
-    fn take(&self) -> Option<*mut Timer> {
-        self.pages.pop().map(|p| p.0)
+    /// Runs `f` on timer `id` under its lock, after re-checking it there.
+    #[inline]
+    fn with_timer<R>(&self, id: TimerId, f: impl FnOnce(Locked<'_, S>) -> R) -> Result<R, Error> {
+        let guard = epoch::pin();
+        let word = visible(self.key);
+        let mut f = Some(f);
+        self.lookup(id, self.hash(id), &guard, |timer| {
+            timer.lock_if(word, Some(id.0), |l| (f.take().expect("runs once"))(l))
+        })
     }
 
-    /// Takes back pages from [`Slots::take_pages`].
-    ///
-    /// # Safety
-    /// No thread may use any timer in these pages any more (the epoch grace period after the
-    /// owner's teardown has passed), every slot in them is free (owner word 0), and each page
-    /// comes from `take_pages` once.
-    pub(crate) unsafe fn recycle(&self, pages: Vec<PagePtr>) {
-        for page in pages {
-            self.pages.push(page);
+    /// Reads timer `id` without its lock (see `Timer::read_current`).
+    #[inline]
+    fn read_timer<R>(
+        &self,
+        id: TimerId,
+        read: impl Fn(&S::Fixed, &S::Published) -> R,
+    ) -> Result<R, Error> {
+        let guard = epoch::pin();
+        let word = visible(self.key);
+        self.lookup(id, self.hash(id), &guard, |timer| {
+            Ok(timer.read_current(word, id.0, &read))
+        })
+    }
+
+    fn delete(&self, id: TimerId) -> Result<(), Error> {
+        let guard = epoch::pin();
+        let word = visible(self.key);
+        let hash = self.hash(id);
+        let (timer, released) = self.lookup(id, hash, &guard, |timer| {
+            let r = timer.lock_if(word, Some(id.0), |l| Timer::mark_deleted(l, &self.service));
+            r.map(|marked| marked.map(|released| (timer, released)))
+        })?;
+        self.unhash(timer, hash, &guard);
+        let home = self.shard_at(usize::from(timer.hot.home.load(Ordering::Relaxed)));
+        let index = timer.hot.index.load(Ordering::Relaxed);
+        // A poisoned home shard hands out no slot again: this one is simply not reused.
+        let _ = home.locked(|st| self.free_slot_locked(st, index, timer));
+        self.shared.count.add(-1);
+        self.shared.tables.help_resize::<S>(&guard);
+        // With no lock held (the hook's contract).
+        drop(released);
+        Ok(())
+    }
+
+    /// Unlinks a pending timer from its chain (the ID becomes free).
+    fn unhash(&self, timer: &Timer<S>, hash: u64, guard: &Guard) {
+        let (t, idx, head) = self.shared.tables.lock_bucket(hash, guard);
+        let found = t.unlink_and_unlock(idx, head, timer);
+        debug_assert!(
+            found,
+            "a pending timer is hashed until its deleter unhashes it"
+        );
+    }
+
+    fn teardown(&self) {
+        // Every create holds its shard lock from the dead check to the visible store, so once
+        // every shard lock has been taken after `dead` is set, no create is half done and none
+        // will start. A shard installed concurrently is covered by store buffering between
+        // two SeqCst pairs:
+        //
+        //   teardown                          a thread's first create in this owner
+        //   (A) dead.swap(true)               (C) shards[i]: null -> new shard
+        //   (B) shards[i].load() == null?     (D) lock it; dead.load() == false?
+        //
+        // "B reads null and D reads false" is impossible: if teardown skips shard i, the
+        // creator sees `dead` and gives up; otherwise teardown locks shard i after it.
+        // SeqCst: (A).
+        if self.dead.swap(true, Ordering::SeqCst) {
+            return;
         }
-    }
-
-    /// Bytes of pooled pages.
-    pub(crate) fn bytes(&self) -> usize {
-        self.pages.len() * page_layout().size()
+        for p in self.shards.iter() {
+            // SeqCst: (B).
+            let p = p.load(Ordering::SeqCst);
+            if !p.is_null() {
+                // SAFETY: installed shards live as long as the owner.
+                let shard = unsafe { &*p };
+                if !shard.quiesce() {
+                    // A create panicked with this shard locked: a half-made timer may be
+                    // hashed and never become visible (see `poisoned`).
+                    self.poisoned.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        let guard = epoch::pin();
+        let word = visible(self.key);
+        let mut deleted = 0;
+        let mut released = Vec::new();
+        self.slots.for_each(&guard, |timer| {
+            if timer.hot.owner.load(Ordering::Acquire) >> 1 != self.key {
+                return;
+            }
+            let id = timer.hot.id.load(Ordering::Relaxed);
+            let marked = timer.lock_if(word, None, |l| Timer::mark_deleted(l, &self.service));
+            match marked {
+                Ok(Some(r)) => {
+                    released.push(r);
+                    self.unhash(timer, self.hash(TimerId(id)), &guard);
+                    // Release: as in `free_slot_locked`; the slot is not reused (the owner is
+                    // dead).
+                    timer.hot.owner.store(0, Ordering::Release);
+                    deleted += 1;
+                }
+                // A panic under its lock: its state (and whether the service still names it)
+                // is unknown. It stays hashed and its memory is never reused (`poisoned`).
+                Err(Poisoned) => self.poisoned.store(true, Ordering::Relaxed),
+                Ok(None) => {
+                    // A concurrent `delete` marked it; wait until it has unhashed it, so that
+                    // no timer of this owner is reachable once teardown returns. A delete
+                    // that panicked, or a create that panicked (its shard is poisoned), never
+                    // will: stop waiting then.
+                    let mut spins = 0;
+                    while timer.hot.owner.load(Ordering::Acquire) >> 1 == self.key {
+                        if timer.is_poisoned() || self.poisoned.load(Ordering::Relaxed) {
+                            self.poisoned.store(true, Ordering::Relaxed);
+                            break;
+                        }
+                        crate::sync::backoff(&mut spins);
+                    }
+                }
+            }
+        });
+        self.shared.count.add(-deleted);
+        drop(released);
+        S::on_destroy(&self.service);
     }
 }
 
-impl Drop for PagePool {
+impl<S: Service> Drop for OwnerInner<S> {
     fn drop(&mut self) {
-        while let Some(page) = self.pages.pop() {
-            // SAFETY: allocated by `add_page` with `page_layout()`; pooled pages are unused
-            // (`recycle`'s contract) and popped once.
-            unsafe { std::alloc::dealloc(page.0.cast(), page_layout()) };
+        self.teardown();
+        if self.poisoned.load(Ordering::Relaxed) {
+            // See `poisoned`: the pages and shards stay allocated for the process's life.
+            return;
         }
+        for p in self.shards.iter() {
+            let p = p.swap(std::ptr::null_mut(), Ordering::AcqRel);
+            if !p.is_null() {
+                // SAFETY: installed by `new_shard` from `Box::into_raw`; no handle is left, so
+                // nothing uses it; swapped out once.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+        let pages = self.slots.take_pages();
+        let shared = self.shared.clone();
+        let guard = epoch::pin();
+        // SAFETY: every timer of this owner was unhashed and freed (owner word 0) by
+        // `teardown`, and no handle is left, so after the threads pinned now have unpinned
+        // (walkers that may still stand on one of these timers), nothing uses the pages. They
+        // were taken out exactly once.
+        // `recycle`'s contract holds when the deferred call runs, after the grace period.
+        unsafe {
+            guard.defer_unchecked(move || {
+                shared.pool.recycle(pages);
+                // The last reference (registry and owners gone) frees the table and the pool.
+                let bytes = if Arc::strong_count(&shared) == 1 {
+                    shared.pool.bytes()
+                } else {
+                    0
+                };
+                drop_deferred(shared, bytes);
+            })
+        };
+        // Start the grace period now, so the next owner is likely to find the pages pooled.
+        guard.flush();
     }
 }
 
@@ -298,16 +668,14 @@ pub(crate) struct ShardState {
     pub(crate) bump_left: u32,
     /// The size of the next slot claim (`SLOT_BLOCK` doubling to `SLOT_BLOCK_MAX`).
     pub(crate) bump_block: u32,
-    pub(crate) id_next: u32,
-    pub(crate) id_left: u32,
-    /// The owner's ID epoch when the ID block was claimed; a newer epoch voids the block.
-    pub(crate) id_epoch: u32,
+    /// The shard's claimed IDs.
+    pub(crate) ids: IdBlock,
 }
 
 /// One shard of an owner.
 #[derive(Debug)]
 pub(crate) struct Shard {
-    pub(crate) lock: ByteLock,
+    lock: ByteLock,
     state: UnsafeCell<ShardState>,
 }
 
@@ -330,6 +698,7 @@ impl Shard {
     /// poisons it).
     #[inline]
     pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut ShardState) -> R) -> Result<R, Poisoned> {
+        let _order = lock_order::enter(lock_order::SHARD);
         // SAFETY: `with` holds the lock for the whole closure, so this is the only access.
         self.lock
             .with(|| self.state.with_mut(|p| f(unsafe { &mut *p })))
@@ -339,32 +708,5 @@ impl Shard {
     /// is poisoned (a create panicked in it).
     pub(crate) fn quiesce(&self) -> bool {
         self.lock.with(|| ()).is_ok()
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slot_exhaustion_is_sticky() {
-        let slots = Slots::new();
-        let pool = PagePool::new();
-        let guard = crossbeam_epoch::pin();
-        let n = SLOT_BLOCK_MAX;
-        // As after the last claim that fits (base u32::MAX - 2 * PAGE_SLOTS, the highest base
-        // `claim` grants): every slot below is handed out. Set directly: claiming 2^32 slots
-        // for real takes 512 GiB of pages.
-        let end = u32::MAX - 2 * PAGE_SLOTS as u32 + n;
-        slots.claimed.store(end, Ordering::Relaxed);
-        for attempt in 0..4 {
-            assert_eq!(
-                slots.claim(n, &pool, &guard),
-                None,
-                "claim {attempt} after exhaustion handed out slots that are in use"
-            );
-        }
-        // `for_each` scans the pages of the claimed slots: still all of them.
-        assert_eq!(slots.claimed.load(Ordering::Relaxed), end);
     }
 }

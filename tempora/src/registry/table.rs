@@ -36,8 +36,9 @@
 //! buckets ([`MIGRATE_BATCH`]) while a resize is in progress, so no call pays for the whole
 //! table.
 
-use super::timer::Timer;
+use super::timer::{Service, Timer};
 use crate::sync::{backoff, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use crossbeam_epoch::{self as epoch, Atomic, Guard};
 
 /// Bucket head bit 0: the bucket's lock.
 pub(crate) const LOCKED: usize = 1;
@@ -50,7 +51,7 @@ pub(crate) const MOVED: usize = !LOCKED;
 pub(crate) const MAX_BITS: u32 = 40;
 /// Blocks of memory at least this large are given back to the kernel in steps
 /// (`Buckets::release_pages`) and, when freed by a deferred function, on a thread of their own
-/// (the registry's `drop_deferred`).
+/// (`drop_deferred`).
 pub(crate) const LARGE_FREE_BYTES: usize = 16 << 20;
 /// Old buckets a create or delete splits while a resize is in progress.
 pub(crate) const MIGRATE_BATCH: usize = 8;
@@ -76,19 +77,19 @@ fn splitmix64(mut z: u64) -> u64 {
 /// The *run-linear keyed hash* of (owner key, timer ID).
 ///
 /// The owner key (spread by a multiply with the golden-ratio constant), the ID's run number
-/// (`id >> RUN_BITS`) and the registry's random seed are combined and put through the
+/// (`id >> RUN_BITS`) and the registry's random salt are combined and put through the
 /// [`splitmix64`] finalizer; the ID's low `RUN_BITS` bits are then *added*. So the 16
 /// consecutive IDs of a run fall into 16 consecutive buckets from a random start (one 1 KiB stretch of the table:
 /// a create-then-lookup sweep over an owner's IDs, the seed suite's Tests 1-3 (BENCHMARKS.md) and the common case of
 /// IDs handed out in order, walks the table sequentially and the hardware prefetcher hides the
 /// misses), while distinct runs, owners and strides (the seed suite's sparse restore case: IDs 512
-/// apart) scatter uniformly. The seed is drawn per registry, so a caller who picks IDs
+/// apart) scatter uniformly. The salt is drawn per registry, so a caller who picks IDs
 /// (exact-ID mode) cannot aim them at one bucket.
 #[inline]
-pub(crate) fn hash(seed: [u64; 2], owner_key: u64, id: i32) -> u64 {
+pub(crate) fn hash(salt: [u64; 2], owner_key: u64, id: i32) -> u64 {
     let id = u64::from(id as u32);
-    let owner = owner_key.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seed[0];
-    let run = splitmix64(owner ^ (id >> RUN_BITS).wrapping_add(seed[1]));
+    let owner = owner_key.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ salt[0];
+    let run = splitmix64(owner ^ (id >> RUN_BITS).wrapping_add(salt[1]));
     // Added, not appended: appending would confine IDs with a stride that is a multiple of 16
     // (all with the same low bits) to one bucket in 16.
     run.wrapping_add(id & ((1 << RUN_BITS) - 1))
@@ -108,7 +109,7 @@ pub(crate) const NEAR: usize = 3;
 /// `near` holds the most recently linked members of the chain with a 32-bit tag of their hash
 /// each, so a lookup usually finds its timer from the bucket line alone instead of reading
 /// every newer timer ahead of it in the chain (at millions of timers each such read is a cache
-/// miss: with 1M timers a getoverrun sweep went from 60 to 46-50 ns per lookup with it). It is only a hint: written under the
+/// miss; BENCHMARKS.md, "Design measurements"). It is only a hint: written under the
 /// bucket lock, read without it, possibly torn or stale, and every hit is validated on the
 /// timer itself (`Timer::is`); "not found" is only ever decided by walking the chain.
 #[derive(Debug, Default)]
@@ -204,7 +205,8 @@ pub(crate) struct Table {
     pub(crate) buckets: Buckets,
     pub(crate) bits: u32,
     pub(crate) mask: usize,
-    pub(crate) seed: [u64; 2],
+    /// The hash salt (every table generation of a registry uses the same).
+    pub(crate) salt: [u64; 2],
     /// The table this one is being split into, or null. Set once, never cleared.
     pub(crate) future: AtomicPtr<Table>,
     /// Next old bucket to split (claimed in `MIGRATE_BATCH` steps) and buckets split so far.
@@ -213,8 +215,8 @@ pub(crate) struct Table {
 }
 
 /// Where a walk found a timer.
-pub(crate) enum Walk<'a> {
-    Found(&'a Timer),
+pub(crate) enum Walk<'a, S: Service> {
+    Found(&'a Timer<S>),
     /// Not in this table's chain; `future` holds it if anything does.
     Absent,
     /// The walk was carried into a foreign chain: start again.
@@ -225,13 +227,13 @@ pub(crate) enum Walk<'a> {
 
 impl Table {
     /// An empty table of `2^bits` buckets.
-    pub(crate) fn new(bits: u32, seed: [u64; 2]) -> Table {
+    pub(crate) fn new(bits: u32, salt: [u64; 2]) -> Table {
         let len = 1usize << bits;
         Table {
             buckets: new_buckets(len),
             bits,
             mask: len - 1,
-            seed,
+            salt,
             future: AtomicPtr::new(std::ptr::null_mut()),
             claimed: Default::default(),
             split: Default::default(),
@@ -261,7 +263,7 @@ impl Table {
     /// A `Found` timer matched when it was read; the caller must re-check under the timer's
     /// lock (it may have been deleted and reused since).
     #[inline]
-    pub(crate) fn walk(&self, hash: u64, owner_word: u64, id: i32) -> Walk<'_> {
+    pub(crate) fn walk<S: Service>(&self, hash: u64, owner_word: u64, id: i32) -> Walk<'_, S> {
         let idx = self.index(hash);
         let mut p = self.first(idx);
         if p == MOVED {
@@ -275,7 +277,7 @@ impl Table {
                 if n != 0 {
                     // SAFETY: as for chain pointers below: `near` only ever holds pointers to
                     // timers in slot pages.
-                    let t = unsafe { &*(n as *const Timer) };
+                    let t = unsafe { &*(n as *const Timer<S>) };
                     if t.is(owner_word, id) {
                         return Walk::Found(t);
                     }
@@ -288,7 +290,7 @@ impl Table {
             // registry exists (a deleted owner's pages are pooled for reuse, after an epoch
             // grace period), and the caller holds a handle to the registry (or, in loom tests,
             // the timers outlive the model).
-            let t = unsafe { &*(p as *const Timer) };
+            let t = unsafe { &*(p as *const Timer<S>) };
             // Acquire: pairs with the Release store that made the timer visible at create.
             if t.hot.owner.load(Ordering::Acquire) == owner_word
                 && t.hot.id.load(Ordering::Relaxed) == id
@@ -321,12 +323,12 @@ impl Table {
 
     /// Walks a *locked* chain starting at `head` for any timer holding (owner, id), visible or
     /// pending: the ID is taken either way (the kernel masks bit 0 for its collision check).
-    pub(crate) fn taken(&self, head: usize, owner_key: u64, id: i32) -> bool {
+    pub(crate) fn taken<S: Service>(&self, head: usize, owner_key: u64, id: i32) -> bool {
         let mut p = head;
         while p != 0 && p & NULLS == 0 {
             // SAFETY: the bucket lock is held, so the chain is stable and every pointer in it is
             // a hashed, live timer.
-            let t = unsafe { &*(p as *const Timer) };
+            let t = unsafe { &*(p as *const Timer<S>) };
             if t.hot.owner.load(Ordering::Relaxed) >> 1 == owner_key
                 && t.hot.id.load(Ordering::Relaxed) == id
             {
@@ -339,7 +341,13 @@ impl Table {
 
     /// Links `timer` at the head of locked bucket `idx` (whose head was `head`) and unlocks it.
     /// Returns the chain length after the insert.
-    pub(crate) fn link_and_unlock(&self, idx: usize, head: usize, timer: &Timer, hash: u64) -> u32 {
+    pub(crate) fn link_and_unlock<S: Service>(
+        &self,
+        idx: usize,
+        head: usize,
+        timer: &Timer<S>,
+        hash: u64,
+    ) -> u32 {
         let next = if head == 0 {
             nulls(self.bits, idx)
         } else {
@@ -350,7 +358,7 @@ impl Table {
         let b = &self.buckets[idx];
         let len = b.len.load(Ordering::Relaxed) + 1;
         b.len.store(len, Ordering::Relaxed);
-        let ptr = timer as *const Timer as usize;
+        let ptr = timer as *const Timer<S> as usize;
         b.near_push(tag(hash), ptr);
         b.unlock(ptr);
         len
@@ -358,8 +366,13 @@ impl Table {
 
     /// Removes `timer` from locked bucket `idx` (whose head was `head`) and unlocks it.
     /// Returns false (and changes nothing) if the timer is not in the chain.
-    pub(crate) fn unlink_and_unlock(&self, idx: usize, head: usize, timer: &Timer) -> bool {
-        let target = timer as *const Timer as usize;
+    pub(crate) fn unlink_and_unlock<S: Service>(
+        &self,
+        idx: usize,
+        head: usize,
+        timer: &Timer<S>,
+    ) -> bool {
+        let target = timer as *const Timer<S> as usize;
         let b = &self.buckets[idx];
         // Relaxed: we hold the bucket lock, which orders every write to this chain.
         let next = timer.hot.hash_next.load(Ordering::Relaxed);
@@ -372,7 +385,7 @@ impl Table {
             let mut p = head;
             while p != 0 && p & NULLS == 0 {
                 // SAFETY: the bucket lock is held; every pointer in the chain is a live timer.
-                let t = unsafe { &*(p as *const Timer) };
+                let t = unsafe { &*(p as *const Timer<S>) };
                 let n = t.hot.hash_next.load(Ordering::Relaxed);
                 if n == target {
                     // Release: a walker that reads the new link sees a consistent successor.
@@ -397,11 +410,11 @@ impl Table {
     /// Splits old bucket `i` into `future` buckets `i` and `i + len` (see the module doc).
     /// The caller claimed `i`; nobody else splits it, and nobody writes the two future buckets
     /// until this bucket reads `MOVED`.
-    pub(crate) fn split_bucket(&self, i: usize, future: &Table) {
+    pub(crate) fn split_bucket<S: Service>(&self, i: usize, future: &Table) {
         let old = &self.buckets[i];
         // Sized before the lock is taken, so the collection below allocates under the three
         // bucket locks only if creates lengthened the chain in between. Relaxed: a size hint.
-        let mut chain: Vec<&Timer> =
+        let mut chain: Vec<&Timer<S>> =
             Vec::with_capacity(old.len.load(Ordering::Relaxed) as usize + 2);
         let Some(head) = old.lock() else {
             debug_assert!(false, "bucket {i} split twice");
@@ -410,7 +423,7 @@ impl Table {
         let mut p = head;
         while p != 0 && p & NULLS == 0 {
             // SAFETY: the old bucket's lock is held; its chain holds live timers only.
-            let t = unsafe { &*(p as *const Timer) };
+            let t = unsafe { &*(p as *const Timer<S>) };
             chain.push(t);
             p = t.hot.hash_next.load(Ordering::Relaxed);
         }
@@ -427,7 +440,7 @@ impl Table {
             let owner_key = t.hot.owner.load(Ordering::Relaxed) >> 1;
             debug_assert_ne!(owner_key, 0);
             let id = t.hot.id.load(Ordering::Relaxed);
-            let h = hash(self.seed, owner_key, id);
+            let h = hash(self.salt, owner_key, id);
             let j = future.index(h);
             let k = usize::from(j != lo);
             let next = if heads[k] == 0 {
@@ -438,7 +451,7 @@ impl Table {
             // Release (both stores): link the timer into its new chain before anyone can
             // reach that chain through it.
             t.hot.hash_next.store(next, Ordering::Release);
-            let ptr = *t as *const Timer as usize;
+            let ptr = *t as *const Timer<S> as usize;
             future.buckets[j]
                 .head
                 .store(ptr | LOCKED, Ordering::Release);
@@ -473,12 +486,12 @@ impl Table {
 /// restarting) from the table `current` returns and following `future` tables through split
 /// buckets and misses. A found timer matched when it was read: re-check it under its lock.
 #[inline]
-pub(crate) fn find<'a>(
+pub(crate) fn find<'a, S: Service>(
     current: impl Fn() -> &'a Table,
     hash: u64,
     owner_word: u64,
     id: i32,
-) -> Option<&'a Timer> {
+) -> Option<&'a Timer<S>> {
     let mut spins = 0;
     'restart: loop {
         let mut t = current();
@@ -500,6 +513,177 @@ pub(crate) fn find<'a>(
     }
 }
 
+/// The registry's tables: the current one, and during a resize the future one it is being
+/// split into (see "Growth" in the module doc).
+pub(crate) struct Tables {
+    current: Atomic<Table>,
+    /// The table doubles when it holds more than this many timers per bucket.
+    max_load: usize,
+}
+
+impl Tables {
+    /// A current table of `2^bits` buckets hashing with `salt`.
+    pub(crate) fn new(bits: u32, salt: [u64; 2], max_load: usize) -> Tables {
+        Tables {
+            current: Atomic::new(Table::new(bits, salt)),
+            max_load,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn current<'g>(&self, guard: &'g Guard) -> &'g Table {
+        // Acquire: pairs with the Release store that published the table (build or the end of
+        // a resize), so its buckets are visible.
+        let t = self.current.load(Ordering::Acquire, guard);
+        // SAFETY: the current table is never null, and a retired table is freed by a deferred
+        // function (`split_some`) only after every thread pinned when it was retired has
+        // unpinned; `guard` is such a pin.
+        unsafe { t.deref() }
+    }
+
+    /// The timer (owner, id) as a lock-free walk finds it; re-check under its lock.
+    #[inline]
+    pub(crate) fn find<'g, S: Service>(
+        &self,
+        hash: u64,
+        owner_word: u64,
+        id: i32,
+        guard: &'g Guard,
+    ) -> Option<&'g Timer<S>> {
+        find(|| self.current(guard), hash, owner_word, id)
+    }
+
+    /// Locks the bucket of `hash` in the table that holds it now; returns (table, index, head).
+    #[inline]
+    pub(crate) fn lock_bucket<'g>(&self, hash: u64, guard: &'g Guard) -> (&'g Table, usize, usize) {
+        let mut t = self.current(guard);
+        loop {
+            let idx = t.index(hash);
+            match t.buckets[idx].lock() {
+                Some(head) => return (t, idx, head),
+                None => t = t.future().expect("a MOVED bucket has a future table"),
+            }
+        }
+    }
+
+    /// After an insert made a chain of `len` in `t`: start a resize if the registry holds more
+    /// than `max_load` timers per bucket (`count` sums the registry's timers).
+    pub(crate) fn maybe_grow(
+        &self,
+        t: &Table,
+        len: u32,
+        count: impl FnOnce() -> isize,
+        guard: &Guard,
+    ) {
+        // Summing the stripes is the expensive part: only chains twice the allowed average
+        // long ask (at the allowed load about 1 insert in 20 sees one; above it, most do).
+        if (len as usize) <= 2 * self.max_load || t.bits >= MAX_BITS {
+            return;
+        }
+        if t.future().is_some() || !std::ptr::eq(t, self.current(guard)) {
+            return;
+        }
+        if count() <= (t.buckets.len() * self.max_load) as isize {
+            return;
+        }
+        let f = Box::into_raw(Box::new(Table::new(t.bits + 1, t.salt)));
+        // AcqRel: Release publishes the new (empty) table to walkers that load `future`.
+        if t.future
+            .compare_exchange(std::ptr::null_mut(), f, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // SAFETY: `f` came from `Box::into_raw` above and was never shared.
+            drop(unsafe { Box::from_raw(f) });
+        }
+    }
+
+    /// If a resize is in progress, splits the next `MIGRATE_BATCH` buckets; the call that
+    /// splits the last one makes the future table current and retires the old one.
+    #[inline]
+    pub(crate) fn help_resize<S: Service>(&self, guard: &Guard) {
+        let cur = self.current.load(Ordering::Acquire, guard);
+        // SAFETY: as in `current`.
+        let t = unsafe { cur.deref() };
+        let Some(f) = t.future() else {
+            return;
+        };
+        self.split_some::<S>(cur, t, f, guard);
+    }
+
+    #[cold]
+    fn split_some<S: Service>(
+        &self,
+        cur: epoch::Shared<'_, Table>,
+        t: &Table,
+        f: &Table,
+        guard: &Guard,
+    ) {
+        let n = t.buckets.len();
+        let start = t.claimed.fetch_add(MIGRATE_BATCH, Ordering::Relaxed);
+        if start >= n {
+            return;
+        }
+        let end = (start + MIGRATE_BATCH).min(n);
+        for i in start..end {
+            t.split_bucket::<S>(i, f);
+        }
+        // AcqRel: the last splitter sees every other splitter's work before publishing.
+        let done = t.split.fetch_add(end - start, Ordering::AcqRel) + (end - start);
+        if done == n {
+            // Release: the new table and everything split into it are visible to whoever
+            // loads it as current.
+            self.current
+                .store(epoch::Shared::from(f as *const Table), Ordering::Release);
+            // SAFETY: `cur` is no longer reachable from `self.current` (replaced just above,
+            // and only the last splitter does this, once per table). Pinned threads may still
+            // use it; the deferred function runs after they unpin, and owns the table from
+            // then on.
+            let retired = unsafe { cur.into_owned() }.into_box();
+            // SAFETY: the deferred function frees the table after the grace period (above).
+            unsafe {
+                guard.defer_unchecked(move || {
+                    let bytes = std::mem::size_of_val::<[Bucket]>(&retired.buckets);
+                    drop_deferred(retired, bytes);
+                })
+            };
+            // Hand the retired table to the global queue now: a resize is rare, so this
+            // thread's bag would otherwise hold it until 64 other deferred frees came along.
+            guard.flush();
+        }
+    }
+}
+
+impl Drop for Tables {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: the registry is gone (owners hold it too), so no thread can
+        // reach the tables any more.
+        unsafe {
+            let guard = epoch::unprotected();
+            let t = self.current.load(Ordering::Acquire, guard);
+            let f = t.deref().future.load(Ordering::Acquire);
+            if !f.is_null() {
+                drop(Box::from_raw(f));
+            }
+            drop(t.into_owned());
+        }
+    }
+}
+
+/// Drops `value`, which owns about `bytes` of memory, from a deferred function. A large value
+/// is dropped on a thread of its own: returning hundreds of MiB to the kernel takes
+/// milliseconds, which would otherwise land inside whichever unrelated create or delete
+/// happened to run the epoch's deferred functions.
+pub(crate) fn drop_deferred<T: Send + 'static>(value: T, bytes: usize) {
+    if bytes >= LARGE_FREE_BYTES {
+        // If no thread can be started, `spawn` drops the closure: the value is freed here.
+        drop(
+            std::thread::Builder::new()
+                .name("tempora-free".into())
+                .spawn(move || drop(value)),
+        );
+    }
+}
+
 /// A table's bucket array.
 #[cfg(loom)]
 pub(crate) type Buckets = Box<[Bucket]>;
@@ -513,7 +697,7 @@ fn new_buckets(len: usize) -> Buckets {
 ///
 /// Why by hand: asking the allocator for 64-byte alignment makes Rust's system allocator use
 /// `posix_memalign` and then write the zeroes itself, touching every page of the table at
-/// once (measured: 0.8 s inside one create for a 256 MiB table, 1.6 s for 512 MiB). With
+/// once (BENCHMARKS.md, "Design measurements"). With
 /// 16-byte alignment the request becomes `calloc`, which for a large block maps fresh
 /// zero pages from the kernel and writes nothing, so a new table costs nothing until the
 /// incremental split touches its buckets, spread over many creates.
@@ -550,8 +734,7 @@ impl Buckets {
     /// threads' page faults go on). The buckets read as zero afterwards, which is still a
     /// valid (empty) bucket array; `drop` frees it next. Without this, the one `munmap` of a
     /// large table held the memory-map lock for writing while it freed every page, and every
-    /// page fault of every other thread waited (a 50-60 ms create while another registry of
-    /// 10M timers was being dropped, measured).
+    /// page fault of every other thread waited (BENCHMARKS.md, "Design measurements").
     fn release_pages(&self) {
         const STEP: usize = 2 << 20;
         const PAGE: usize = 4096;
@@ -621,11 +804,11 @@ mod tests {
     use super::*;
     use crate::registry::timer::visible;
 
-    const SEED: [u64; 2] = [11, 13];
+    const SALT: [u64; 2] = [11, 13];
     const OWNER: u64 = 5;
 
-    fn timer(id: i32) -> Box<Timer> {
-        let t = Box::new(Timer::default());
+    fn timer(id: i32) -> Box<Timer<()>> {
+        let t = Box::new(Timer::<()>::default());
         t.hot.owner.store(visible(OWNER), Ordering::Relaxed);
         t.hot.id.store(id, Ordering::Relaxed);
         t
@@ -635,25 +818,25 @@ mod tests {
     /// from the bucket line), and the old bucket reads MOVED.
     #[test]
     fn split_moves_chains_and_refills_near_entries() {
-        let old = Table::new(4, SEED);
-        let future = Table::new(5, SEED);
+        let old = Table::new(4, SALT);
+        let future = Table::new(5, SALT);
         // Three IDs in old bucket 0.
         let ids: Vec<i32> = (0..)
-            .filter(|&id| old.index(hash(SEED, OWNER, id)) == 0)
+            .filter(|&id| old.index(hash(SALT, OWNER, id)) == 0)
             .take(3)
             .collect();
-        let timers: Vec<Box<Timer>> = ids.iter().map(|&id| timer(id)).collect();
+        let timers: Vec<Box<Timer<()>>> = ids.iter().map(|&id| timer(id)).collect();
         for (t, &id) in timers.iter().zip(&ids) {
-            let h = hash(SEED, OWNER, id);
+            let h = hash(SALT, OWNER, id);
             let head = old.buckets[0].lock().unwrap();
             old.link_and_unlock(0, head, t, h);
         }
-        old.split_bucket(0, &future);
+        old.split_bucket::<()>(0, &future);
         assert_eq!(old.buckets[0].head.load(Ordering::Relaxed), MOVED);
         for (t, &id) in timers.iter().zip(&ids) {
-            let h = hash(SEED, OWNER, id);
+            let h = hash(SALT, OWNER, id);
             let b = &future.buckets[future.index(h)];
-            let ptr = &**t as *const Timer as usize;
+            let ptr = &**t as *const Timer<()> as usize;
             let near = (0..NEAR).any(|i| {
                 b.near[i].load(Ordering::Relaxed) == ptr
                     && b.tags[i].load(Ordering::Relaxed) == tag(h)
@@ -662,7 +845,7 @@ mod tests {
             assert!(
                 matches!(future.walk(h, visible(OWNER), id), Walk::Found(f) if std::ptr::eq(f, &**t))
             );
-            assert!(matches!(old.walk(h, visible(OWNER), id), Walk::Moved));
+            assert!(matches!(old.walk::<()>(h, visible(OWNER), id), Walk::Moved));
         }
     }
 }

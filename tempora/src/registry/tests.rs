@@ -1,8 +1,12 @@
 //! Registry tests: ID allocation, exact-ID mode, isolation, listing, growth, teardown, and a
 //! stress test of deletes racing lookups under a poisoning allocator.
 
-use super::table::{hash, nulls, Bucket, RUN_BITS};
-use super::*;
+use super::table::{self, hash, nulls, Bucket, RUN_BITS};
+use super::{Builder, Locked, Service, TimerId};
+use crate::clock::ClockId;
+use crate::error::Error;
+use crate::sync::{AtomicI32, Ordering};
+use crate::timers::{NotifyKind, Status};
 use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::AtomicBool as StdAtomicBool;
 use std::sync::Barrier;
@@ -35,18 +39,152 @@ unsafe impl std::alloc::GlobalAlloc for Poison {
 #[global_allocator]
 static ALLOC: Poison = Poison;
 
+/// A service for these tests: the clock, notification kind, status and an interval in the
+/// state, a latched count published (what the POSIX service keeps, in miniature), and a count
+/// of delete-hook runs.
+struct Test;
+
+#[derive(Debug, Default)]
+struct TestState {
+    clock: u8,
+    notify: NotifyKind,
+    status: Status,
+    interval: u64,
+}
+
+/// The test service's part of an owner: how often its hooks ran.
+#[derive(Debug, Default)]
+struct Hooks {
+    deletes: std::sync::atomic::AtomicUsize,
+    destroys: std::sync::atomic::AtomicUsize,
+}
+
+impl Service for Test {
+    type Fixed = ();
+    type Published = AtomicI32;
+    type State = TestState;
+    type Init = (ClockId, NotifyKind);
+    type Owner = Hooks;
+    type Released = ();
+    fn init(_: &(), published: &AtomicI32, state: &mut TestState, (clock, notify): Self::Init) {
+        published.store(0, Ordering::Relaxed);
+        *state = TestState {
+            clock: clock as u8,
+            notify,
+            ..TestState::default()
+        };
+    }
+    fn on_delete(hooks: &Hooks, l: &mut Locked<'_, Test>) {
+        assert!(
+            l.timer.hot.owner.load(Ordering::Relaxed) & super::timer::PENDING != 0,
+            "the hook runs once the timer is invisible to lookups"
+        );
+        l.state.status = Status::Disarmed;
+        hooks
+            .deletes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn on_destroy(hooks: &Hooks) {
+        hooks
+            .destroys
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+type Registry = super::Registry<Test>;
+type Owner = super::Owner<Test>;
+type Timer = super::Timer<Test>;
+
+/// The registry's builder, building registries for `Test`.
+struct TestBuilder(Builder);
+
+impl TestBuilder {
+    fn id_bits(mut self, bits: u32) -> Self {
+        self.0.id_bits = bits;
+        self
+    }
+    fn initial_buckets(mut self, buckets: usize) -> Self {
+        self.0.initial_buckets = Some(buckets);
+        self
+    }
+    fn max_load(mut self, load: usize) -> Self {
+        self.0.max_load = load;
+        self
+    }
+    fn shards(mut self, shards: usize) -> Self {
+        self.0.shards = Some(shards);
+        self
+    }
+    fn build(&self) -> Result<Registry, Error> {
+        self.0.build()
+    }
+}
+
+impl Registry {
+    fn builder() -> TestBuilder {
+        TestBuilder(Builder::default())
+    }
+}
+
+/// One line of a listing.
+#[derive(Debug)]
+struct Info {
+    id: TimerId,
+    clock: ClockId,
+    notify: NotifyKind,
+    status: Status,
+}
+
+/// The test's calls on an owner, in the shape of the service's.
+trait Calls {
+    fn create_as(&self, clock: ClockId, notify: NotifyKind) -> Result<TimerId, Error>;
+    fn create_with_id(&self, id: i32, clock: ClockId, notify: NotifyKind)
+        -> Result<TimerId, Error>;
+    fn getoverrun(&self, id: TimerId) -> Result<i32, Error>;
+    fn timers(&self) -> Vec<Info>;
+}
+
+impl Calls for Owner {
+    fn create_as(&self, clock: ClockId, notify: NotifyKind) -> Result<TimerId, Error> {
+        self.create(None, (clock, notify), None)
+    }
+    fn create_with_id(
+        &self,
+        id: i32,
+        clock: ClockId,
+        notify: NotifyKind,
+    ) -> Result<TimerId, Error> {
+        self.create(Some(id), (clock, notify), None)
+    }
+    fn getoverrun(&self, id: TimerId) -> Result<i32, Error> {
+        self.read(id, |_, published| published.load(Ordering::Relaxed))
+    }
+    fn timers(&self) -> Vec<Info> {
+        let mut out = Vec::new();
+        let _ = self.for_each_locked(|l| {
+            out.push(Info {
+                id: l.id(),
+                clock: ClockId::from_stored(l.state.clock),
+                notify: l.state.notify,
+                status: l.state.status,
+            })
+        });
+        out
+    }
+}
+
 fn id(raw: i32) -> TimerId {
     TimerId::new(raw).unwrap()
 }
 
 fn mono(o: &Owner) -> Result<TimerId, Error> {
-    o.create(ClockId::Monotonic, NotifyKind::None)
+    o.create_as(ClockId::Monotonic, NotifyKind::None)
 }
 
 #[test]
 fn ids_start_at_zero_and_count_up_on_one_thread() {
     let r = Registry::new();
-    let o = r.owner();
+    let o = r.owner(Hooks::default());
     let got: Vec<i32> = (0..40).map(|_| mono(&o).unwrap().get()).collect();
     assert_eq!(got, (0..40).collect::<Vec<_>>());
     assert_eq!(r.len(), 40);
@@ -55,7 +193,7 @@ fn ids_start_at_zero_and_count_up_on_one_thread() {
 #[test]
 fn ids_are_not_reused_until_the_counter_wraps() {
     let r = Registry::new();
-    let o = r.owner();
+    let o = r.owner(Hooks::default());
     let a = mono(&o).unwrap();
     o.delete(a).unwrap();
     assert_eq!(
@@ -68,7 +206,7 @@ fn ids_are_not_reused_until_the_counter_wraps() {
 #[test]
 fn counter_wraps_from_i32_max_to_zero_and_skips_ids_in_use() {
     let r = Registry::new();
-    let o = r.owner();
+    let o = r.owner(Hooks::default());
     assert_eq!(mono(&o).unwrap().get(), 0);
     o.set_restore_ids(true);
     o.create_with_id(i32::MAX - 1, ClockId::Monotonic, NotifyKind::None)
@@ -83,7 +221,7 @@ fn counter_wraps_from_i32_max_to_zero_and_skips_ids_in_use() {
 #[test]
 fn small_id_space_wraps_skips_and_exhausts_with_eagain() {
     let r = Registry::builder().id_bits(3).build().unwrap();
-    let o = r.owner();
+    let o = r.owner(Hooks::default());
     let ids: Vec<i32> = (0..8).map(|_| mono(&o).unwrap().get()).collect();
     assert_eq!(ids, (0..8).collect::<Vec<_>>());
     let err = mono(&o).unwrap_err();
@@ -103,8 +241,8 @@ fn small_id_space_wraps_skips_and_exhausts_with_eagain() {
 #[test]
 fn exhaustion_is_per_owner() {
     let r = Registry::builder().id_bits(2).build().unwrap();
-    let a = r.owner();
-    let b = r.owner();
+    let a = r.owner(Hooks::default());
+    let b = r.owner(Hooks::default());
     for _ in 0..4 {
         mono(&a).unwrap();
     }
@@ -115,7 +253,7 @@ fn exhaustion_is_per_owner() {
 #[test]
 fn exact_id_mode_errors_and_counter() {
     let r = Registry::new();
-    let o = r.owner();
+    let o = r.owner(Hooks::default());
     assert!(!o.restore_ids());
     assert_eq!(
         o.create_with_id(7, ClockId::Monotonic, NotifyKind::None),
@@ -151,7 +289,7 @@ fn exact_id_mode_errors_and_counter() {
 #[test]
 fn exact_id_beyond_the_limit_is_einval() {
     let r = Registry::builder().id_bits(4).build().unwrap();
-    let o = r.owner();
+    let o = r.owner(Hooks::default());
     o.set_restore_ids(true);
     assert_eq!(
         o.create_with_id(16, ClockId::Monotonic, NotifyKind::None),
@@ -167,7 +305,7 @@ fn exact_id_beyond_the_limit_is_einval() {
 #[test]
 fn restored_id_voids_blocks_claimed_by_other_threads() {
     let r = Registry::new();
-    let o = r.owner();
+    let o = r.owner(Hooks::default());
     // Another thread claims an ID block first.
     std::thread::scope(|s| {
         s.spawn(|| mono(&o).unwrap());
@@ -184,8 +322,8 @@ fn restored_id_voids_blocks_claimed_by_other_threads() {
 #[test]
 fn ids_are_isolated_between_owners() {
     let r = Registry::new();
-    let a = r.owner();
-    let b = r.owner();
+    let a = r.owner(Hooks::default());
+    let b = r.owner(Hooks::default());
     let ta = mono(&a).unwrap();
     let tb = mono(&b).unwrap();
     assert_eq!(ta, tb, "both owners start at ID 0");
@@ -202,21 +340,23 @@ fn ids_are_isolated_between_owners() {
 #[test]
 fn getoverrun_reads_the_latched_count() {
     let r = Registry::new();
-    let o = r.owner();
+    let o = r.owner(Hooks::default());
     let t = mono(&o).unwrap();
-    o.with_timer(t, |mut l| l.set_overrun_last(42)).unwrap();
+    o.with_timer(t, |l| l.published().store(42, Ordering::Relaxed))
+        .unwrap();
     assert_eq!(o.getoverrun(t), Ok(42));
 }
 
 #[test]
 fn listing_reports_every_timer_with_clock_notify_and_status() {
     let r = Registry::new();
-    let o = r.owner();
-    let a = o.create(ClockId::Realtime, NotifyKind::Queue).unwrap();
-    let b = o.create(ClockId::Boottime, NotifyKind::Callback).unwrap();
-    let c = mono(&o).unwrap();
-    o.with_timer(b, |mut l| l.set_status(Status::Armed))
+    let o = r.owner(Hooks::default());
+    let a = o.create_as(ClockId::Realtime, NotifyKind::Queue).unwrap();
+    let b = o
+        .create_as(ClockId::Boottime, NotifyKind::Callback)
         .unwrap();
+    let c = mono(&o).unwrap();
+    o.with_timer(b, |l| l.state.status = Status::Armed).unwrap();
     o.delete(c).unwrap();
     let mut list = o.timers();
     list.sort_by_key(|i| i.id);
@@ -234,7 +374,7 @@ fn listing_reports_every_timer_with_clock_notify_and_status() {
 #[test]
 fn listing_during_concurrent_create_and_delete() {
     let r = Registry::builder().initial_buckets(16).build().unwrap();
-    let o = r.owner();
+    let o = r.owner(Hooks::default());
     let stable: BTreeSet<i32> = (0..2000).map(|_| mono(&o).unwrap().get()).collect();
     let stop = StdAtomicBool::new(false);
     std::thread::scope(|s| {
@@ -272,7 +412,7 @@ fn table_grows_incrementally_and_lookups_stay_exact() {
         .max_load(2)
         .build()
         .unwrap();
-    let o = r.owner();
+    let o = r.owner(Hooks::default());
     let mut live = BTreeSet::new();
     let mut dead = BTreeSet::new();
     for i in 0..20_000 {
@@ -303,8 +443,8 @@ fn table_grows_incrementally_and_lookups_stay_exact() {
 #[test]
 fn destroying_an_owner_deletes_its_timers_only() {
     let r = Registry::new();
-    let a = r.owner();
-    let b = r.owner();
+    let a = r.owner(Hooks::default());
+    let b = r.owner(Hooks::default());
     for _ in 0..100 {
         mono(&a).unwrap();
         mono(&b).unwrap();
@@ -327,26 +467,26 @@ fn destroying_an_owner_deletes_its_timers_only() {
 
 #[test]
 fn run_linear_hash_keeps_runs_adjacent_and_scatters_strides() {
-    let seed = [0x1234_5678, 0x9abc_def1];
+    let salt = [0x1234_5678, 0x9abc_def1];
     let mask = (1u64 << 10) - 1;
     for run in 0..100i32 {
-        let base = hash(seed, 7, run << RUN_BITS) & mask;
+        let base = hash(salt, 7, run << RUN_BITS) & mask;
         for k in 1..(1 << RUN_BITS) {
             assert_eq!(
-                hash(seed, 7, (run << RUN_BITS) + k) & mask,
+                hash(salt, 7, (run << RUN_BITS) + k) & mask,
                 (base + k as u64) & mask
             );
         }
     }
-    // The seed suite's sparse restore case (BENCHMARKS.md): 2048 IDs 512 apart.
+    // The salt suite's sparse restore case (BENCHMARKS.md): 2048 IDs 512 apart.
     let mut per_bucket = vec![0u32; 1024];
     for k in 0..2048 {
-        per_bucket[(hash(seed, 7, k * 512) & mask) as usize] += 1;
+        per_bucket[(hash(salt, 7, k * 512) & mask) as usize] += 1;
     }
     let max = *per_bucket.iter().max().unwrap();
     assert!(max <= 10, "stride-512 IDs crowd one bucket: {max}");
     // Owners with the same IDs land in different buckets.
-    assert_ne!(hash(seed, 7, 0) & mask, hash(seed, 8, 0) & mask);
+    assert_ne!(hash(salt, 7, 0) & mask, hash(salt, 8, 0) & mask);
 }
 
 #[test]
@@ -381,7 +521,7 @@ fn stress_delete_racing_lookup_never_returns_another_timer() {
         .max_load(1)
         .build()
         .unwrap();
-    let o = r.owner();
+    let o = r.owner(Hooks::default());
     o.set_restore_ids(true);
     for i in 0..IDS {
         o.create_with_id(i, ClockId::Monotonic, NotifyKind::None)
@@ -411,7 +551,7 @@ fn stress_delete_racing_lookup_never_returns_another_timer() {
         s.spawn(|| {
             barrier.wait();
             while !stop.load(Ordering::Acquire) {
-                let other = r.owner();
+                let other = r.owner(Hooks::default());
                 for _ in 0..200 {
                     mono(&other).unwrap();
                 }
@@ -443,7 +583,7 @@ fn stress_delete_racing_lookup_never_returns_another_timer() {
 #[test]
 fn a_deleted_owners_pages_are_reused_by_the_next_owner() {
     let r = Registry::new();
-    let a = r.owner();
+    let a = r.owner(Hooks::default());
     for _ in 0..1000 {
         mono(&a).unwrap();
     }
@@ -463,7 +603,7 @@ fn a_deleted_owners_pages_are_reused_by_the_next_owner() {
         crossbeam_epoch::pin().flush();
     }
     assert_eq!(r.pooled_bytes(), pages, "torn-down owner's pages pooled");
-    let b = r.owner();
+    let b = r.owner(Hooks::default());
     for _ in 0..1000 {
         mono(&b).unwrap();
     }
@@ -478,7 +618,7 @@ fn counter_skips_ids_restored_ahead_of_it() {
     // though the counter has not wrapped (the chain check is not skipped after an exact-ID
     // create).
     let r = Registry::new();
-    let o = r.owner();
+    let o = r.owner(Hooks::default());
     o.set_restore_ids(true);
     o.create_with_id(10, ClockId::Monotonic, NotifyKind::None)
         .unwrap();
@@ -495,7 +635,7 @@ fn counter_skips_ids_restored_ahead_of_it() {
 fn ids_stay_unique_when_a_wrapped_counter_meets_ids_in_use() {
     // A counter that wraps hands out every ID again; only the free ones may be taken.
     let r = Registry::builder().id_bits(6).build().unwrap();
-    let o = r.owner();
+    let o = r.owner(Hooks::default());
     let mut live = BTreeSet::new();
     for round in 0..20 {
         while let Ok(t) = mono(&o) {
@@ -537,7 +677,7 @@ fn stress_lookups_racing_table_growth_read_no_freed_table() {
             .max_load(1)
             .build()
             .unwrap();
-        let watched = r.owner();
+        let watched = r.owner(Hooks::default());
         let ids: Vec<TimerId> = (0..64).map(|_| mono(&watched).unwrap()).collect();
         for t in &ids {
             watched
@@ -547,7 +687,7 @@ fn stress_lookups_racing_table_growth_read_no_freed_table() {
         let done = StdAtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
-                let grower = r.owner();
+                let grower = r.owner(Hooks::default());
                 for _ in 0..20_000 {
                     mono(&grower).unwrap();
                 }
@@ -567,4 +707,28 @@ fn stress_lookups_racing_table_growth_read_no_freed_table() {
         });
         assert!(r.buckets() >= 16 << 10, "grew to {}", r.buckets());
     }
+}
+
+#[test]
+fn the_service_hooks_run_once_per_deleted_timer_and_once_per_destroyed_owner() {
+    let r = Registry::new();
+    let o = r.owner(Hooks::default());
+    let ids: Vec<TimerId> = (0..5).map(|_| mono(&o).unwrap()).collect();
+    o.delete(ids[0]).unwrap();
+    assert_eq!(o.delete(ids[0]), Err(Error::UnknownTimer));
+    let hooks = |o: &Owner| {
+        let h = o.service();
+        let n = |a: &std::sync::atomic::AtomicUsize| a.load(std::sync::atomic::Ordering::Relaxed);
+        (n(&h.deletes), n(&h.destroys))
+    };
+    assert_eq!(hooks(&o), (1, 0), "one delete, one hook run");
+    o.destroy();
+    assert_eq!(
+        hooks(&o),
+        (5, 1),
+        "the other four timers, then the owner once"
+    );
+    o.destroy();
+    assert_eq!(hooks(&o), (5, 1), "destroy is idempotent");
+    assert_eq!(r.len(), 0);
 }

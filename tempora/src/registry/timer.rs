@@ -1,54 +1,46 @@
-//! The timer object: two cache lines, read-mostly first (as Linux's `k_itimer` since
-//! commit 5fa75a432f1a).
+//! The timer object and the contract between the registry and the service it serves.
+//!
+//! The registry keeps timer objects, IDs and owners; what a timer *is* beyond that (its clock,
+//! its expiry, where it waits, how it notifies) belongs to the layer above, the [`Service`],
+//! which keeps it in three typed parts of the same object:
 //!
 //! ```text
 //!  offset  line 1: read-mostly (what a concurrent hash walker touches)
 //!       0  hash_next     AtomicUsize  next timer in the bucket chain, or a nulls marker
 //!       8  owner         AtomicU64    owner key << 1 | PENDING; 0 = free slot
 //!      16  id            AtomicI32    the timer ID (timer_t)
-//!      20  clock         AtomicU8     ClockId as its clockid_t value
-//!      21  notify        AtomicU8     NotifyKind
-//!      22  home          AtomicU16    the owner shard whose free list takes the slot back
+//!      20  home          AtomicU16    the owner shard whose free list takes the slot back
 //!      24  index         AtomicU32    this slot's index in its owner's slot pages
 //!      28  free_next     AtomicU32    next free slot while on a shard's free list
 //!      32  generation    AtomicU32    bumped by every create in this slot
-//!      40  ext           [AtomicUsize; 2]  two words the service layer sets at create (its
-//!                                     owner's notification sink, the timer's callback)
-//!      56  (reserved up to 64)
+//!      40  fixed         S::Fixed     the service's fields set at create (atomics)
 //!          line 2: written while the timer is in use
 //!      64  lock          ByteLock     the timer's own lock: covers every write below
-//!      65  status        AtomicU8     Status (written under the lock, read lock-free)
-//!      68  overrun_last  AtomicI32    what getoverrun returns (written under the lock)
-//!      72  state         TimerState   base, expiry_clock, wheel, signal_seq, expiry,
-//!                                     interval, overrun, wheel_key, sigqueue_seq, queued,
-//!                                     wheel_tick (56 bytes, under the lock)
-//!     128  (end; the object is 64-byte aligned)
+//!      68  published     S::Published the service's fields written under the lock and read
+//!                                     without it (`Timer::read_current`)
+//!      72  state         S::State     the service's fields used only under the lock
+//!     128  (end, for the POSIX service's parts; the object is 64-byte aligned)
 //! ```
 //!
 //! Walkers of a bucket chain read `hash_next`, `owner` and `id` of every timer they pass;
-//! locking a timer, arming it and counting overruns write only line 2, so they do not
-//! invalidate line 1 in the caches of CPUs walking the same chain. `owner` is written at
-//! create and delete only; `clock`, `notify` and `generation` at create only.
-//!
-//! `status` and `overrun_last` are atomics so that getoverrun and listings read them without
-//! the lock: a reader checks (generation, owner, id) before and after the read, and the value
-//! is the timer's at an instant when it was live (`Timer::read_current`). The unit test
-//! `timer_layout_matches_doc` asserts every offset above.
+//! locking a timer and changing its state write only line 2, so they do not invalidate line 1
+//! in the caches of CPUs walking the same chain. `owner` is written at create and delete only,
+//! `generation` and `fixed` at create only. The unit tests `timer_layout_matches_doc` (here)
+//! and the service's own check its parts' offsets.
 //!
 //! # Type-stable memory
 //!
-//! Timer objects live in their owner's slot pages (see `owner.rs`) and are never freed while the
-//! owner exists: a deleted timer's slot goes back to a free list and is reused by the same owner,
-//! possibly at once (the kernel's `SLAB_TYPESAFE_BY_RCU` idea). A lock-free walker may therefore
-//! hold a reference to a timer that is deleted and re-created under its feet; every field it
-//! reads without the lock is atomic, and it trusts a match only after re-checking `owner` and
-//! `id` under the timer's lock (see the registry's module doc). The all-zero bit pattern is a
-//! valid free timer, which lets pages come from zeroed memory.
+//! Timer objects live in their owner's slot pages (see `slots.rs`) and are never freed while
+//! the owner exists: a deleted timer's slot goes back to a free list and is reused by the same
+//! owner, possibly at once (the kernel's `SLAB_TYPESAFE_BY_RCU` idea). A lock-free walker may
+//! therefore hold a reference to a timer that is deleted and re-created under its feet; every
+//! field it reads without the lock is atomic, and it trusts a match only after re-checking
+//! `owner` and `id` under the timer's lock (see the registry's module doc). A slot's parts are
+//! reset at create, never dropped: whatever a service's part owns, its delete hook releases.
 
-use super::NotifyKind;
-use crate::clock::ClockId;
+use super::TimerId;
 use crate::sync::{
-    fence, AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, ByteLock, Ordering,
+    fence, lock_order, AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, ByteLock, Ordering,
     Poisoned, UnsafeCell,
 };
 
@@ -62,130 +54,151 @@ pub(crate) fn visible(owner_key: u64) -> u64 {
     owner_key << 1
 }
 
-/// The timer's status, as the kernel's `it_status`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[repr(u8)]
-pub enum Status {
-    /// Not armed (zero `it_value`), or a one-shot that has fired.
-    #[default]
-    Disarmed = 0,
-    /// Armed: queued in a base's wheel.
-    Armed = 1,
-    /// A periodic timer whose event is pending; re-armed when the event is consumed.
-    RequeuePending = 2,
+/// What a layer above the registry keeps in each timer object, and what it does when one is
+/// deleted (the registry's only call into that layer). The POSIX timer service
+/// (`timers::Itimer`) is one; the registry's tests and its benchmark door use `()`, a service
+/// with nothing in the object.
+pub(crate) trait Service: Sized + Send + Sync + 'static {
+    /// Set when the timer is created and read without the lock afterwards (line 1). Atomics,
+    /// because a lock-free reader may read them while a re-create in the same slot writes
+    /// them (it then drops what it read: `Timer::read_current`).
+    type Fixed: Default + Send + Sync;
+    /// Written under the timer's lock and read without it through `Timer::read_current`
+    /// (line 2, beside the lock). Atomics.
+    type Published: Default + Send + Sync;
+    /// Read and written only under the timer's lock (line 2).
+    type State: Default + Send;
+    /// What a create is given to fill the three parts.
+    type Init;
+    /// Kept by each owner for the delete hook (the service's handle on its own state).
+    type Owner: Send + Sync;
+    /// What the delete hook hands back, dropped by the registry once it holds no lock (so a
+    /// user's closure inside it never runs under one).
+    type Released;
+
+    /// Fills every part of a free slot for a new timer (without the lock: nobody else can
+    /// reach a slot being created). Whatever the slot's last timer left in them is
+    /// overwritten.
+    fn init(
+        fixed: &Self::Fixed,
+        published: &Self::Published,
+        state: &mut Self::State,
+        init: Self::Init,
+    );
+
+    /// The delete hook: runs under the timer's lock just after the timer stopped being
+    /// visible to lookups, on delete and on each timer of an owner being destroyed. It takes
+    /// the timer out of whatever the service keeps it in, so nothing of the service refers to
+    /// it afterwards. It must not take the lock of a timer or of an owner's ID shard.
+    fn on_delete(owner: &Self::Owner, l: &mut Locked<'_, Self>) -> Self::Released;
+
+    /// Runs once when an owner is destroyed, after the delete hook ran on its last timer,
+    /// with no registry lock held.
+    fn on_destroy(owner: &Self::Owner);
 }
 
-/// Line 2's plain fields, read and written only under the timer's lock.
-#[derive(Debug, Default, Clone, Copy)]
-#[repr(C)]
-pub(crate) struct TimerState {
-    /// The base whose wheel holds the timer while `wheel != 0`.
-    pub(crate) base: u16,
-    /// The clock the armed expiry is measured on (`ClockId` as u8): the timer's own clock,
-    /// except that a relative `CLOCK_REALTIME` arming runs on the monotonic clock.
-    pub(crate) expiry_clock: u8,
-    /// 0 while the timer is in no wheel; otherwise 1 + the index of the base's wheel (one
-    /// per clock) that holds it under `wheel_key`.
-    pub(crate) wheel: u8,
-    /// Bumped by settime, delete and re-arm; an event carrying an older value is stale.
-    pub(crate) signal_seq: u32,
-    /// Absolute expiry, ns on the timer's clock.
-    pub(crate) expiry: u64,
-    /// Period in ns; 0 for a one-shot timer.
-    pub(crate) interval: u64,
-    /// Periods missed since the pending event was queued.
-    pub(crate) overrun: i64,
-    /// The wheel key while `wheel != 0`.
-    pub(crate) wheel_key: u64,
-    /// The `signal_seq` the queued event carries (the kernel's `it_sigqueue_seq`).
-    pub(crate) sigqueue_seq: u32,
-    /// Whether the timer's one preallocated event is on its owner's queue.
-    pub(crate) queued: bool,
-    /// The tick the wheel entry `wheel_key` waits for while `wheel != 0` (at or before the
-    /// tick of `expiry`: a later re-arm may leave the entry where it is).
-    pub(crate) wheel_tick: u64,
+/// The service with nothing in the object: the registry alone (its tests and benchmarks).
+impl Service for () {
+    type Fixed = ();
+    type Published = ();
+    type State = ();
+    type Init = ();
+    type Owner = ();
+    type Released = ();
+    fn init(_: &(), _: &(), _: &mut (), _: ()) {}
+    fn on_delete(_: &(), _: &mut Locked<'_, ()>) {}
+    fn on_destroy(_: &()) {}
 }
 
 /// Line 1: read by lock-free chain walkers.
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
-pub(crate) struct ReadMostly {
+pub(crate) struct ReadMostly<F> {
     pub(crate) hash_next: AtomicUsize,
     pub(crate) owner: AtomicU64,
     pub(crate) id: AtomicI32,
-    pub(crate) clock: AtomicU8,
-    pub(crate) notify: AtomicU8,
     pub(crate) home: AtomicU16,
     pub(crate) index: AtomicU32,
     pub(crate) free_next: AtomicU32,
     pub(crate) generation: AtomicU32,
-    /// Opaque words for the service layer, written by `reset_for_create` (and `ext[1]` by the
-    /// service under the timer's lock at delete).
-    pub(crate) ext: [AtomicUsize; 2],
+    pub(crate) fixed: F,
 }
 
 /// Line 2: written while the timer is in use.
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
-pub(crate) struct Written {
+pub(crate) struct Written<P, T> {
     pub(crate) lock: ByteLock,
-    pub(crate) status: AtomicU8,
-    pub(crate) overrun_last: AtomicI32,
-    pub(crate) state: UnsafeCell<TimerState>,
+    pub(crate) published: P,
+    pub(crate) state: UnsafeCell<T>,
 }
 
 /// One timer object (see the module doc for the layout).
-#[derive(Debug, Default)]
-#[repr(C, align(64))]
-pub(crate) struct Timer {
-    pub(crate) hot: ReadMostly,
-    pub(crate) written: Written,
+#[repr(C)]
+pub(crate) struct Timer<S: Service> {
+    pub(crate) hot: ReadMostly<S::Fixed>,
+    pub(crate) written: Written<S::Published, S::State>,
 }
 
-// SAFETY: every field is an atomic except `written.state`, which is only accessed with
-// `written.lock` held (`Timer::lock_if`) or on a free slot by its creator
-// (`Timer::reset_for_create`), so sharing a `Timer` between threads is sound.
-unsafe impl Sync for Timer {}
-// SAFETY: as above; a `Timer` holds no thread-bound data.
-unsafe impl Send for Timer {}
-
-/// The timer's fields as a locked caller sees them.
-pub(crate) struct Locked<'a> {
-    pub(crate) timer: &'a Timer,
-    pub(crate) state: &'a mut TimerState,
-}
-
-impl Locked<'_> {
-    pub(crate) fn set_status(&mut self, status: Status) {
-        // Relaxed: lock-free readers validate with the generation check in `read_current`.
-        self.timer
-            .written
-            .status
-            .store(status as u8, Ordering::Relaxed);
-    }
-    pub(crate) fn set_overrun_last(&mut self, v: i32) {
-        // Relaxed: as in `set_status`.
-        self.timer.written.overrun_last.store(v, Ordering::Relaxed);
-    }
-}
-
-impl Status {
-    /// The status with this `repr(u8)` value, if any.
-    pub(crate) fn from_raw(v: u8) -> Option<Status> {
-        match v {
-            0 => Some(Status::Disarmed),
-            1 => Some(Status::Armed),
-            2 => Some(Status::RequeuePending),
-            _ => None,
+impl<S: Service> Default for Timer<S> {
+    fn default() -> Self {
+        Timer {
+            hot: ReadMostly::default(),
+            written: Written::default(),
         }
     }
+}
 
-    fn from_u8(v: u8) -> Status {
-        Status::from_raw(v).unwrap_or_default()
+// SAFETY: every field is `Sync` except `written.state`, which is only accessed with
+// `written.lock` held (`Timer::lock_if`) or on a free slot by its creator
+// (`Timer::reset_for_create`), and is `Send`; so sharing a `Timer` between threads is sound.
+unsafe impl<S: Service> Sync for Timer<S> {}
+// SAFETY: as above; a `Timer` holds no thread-bound data.
+unsafe impl<S: Service> Send for Timer<S> {}
+
+/// A timer as the holder of its lock sees it: its identity and fixed part through `timer`, its
+/// state to change.
+pub(crate) struct Locked<'a, S: Service> {
+    pub(crate) timer: &'a Timer<S>,
+    pub(crate) state: &'a mut S::State,
+}
+
+impl<S: Service> Locked<'_, S> {
+    /// The timer's ID.
+    #[inline]
+    pub(crate) fn id(&self) -> TimerId {
+        self.timer.id()
+    }
+
+    /// The service's fields set at create.
+    #[inline]
+    pub(crate) fn fixed(&self) -> &S::Fixed {
+        &self.timer.hot.fixed
+    }
+
+    /// The service's published fields, to write (they are atomics; the lock orders writers).
+    #[inline]
+    pub(crate) fn published(&self) -> &S::Published {
+        &self.timer.written.published
+    }
+
+    /// The incarnation of the slot (bumped by every create in it): with the timer's address
+    /// and ID it names this timer in a queue entry (`Owner::with_slot`).
+    #[inline]
+    pub(crate) fn generation(&self) -> u32 {
+        // Relaxed: written at create, before the timer became visible.
+        self.timer.hot.generation.load(Ordering::Relaxed)
     }
 }
 
-impl Timer {
+/// Opens a timer lock's critical section: `lock_order`'s check, then the lock itself.
+#[inline]
+fn with_timer_lock<S: Service, R>(timer: &Timer<S>, f: impl FnOnce() -> R) -> Result<R, Poisoned> {
+    let _order = lock_order::enter(lock_order::TIMER);
+    timer.written.lock.with(f)
+}
+
+impl<S: Service> Timer<S> {
     /// Whether this slot holds the visible timer `(owner_word, id)` right now.
     #[inline]
     pub(crate) fn is(&self, owner_word: u64, id: i32) -> bool {
@@ -207,52 +220,45 @@ impl Timer {
         &self,
         owner_word: u64,
         id: Option<i32>,
-        f: impl FnOnce(Locked<'_>) -> R,
+        f: impl FnOnce(Locked<'_, S>) -> R,
     ) -> Result<Option<R>, Poisoned> {
-        crate::sync::lock_order::timer_enter();
-        self.written.lock.with(|| {
+        with_timer_lock(self, || {
             let current = match id {
                 Some(id) => self.is(owner_word, id),
                 // Acquire: as in `is`.
                 None => self.hot.owner.load(Ordering::Acquire) == owner_word,
             };
-            current.then(|| {
-                self.written.state.with_mut(|p| {
-                    f(Locked {
-                        timer: self,
-                        // SAFETY: the lock is held and the slot holds a visible timer: its
-                        // state is only accessed by holders of this lock (the create that
-                        // resets it without the lock runs only while the slot is free or
-                        // pending, and a visible slot is neither until a delete, which needs
-                        // this lock, marks it pending).
-                        state: unsafe { &mut *p },
-                    })
-                })
-            })
+            current.then(|| self.locked_state(f))
         })
     }
 
     /// Takes the timer's lock and, if the slot holds a visible timer of any owner, runs `f` on
-    /// its fields (the path of a base delivering an expiry: the wheel entry names the slot,
-    /// and the caller then checks that the timer still waits on that entry). Poisoning as in
-    /// [`Timer::lock_if`].
+    /// its fields (the path of a service that found the timer by its address, not by its ID:
+    /// it then checks, in its own state, that the timer is still the one it meant). Poisoning
+    /// as in [`Timer::lock_if`].
     #[inline]
     pub(crate) fn lock_visible<R>(
         &self,
-        f: impl FnOnce(Locked<'_>) -> R,
+        f: impl FnOnce(Locked<'_, S>) -> R,
     ) -> Result<Option<R>, Poisoned> {
-        crate::sync::lock_order::timer_enter();
-        self.written.lock.with(|| {
+        with_timer_lock(self, || {
             // Acquire: as in `is`.
             let word = self.hot.owner.load(Ordering::Acquire);
-            (word != 0 && word & PENDING == 0).then(|| {
-                self.written.state.with_mut(|p| {
-                    f(Locked {
-                        timer: self,
-                        // SAFETY: as in `lock_if`: the lock is held and the slot is visible.
-                        state: unsafe { &mut *p },
-                    })
-                })
+            (word != 0 && word & PENDING == 0).then(|| self.locked_state(f))
+        })
+    }
+
+    /// `f` on the state of a visible timer whose lock the caller holds.
+    #[inline]
+    fn locked_state<R>(&self, f: impl FnOnce(Locked<'_, S>) -> R) -> R {
+        self.written.state.with_mut(|p| {
+            f(Locked {
+                timer: self,
+                // SAFETY: the caller holds the lock and saw the slot visible: its state is
+                // only accessed by holders of this lock (the create that resets it without the
+                // lock runs only while the slot is free or pending, and a visible slot is
+                // neither until a delete, which needs this lock, marks it pending).
+                state: unsafe { &mut *p },
             })
         })
     }
@@ -262,8 +268,8 @@ impl Timer {
         self.written.lock.is_poisoned()
     }
 
-    /// Reads a field of the visible timer `(owner_word, id)` without the lock: `Some` only if
-    /// the slot held that timer, in the same incarnation, before and after the read.
+    /// Reads the visible timer `(owner_word, id)` without the lock: `Some` only if the slot
+    /// held that timer, in the same incarnation, before and after the read.
     ///
     /// A seqlock read whose sequence is (generation, owner word): the generation is read
     /// first, so that it belongs to the incarnation whose owner word is checked after it.
@@ -276,7 +282,7 @@ impl Timer {
         &self,
         owner_word: u64,
         id: i32,
-        read: impl FnOnce(&Timer) -> R,
+        read: impl FnOnce(&S::Fixed, &S::Published) -> R,
     ) -> Option<R> {
         // Acquire: pairs with the Release generation store in `reset_for_create`: if this is a
         // re-create's generation, the owner word checked next is that re-create's (pending, or
@@ -286,11 +292,11 @@ impl Timer {
         if !self.is(owner_word, id) {
             return None;
         }
-        let v = read(self);
+        let v = read(&self.hot.fixed, &self.written.published);
         // Acquire: pairs with the Release fences of the writers that end an incarnation, each
         // after the owner word (and generation) it stores and before its data: in
-        // `reset_for_create` and in the registry's `mark_deleted`. If `read` saw such data,
-        // the re-check below sees that owner word or generation and fails. It also keeps the
+        // `reset_for_create` and in `Timer::mark_deleted`. If `read` saw such data, the
+        // re-check below sees that owner word or generation and fails. It also keeps the
         // re-check from being performed before the read.
         fence(Ordering::Acquire);
         (self.is(owner_word, id) && self.hot.generation.load(Ordering::Relaxed) == generation)
@@ -303,14 +309,7 @@ impl Timer {
     /// The slot is free (owner word 0) and the caller holds its owner shard's lock, so no
     /// other create touches it; lock holders leave the state alone because the slot is not
     /// visible (see `lock_if`).
-    pub(crate) unsafe fn reset_for_create(
-        &self,
-        pending_word: u64,
-        clock: ClockId,
-        notify: NotifyKind,
-        home: u16,
-        ext: [usize; 2],
-    ) {
+    pub(crate) unsafe fn reset_for_create(&self, pending_word: u64, home: u16, init: S::Init) {
         let generation = self.hot.generation.load(Ordering::Relaxed).wrapping_add(1);
         // Relaxed (every store here but the generation's): published to lookups by the bucket
         // unlock and the visible store (Release) in `create_locked`. A lock-free reader that
@@ -323,46 +322,38 @@ impl Timer {
         // never the deleted incarnation's.
         self.hot.generation.store(generation, Ordering::Release);
         // Release: pairs with the Acquire fence in `read_current`. A reader that reads any
-        // store below (the new incarnation's clock, notify, status, overrun count) sees the
-        // pending owner word and the new generation above at its re-check, and drops the read;
-        // without the fence it may re-read the old owner word and generation and return the
-        // new incarnation's value as the deleted timer's (loom:
+        // store below (the new incarnation's fixed or published fields) sees the pending owner
+        // word and the new generation above at its re-check, and drops the read; without the
+        // fence it may re-read the old owner word and generation and return the new
+        // incarnation's value as the deleted timer's (loom:
         // `loom_getoverrun_racing_delete_and_recreate_reads_the_deleted_timer_or_nothing`).
         fence(Ordering::Release);
-        self.hot.clock.store(clock as u8, Ordering::Relaxed);
-        self.hot.notify.store(notify as u8, Ordering::Relaxed);
         self.hot.home.store(home, Ordering::Relaxed);
-        self.hot.ext[0].store(ext[0], Ordering::Relaxed);
-        self.hot.ext[1].store(ext[1], Ordering::Relaxed);
-        self.written
-            .status
-            .store(Status::Disarmed as u8, Ordering::Relaxed);
-        self.written.overrun_last.store(0, Ordering::Relaxed);
-        // SAFETY: the caller's contract: nobody else accesses the state of a free slot.
-        self.written
-            .state
-            .with_mut(|p| unsafe { *p = TimerState::default() });
+        self.written.state.with_mut(|p| {
+            // SAFETY: the caller's contract: nobody else accesses the state of a free slot.
+            let state = unsafe { &mut *p };
+            S::init(&self.hot.fixed, &self.written.published, state, init);
+        });
+    }
+
+    /// Under the lock of a visible timer: marks it pending (invisible to lookups, its ID still
+    /// taken) and runs the service's delete hook.
+    pub(crate) fn mark_deleted(mut l: Locked<'_, S>, owner: &S::Owner) -> S::Released {
+        let word = l.timer.hot.owner.load(Ordering::Relaxed);
+        // Relaxed: ordered before the unhash by the bucket lock's Acquire/Release.
+        l.timer.hot.owner.store(word | PENDING, Ordering::Relaxed);
+        // Release: pairs with the Acquire fence in `read_current`: a lock-free reader that
+        // sees what the hook writes sees the pending word at its re-check and drops the read,
+        // instead of reporting a state the timer never had while visible (loom:
+        // `loom_reader_racing_delete_reads_a_state_the_timer_had`).
+        fence(Ordering::Release);
+        S::on_delete(owner, &mut l)
     }
 
     /// The ID of the timer in this slot (meaningful while the caller holds its lock and the
     /// slot is visible).
-    pub(crate) fn id(&self) -> super::TimerId {
-        super::TimerId(self.hot.id.load(Ordering::Relaxed))
-    }
-
-    /// The clock recorded at create.
-    pub(crate) fn clock(&self) -> ClockId {
-        ClockId::from_stored(self.hot.clock.load(Ordering::Relaxed))
-    }
-
-    /// The notification kind recorded at create.
-    pub(crate) fn notify(&self) -> NotifyKind {
-        NotifyKind::from_u8(self.hot.notify.load(Ordering::Relaxed))
-    }
-
-    /// The status (validate with `read_current` when read without the lock).
-    pub(crate) fn status(&self) -> Status {
-        Status::from_u8(self.written.status.load(Ordering::Relaxed))
+    pub(crate) fn id(&self) -> TimerId {
+        TimerId(self.hot.id.load(Ordering::Relaxed))
     }
 }
 
@@ -373,41 +364,27 @@ mod tests {
 
     #[test]
     fn timer_layout_matches_doc() {
-        assert_eq!(size_of::<Timer>(), 128);
-        assert_eq!(align_of::<Timer>(), 64);
-        assert_eq!(offset_of!(Timer, hot), 0);
-        assert_eq!(offset_of!(ReadMostly, hash_next), 0);
-        assert_eq!(offset_of!(ReadMostly, owner), 8);
-        assert_eq!(offset_of!(ReadMostly, id), 16);
-        assert_eq!(offset_of!(ReadMostly, clock), 20);
-        assert_eq!(offset_of!(ReadMostly, notify), 21);
-        assert_eq!(offset_of!(ReadMostly, home), 22);
-        assert_eq!(offset_of!(ReadMostly, index), 24);
-        assert_eq!(offset_of!(ReadMostly, free_next), 28);
-        assert_eq!(offset_of!(ReadMostly, generation), 32);
-        assert_eq!(offset_of!(ReadMostly, ext), 40);
-        assert_eq!(offset_of!(Timer, written), 64);
-        assert_eq!(64 + offset_of!(Written, lock), 64);
-        assert_eq!(64 + offset_of!(Written, status), 65);
-        assert_eq!(64 + offset_of!(Written, overrun_last), 68);
-        assert_eq!(64 + offset_of!(Written, state), 72);
-        assert_eq!(size_of::<TimerState>(), 56);
-        assert_eq!(offset_of!(TimerState, expiry), 8);
-        assert_eq!(offset_of!(TimerState, wheel_key), 32);
-        assert_eq!(offset_of!(TimerState, sigqueue_seq), 40);
-        assert_eq!(offset_of!(TimerState, queued), 44);
-        assert_eq!(offset_of!(TimerState, wheel_tick), 48);
-        assert!(64 + 8 + size_of::<TimerState>() <= 128);
+        assert_eq!(size_of::<Timer<()>>(), 128);
+        assert_eq!(align_of::<Timer<()>>(), 64);
+        assert_eq!(offset_of!(Timer<()>, hot), 0);
+        assert_eq!(offset_of!(ReadMostly<u64>, hash_next), 0);
+        assert_eq!(offset_of!(ReadMostly<u64>, owner), 8);
+        assert_eq!(offset_of!(ReadMostly<u64>, id), 16);
+        assert_eq!(offset_of!(ReadMostly<u64>, home), 20);
+        assert_eq!(offset_of!(ReadMostly<u64>, index), 24);
+        assert_eq!(offset_of!(ReadMostly<u64>, free_next), 28);
+        assert_eq!(offset_of!(ReadMostly<u64>, generation), 32);
+        assert_eq!(offset_of!(ReadMostly<u64>, fixed), 40);
+        assert_eq!(offset_of!(Timer<()>, written), 64);
+        assert_eq!(offset_of!(Written<u32, u64>, lock), 0);
+        assert_eq!(offset_of!(Written<u32, u64>, published), 4);
+        assert_eq!(offset_of!(Written<u32, u64>, state), 8);
     }
 
     #[test]
-    fn zeroed_timer_is_a_free_slot() {
-        let t = Timer::default();
+    fn a_default_timer_is_a_free_slot() {
+        let t = Timer::<()>::default();
         assert_eq!(t.hot.owner.load(Ordering::Relaxed), 0);
-        assert_eq!(
-            t.written.status.load(Ordering::Relaxed),
-            Status::Disarmed as u8
-        );
         assert!(
             t.lock_if(visible(1), None, |_| ()) == Ok(None),
             "a free slot is nobody's"

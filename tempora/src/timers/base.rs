@@ -3,7 +3,7 @@
 //! ```text
 //!  Base (cache-line padded)
 //!   ├─ lock: ByteLock                covers the three wheels and `sleep`
-//!   ├─ wheels[REALTIME, MONOTONIC, BOOTTIME]: Wheel<Slot>   ticks of `tick` ns on that clock
+//!   ├─ wheels[REALTIME, MONOTONIC, BOOTTIME]: Wheel<TimerRef>   ticks of `tick` ns on that clock
 //!   ├─ sleep[3] (under the lock)     the tick on each wheel's clock before which the driver
 //!   │                                serving this base must be woken (0: it is awake)
 //!   └─ delivery: Mutex<()>           held from a poll's pop of a batch to its delivery
@@ -21,8 +21,8 @@
 //! and the armer did not see the driver's deadline" is impossible. The ring itself cannot be
 //! lost either (see `Doorbell`). Arming later than `D` rings nobody.
 //!
-//! A wheel entry's payload is the address of the timer object (a [`Slot`]); the timer in turn
-//! records where it waits (`TimerState::{base, wheel, wheel_key}`), written under the timer's
+//! A wheel entry's payload is the address of the timer object (a [`TimerRef`]); the timer in
+//! turn records where it waits (`ItimerState::{base, wheel, wheel_key}`), written under the timer's
 //! lock. An entry is *current* only while the timer, under its lock, still names that base,
 //! wheel and key: expiry pops entries under the base lock and checks them under each timer's
 //! lock afterwards, so an entry that a settime or delete replaced in between is ignored.
@@ -42,7 +42,8 @@
 //! not yet due) goes back into the base it was popped from, so a poll that holds that base's
 //! delivery lock next finds it there if it is due by then.
 //!
-//! Lock order: **delivery → timer → base**. settime, delete and consume hold the timer's lock
+//! Lock order (the crate's is in `sync::lock_order`): **delivery → timer → base**. settime,
+//! delete and consume hold the timer's lock
 //! and take a base lock to insert or remove; expiry takes the delivery lock, then the base lock
 //! alone (to collect), releases the base lock, and only then takes timer locks. Nothing takes a
 //! timer lock while holding a base lock, no path holds two base locks, and nothing takes a
@@ -65,8 +66,9 @@
 //! `Error::Poisoned` to arming calls and as a failure of the whole service to its receivers.
 //! A poisoned delivery lock (a panic while delivering) counts the same.
 
+use super::object::Itimer;
 use crate::clock::ClockId;
-use crate::registry::timer::Timer;
+use crate::registry::Timer;
 use crate::sync::{lock_order, ByteLock, Mutex, MutexGuard, Poisoned, UnsafeCell};
 use crate::wheel::Wheel;
 use std::ptr::NonNull;
@@ -90,11 +92,11 @@ pub(crate) const WHEEL_CLOCKS: [ClockId; CLOCKS] =
 
 /// A wheel payload: the timer object's address.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Slot(pub(crate) NonNull<Timer>);
+pub(crate) struct TimerRef(pub(crate) NonNull<Timer<Itimer>>);
 
-// SAFETY: a `Slot` is an address; it is dereferenced only by expiry, under the rules in
+// SAFETY: a `TimerRef` is an address; it is dereferenced only by expiry, under the rules in
 // `Core::deliver` (pinned epoch, entry popped while current).
-unsafe impl Send for Slot {}
+unsafe impl Send for TimerRef {}
 
 /// "No expiry": a wheel or a driver with nothing armed.
 pub(crate) const NO_EXPIRY: u64 = u64::MAX;
@@ -108,7 +110,7 @@ pub(crate) struct Base {
 
 /// What the base lock covers.
 pub(crate) struct BaseState {
-    pub(crate) wheels: [Wheel<Slot>; CLOCKS],
+    pub(crate) wheels: [Wheel<TimerRef>; CLOCKS],
     /// See "Waking a sleeping driver" in the module doc.
     pub(crate) sleep: [u64; CLOCKS],
 }
@@ -141,15 +143,7 @@ impl Base {
     /// panicked (and a panic in `f` poisons it).
     #[inline]
     pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut BaseState) -> R) -> Result<R, Poisoned> {
-        /// Clears the lock-order mark however the section ends.
-        struct Exit;
-        impl Drop for Exit {
-            fn drop(&mut self) {
-                lock_order::base_exit();
-            }
-        }
-        lock_order::base_enter();
-        let _exit = Exit;
+        let _order = lock_order::enter(lock_order::BASE);
         // SAFETY: `with` holds the lock for the whole closure, so this is the only reference.
         self.lock
             .with(|| self.state.with_mut(|p| f(unsafe { &mut *p })))
@@ -164,7 +158,7 @@ impl Base {
         &self,
         i: usize,
         fires_at: u64,
-        f: impl FnOnce(&mut Wheel<Slot>) -> R,
+        f: impl FnOnce(&mut Wheel<TimerRef>) -> R,
     ) -> Result<(R, bool), Poisoned> {
         self.locked(|st| {
             let r = f(&mut st.wheels[i]);
@@ -177,7 +171,19 @@ impl Base {
     }
 
     /// The delivery lock (module doc), or [`Poisoned`] if a delivery panicked.
-    pub(crate) fn delivery(&self) -> Result<MutexGuard<'_, ()>, Poisoned> {
-        self.delivery.lock().map_err(|_| Poisoned)
+    pub(crate) fn delivery(&self) -> Result<Delivering<'_>, Poisoned> {
+        let order = lock_order::enter(lock_order::DELIVERY);
+        let guard = self.delivery.lock().map_err(|_| Poisoned)?;
+        Ok(Delivering {
+            _guard: guard,
+            _order: order,
+        })
     }
+}
+
+/// A held delivery lock (`Base::delivery`); released on drop.
+pub(crate) struct Delivering<'a> {
+    // Dropped first: the lock is released before the lock-order mark is cleared.
+    _guard: MutexGuard<'a, ()>,
+    _order: lock_order::Entered,
 }

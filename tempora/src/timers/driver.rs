@@ -15,7 +15,7 @@
 //! when asked rather than up to 50 µs later (the default slack of a normal thread).
 
 use super::base::{wheel_of, BaseState, CLOCKS, NO_EXPIRY, WHEEL_CLOCKS};
-use super::Core;
+use super::core::Core;
 use crate::clock::ClockId;
 use crate::sync::{AtomicU64, Ordering, WaitQueue};
 use std::time::{Duration, Instant};
@@ -264,7 +264,7 @@ impl Drop for ClockWatch {
 
 #[cfg(all(test, loom))]
 mod tests {
-    use super::super::base::{Base, Slot, NO_EXPIRY};
+    use super::super::base::{Base, TimerRef, NO_EXPIRY};
     use super::*;
     use crate::wheel::Mode;
     use loom::sync::Arc;
@@ -282,9 +282,9 @@ mod tests {
             let bell = Arc::new(Doorbell::default());
             let (b2, bell2) = (base.clone(), bell.clone());
             let armer = loom::thread::spawn(move || {
-                let slot = Slot(NonNull::dangling());
+                let timer = TimerRef(NonNull::dangling());
                 let (_, ring) = b2
-                    .locked_wheel(1, 10, |w| w.insert_with(10, Mode::PRECISE, slot))
+                    .locked_wheel(1, 10, |w| w.insert_with(10, Mode::PRECISE, timer))
                     .unwrap();
                 if ring {
                     bell2.ring();

@@ -13,8 +13,8 @@
 //!
 //! The queue is a `VecDeque` under a one-byte lock ([`ByteLock`]): an event costs its sender
 //! one atomic read-modify-write (the lock; the unlock is a plain store), against three for a
-//! lock-free segment queue plus a fence to check for waiters (`deliver` benchmark, poll plus
-//! receive per event: 56-68 → 42-48 ns). The queue keeps its peak capacity: 16 bytes per event that was pending at
+//! lock-free segment queue plus a fence to check for waiters (BENCHMARKS.md, "Design
+//! measurements", has what that saved). The queue keeps its peak capacity: 16 bytes per event that was pending at
 //! once.
 //!
 //! Receivers that find it empty sleep on the sink's [`WaitQueue`] (futex-style: a check run
@@ -37,8 +37,8 @@
 //! `loom_receiver_never_misses_a_push` checks it; reading the count before the push, or
 //! counting the waiter outside `q`, makes it deadlock.
 
-use crate::registry::timer::Timer;
-use crate::registry::TimerId;
+use super::object::Itimer;
+use crate::registry::{Timer, TimerId};
 use crate::sync::{AtomicU8, ByteLock, Ordering, Poisoned, UnsafeCell, WaitQueue};
 use std::collections::VecDeque;
 use std::ptr::NonNull;
@@ -65,7 +65,7 @@ impl Event {
 /// A queued event: the timer's slot and the incarnation it was queued for.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EventRef {
-    pub(crate) timer: NonNull<Timer>,
+    pub(crate) timer: NonNull<Timer<Itimer>>,
     pub(crate) id: TimerId,
     pub(crate) generation: u32,
 }

@@ -1,11 +1,12 @@
 //! The service's rules under the manual clock: each test fails if its rule is broken.
 
 use super::*;
-use crate::clock::{ManualClock, NANOS_PER_SEC};
-use crate::registry::Status;
+use crate::clock::{ClockSource, ManualClock, OsClock, TimeSpec, NANOS_PER_SEC};
+use crate::sync::Poisoned;
 use proptest::prelude::*;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
+use std::time::Instant;
 
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
@@ -686,7 +687,7 @@ fn dropping_an_owner_takes_its_timers_out_of_the_wheels() {
     drop(other);
     assert_eq!(f.timers.next_deadline(), None);
     assert_eq!(f.advance(ms(100)), 0);
-    assert_eq!(f.timers.registry().len(), 0);
+    assert_eq!(f.timers.timer_count(), 0);
 }
 
 #[test]
@@ -930,7 +931,7 @@ fn churn_across_threads_leaves_nothing_behind() {
         "polls {polls}, events {received}"
     );
     drop(shared);
-    assert_eq!(timers.registry().len(), 0, "every owner's timers deleted");
+    assert_eq!(timers.timer_count(), 0, "every owner's timers deleted");
     assert_eq!(
         timers.next_deadline(),
         None,
@@ -1017,7 +1018,7 @@ fn dropping_timers_joins_its_drivers_and_pending_events_stay_readable() {
     let owner = timers.owner();
     // The core is held by this handle and its driver set, the owner, each driver and the
     // clock watcher.
-    assert_eq!(Arc::strong_count(&owner.inner.core), 6);
+    assert_eq!(Arc::strong_count(&owner.reg.service().core), 6);
     let t = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
     let rearmed = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
     owner
@@ -1037,7 +1038,7 @@ fn dropping_timers_joins_its_drivers_and_pending_events_stay_readable() {
         .unwrap();
     drop(timers);
     assert_eq!(
-        Arc::strong_count(&owner.inner.core),
+        Arc::strong_count(&owner.reg.service().core),
         1,
         "every driver thread (and the watcher) ended before drop returned"
     );
@@ -1096,8 +1097,19 @@ fn lock_order_violation_is_caught_in_debug_builds() {
         }))
     });
     let msg = r.expect_err("the violation panics");
-    let msg = msg.downcast_ref::<&str>().copied().unwrap_or_default();
-    assert!(msg.starts_with("lock order"), "{msg}");
+    let msg = (msg.downcast_ref::<String>().cloned())
+        .or_else(|| msg.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    assert!(msg.starts_with("lock order: a rank-2 lock"), "{msg}");
+    // A base lock under a base lock (two of one rank) is caught too.
+    let r = quiet_panics(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            f.timers.core.bases[1 % f.timers.bases()].locked(|_| {
+                let _ = f.timers.next_deadline();
+            })
+        }))
+    });
+    assert!(r.is_err(), "two base locks at once panic");
     // The panic poisoned the base rather than leaving it held: the fixture still drops.
     assert_eq!(f.timers.core.bases[0].locked(|_| ()), Err(Poisoned));
 }
@@ -1200,8 +1212,7 @@ fn poll_waits_for_deliveries_another_poller_has_begun() {
     let mut second = None;
     let mut returned_while_stalled = false;
     f.owner
-        .inner
-        .sink
+        .sink()
         .locked(|_| {
             let first = {
                 let timers = f.timers.clone();
@@ -1286,7 +1297,7 @@ fn a_panic_inside_an_event_queue_fails_its_receivers_instead_of_hanging() {
     f.arm(later, ms(3), Duration::ZERO);
     f.advance(ms(1));
     panic_inside(|boom| {
-        let _ = f.owner.inner.sink.locked(|_| boom());
+        let _ = f.owner.sink().locked(|_| boom());
     });
     let owner = f.owner.clone();
     let (received, recv) = without_hanging(move || (owner.try_recv(), owner.recv()));
@@ -1308,7 +1319,7 @@ fn a_panic_under_a_timer_lock_fails_that_timer_and_the_owner_still_drops() {
     let t = f.queue(ClockId::Monotonic);
     let other = f.queue(ClockId::Monotonic);
     panic_inside(|boom| {
-        let _ = f.owner.inner.reg.with_timer(t, |_| boom());
+        let _ = f.owner.reg.with_timer(t, |_| boom());
     });
     let owner = f.owner.clone();
     let (get, set, del, fine) = without_hanging(move || {
@@ -1353,4 +1364,48 @@ fn a_driver_that_dies_is_reported_and_its_receivers_are_told() {
         owner.create(ClockId::Monotonic, Notify::Queue).map(|_| ()),
         died
     );
+}
+
+#[test]
+fn a_timer_handle_deletes_its_timer_when_dropped_and_its_event_goes_with_it() {
+    let f = Fx::new();
+    let h = f.owner.timer(ClockId::Monotonic, Notify::Queue).unwrap();
+    let id = h.id();
+    h.settime(SetFlags::RELATIVE, Duration::from_millis(5), Duration::ZERO)
+        .unwrap();
+    assert_eq!(h.gettime().unwrap().as_nanos().0, 5 * MS);
+    f.clock.advance(Duration::from_millis(5));
+    f.timers.poll();
+    assert_eq!(f.owner.queued(), 1, "the event is queued");
+    drop(h);
+    assert_eq!(
+        f.owner.gettime(id),
+        Err(Error::UnknownTimer),
+        "deleted on drop"
+    );
+    assert_eq!(f.owner.try_recv(), None, "its pending event dropped unseen");
+    assert!(f.owner.timers().is_empty());
+}
+
+#[test]
+fn a_timer_handle_can_be_given_up_or_deleted_with_its_error() {
+    let f = Fx::new();
+    let kept = f.owner.timer(ClockId::Monotonic, Notify::None).unwrap();
+    let id = kept.into_id();
+    assert_eq!(f.owner.getoverrun(id), Ok(0), "into_id keeps the timer");
+    let h = f.owner.timer(ClockId::Monotonic, Notify::None).unwrap();
+    assert_eq!(h.owner().timers().len(), 2);
+    let h2 = f.owner.timer(ClockId::Monotonic, Notify::None).unwrap();
+    let id2 = h2.id();
+    assert_eq!(h.delete(), Ok(()));
+    f.owner.delete(id2).unwrap();
+    assert_eq!(
+        h2.delete(),
+        Err(Error::UnknownTimer),
+        "deleted by ID meanwhile"
+    );
+    let h3 = f.owner.timer(ClockId::Monotonic, Notify::None).unwrap();
+    f.owner.destroy();
+    assert_eq!(h3.delete(), Err(Error::OwnerDeleted));
+    drop(f.owner.timer(ClockId::Monotonic, Notify::None)); // fails: owner destroyed
 }

@@ -1,7 +1,8 @@
-//! The POSIX interval-timer rules, as Linux 6.15+ applies them, on one locked timer.
+//! The POSIX interval-timer rules, as Linux 6.15+ applies them, on one timer's state.
 //!
-//! Each function here runs with the timer's lock held (on a [`Locked`] view) and is given the
-//! current time; none touches a wheel, a queue or a clock itself. It returns what the caller
+//! [`ItimerState`] is what the service keeps of a timer under its lock (the registry hands it
+//! out as a locked timer's state: `object.rs`), and the rules are its methods. Each is given
+//! the current time; none touches a wheel, a queue or a clock itself. It returns what the caller
 //! (the service) must do: arm the timer at an expiry on some clock, drop it from its wheel,
 //! queue an event, re-arm. That keeps the rules testable on their own, with any time.
 //!
@@ -47,9 +48,47 @@
 //!   the overrun, which started at -1, so the expiry that queued the event does not count),
 //!   re-armed, `overrun_last` := min(overrun, `i32::MAX`), overrun := -1, `signal_seq += 1`.
 
+use super::object::ItimerPublished;
+use super::types::{NotifyKind, Status};
 use crate::clock::ClockId;
-use crate::registry::timer::{Locked, Status};
-use crate::registry::NotifyKind;
+use crate::sync::Ordering;
+
+/// A timer's state under its lock (line 2 of its object; `object.rs` checks the layout).
+#[derive(Debug, Default, Clone, Copy)]
+#[repr(C)]
+pub(crate) struct ItimerState {
+    /// The base whose wheel holds the timer while `wheel != 0`.
+    pub(crate) base: u16,
+    /// The clock the armed expiry is measured on (`ClockId` as stored): the timer's own clock,
+    /// except that a relative `CLOCK_REALTIME` arming runs on the monotonic clock.
+    pub(crate) expiry_clock: u8,
+    /// 0 while the timer is in no wheel; otherwise 1 + the index of the base's wheel (one
+    /// per clock) that holds it under `wheel_key`.
+    pub(crate) wheel: u8,
+    /// Bumped by settime, delete and re-arm; an event carrying an older value is stale.
+    pub(crate) signal_seq: u32,
+    /// Absolute expiry, ns on the timer's clock.
+    pub(crate) expiry: u64,
+    /// Period in ns; 0 for a one-shot timer.
+    pub(crate) interval: u64,
+    /// Periods missed since the pending event was queued.
+    pub(crate) overrun: i64,
+    /// The wheel key while `wheel != 0`.
+    pub(crate) wheel_key: u64,
+    /// The `signal_seq` the queued event carries (the kernel's `it_sigqueue_seq`).
+    pub(crate) sigqueue_seq: u32,
+    /// Whether the timer's one preallocated event is on its owner's queue.
+    pub(crate) queued: bool,
+    /// The state machine's state (the kernel's `it_status`).
+    pub(crate) status: Status,
+    /// The clock the timer was created on (`ClockId` as stored).
+    pub(crate) clock: u8,
+    /// How it notifies.
+    pub(crate) notify: NotifyKind,
+    /// The tick the wheel entry `wheel_key` waits for while `wheel != 0` (at or before the
+    /// tick of `expiry`: a later re-arm may leave the entry where it is).
+    pub(crate) wheel_tick: u64,
+}
 
 /// A timer setting as `timer_gettime` reports it: remaining time and interval, in ns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -105,28 +144,42 @@ pub(crate) fn forward(expiry: u64, interval: u64, now: u64) -> (u64, u64) {
     (expiry.saturating_add(n.saturating_mul(interval)), n)
 }
 
-impl Locked<'_> {
+impl ItimerState {
+    /// A new timer's state: disarmed, on `clock`, notifying by `notify`.
+    pub(crate) fn new(clock: ClockId, notify: NotifyKind) -> ItimerState {
+        ItimerState {
+            clock: clock as u8,
+            notify,
+            ..ItimerState::default()
+        }
+    }
+
     /// The clock the stored expiry is measured on.
     pub(crate) fn expiry_clock(&self) -> ClockId {
-        ClockId::from_stored(self.state.expiry_clock)
+        ClockId::from_stored(self.expiry_clock)
+    }
+
+    /// The clock the timer was created on.
+    pub(crate) fn clock(&self) -> ClockId {
+        ClockId::from_stored(self.clock)
     }
 
     /// `timer_gettime`. May forward a periodic timer that is not armed (see the module doc),
     /// which is why it needs the lock and `&mut`.
     pub(crate) fn gettime(&mut self, now: &dyn Fn(ClockId) -> u64) -> Setting {
-        let interval = self.state.interval;
-        let status = self.timer.status();
-        let none = self.timer.notify() == NotifyKind::None;
+        let interval = self.interval;
+        let status = self.status;
+        let none = self.notify == NotifyKind::None;
         if status == Status::Disarmed && !none {
             return Setting { value: 0, interval };
         }
         let t = now(self.expiry_clock());
         if interval != 0 && status != Status::Armed {
-            let (expiry, n) = forward(self.state.expiry, interval, t);
-            self.state.expiry = expiry;
-            self.state.overrun = self.state.overrun.saturating_add(n as i64);
+            let (expiry, n) = forward(self.expiry, interval, t);
+            self.expiry = expiry;
+            self.overrun = self.overrun.saturating_add(n as i64);
         }
-        let remaining = self.state.expiry.saturating_sub(t);
+        let remaining = self.expiry.saturating_sub(t);
         let value = match (remaining, none) {
             (0, true) => 0,
             (0, false) => 1,
@@ -139,87 +192,93 @@ impl Locked<'_> {
     /// `value` and `interval` are validated nanoseconds; `abs` is `TIMER_ABSTIME`.
     pub(crate) fn settime(
         &mut self,
+        published: &ItimerPublished,
         now: &dyn Fn(ClockId) -> u64,
         abs: bool,
         value: u64,
         interval: u64,
     ) -> (Setting, Arm) {
         let old = self.gettime(now);
-        self.state.signal_seq = self.state.signal_seq.wrapping_add(1);
-        self.set_status(Status::Disarmed);
-        self.state.overrun = -1;
-        self.set_overrun_last(0);
+        self.signal_seq = self.signal_seq.wrapping_add(1);
+        self.status = Status::Disarmed;
+        self.overrun = -1;
+        set_overrun_last(published, 0);
         if value == 0 {
             // The expiry is cleared too, so a disarmed SIGEV_NONE timer (whose status is
             // Disarmed while armed as well) reads zero, as POSIX says. Linux leaves its
             // hrtimer's expiry and goes on counting down to it; tempora follows POSIX here
             // (`sigev_none_disarmed_reads_zero_as_posix_says`).
-            self.state.interval = 0;
-            self.state.expiry = 0;
+            self.interval = 0;
+            self.expiry = 0;
             return (old, Arm::Off);
         }
-        self.state.interval = interval;
-        let clock = self.timer.clock();
+        self.interval = interval;
+        let clock = self.clock();
         let expiry_clock = if clock == ClockId::Realtime && !abs {
             ClockId::Monotonic
         } else {
             clock
         };
-        self.state.expiry_clock = expiry_clock as u8;
-        self.state.expiry = if abs {
+        self.expiry_clock = expiry_clock as u8;
+        self.expiry = if abs {
             value
         } else {
             now(expiry_clock).saturating_add(value)
         };
-        if self.timer.notify() == NotifyKind::None {
+        if self.notify == NotifyKind::None {
             return (old, Arm::Off);
         }
-        self.set_status(Status::Armed);
+        self.status = Status::Armed;
         (
             old,
             Arm::At {
                 clock: expiry_clock,
-                expiry: self.state.expiry,
+                expiry: self.expiry,
             },
         )
     }
 
     /// The base found the timer due: its event, or `None` if it is no longer armed.
     pub(crate) fn expire(&mut self) -> Option<Event> {
-        if self.timer.status() != Status::Armed {
+        if self.status != Status::Armed {
             return None;
         }
-        let next = if self.state.interval != 0 {
+        let next = if self.interval != 0 {
             Status::RequeuePending
         } else {
             Status::Disarmed
         };
-        self.set_status(next);
+        self.status = next;
         Some(Event {
-            seq: self.state.signal_seq,
+            seq: self.signal_seq,
         })
     }
 
     /// The owner consumes `event` at time `now`.
-    pub(crate) fn consume(&mut self, event: Event, now: &dyn Fn(ClockId) -> u64) -> Consumed {
-        if event.seq != self.state.signal_seq {
+    pub(crate) fn consume(
+        &mut self,
+        published: &ItimerPublished,
+        event: Event,
+        now: &dyn Fn(ClockId) -> u64,
+    ) -> Consumed {
+        if event.seq != self.signal_seq {
             return Consumed::Stale;
         }
-        if self.timer.status() != Status::RequeuePending {
+        if self.status != Status::RequeuePending {
             return Consumed::Deliver {
                 overrun: 0,
                 rearm: Arm::Off,
             };
         }
         let clock = self.expiry_clock();
-        let (expiry, n) = forward(self.state.expiry, self.state.interval, now(clock));
-        self.state.expiry = expiry;
-        let overrun = self.state.overrun.saturating_add(n as i64);
+        let (expiry, n) = forward(self.expiry, self.interval, now(clock));
+        self.expiry = expiry;
+        let overrun = self.overrun.saturating_add(n as i64);
         let latched = overrun.clamp(0, i64::from(i32::MAX)) as i32;
-        self.set_overrun_last(latched);
-        self.state.overrun = -1;
-        self.state.signal_seq = self.state.signal_seq.wrapping_add(1);
-        self.set_status(Status::Armed);
+        set_overrun_last(published, latched);
+        self.overrun = -1;
+        self.signal_seq = self.signal_seq.wrapping_add(1);
+        self.status = Status::Armed;
         Consumed::Deliver {
             overrun: latched,
             rearm: Arm::At { clock, expiry },
@@ -227,47 +286,59 @@ impl Locked<'_> {
     }
 }
 
+/// What `getoverrun` returns from now on (written under the timer's lock).
+fn set_overrun_last(published: &ItimerPublished, v: i32) {
+    // Relaxed: lock-free readers validate with the generation check in `read_current`.
+    published.overrun_last.store(v, Ordering::Relaxed);
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::clock::{ClockSource, ManualClock};
-    use crate::registry::{Owner, Registry, TimerId};
+    use crate::timers::TimerId;
+    use std::cell::RefCell;
     use std::time::Duration;
 
     const MS: u64 = 1_000_000;
 
+    /// Timers as the rules see them: a state and a published part each, indexed by ID.
     struct Fixture {
         clock: ManualClock,
-        owner: Owner,
-        _registry: Registry,
+        timers: RefCell<Vec<(ItimerState, ItimerPublished)>>,
     }
 
     impl Fixture {
         fn new() -> Fixture {
-            let registry = Registry::new();
             Fixture {
                 clock: ManualClock::new(),
-                owner: registry.owner(),
-                _registry: registry,
+                timers: RefCell::new(Vec::new()),
             }
         }
         fn timer(&self, clock: ClockId, notify: NotifyKind) -> TimerId {
-            self.owner.create(clock, notify).unwrap()
+            let mut timers = self.timers.borrow_mut();
+            timers.push((ItimerState::new(clock, notify), ItimerPublished::default()));
+            TimerId::new(timers.len() as i32 - 1).unwrap()
         }
         fn with<R>(
             &self,
             id: TimerId,
-            f: impl FnOnce(&mut Locked<'_>, &dyn Fn(ClockId) -> u64) -> R,
+            f: impl FnOnce(&mut ItimerState, &ItimerPublished, &dyn Fn(ClockId) -> u64) -> R,
         ) -> R {
             let c = self.clock.clone();
             let now = move |k: ClockId| c.now(k);
-            self.owner.with_timer(id, |mut l| f(&mut l, &now)).unwrap()
+            let mut timers = self.timers.borrow_mut();
+            let (state, published) = &mut timers[id.get() as usize];
+            f(state, published, &now)
         }
         fn settime(&self, id: TimerId, abs: bool, value: u64, interval: u64) -> (Setting, Arm) {
-            self.with(id, |l, now| l.settime(now, abs, value, interval))
+            self.with(id, |l, p, now| l.settime(p, now, abs, value, interval))
         }
         fn gettime(&self, id: TimerId) -> Setting {
-            self.with(id, |l, now| l.gettime(now))
+            self.with(id, |l, _, now| l.gettime(now))
+        }
+        fn getoverrun(&self, id: TimerId) -> Result<i32, ()> {
+            Ok(self.with(id, |_, p, _| p.overrun_last.load(Ordering::Relaxed)))
         }
         fn advance(&self, ns: u64) {
             self.clock.advance(Duration::from_nanos(ns));
@@ -312,20 +383,20 @@ mod tests {
             1,
             "armed and overdue, not yet fired: 1 ns"
         );
-        let ev = f.with(t, |l, _| l.expire()).unwrap();
+        let ev = f.with(t, |l, _, _| l.expire()).unwrap();
         assert_eq!(
             f.gettime(t),
             Setting::default(),
             "a fired one-shot reads zero"
         );
         assert_eq!(
-            f.with(t, |l, now| l.consume(ev, now)),
+            f.with(t, |l, p, now| l.consume(p, ev, now)),
             Consumed::Deliver {
                 overrun: 0,
                 rearm: Arm::Off
             }
         );
-        assert_eq!(f.owner.getoverrun(t), Ok(0));
+        assert_eq!(f.getoverrun(t), Ok(0));
     }
 
     #[test]
@@ -356,7 +427,7 @@ mod tests {
         let t = f.timer(ClockId::Monotonic, NotifyKind::Queue);
         f.settime(t, false, 100 * MS, 100 * MS);
         f.advance(100 * MS);
-        let ev = f.with(t, |l, _| l.expire()).unwrap();
+        let ev = f.with(t, |l, _, _| l.expire()).unwrap();
         f.advance(150 * MS); // 250 ms after arming: event pending
         assert_eq!(
             f.gettime(t),
@@ -367,14 +438,14 @@ mod tests {
             "forwarded into (0, interval]"
         );
         assert_eq!(
-            f.owner.getoverrun(t),
+            f.getoverrun(t),
             Ok(0),
             "unchanged until the event is consumed"
         );
         f.advance(800 * MS); // 1050 ms: ~1 s of periods missed, as the kernel selftest
         let start = f.mono() - 1050 * MS;
         assert_eq!(
-            f.with(t, |l, now| l.consume(ev, now)),
+            f.with(t, |l, p, now| l.consume(p, ev, now)),
             Consumed::Deliver {
                 overrun: 9,
                 rearm: Arm::At {
@@ -383,7 +454,7 @@ mod tests {
                 }
             }
         );
-        assert_eq!(f.owner.getoverrun(t), Ok(9));
+        assert_eq!(f.getoverrun(t), Ok(9));
         assert_eq!(f.gettime(t).value, 50 * MS, "re-armed for the next period");
     }
 
@@ -393,8 +464,8 @@ mod tests {
         let t = f.timer(ClockId::Monotonic, NotifyKind::Queue);
         f.settime(t, false, 10 * MS, 10 * MS);
         f.advance(10 * MS);
-        let ev = f.with(t, |l, _| l.expire()).unwrap();
-        let c = f.with(t, |l, now| l.consume(ev, now));
+        let ev = f.with(t, |l, _, _| l.expire()).unwrap();
+        let c = f.with(t, |l, p, now| l.consume(p, ev, now));
         assert!(matches!(c, Consumed::Deliver { overrun: 0, .. }), "{c:?}");
     }
 
@@ -404,15 +475,18 @@ mod tests {
         let t = f.timer(ClockId::Monotonic, NotifyKind::Queue);
         f.settime(t, false, MS, MS);
         f.advance(MS);
-        let e1 = f.with(t, |l, _| l.expire()).unwrap();
+        let e1 = f.with(t, |l, _, _| l.expire()).unwrap();
         f.advance(10 * MS); // periods at 2..=11 ms missed while the event waited
-        let _ = f.with(t, |l, now| l.consume(e1, now));
-        assert_eq!(f.owner.getoverrun(t), Ok(10));
+        let _ = f.with(t, |l, p, now| l.consume(p, e1, now));
+        assert_eq!(f.getoverrun(t), Ok(10));
         f.advance(MS);
-        let e2 = f.with(t, |l, _| l.expire()).unwrap();
+        let e2 = f.with(t, |l, _, _| l.expire()).unwrap();
         f.settime(t, false, 5 * MS, 0);
-        assert_eq!(f.owner.getoverrun(t), Ok(0), "settime resets the overrun");
-        assert_eq!(f.with(t, |l, now| l.consume(e2, now)), Consumed::Stale);
+        assert_eq!(f.getoverrun(t), Ok(0), "settime resets the overrun");
+        assert_eq!(
+            f.with(t, |l, p, now| l.consume(p, e2, now)),
+            Consumed::Stale
+        );
     }
 
     #[test]
@@ -421,9 +495,9 @@ mod tests {
         let t = f.timer(ClockId::Monotonic, NotifyKind::Queue);
         f.settime(t, false, 1, 1);
         f.advance(1);
-        let ev = f.with(t, |l, _| l.expire()).unwrap();
+        let ev = f.with(t, |l, _, _| l.expire()).unwrap();
         f.advance(1 << 40);
-        let c = f.with(t, |l, now| l.consume(ev, now));
+        let c = f.with(t, |l, p, now| l.consume(p, ev, now));
         assert!(
             matches!(
                 c,
@@ -434,7 +508,7 @@ mod tests {
             ),
             "{c:?}"
         );
-        assert_eq!(f.owner.getoverrun(t), Ok(i32::MAX));
+        assert_eq!(f.getoverrun(t), Ok(i32::MAX));
     }
 
     #[test]
@@ -506,8 +580,8 @@ mod tests {
             },
             "periodic: forwarded into (0, interval]"
         );
-        assert_eq!(f.owner.getoverrun(per), Ok(0));
-        assert_eq!(f.with(per, |l, _| l.expire()), None, "never armed");
+        assert_eq!(f.getoverrun(per), Ok(0));
+        assert_eq!(f.with(per, |l, _, _| l.expire()), None, "never armed");
     }
 
     /// A disarmed `SIGEV_NONE` timer reads zero, as POSIX says of `it_value` ("zero if the
@@ -557,8 +631,6 @@ mod tests {
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(150);
-        let registry = Registry::new();
-        let owner = registry.owner();
         let now = |k: ClockId| OsClock.now(k);
         let mut rng = 0x9E37_79B9_7F4A_7C15u64;
         let mut next = move |m: u64| {
@@ -569,7 +641,8 @@ mod tests {
         };
         for clock in [ClockId::Monotonic, ClockId::Realtime] {
             let k = tempora_kernel::timer_create_none_on(clock.as_raw()).unwrap();
-            let t = owner.create(clock, NotifyKind::None).unwrap();
+            let mut timer = ItimerState::new(clock, NotifyKind::None);
+            let published = ItimerPublished::default();
             // Whether the last settime disarmed the pair: there the answers differ by design
             // (tempora reads zero, as POSIX says; Linux counts down to the old expiry).
             let mut disarmed = false;
@@ -591,9 +664,7 @@ mod tests {
                     };
                     let kernel =
                         tempora_kernel::timer_settime(k, i32::from(abs), value, interval).unwrap();
-                    let (old, _) = owner
-                        .with_timer(t, |mut l| l.settime(&now, abs, value, interval))
-                        .unwrap();
+                    let (old, _) = timer.settime(&published, &now, abs, value, interval);
                     let was_disarmed = std::mem::replace(&mut disarmed, value == 0);
                     (
                         kernel,
@@ -603,7 +674,7 @@ mod tests {
                     )
                 } else {
                     let kernel = tempora_kernel::timer_gettime(k).unwrap();
-                    let cur = owner.with_timer(t, |mut l| l.gettime(&now)).unwrap();
+                    let cur = timer.gettime(&now);
                     let what = "gettime".to_string();
                     (kernel, (cur.value, cur.interval), what, disarmed)
                 };

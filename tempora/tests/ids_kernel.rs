@@ -5,7 +5,7 @@
 //! (before 6.15). This file holds one test so the process owns no other kernel timers.
 
 use tempora::clock::ClockId;
-use tempora::registry::{NotifyKind, Registry};
+use tempora::{Notify, Timers};
 
 use tempora_kernel::{restore_ids as prctl_restore, timer_create_none as kernel_create};
 
@@ -44,22 +44,22 @@ fn restore_mode_and_id_counter_match_the_kernel() {
         Op::Create,
         Op::Create,
     ];
-    let registry = Registry::new();
-    let owner = registry.owner();
+    let timers = Timers::builder().drivers(0).build().unwrap();
+    let owner = timers.owner();
     let mut kernel_ids = Vec::new();
     for (step, op) in ops.iter().enumerate() {
         let (k, t): (Result<i32, i32>, Result<i32, i32>) = match *op {
             Op::Create => (
                 kernel_create(0),
                 owner
-                    .create(ClockId::Monotonic, NotifyKind::None)
+                    .create(ClockId::Monotonic, Notify::None)
                     .map(|id| id.get())
                     .map_err(|e| e.errno()),
             ),
             Op::Exact(id) => (
                 kernel_create(id),
                 owner
-                    .create_with_id(id, ClockId::Monotonic, NotifyKind::None)
+                    .create_with_id(id, ClockId::Monotonic, Notify::None)
                     .map(|id| id.get())
                     .map_err(|e| e.errno()),
             ),

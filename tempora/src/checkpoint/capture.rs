@@ -1,0 +1,71 @@
+//! Capture: the snapshot of an owner ([`Owner::checkpoint`]), read timer by timer under each
+//! timer's lock.
+
+use super::{Expiry, Snapshot, TimerRecord, NOTIFY_NONE, NOTIFY_QUEUE};
+use crate::clock::ClockId;
+use crate::sync::Ordering;
+use crate::timers::base::wheel_of;
+use crate::timers::object::{callback_of, CallbackCell};
+use crate::timers::{NotifyKind, Owner, Status};
+
+impl Owner {
+    /// A snapshot of the owner's logical state (see [`crate::checkpoint`] for what it holds and
+    /// the time rule). Taken timer by timer, each under its own lock, without stopping anyone:
+    /// checkpoint a quiescent owner to get one instant's state. It works after the owner's
+    /// service was dropped too (stop the service, then checkpoint its owners).
+    ///
+    /// # Panics
+    /// If a timer's lock was poisoned by a panic inside tempora ([`Error::Poisoned`](crate::Error::Poisoned)): its
+    /// state cannot be read, and a snapshot without it would restore something else.
+    pub fn checkpoint(&self) -> Snapshot {
+        let now = self.core().now_all();
+        let mut timers = Vec::new();
+        let walked = self.reg.for_each_locked(|l| {
+            let st = &*l.state;
+            let kind = st.notify;
+            let name = match (kind, callback_of(&l)) {
+                (NotifyKind::None, _) => NOTIFY_NONE,
+                (NotifyKind::Queue, _) => NOTIFY_QUEUE,
+                (NotifyKind::Callback, Some(CallbackCell { name: Some(n), .. })) => n,
+                (NotifyKind::Callback, _) => "callback",
+            };
+            let status = st.status;
+            let expiry_clock = st.expiry_clock();
+            // A disarmed timer's stored expiry only matters to a SIGEV_NONE timer, whose status
+            // is Disarmed while it counts down too; disarming one clears its expiry.
+            let expiry = if status == Status::Disarmed && kind != NotifyKind::None
+                || (st.expiry == 0 && st.interval == 0 && status == Status::Disarmed)
+            {
+                Expiry::None
+            } else if expiry_clock == ClockId::Realtime {
+                Expiry::Realtime(st.expiry.min(i64::MAX as u64) as i64)
+            } else {
+                let left = i128::from(st.expiry) - i128::from(now[wheel_of(expiry_clock)]);
+                Expiry::Remaining {
+                    clock: expiry_clock,
+                    ns: left.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64,
+                }
+            };
+            timers.push(TimerRecord {
+                id: l.id(),
+                clock: st.clock(),
+                notify: name.to_string(),
+                status,
+                pending: kind == NotifyKind::Queue && st.queued && st.sigqueue_seq == st.signal_seq,
+                expiry,
+                interval: st.interval.min(i64::MAX as u64) as i64,
+                overrun: st.overrun.max(-1),
+                overrun_last: l.published().overrun_last.load(Ordering::Relaxed),
+            });
+        });
+        if let Err(e) = walked {
+            panic!("tempora: cannot checkpoint the owner: {e}");
+        }
+        timers.sort_by_key(|t| t.id);
+        Snapshot {
+            counter: self.reg.counter(),
+            restore_ids: self.restore_ids(),
+            timers,
+        }
+    }
+}

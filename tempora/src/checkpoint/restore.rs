@@ -1,0 +1,97 @@
+//! Restore: an owner recreated from a snapshot ([`Owner::restore`]), all or nothing, with the
+//! same IDs through exact-ID mode.
+
+use super::{Expiry, Snapshot, TimerRecord, NOTIFY_NONE, NOTIFY_QUEUE};
+use crate::clock::ClockId;
+use crate::error::Error;
+use crate::sync::Ordering;
+use crate::timers::base::{wheel_of, CLOCKS};
+use crate::timers::core::{enqueue, Core};
+use crate::timers::itimer::Arm;
+use crate::timers::object::LockedTimer;
+use crate::timers::{Notify, NotifyKind, Owner, Status};
+
+impl Owner {
+    /// Recreates `snapshot` in this owner, which must have no timers: the same IDs (through
+    /// exact-ID mode), clocks, settings, overruns and pending events, the ID counter and the
+    /// exact-ID mode; wheel placement is rebuilt. `notify` maps the snapshot's notification
+    /// names other than `none` and `queue` (see [`crate::checkpoint`]).
+    ///
+    /// All or nothing: everything is checked first, and if a create still fails the timers
+    /// made so far are deleted and the counter and mode put back.
+    ///
+    /// # Errors
+    /// [`Error::UnknownNotify`] for a name `notify` does not map;
+    /// [`Error::CorruptSnapshot`] for a snapshot [`Snapshot::validate`] refuses (duplicate IDs,
+    /// a negative interval, ...); [`Error::IdInUse`] if the owner has
+    /// timers; otherwise the error of the create that failed (nothing is kept).
+    pub fn restore(
+        &self,
+        snapshot: &Snapshot,
+        notify: impl Fn(&str) -> Option<Notify>,
+    ) -> Result<(), Error> {
+        if !self.timers().is_empty() {
+            return Err(Error::IdInUse);
+        }
+        snapshot.validate()?;
+        let mut plan = Vec::with_capacity(snapshot.timers.len());
+        for rec in &snapshot.timers {
+            let n = match rec.notify.as_str() {
+                NOTIFY_NONE => Notify::None,
+                NOTIFY_QUEUE => Notify::Queue,
+                name => notify(name).ok_or_else(|| Error::UnknownNotify(name.into()))?,
+            };
+            plan.push((rec, n));
+        }
+        let (counter, mode) = (self.reg.counter(), self.restore_ids());
+        self.set_restore_ids(true);
+        let core = self.core();
+        let now = core.now_all();
+        let mut made = Vec::with_capacity(plan.len());
+        for (rec, n) in plan {
+            let mut set = |mut l: LockedTimer<'_>| restore_state(core, &mut l, rec, &now);
+            let created = self.create_then(Some(rec.id.get()), rec.clock, n, Some(&mut set));
+            match created {
+                Ok(_) => made.push(rec.id),
+                Err(e) => {
+                    for &id in &made {
+                        let _ = self.delete(id);
+                    }
+                    self.reg.set_counter(counter);
+                    self.set_restore_ids(mode);
+                    return Err(e);
+                }
+            }
+        }
+        self.reg.set_counter(snapshot.counter);
+        self.set_restore_ids(snapshot.restore_ids);
+        Ok(())
+    }
+}
+
+/// Puts a restored timer's state back (under its lock, just created).
+fn restore_state(core: &Core, l: &mut LockedTimer<'_>, rec: &TimerRecord, now: &[u64; CLOCKS]) {
+    let (clock, expiry) = match rec.expiry {
+        Expiry::None => (rec.clock, 0),
+        Expiry::Remaining { clock, ns } => {
+            let at = i128::from(now[wheel_of(clock)]) + i128::from(ns);
+            (clock, at.clamp(0, i128::from(u64::MAX)) as u64)
+        }
+        Expiry::Realtime(ns) => (ClockId::Realtime, ns as u64),
+    };
+    l.state.expiry_clock = clock as u8;
+    l.state.expiry = expiry;
+    l.state.interval = rec.interval as u64;
+    l.state.overrun = rec.overrun;
+    l.published()
+        .overrun_last
+        .store(rec.overrun_last, Ordering::Relaxed);
+    l.state.status = rec.status;
+    if rec.pending && l.state.notify == NotifyKind::Queue {
+        let seq = l.state.signal_seq;
+        enqueue(core, l, seq);
+    }
+    if rec.status == Status::Armed && l.state.notify != NotifyKind::None {
+        let _ = core.apply(l, Arm::At { clock, expiry });
+    }
+}

@@ -1,0 +1,246 @@
+//! Building a [`Timers`] service ([`Builder`]) and starting and stopping its driver threads.
+
+use super::base::{Base, WHEEL_CLOCKS};
+use super::core::{Core, DRIVER_DIED};
+use super::driver;
+use super::object::Itimer;
+use super::Timers;
+use crate::clock::{ClockSource, OsClock, Resolution};
+use crate::error::Error;
+use crate::registry;
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crossbeam_utils::CachePadded;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Configures [`Timers`].
+#[derive(Clone)]
+pub struct Builder {
+    bases: Option<usize>,
+    drivers: Option<usize>,
+    os_clock: bool,
+    tick: Duration,
+    batch: usize,
+    clock: Arc<dyn ClockSource>,
+    registry: registry::Builder,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("bases", &self.bases)
+            .field("drivers", &self.drivers)
+            .field("tick", &self.tick)
+            .field("batch", &self.batch)
+            .field("registry", &self.registry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            bases: None,
+            drivers: None,
+            os_clock: true,
+            tick: Duration::from_micros(1),
+            batch: 64,
+            clock: Arc::new(OsClock),
+            registry: registry::Builder::default(),
+        }
+    }
+}
+
+impl Builder {
+    /// Number of bases (default: the number of CPUs). A timer is armed on the base of the
+    /// thread that arms it.
+    pub fn bases(&mut self, n: usize) -> &mut Self {
+        self.bases = Some(n);
+        self
+    }
+
+    /// Background driver threads (default: 1 on the OS clocks, 0 on any other clock source,
+    /// whose time a thread cannot sleep on). 0 leaves firing to [`Timers::poll`]. Driver `k`
+    /// sleeps until the earliest expiry of bases `k, k + n, ...` and then fires what is due on
+    /// every base; see the `driver` module doc.
+    pub fn drivers(&mut self, n: usize) -> &mut Self {
+        self.drivers = Some(n);
+        self
+    }
+
+    /// The wheels' tick (default 1 µs): a timer polled on time fires less than one tick after
+    /// its expiry, never before.
+    pub fn tick(&mut self, tick: Duration) -> &mut Self {
+        self.tick = tick;
+        self
+    }
+
+    /// Most entries a poll pops from a base under its lock at once (default 64).
+    pub fn batch(&mut self, n: usize) -> &mut Self {
+        self.batch = n;
+        self
+    }
+
+    /// The clocks to run on: [`OsClock`] (default) or a [`crate::clock::ManualClock`] for
+    /// deterministic tests.
+    pub fn clock<C: ClockSource>(&mut self, clock: C) -> &mut Self {
+        self.os_clock = clock.is_os_time();
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Timer IDs are `0 .. 2^bits` (1 ..= 31; default 31, Linux's whole `timer_t` range). A
+    /// small limit makes ID exhaustion testable.
+    pub fn id_bits(&mut self, bits: u32) -> &mut Self {
+        self.registry.id_bits = bits;
+        self
+    }
+
+    /// Initial bucket count of the timer-ID hash table, a power of two in 16 ..= 2^40
+    /// (default `roundup_pow_of_two(512 * CPUs)`, as Linux sizes its table).
+    pub fn initial_buckets(&mut self, buckets: usize) -> &mut Self {
+        self.registry.initial_buckets = Some(buckets);
+        self
+    }
+
+    /// The ID table doubles when it holds more than `load` timers per bucket (1 ..= 64;
+    /// default 2).
+    pub fn max_load(&mut self, load: usize) -> &mut Self {
+        self.registry.max_load = load;
+        self
+    }
+
+    /// ID shards per owner, a power of two at most 2^15 (default 64). Threads share an
+    /// owner's shard only when more than this many create in the owner at once; a shard (128
+    /// bytes) is allocated when a thread first creates in the owner.
+    pub fn shards(&mut self, shards: usize) -> &mut Self {
+        self.registry.shards = Some(shards);
+        self
+    }
+
+    /// Builds the service.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for zero bases, more than 65 536 bases, a zero tick, a zero
+    /// batch, or an ID table setting out of its range (`id_bits`, `initial_buckets`,
+    /// `max_load`, `shards`).
+    pub fn build(&self) -> Result<Timers, Error> {
+        let bases = self.bases.unwrap_or_else(crate::sync::cpus);
+        if bases == 0 || bases > 1 << 16 {
+            return Err(Error::InvalidConfig("bases must be in 1..=65536"));
+        }
+        let drivers = self.drivers.unwrap_or(usize::from(self.os_clock));
+        if drivers > bases {
+            return Err(Error::InvalidConfig("more drivers than bases"));
+        }
+        if self.batch == 0 {
+            return Err(Error::InvalidConfig("the batch must be at least 1"));
+        }
+        let tick = u64::try_from(self.tick.as_nanos())
+            .map_err(|_| Error::InvalidConfig("the tick is too long"))?;
+        let res = Resolution::new(tick)?;
+        let registry = self.registry.build::<Itimer>()?;
+        let start = WHEEL_CLOCKS.map(|c| res.ticks_floor(self.clock.now(c)));
+        let core = Arc::new(Core {
+            registry,
+            clock: self.clock.clone(),
+            res,
+            batch: self.batch,
+            bases: (0..bases)
+                .map(|_| CachePadded::new(Base::new(start)))
+                .collect(),
+            callback_panics: AtomicU64::new(0),
+            bells: (0..drivers).map(|_| CachePadded::default()).collect(),
+            shutdown: AtomicBool::new(false),
+            failure: OnceLock::new(),
+            halted: AtomicBool::new(false),
+            owners: std::sync::Mutex::new(Vec::new()),
+            #[cfg(test)]
+            crash_driver: AtomicBool::new(false),
+            driver_wakeups: AtomicU64::new(0),
+            rings: AtomicU64::new(0),
+        });
+        let drivers = Drivers::start(&core, drivers, self.os_clock)?;
+        Ok(Timers {
+            core,
+            _drivers: Arc::new(drivers),
+        })
+    }
+}
+
+/// The driver threads of a `Timers`, stopped and joined on drop.
+pub(crate) struct Drivers {
+    core: Arc<Core>,
+    threads: Vec<JoinHandle<()>>,
+    #[cfg(not(loom))]
+    watch: Option<Arc<driver::ClockWatch>>,
+}
+
+impl Drivers {
+    pub(crate) fn start(core: &Arc<Core>, n: usize, os_clock: bool) -> Result<Drivers, Error> {
+        let mut d = Drivers {
+            core: core.clone(),
+            threads: Vec::new(),
+            #[cfg(not(loom))]
+            watch: None,
+        };
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(f)
+                .map_err(Error::from)
+        };
+        for k in 0..n {
+            let c = core.clone();
+            // On error, `d`'s drop stops the threads started so far.
+            d.threads.push(spawn(
+                format!("tempora-driver-{k}"),
+                Box::new(move || {
+                    // A driver never dies silently: a panic that escapes its loop (callbacks'
+                    // are caught inside it) fails the service, which wakes every receiver.
+                    let body = std::panic::AssertUnwindSafe(|| driver::run(&c, k, n));
+                    if std::panic::catch_unwind(body).is_err() {
+                        c.fail(DRIVER_DIED);
+                    }
+                }),
+            )?);
+        }
+        #[cfg(not(loom))]
+        if n > 0 && os_clock {
+            if let Some(w) = driver::ClockWatch::new() {
+                let w = Arc::new(w);
+                let (c, w2) = (core.clone(), w.clone());
+                d.watch = Some(w);
+                d.threads.push(spawn(
+                    "tempora-clockwatch".into(),
+                    Box::new(move || w2.run(&c)),
+                )?);
+            }
+        }
+        #[cfg(loom)]
+        let _ = os_clock;
+        Ok(d)
+    }
+}
+
+impl Drop for Drivers {
+    fn drop(&mut self) {
+        self.core.shutdown.store(true, Ordering::Release);
+        self.core.halt();
+        self.core.ring_all();
+        #[cfg(not(loom))]
+        if let Some(w) = &self.watch {
+            w.stop();
+        }
+        let me = std::thread::current().id();
+        for t in self.threads.drain(..) {
+            // A callback on a driver that drops the last `Timers` cannot join its own thread;
+            // that driver sees `shutdown` and ends by itself.
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! The service's engine: arming and disarming timers on bases, polling the bases, delivering
+//! what expired (events, callbacks), and the service's life (stop, failure).
+
+use super::base::{wheel_of, Base, TimerRef, CLOCKS, NO_EXPIRY, WHEEL_CLOCKS};
+use super::driver::Doorbell;
+use super::itimer::{Arm, Consumed};
+use super::notify::{self, EventRef, Sink};
+use super::object::{callback_of, sink_of, Itimer, LockedTimer};
+use super::types::{Callback, NotifyKind};
+use crate::clock::{ClockId, ClockSource, Resolution};
+use crate::error::Error;
+use crate::registry::{Registry, Timer, TimerId, TIMER_POISONED};
+use crate::sync::{thread_index, AtomicBool, AtomicU64, Ordering, Poisoned};
+use crate::wheel::{Key, Mode};
+use crossbeam_utils::CachePadded;
+use std::cell::Cell;
+use std::ptr::NonNull;
+use std::sync::{Arc, OnceLock, PoisonError, Weak};
+
+/// `Error::Poisoned` texts of the service's locks.
+pub(crate) const BASE_POISONED: &str = "a timer base";
+pub(crate) const QUEUE_POISONED: &str = "an owner's event queue";
+pub(crate) const DRIVER_DIED: &str = "a driver thread";
+
+pub(crate) struct Core {
+    pub(crate) registry: Registry<Itimer>,
+    pub(crate) clock: Arc<dyn ClockSource>,
+    pub(crate) res: Resolution,
+    pub(crate) batch: usize,
+    pub(crate) bases: Box<[CachePadded<Base>]>,
+    pub(crate) callback_panics: AtomicU64,
+    /// One per driver; driver `k` serves the bases `b % drivers == k`.
+    pub(crate) bells: Box<[CachePadded<Doorbell>]>,
+    /// The last `Timers` handle was dropped: drivers end, owners are told (`Core::halt`).
+    pub(crate) shutdown: AtomicBool,
+    /// The first `Error::Poisoned` text the service met (a poisoned lock, a dead driver);
+    /// set once, never cleared (`Core::fail`).
+    pub(crate) failure: OnceLock<&'static str>,
+    /// `shutdown || failure.is_some()`, in one byte for the arming calls' check.
+    pub(crate) halted: AtomicBool,
+    /// The event queue of every owner made by this service, for `halt` to wake their
+    /// receivers. A `Weak<Sink>`, not the owner: upgrading it can never make this thread run
+    /// an owner's teardown (which takes timer locks) from wherever the service failed. Dead
+    /// entries are pruned as the list grows.
+    pub(crate) owners: std::sync::Mutex<Vec<Weak<Sink>>>,
+    pub(crate) driver_wakeups: AtomicU64,
+    /// Test hook: the next driver loop iteration panics (a driver dying outside a callback).
+    #[cfg(test)]
+    pub(crate) crash_driver: AtomicBool,
+    /// Doorbell rings (arms earlier than a driver's sleep, clock steps, shutdown).
+    pub(crate) rings: AtomicU64,
+}
+
+/// Clock readings taken at most once per clock per operation.
+pub(crate) struct LazyNow<'a> {
+    src: &'a dyn ClockSource,
+    cache: [Cell<u64>; CLOCKS],
+}
+
+impl<'a> LazyNow<'a> {
+    pub(crate) fn new(src: &'a dyn ClockSource) -> LazyNow<'a> {
+        LazyNow {
+            src,
+            cache: [const { Cell::new(u64::MAX) }; CLOCKS],
+        }
+    }
+
+    pub(crate) fn from(src: &'a dyn ClockSource, now: [u64; CLOCKS]) -> LazyNow<'a> {
+        LazyNow {
+            src,
+            cache: now.map(Cell::new),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, clock: ClockId) -> u64 {
+        let c = &self.cache[wheel_of(clock)];
+        if c.get() == u64::MAX {
+            c.set(self.src.now(clock));
+        }
+        c.get()
+    }
+}
+
+/// A callback to run once the poll holds no lock.
+type Call = (Callback, TimerId, i32);
+
+impl Core {
+    /// Marks the service failed for good (the first `what` is kept), wakes every receiver
+    /// (they return the error once their queue is empty) and returns the error to report.
+    #[cold]
+    pub(crate) fn fail(&self, what: &'static str) -> Error {
+        if self.failure.set(what).is_ok() {
+            self.halt();
+        }
+        Error::Poisoned(self.failure.get().copied().unwrap_or(what))
+    }
+
+    /// The service stopped or failed: arming calls fail from now on, and every owner's queue
+    /// is closed to waiting (`CLOSED_SERVICE`), since nothing will queue an event again.
+    #[cold]
+    pub(crate) fn halt(&self) {
+        self.halted.store(true, Ordering::Relaxed);
+        for sink in self.owners().iter().filter_map(Weak::upgrade) {
+            sink.close(notify::CLOSED_SERVICE);
+        }
+    }
+
+    /// The owners' queues. A panic never happens under this mutex (a push, a prune), but it
+    /// could only have left the list intact, so a poisoned one is used as it is.
+    pub(crate) fn owners(&self) -> std::sync::MutexGuard<'_, Vec<Weak<Sink>>> {
+        self.owners.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Why arming must fail now: the service failed or stopped.
+    #[inline]
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        // Relaxed: one byte on the arming path; what it reports needs no ordering with the
+        // caller's own accesses (an arm racing the stop is answered by `recv` instead).
+        if self.halted.load(Ordering::Relaxed) {
+            return Err(self.halted_why());
+        }
+        Ok(())
+    }
+
+    /// The error for a halted service: its failure, or its stop.
+    #[cold]
+    pub(crate) fn halted_why(&self) -> Error {
+        match self.failure.get() {
+            Some(&what) => Error::Poisoned(what),
+            None => Error::ServiceStopped,
+        }
+    }
+
+    /// Every clock, read once.
+    pub(crate) fn now_all(&self) -> [u64; CLOCKS] {
+        let src = &*self.clock;
+        WHEEL_CLOCKS.map(|c| src.now(c))
+    }
+
+    pub(crate) fn poll_now(&self) -> usize {
+        self.poll(self.now_all())
+    }
+
+    /// Rings every driver (a clock step, shutdown).
+    pub(crate) fn ring_all(&self) {
+        (0..self.bells.len()).for_each(|k| self.ring(k));
+    }
+
+    /// Rings the driver serving base `b`.
+    #[cold]
+    pub(crate) fn ring(&self, b: usize) {
+        if !self.bells.is_empty() {
+            self.rings.fetch_add(1, Ordering::Relaxed);
+            self.bells[b % self.bells.len()].ring();
+        }
+    }
+
+    /// The base of the calling thread.
+    #[inline]
+    fn my_base(&self) -> usize {
+        thread_index() % self.bases.len()
+    }
+
+    /// Applies `itimer`'s decision to the timer's wheel entry (lock order: timer → base),
+    /// arming it on the calling thread's base.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] if the base is (the service has then failed: `Core::fail`).
+    #[inline]
+    pub(crate) fn apply(&self, l: &mut LockedTimer<'_>, arm: Arm) -> Result<(), Error> {
+        self.apply_on(l, arm, self.my_base())
+    }
+
+    /// `apply`, arming on base `b` (a delivery re-arms on the base it popped the timer from:
+    /// see "Delivery and the poll barrier" in `base.rs`).
+    #[inline]
+    pub(crate) fn apply_on(
+        &self,
+        l: &mut LockedTimer<'_>,
+        arm: Arm,
+        b: usize,
+    ) -> Result<(), Error> {
+        let Arm::At { clock, expiry } = arm else {
+            self.disarm(l);
+            return Ok(());
+        };
+        let w = wheel_of(clock);
+        let tick = self.res.ticks_ceil(expiry);
+        if usize::from(l.state.wheel) == w + 1 && tick >= l.state.wheel_tick {
+            // A re-arm to a later time (the timeout refresh): the entry stays where it is and
+            // fires early, and the poll that finds the timer not yet due places it again
+            // (`deliver`). One base-lock round trip per refresh saved, for at most one extra
+            // visit per timeout period.
+            return Ok(());
+        }
+        let timer = TimerRef(NonNull::from(l.timer));
+        // Already in this base's wheel for the clock: move the entry (no slab traffic), or
+        // insert it again if a poll has popped it meanwhile. Anywhere else: take it out there.
+        let here = usize::from(l.state.wheel) == w + 1 && usize::from(l.state.base) == b;
+        if !here {
+            self.disarm(l);
+        }
+        let old = Key::from_bits(l.state.wheel_key);
+        let placed = self.bases[b].locked_wheel(w, tick, |wheel| {
+            if here && wheel.reschedule(old, tick).is_ok() {
+                old
+            } else {
+                wheel.insert_with(tick, Mode::PRECISE, timer)
+            }
+        });
+        let Ok((key, ring)) = placed else {
+            // In no wheel: `wheel` stays 0 (a `here` entry is in a base nobody pops again).
+            l.state.wheel = 0;
+            return Err(self.fail(BASE_POISONED));
+        };
+        if ring {
+            self.ring(b);
+        }
+        l.state.base = b as u16;
+        l.state.wheel = w as u8 + 1;
+        l.state.wheel_key = key.to_bits();
+        l.state.wheel_tick = tick;
+        Ok(())
+    }
+
+    /// Takes the timer out of the wheel it waits in, if any.
+    #[inline]
+    pub(crate) fn disarm(&self, l: &mut LockedTimer<'_>) {
+        if l.state.wheel == 0 {
+            return;
+        }
+        let w = usize::from(l.state.wheel - 1);
+        let key = Key::from_bits(l.state.wheel_key);
+        // A stale key (a poll popped the entry and has not delivered it yet) is fine: that
+        // poll will find `wheel == 0` and drop the entry. A poisoned base keeps the entry, but
+        // nothing pops a poisoned base again, so its address is never followed.
+        let base = &self.bases[usize::from(l.state.base)];
+        if base
+            .locked_wheel(w, NO_EXPIRY, |wheel| wheel.remove(key))
+            .is_err()
+        {
+            self.fail(BASE_POISONED);
+        }
+        l.state.wheel = 0;
+    }
+
+    fn poll(&self, now: [u64; CLOCKS]) -> usize {
+        let ticks = now.map(|n| self.res.ticks_floor(n));
+        let lazy = LazyNow::from(&*self.clock, now);
+        let mut batch = Vec::with_capacity(self.batch);
+        let mut calls = Vec::new();
+        let mut fired = 0;
+        let n = self.bases.len();
+        let first = self.my_base();
+        for i in 0..n {
+            let b = (first + i) % n;
+            let base = &self.bases[b];
+            loop {
+                // Held from the pop until the batch is delivered: the poll barrier (`base.rs`).
+                let Ok(delivering) = base.delivery() else {
+                    self.fail(BASE_POISONED);
+                    break;
+                };
+                // Pinned from before the pop until the entries are delivered (module doc).
+                let guard = crossbeam_epoch::pin();
+                let popped = base.locked(|st| {
+                    let mut complete = true;
+                    for (w, wheel) in st.wheels.iter_mut().enumerate() {
+                        if ticks[w] < wheel.now() {
+                            // Only the realtime clock can step back: re-base its wheel so that
+                            // nothing fires before the wall clock reaches it again.
+                            wheel.rebase(ticks[w]);
+                        }
+                        let room = self.batch - batch.len();
+                        if room == 0 {
+                            complete = false;
+                            break;
+                        }
+                        let adv = wheel.advance(ticks[w], room, |e| {
+                            batch.push((w, e.key, e.value));
+                        });
+                        complete &= adv.complete;
+                    }
+                    complete
+                });
+                let Ok(complete) = popped else {
+                    self.fail(BASE_POISONED);
+                    break;
+                };
+                for &(w, key, timer) in &batch {
+                    fired += self.deliver(b, w, key, timer, &lazy, &mut calls);
+                }
+                batch.clear();
+                drop(guard);
+                drop(delivering);
+                self.run_calls(&mut calls);
+                if complete {
+                    break;
+                }
+            }
+        }
+        fired
+    }
+
+    /// Handles one entry popped from base `b`'s wheel `w`: 1 if it fired the timer.
+    fn deliver(
+        &self,
+        b: usize,
+        w: usize,
+        key: Key,
+        timer: TimerRef,
+        now: &LazyNow<'_>,
+        calls: &mut Vec<Call>,
+    ) -> usize {
+        // SAFETY: the entry was in the wheel when popped, after the caller pinned the epoch, so
+        // the slot page is not recycled before the caller unpins (module doc); it holds a
+        // `Timer` (slots are type-stable), whose identity is checked under its lock below.
+        let timer: &Timer<Itimer> = unsafe { timer.0.as_ref() };
+        let delivered = timer.lock_visible(|mut l| {
+            let current = usize::from(l.state.wheel) == w + 1
+                && usize::from(l.state.base) == b
+                && l.state.wheel_key == key.to_bits();
+            if !current {
+                return false;
+            }
+            l.state.wheel = 0;
+            let clock = WHEEL_CLOCKS[w];
+            if now.get(clock) < l.state.expiry {
+                // Never early. The entry was left in place by a re-arm to a later time (see
+                // `apply`), or a clock source broke its contract: the timer waits for its time
+                // again. It goes to tick `ceil(expiry / tick)`, which is after `floor(now /
+                // tick)`, so this poll does not meet it again.
+                let expiry = l.state.expiry;
+                let _ = self.apply_on(&mut l, Arm::At { clock, expiry }, b);
+                return false;
+            }
+            let Some(event) = l.state.expire() else {
+                return false;
+            };
+            match l.state.notify {
+                NotifyKind::Queue => enqueue(self, &mut l, event.seq()),
+                NotifyKind::Callback => {
+                    let now_fn = |c: ClockId| now.get(c);
+                    let published = &l.timer.written.published;
+                    if let Consumed::Deliver { overrun, rearm } =
+                        l.state.consume(published, event, &now_fn)
+                    {
+                        // Its next period, on the base it came from (the poll barrier).
+                        let _ = self.apply_on(&mut l, rearm, b);
+                        if let Some(cell) = callback_of(&l) {
+                            calls.push((cell.f.clone(), l.id(), overrun));
+                        }
+                    }
+                }
+                NotifyKind::None => {}
+            }
+            true
+        });
+        match delivered {
+            Ok(fired) => usize::from(fired == Some(true)),
+            Err(Poisoned) => {
+                self.fail(TIMER_POISONED);
+                0
+            }
+        }
+    }
+
+    fn run_calls(&self, calls: &mut Vec<Call>) {
+        for (cb, id, overrun) in calls.drain(..) {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(id, overrun)));
+            if r.is_err() {
+                self.callback_panics.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Puts a locked `Queue` timer's one event on its owner's queue for the arming `seq`, or,
+/// if the event is already queued, makes that entry this arming's (the kernel's "already
+/// pending: nothing" for its preallocated sigqueue). A poisoned queue fails the service.
+pub(crate) fn enqueue(core: &Core, l: &mut LockedTimer<'_>, seq: u32) {
+    l.state.sigqueue_seq = seq;
+    if l.state.queued {
+        return;
+    }
+    l.state.queued = true;
+    let pushed = sink_of(l).push(EventRef {
+        timer: NonNull::from(l.timer),
+        id: l.id(),
+        generation: l.generation(),
+    });
+    if pushed.is_err() {
+        core.fail(QUEUE_POISONED);
+    }
+}

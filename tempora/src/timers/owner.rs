@@ -1,0 +1,322 @@
+//! An owner's calls: the POSIX timer calls on its timers, and receiving their events.
+
+use super::core::{Core, LazyNow, QUEUE_POISONED};
+use super::itimer::{self, Consumed};
+use super::notify::{self, Event, Sink};
+use super::object::{CallbackCell, Itimer, ItimerInit, LockedTimer};
+use super::types::{ItimerSpec, Notify, SetFlags, TimerInfo};
+use crate::checkpoint;
+use crate::clock::{ClockId, TimeSpec};
+use crate::error::Error;
+use crate::registry::{self, TimerId};
+use crate::sync::Ordering;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// An ID namespace of [`Timers`](super::Timers), with its event queue. Cloning shares it; it is deleted, with
+/// all its timers, by [`Owner::destroy`] or when its last handle is dropped.
+#[derive(Clone)]
+pub struct Owner {
+    pub(crate) reg: registry::Owner<Itimer>,
+}
+
+impl fmt::Debug for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Owner")
+            .field("ids", &self.reg)
+            .field("queued", &self.sink().len())
+            .finish()
+    }
+}
+
+impl Owner {
+    /// Creates a disarmed timer on `clock` with the next free ID.
+    ///
+    /// # Errors
+    /// [`Error::NoFreeId`] (`EAGAIN`) when every ID is in use; [`Error::OwnerDeleted`].
+    #[doc(alias = "timer_create")]
+    pub fn create(&self, clock: ClockId, notify: Notify) -> Result<TimerId, Error> {
+        self.create_inner(None, clock, notify)
+    }
+
+    /// Creates a timer with exactly the ID `id` (restore mode, [`Owner::set_restore_ids`]).
+    ///
+    /// # Errors
+    /// [`Error::NotRestoring`] if restore mode is off; [`Error::InvalidId`] for a negative ID
+    /// or one beyond the ID limit ([`Builder::id_bits`](super::Builder::id_bits));
+    /// [`Error::IdInUse`] if this owner has a timer `id`; [`Error::OwnerDeleted`]. Nothing is
+    /// allocated or changed on error.
+    #[doc(alias = "timer_create")]
+    #[doc(alias = "PR_TIMER_CREATE_RESTORE_IDS")]
+    pub fn create_with_id(
+        &self,
+        id: i32,
+        clock: ClockId,
+        notify: Notify,
+    ) -> Result<TimerId, Error> {
+        self.create_inner(Some(id), clock, notify)
+    }
+
+    fn create_inner(
+        &self,
+        requested: Option<i32>,
+        clock: ClockId,
+        notify: Notify,
+    ) -> Result<TimerId, Error> {
+        self.create_then(requested, clock, notify, None)
+    }
+
+    /// `create_inner`, then `then` on the new timer under its lock (no second lookup; a
+    /// restore sets each timer's state so).
+    pub(crate) fn create_then(
+        &self,
+        requested: Option<i32>,
+        clock: ClockId,
+        notify: Notify,
+        then: Option<&mut dyn FnMut(LockedTimer<'_>)>,
+    ) -> Result<TimerId, Error> {
+        self.core().check()?;
+        if let Notify::NamedCallback(name, _) = &notify {
+            if let Some(why) = checkpoint::callback_name_error(name) {
+                return Err(Error::InvalidConfig(why));
+            }
+        }
+        let kind = notify.kind();
+        let cell = |f, name| Some(Box::new(CallbackCell { f, name }));
+        let callback = match notify {
+            Notify::Callback(f) => cell(f, None),
+            Notify::NamedCallback(name, f) => cell(f, Some(name)),
+            _ => None,
+        };
+        let init = ItimerInit {
+            clock,
+            notify: kind,
+            callback,
+            sink: Arc::as_ptr(self.sink()),
+        };
+        self.reg.create(requested, init, then)
+    }
+
+    /// The service's core.
+    pub(crate) fn core(&self) -> &Core {
+        &self.reg.service().core
+    }
+
+    /// The owner's event queue.
+    pub(crate) fn sink(&self) -> &Arc<Sink> {
+        &self.reg.service().sink
+    }
+
+    /// Arms or disarms timer `id` and returns its previous setting (computed as
+    /// [`Owner::gettime`] would have just before). A zero `value` disarms (and zeroes the
+    /// interval); otherwise the timer expires after `value` (or at `value` on its clock with
+    /// [`SetFlags::ABSTIME`], at once if that has passed), then every `interval` if it is
+    /// non-zero. Resets the overrun and voids an event still pending from the last arming.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTime`] (`EINVAL`) for negative seconds or nanoseconds outside
+    /// `0..1e9`, checked before the lookup; [`Error::UnknownTimer`] (`EINVAL`);
+    /// [`Error::OwnerDeleted`].
+    #[doc(alias = "timer_settime")]
+    pub fn settime(
+        &self,
+        id: TimerId,
+        flags: SetFlags,
+        value: impl Into<TimeSpec>,
+        interval: impl Into<TimeSpec>,
+    ) -> Result<ItimerSpec, Error> {
+        let value = value.into().to_nanos()?;
+        let interval = interval.into().to_nanos()?;
+        let core = self.core();
+        core.check()?;
+        let now = LazyNow::new(&*core.clock);
+        let now_fn = |c: ClockId| now.get(c);
+        let old = self.reg.with_timer(id, |mut l| {
+            let published = &l.timer.written.published;
+            let (old, arm) =
+                l.state
+                    .settime(published, &now_fn, flags.is_abstime(), value, interval);
+            core.apply(&mut l, arm).map(|()| old)
+        })??;
+        Ok(old.into())
+    }
+
+    /// Timer `id`'s remaining time and interval. Zero for a disarmed or fired one-shot timer;
+    /// 1 ns for an armed timer that is due but not yet fired; a periodic timer whose event is
+    /// pending reads the time to its next period, in `(0, interval]`.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
+    #[doc(alias = "timer_gettime")]
+    pub fn gettime(&self, id: TimerId) -> Result<ItimerSpec, Error> {
+        let core = self.core();
+        let now = LazyNow::new(&*core.clock);
+        let now_fn = |c: ClockId| now.get(c);
+        let s = self.reg.with_timer(id, |l| l.state.gettime(&now_fn))?;
+        Ok(s.into())
+    }
+
+    /// The overrun latched when timer `id`'s last event was consumed: the periods it missed
+    /// before that, capped at `i32::MAX`; 0 after create or settime and for one-shot timers.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
+    #[doc(alias = "timer_getoverrun")]
+    pub fn getoverrun(&self, id: TimerId) -> Result<i32, Error> {
+        self.reg.read(id, |_, published| {
+            published.overrun_last.load(Ordering::Relaxed)
+        })
+    }
+
+    /// Deletes timer `id`: it is disarmed, an event of it still queued is dropped unseen, its
+    /// callback is released, and its ID becomes free.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
+    #[doc(alias = "timer_delete")]
+    pub fn delete(&self, id: TimerId) -> Result<(), Error> {
+        self.reg.delete(id)
+    }
+
+    /// The next event on the owner's queue, if one is pending. Consuming an event of a
+    /// periodic timer re-arms it (on the calling thread's base) and latches its overrun.
+    /// Events made stale by settime or delete are dropped here, never returned.
+    pub fn try_recv(&self) -> Option<Event> {
+        let core = self.core();
+        let now = LazyNow::new(&*core.clock);
+        let now_fn = |c: ClockId| now.get(c);
+        while let Ok(Some(ev)) = self.sink().pop() {
+            // SAFETY: queued events name slots of this owner's pages, which live as long as
+            // the owner, and `self` holds it. `with_slot` checks the identity under the lock.
+            let timer = unsafe { ev.timer.as_ref() };
+            let got = self.reg.with_slot(timer, ev.id, ev.generation, |mut l| {
+                if !l.state.queued {
+                    return None;
+                }
+                l.state.queued = false;
+                let event = itimer::Event::with_seq(l.state.sigqueue_seq);
+                let published = &l.timer.written.published;
+                match l.state.consume(published, event, &now_fn) {
+                    Consumed::Stale => None,
+                    Consumed::Deliver { overrun, rearm } => {
+                        // A failed re-arm (a poisoned base) is the service's failure,
+                        // which receivers see; this event is still delivered.
+                        let _ = core.apply(&mut l, rearm);
+                        Some(overrun)
+                    }
+                }
+            });
+            if let Ok(Some(Some(overrun))) = got {
+                return Some(Event::new(ev.id, overrun));
+            }
+        }
+        None
+    }
+
+    /// Waits for the next event. Something else must poll meanwhile (a background driver, or
+    /// another thread calling [`Timers::poll`](super::Timers::poll)).
+    ///
+    /// # Errors
+    /// Once the queue is empty: [`Error::OwnerDeleted`] if the owner is destroyed,
+    /// [`Error::ServiceStopped`] if its [`Timers`](super::Timers) service was dropped, [`Error::Poisoned`] if
+    /// the service failed (see [`Timers::health`](super::Timers::health)). Never waits for an event that cannot come.
+    pub fn recv(&self) -> Result<Event, Error> {
+        loop {
+            if let Some(e) = self.recv_until(None)? {
+                return Ok(e);
+            }
+        }
+    }
+
+    /// Waits up to `timeout` (real time, whatever the clock source) for the next event;
+    /// `Ok(None)` on timeout.
+    ///
+    /// # Errors
+    /// As [`Owner::recv`].
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<Event>, Error> {
+        // A timeout too long to represent waits without a deadline.
+        self.recv_until(Instant::now().checked_add(timeout))
+    }
+
+    fn recv_until(&self, deadline: Option<Instant>) -> Result<Option<Event>, Error> {
+        loop {
+            if let Some(e) = self.try_recv() {
+                return Ok(Some(e));
+            }
+            let closed = self.sink().closed();
+            if closed & notify::CLOSED_OWNER != 0 {
+                return Err(Error::OwnerDeleted);
+            }
+            if closed != 0 {
+                return Err(self.core().halted_why());
+            }
+            if self.sink().is_poisoned() {
+                return Err(Error::Poisoned(QUEUE_POISONED));
+            }
+            if !self.sink().wait(deadline) {
+                return Ok(self.try_recv());
+            }
+        }
+    }
+
+    /// The events pending now, without waiting.
+    pub fn try_iter(&self) -> impl Iterator<Item = Event> + '_ {
+        std::iter::from_fn(|| self.try_recv())
+    }
+
+    /// Events as they come, waiting for each; ends when the owner is destroyed.
+    pub fn iter(&self) -> impl Iterator<Item = Event> + '_ {
+        std::iter::from_fn(|| self.recv().ok())
+    }
+
+    /// Entries on the queue, including stale ones that a receive will drop.
+    pub fn queued(&self) -> usize {
+        self.sink().len()
+    }
+
+    /// Turns exact-ID (restore) mode on or off.
+    #[doc(alias = "PR_TIMER_CREATE_RESTORE_IDS")]
+    pub fn set_restore_ids(&self, on: bool) {
+        self.reg.set_restore_ids(on);
+    }
+
+    /// Whether exact-ID (restore) mode is on.
+    pub fn restore_ids(&self) -> bool {
+        self.reg.restore_ids()
+    }
+
+    /// The owner's timers, without blocking creators or deleters: each live timer's lock is
+    /// taken for a moment, no other. A timer that exists for the whole listing is reported
+    /// exactly once; timers created or deleted meanwhile may or may not appear. Order: by
+    /// slot, not by ID. A timer whose lock a panic poisoned is left out.
+    pub fn timers(&self) -> Vec<TimerInfo> {
+        let mut out = Vec::new();
+        let _ = self.reg.for_each_locked(|l| {
+            out.push(TimerInfo {
+                id: l.id(),
+                clock: l.state.clock(),
+                notify: l.state.notify,
+                status: l.state.status,
+            })
+        });
+        out
+    }
+
+    /// Deletes the owner and all its timers; receivers waiting on it return
+    /// [`Error::OwnerDeleted`]. Idempotent.
+    pub fn destroy(&self) {
+        self.reg.destroy();
+    }
+
+    /// Whether the owner has been destroyed.
+    pub fn is_destroyed(&self) -> bool {
+        self.reg.is_destroyed()
+    }
+
+    /// Bytes of timer slot pages (and their directory) this owner has allocated: its peak
+    /// timer count, rounded up per shard to pages of 64 timers.
+    pub fn slot_bytes(&self) -> usize {
+        self.reg.slot_bytes()
+    }
+}
