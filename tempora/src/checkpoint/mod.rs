@@ -91,25 +91,14 @@ pub const VERSION: (u16, u16) = (1, 0);
 /// further, and [`Snapshot::try_encode`] refuses a snapshot that would exceed it.
 pub const MAX_PAYLOAD: u64 = 1 << 32;
 /// The longest notification name, in bytes, that fits in a timer record (whose length is a
-/// `u16` that also counts the record's other fields).
-pub const MAX_NAME: usize = u16::MAX as usize - format::TIMER_FIELDS;
-/// The notification name of a `SIGEV_NONE` timer (`Notify::None`); no callback may take it.
-pub(crate) const NOTIFY_NONE: &str = "none";
-/// The notification name of a queue timer (`Notify::Queue`); no callback may take it.
-pub(crate) const NOTIFY_QUEUE: &str = "queue";
-
-/// Why a callback cannot be recorded under `name`, if it cannot: a reserved name (a restore
-/// would make the timer that kind) or one longer than a record holds. Checked at create, so
-/// that every timer an owner holds can be checkpointed and restored as it is.
-pub(crate) fn callback_name_error(name: &str) -> Option<&'static str> {
-    if name == NOTIFY_NONE || name == NOTIFY_QUEUE {
-        Some("a callback named `none` or `queue` would restore as that kind")
-    } else if name.len() > MAX_NAME {
-        Some("a callback name longer than a snapshot can hold")
-    } else {
-        None
-    }
-}
+/// `u16` that also counts the record's other fields). A create refuses longer callback names,
+/// so every timer can be checkpointed.
+pub const MAX_NAME: usize = crate::timers::types::MAX_NAME;
+const _: () = assert!(
+    MAX_NAME == u16::MAX as usize - format::TIMER_FIELDS,
+    "the service's longest callback name is exactly what a timer record holds"
+);
+pub(crate) use crate::timers::types::{NOTIFY_NONE, NOTIFY_QUEUE};
 
 /// Where a timer's expiry is, by the rule in the module doc.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -69,9 +69,12 @@
 use super::object::Itimer;
 use crate::clock::ClockId;
 use crate::registry::Timer;
-use crate::sync::{lock_order, ByteLock, Mutex, MutexGuard, Poisoned, UnsafeCell};
+use crate::sync::{
+    lock_order, AtomicU64, ByteLock, Mutex, MutexGuard, Ordering, Poisoned, UnsafeCell, WaitQueue,
+};
 use crate::wheel::Wheel;
 use std::ptr::NonNull;
+use std::time::Instant;
 
 /// Wheels per base: one per clock a timer can expire on.
 pub(crate) const CLOCKS: usize = 3;
@@ -186,4 +189,51 @@ pub(crate) struct Delivering<'a> {
     // Dropped first: the lock is released before the lock-order mark is cleared.
     _guard: MutexGuard<'a, ()>,
     _order: lock_order::Entered,
+}
+
+/// A futex-style word a driver sleeps on.
+///
+/// ```text
+///   driver                                   armer
+///   t = seq            (T)                   (under the base lock: sees sleep[w] > tick)
+///   publish sleep[w] under base locks        seq += 1                    (R)
+///   park(validate: seq == t)  (V)            unpark_all
+/// ```
+///
+/// The driver takes its token (T) before it publishes its deadline, and the armer increments
+/// the word (R) only after it saw the published deadline under the base lock, so R happens
+/// after T and the token never includes it. `park` runs V under the wait queue's lock, and
+/// `unpark_all` takes that lock after R: either V runs first and the driver is queued when the
+/// wake-up comes, or V runs after and reads the new value (the lock orders R before it), and
+/// the driver does not sleep. A ring is therefore never lost. The loom test
+/// `loom_driver_sleep_races_an_earlier_arm` checks the protocol; taking the token after the
+/// publish (so that a ring between the two is absorbed into it) makes it deadlock.
+#[derive(Debug, Default)]
+pub(crate) struct Doorbell {
+    seq: AtomicU64,
+    queue: WaitQueue,
+}
+
+impl Doorbell {
+    /// The token to sleep on: taken before the deadline is published (T).
+    pub(crate) fn token(&self) -> u64 {
+        // Acquire: pairs with the Release in `ring`; a ring seen here is acted upon by the
+        // poll that follows.
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// Wakes the driver (R).
+    pub(crate) fn ring(&self) {
+        // Release: the wheel change that made the ring necessary is visible to the driver
+        // (it also re-reads the wheels under the base lock).
+        self.seq.fetch_add(1, Ordering::Release);
+        self.queue.wake_all();
+    }
+
+    /// Sleeps until rung (since `token` was taken) or until `deadline` (V).
+    pub(crate) fn sleep(&self, token: u64, deadline: Option<Instant>) {
+        // Relaxed: runs under the wait queue's lock, which `ring`'s wake-up also takes.
+        self.queue
+            .wait(|| self.seq.load(Ordering::Relaxed) == token, deadline);
+    }
 }

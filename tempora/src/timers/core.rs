@@ -1,14 +1,19 @@
 //! The service's engine: arming and disarming timers on bases, polling the bases, delivering
 //! what expired (events, callbacks), and the service's life (stop, failure).
 
-use super::base::{wheel_of, Base, TimerRef, CLOCKS, NO_EXPIRY, WHEEL_CLOCKS};
-use super::driver::Doorbell;
+use super::base::{wheel_of, Base, Doorbell, TimerRef, CLOCKS, NO_EXPIRY, WHEEL_CLOCKS};
 use super::itimer::{Arm, Consumed};
-use super::notify::{self, EventRef, Sink};
-use super::object::{callback_of, sink_of, Itimer, LockedTimer};
-use super::types::{Callback, NotifyKind};
+use super::itimer::{ItimerPublished, ItimerState};
+use super::notify;
+use super::notify::CLOSED_OWNER;
+use super::object::{
+    callback_of, sink_of, CallbackCell, EventQueue, EventRef, Itimer, ItimerFixed, ItimerInit,
+    LockedTimer,
+};
+use super::types::{Callback, NotifyKind, Status};
 use crate::clock::{ClockId, ClockSource, Resolution};
 use crate::error::Error;
+use crate::registry::Service;
 use crate::registry::{Registry, Timer, TimerId, TIMER_POISONED};
 use crate::sync::{thread_index, AtomicBool, AtomicU64, Ordering, Poisoned};
 use crate::wheel::{Key, Mode};
@@ -39,16 +44,64 @@ pub(crate) struct Core {
     /// `shutdown || failure.is_some()`, in one byte for the arming calls' check.
     pub(crate) halted: AtomicBool,
     /// The event queue of every owner made by this service, for `halt` to wake their
-    /// receivers. A `Weak<Sink>`, not the owner: upgrading it can never make this thread run
+    /// receivers. A `Weak<EventQueue>`, not the owner: upgrading it can never make this thread run
     /// an owner's teardown (which takes timer locks) from wherever the service failed. Dead
     /// entries are pruned as the list grows.
-    pub(crate) owners: std::sync::Mutex<Vec<Weak<Sink>>>,
+    pub(crate) owners: std::sync::Mutex<Vec<Weak<EventQueue>>>,
     pub(crate) driver_wakeups: AtomicU64,
     /// Test hook: the next driver loop iteration panics (a driver dying outside a callback).
     #[cfg(test)]
     pub(crate) crash_driver: AtomicBool,
     /// Doorbell rings (arms earlier than a driver's sleep, clock steps, shutdown).
     pub(crate) rings: AtomicU64,
+}
+
+/// The service's part of each owner.
+pub(crate) struct OwnerPart {
+    pub(crate) core: Arc<Core>,
+    /// Shared with `Core::owners` (weakly); timers' `sink` points at it.
+    pub(crate) sink: Arc<EventQueue>,
+}
+
+impl Service for Itimer {
+    type Fixed = ItimerFixed;
+    type Published = ItimerPublished;
+    type State = ItimerState;
+    type Init = ItimerInit;
+    type Owner = OwnerPart;
+    type Released = Option<Box<CallbackCell>>;
+
+    fn init(
+        fixed: &ItimerFixed,
+        published: &ItimerPublished,
+        state: &mut ItimerState,
+        init: ItimerInit,
+    ) {
+        // Relaxed (all): published with the timer by the create (`Service::init`).
+        fixed.sink.store(init.sink.cast_mut(), Ordering::Relaxed);
+        let callback = init.callback.map_or(std::ptr::null_mut(), Box::into_raw);
+        fixed.callback.store(callback, Ordering::Relaxed);
+        published.overrun_last.store(0, Ordering::Relaxed);
+        *state = ItimerState::new(init.clock, init.notify);
+    }
+
+    fn on_delete(owner: &OwnerPart, l: &mut LockedTimer<'_>) -> Option<Box<CallbackCell>> {
+        owner.core.disarm(l);
+        l.state.status = Status::Disarmed;
+        l.state.signal_seq = l.state.signal_seq.wrapping_add(1);
+        // Relaxed: under the timer's lock, which every reader of `callback` holds.
+        let cb = l
+            .fixed()
+            .callback
+            .swap(std::ptr::null_mut(), Ordering::Relaxed);
+        // SAFETY: `callback` is null or a `Box<CallbackCell>` leaked at create (`init`), taken
+        // out exactly once, here, under the lock.
+        (!cb.is_null()).then(|| unsafe { Box::from_raw(cb) })
+    }
+
+    fn on_destroy(owner: &OwnerPart) {
+        owner.sink.close(CLOSED_OWNER);
+    }
 }
 
 /// Clock readings taken at most once per clock per operation.
@@ -108,7 +161,7 @@ impl Core {
 
     /// The owners' queues. A panic never happens under this mutex (a push, a prune), but it
     /// could only have left the list intact, so a poisoned one is used as it is.
-    pub(crate) fn owners(&self) -> std::sync::MutexGuard<'_, Vec<Weak<Sink>>> {
+    pub(crate) fn owners(&self) -> std::sync::MutexGuard<'_, Vec<Weak<EventQueue>>> {
         self.owners.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

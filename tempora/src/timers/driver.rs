@@ -14,58 +14,11 @@
 //! Driver threads set their timer slack to 1 ns (`PR_SET_TIMERSLACK`), so the OS wakes them
 //! when asked rather than up to 50 µs later (the default slack of a normal thread).
 
-use super::base::{wheel_of, BaseState, CLOCKS, NO_EXPIRY, WHEEL_CLOCKS};
+use super::base::{wheel_of, BaseState, Doorbell, CLOCKS, NO_EXPIRY, WHEEL_CLOCKS};
 use super::core::Core;
 use crate::clock::ClockId;
-use crate::sync::{AtomicU64, Ordering, WaitQueue};
+use crate::sync::Ordering;
 use std::time::{Duration, Instant};
-
-/// A futex-style word a driver sleeps on.
-///
-/// ```text
-///   driver                                   armer
-///   t = seq            (T)                   (under the base lock: sees sleep[w] > tick)
-///   publish sleep[w] under base locks        seq += 1                    (R)
-///   park(validate: seq == t)  (V)            unpark_all
-/// ```
-///
-/// The driver takes its token (T) before it publishes its deadline, and the armer increments
-/// the word (R) only after it saw the published deadline under the base lock, so R happens
-/// after T and the token never includes it. `park` runs V under the wait queue's lock, and
-/// `unpark_all` takes that lock after R: either V runs first and the driver is queued when the
-/// wake-up comes, or V runs after and reads the new value (the lock orders R before it), and
-/// the driver does not sleep. A ring is therefore never lost. The loom test
-/// `loom_driver_sleep_races_an_earlier_arm` checks the protocol; taking the token after the
-/// publish (so that a ring between the two is absorbed into it) makes it deadlock.
-#[derive(Debug, Default)]
-pub(crate) struct Doorbell {
-    seq: AtomicU64,
-    queue: WaitQueue,
-}
-
-impl Doorbell {
-    /// The token to sleep on: taken before the deadline is published (T).
-    pub(crate) fn token(&self) -> u64 {
-        // Acquire: pairs with the Release in `ring`; a ring seen here is acted upon by the
-        // poll that follows.
-        self.seq.load(Ordering::Acquire)
-    }
-
-    /// Wakes the driver (R).
-    pub(crate) fn ring(&self) {
-        // Release: the wheel change that made the ring necessary is visible to the driver
-        // (it also re-reads the wheels under the base lock).
-        self.seq.fetch_add(1, Ordering::Release);
-        self.queue.wake_all();
-    }
-
-    /// Sleeps until rung (since `token` was taken) or until `deadline` (V).
-    pub(crate) fn sleep(&self, token: u64, deadline: Option<Instant>) {
-        // Relaxed: runs under the wait queue's lock, which `ring`'s wake-up also takes.
-        self.queue
-            .wait(|| self.seq.load(Ordering::Relaxed) == token, deadline);
-    }
-}
 
 /// One sleep of a driver: takes the doorbell's token (T), runs `prepare` (poll, then publish
 /// the deadline under the base locks), and sleeps on the token until rung or until the

@@ -48,10 +48,17 @@
 //!   the overrun, which started at -1, so the expiry that queued the event does not count),
 //!   re-armed, `overrun_last` := min(overrun, `i32::MAX`), overrun := -1, `signal_seq += 1`.
 
-use super::object::ItimerPublished;
-use super::types::{NotifyKind, Status};
+use super::types::{ItimerSpec, NotifyKind, Status};
 use crate::clock::ClockId;
-use crate::sync::Ordering;
+use crate::clock::TimeSpec;
+use crate::sync::{AtomicI32, Ordering};
+
+/// Written under the timer's lock, read without it.
+#[derive(Debug, Default)]
+pub(crate) struct ItimerPublished {
+    /// What `getoverrun` returns.
+    pub(crate) overrun_last: AtomicI32,
+}
 
 /// A timer's state under its lock (line 2 of its object; `object.rs` checks the layout).
 #[derive(Debug, Default, Clone, Copy)]
@@ -95,6 +102,15 @@ pub(crate) struct ItimerState {
 pub(crate) struct Setting {
     pub(crate) value: u64,
     pub(crate) interval: u64,
+}
+
+impl From<Setting> for ItimerSpec {
+    fn from(s: Setting) -> ItimerSpec {
+        ItimerSpec {
+            value: TimeSpec::from_nanos(s.value),
+            interval: TimeSpec::from_nanos(s.interval),
+        }
+    }
 }
 
 /// What the caller must do with the timer's wheel entry after `settime` or `consume`.

@@ -11,12 +11,14 @@
 //!                            receivers of Queue timers)                         notify.rs
 //! ```
 //!
-//! The files: `types.rs` (the value types callers pass and get back), `builder.rs` (the
-//! builder, driver start and stop), `core.rs` (arming, polling, delivering), `owner.rs` (an
-//! owner's calls), `object.rs` (what the service keeps in each timer object and owner: its
-//! side of the registry's `Service` contract), `itimer.rs` (the POSIX
-//! rules on a timer's state), `handle.rs` (a timer that deletes itself on drop). Checkpoint
-//! and restore of an owner live in [`crate::checkpoint`].
+//! The files, each importing only the ones listed before it: `types.rs` (the value types
+//! callers pass and get back), `notify.rs` (an event queue with waiting receivers),
+//! `itimer.rs` (the POSIX rules on a timer's state), `object.rs` (what the service keeps in
+//! each timer object), `base.rs` (a lock and a wheel per clock, the drivers' doorbell),
+//! `core.rs` (the registry's `Service` contract; arming, polling, delivering; the service's
+//! stop and failure), `driver.rs` (the driver threads), `owner.rs` (an owner's calls),
+//! `handle.rs` (a timer that deletes itself on drop), this file (`Timers`) and `builder.rs`.
+//! Checkpoint and restore of an owner live in [`crate::checkpoint`].
 //!
 //! The calls and their POSIX names: [`Owner::create`] (`timer_create`), [`Owner::settime`]
 //! (`timer_settime`), [`Owner::gettime`] (`timer_gettime`), [`Owner::getoverrun`]
@@ -98,7 +100,7 @@ pub(crate) mod itimer;
 mod notify;
 pub(crate) mod object;
 mod owner;
-mod types;
+pub(crate) mod types;
 
 #[cfg(all(test, not(loom)))]
 mod tests;
@@ -111,13 +113,13 @@ pub use owner::Owner;
 pub use types::{Callback, ItimerSpec, Notify, NotifyKind, SetFlags, Status, TimerInfo};
 
 use self::core::Core;
+use self::core::OwnerPart;
 use crate::clock::ClockId;
 use crate::error::Error;
 use crate::sync::Ordering;
 use base::NO_EXPIRY;
 use builder::Drivers;
-use notify::Sink;
-use object::OwnerPart;
+use object::EventQueue;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -162,7 +164,7 @@ impl Timers {
 
     /// A new owner: a namespace of timer IDs with its own event queue.
     pub fn owner(&self) -> Owner {
-        let sink = Arc::new(Sink::default());
+        let sink = Arc::new(EventQueue::default());
         let mut owners = self.core.owners();
         if owners.len() == owners.capacity() {
             owners.retain(|o| o.strong_count() > 0);

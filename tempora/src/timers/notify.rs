@@ -37,11 +37,9 @@
 //! `loom_receiver_never_misses_a_push` checks it; reading the count before the push, or
 //! counting the waiter outside `q`, makes it deadlock.
 
-use super::object::Itimer;
-use crate::registry::{Timer, TimerId};
+use crate::registry::TimerId;
 use crate::sync::{AtomicU8, ByteLock, Ordering, Poisoned, UnsafeCell, WaitQueue};
 use std::collections::VecDeque;
-use std::ptr::NonNull;
 use std::time::Instant;
 
 /// An event a `Queue` timer delivered: which timer, and the periods it missed before this
@@ -62,23 +60,11 @@ impl Event {
     }
 }
 
-/// A queued event: the timer's slot and the incarnation it was queued for.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct EventRef {
-    pub(crate) timer: NonNull<Timer<Itimer>>,
-    pub(crate) id: TimerId,
-    pub(crate) generation: u32,
-}
-
-// SAFETY: an `EventRef` is an address plus plain data; it is dereferenced only by the owner's
-// receivers, which hold the owner and so keep its slot pages alive (see `Owner::try_recv`).
-unsafe impl Send for EventRef {}
-
-/// The receiving side of an owner: its queue and its waiting receivers.
-#[derive(Debug, Default)]
-pub(crate) struct Sink {
+/// The receiving side of an owner: its queue of `E` entries and its waiting receivers.
+#[derive(Debug)]
+pub(crate) struct Sink<E> {
     lock: ByteLock,
-    state: UnsafeCell<SinkState>,
+    state: UnsafeCell<SinkState<E>>,
     /// Why receivers stop waiting: [`CLOSED_OWNER`], [`CLOSED_SERVICE`] (bits), 0 while open.
     closed: AtomicU8,
     sleepers: WaitQueue,
@@ -90,19 +76,34 @@ pub(crate) const CLOSED_OWNER: u8 = 1;
 /// dead driver): nothing will queue an event again.
 pub(crate) const CLOSED_SERVICE: u8 = 2;
 
-#[derive(Debug, Default)]
-pub(super) struct SinkState {
-    queue: VecDeque<EventRef>,
+#[derive(Debug)]
+pub(super) struct SinkState<E> {
+    queue: VecDeque<E>,
     waiters: usize,
 }
 
-// SAFETY: `state` is only accessed with `lock` held (`Sink::locked`); `EventRef` is `Send`.
-unsafe impl Sync for Sink {}
+impl<E> Default for Sink<E> {
+    fn default() -> Self {
+        Sink {
+            lock: ByteLock::new(),
+            state: UnsafeCell::new(SinkState {
+                queue: VecDeque::new(),
+                waiters: 0,
+            }),
+            closed: AtomicU8::new(0),
+            sleepers: WaitQueue::default(),
+        }
+    }
+}
 
-impl Sink {
+// SAFETY: `state` is only accessed with `lock` held (`Sink::locked`), and the entries are
+// `Send`, so sharing the sink shares only what may cross threads.
+unsafe impl<E: Send> Sync for Sink<E> {}
+
+impl<E> Sink<E> {
     /// Runs `f` on the queue with the lock held; [`Poisoned`] once a holder panicked.
     #[inline]
-    pub(super) fn locked<R>(&self, f: impl FnOnce(&mut SinkState) -> R) -> Result<R, Poisoned> {
+    pub(super) fn locked<R>(&self, f: impl FnOnce(&mut SinkState<E>) -> R) -> Result<R, Poisoned> {
         // SAFETY: `with` holds the lock for the whole closure: this is the only reference.
         self.lock
             .with(|| self.state.with_mut(|p| f(unsafe { &mut *p })))
@@ -115,7 +116,7 @@ impl Sink {
     /// the owner's timer count. The wake-up (a futex call) is issued after the queue lock is
     /// released but under the caller's timer lock, and only when a receiver sleeps.
     #[inline]
-    pub(crate) fn push(&self, event: EventRef) -> Result<(), Poisoned> {
+    pub(crate) fn push(&self, event: E) -> Result<(), Poisoned> {
         let waiters = self.locked(|s| {
             s.queue.push_back(event);
             s.waiters
@@ -127,7 +128,7 @@ impl Sink {
     }
 
     #[inline]
-    pub(crate) fn pop(&self) -> Result<Option<EventRef>, Poisoned> {
+    pub(crate) fn pop(&self) -> Result<Option<E>, Poisoned> {
         self.locked(|s| s.queue.pop_front())
     }
 
@@ -206,12 +207,7 @@ mod tests {
             let sender = {
                 let sink = sink.clone();
                 loom::thread::spawn(move || {
-                    sink.push(EventRef {
-                        timer: NonNull::dangling(),
-                        id: TimerId::new(7).unwrap(),
-                        generation: 1,
-                    })
-                    .unwrap();
+                    sink.push(7u32).unwrap();
                 })
             };
             let got = loop {
@@ -220,7 +216,7 @@ mod tests {
                 }
                 sink.wait(None);
             };
-            assert_eq!(got.id.get(), 7);
+            assert_eq!(got, 7);
             sender.join().unwrap();
         });
     }

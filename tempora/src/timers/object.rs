@@ -12,17 +12,18 @@
 //!           service       OwnerPart           the service's core, the owner's event queue
 //! ```
 //!
-//! The delete hook ([`Service::on_delete`]) takes the timer out of its wheel and hands back its
-//! callback, which the registry drops once it holds no lock; destroying an owner closes its
-//! event queue ([`Service::on_destroy`]).
+//! The `registry::Service` implementation that ties these parts to the registry is in
+//! `core.rs`, beside the wheels its delete hook takes a timer out of: the hook hands back the
+//! timer's callback, which the registry drops once it holds no lock, and destroying an owner
+//! closes its event queue.
 
-use super::core::Core;
-use super::itimer::ItimerState;
-use super::notify::{Sink, CLOSED_OWNER};
+use super::notify::Sink;
 use super::types::{Callback, NotifyKind};
 use crate::clock::ClockId;
-use crate::registry::{Locked, Service};
-use crate::sync::{AtomicI32, AtomicPtr, Ordering};
+use crate::registry::Locked;
+use crate::registry::{Timer, TimerId};
+use crate::sync::{AtomicPtr, Ordering};
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// The POSIX interval-timer service, as the registry sees it.
@@ -31,21 +32,29 @@ pub(crate) struct Itimer;
 /// A timer of this service, locked.
 pub(crate) type LockedTimer<'a> = Locked<'a, Itimer>;
 
+/// A queued event: the timer's slot and the incarnation it was queued for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EventRef {
+    pub(crate) timer: NonNull<Timer<Itimer>>,
+    pub(crate) id: TimerId,
+    pub(crate) generation: u32,
+}
+
+// SAFETY: an `EventRef` is an address plus plain data; it is dereferenced only by the owner's
+// receivers, which hold the owner and so keep its slot pages alive (see `Owner::try_recv`).
+unsafe impl Send for EventRef {}
+
+/// An owner's event queue: entries name their timers.
+pub(crate) type EventQueue = Sink<EventRef>;
+
 /// Set at create, read by whoever holds the timer's lock.
 #[derive(Debug, Default)]
 pub(crate) struct ItimerFixed {
     /// The owner's event queue (every timer of an owner points at the same one).
-    sink: AtomicPtr<Sink>,
+    pub(crate) sink: AtomicPtr<EventQueue>,
     /// The callback of a `Callback` timer (a leaked `Box`), null otherwise. Cleared, and the
     /// box taken back, only by the delete hook under the timer's lock.
-    callback: AtomicPtr<CallbackCell>,
-}
-
-/// Written under the timer's lock, read without it.
-#[derive(Debug, Default)]
-pub(crate) struct ItimerPublished {
-    /// What `getoverrun` returns.
-    pub(crate) overrun_last: AtomicI32,
+    pub(crate) callback: AtomicPtr<CallbackCell>,
 }
 
 /// A callback timer's closure and the name a checkpoint records.
@@ -60,62 +69,14 @@ pub(crate) struct ItimerInit {
     pub(crate) notify: NotifyKind,
     pub(crate) callback: Option<Box<CallbackCell>>,
     /// The owner's event queue.
-    pub(crate) sink: *const Sink,
-}
-
-/// The service's part of each owner.
-pub(crate) struct OwnerPart {
-    pub(crate) core: Arc<Core>,
-    /// Shared with `Core::owners` (weakly); timers' `sink` points at it.
-    pub(crate) sink: Arc<Sink>,
-}
-
-impl Service for Itimer {
-    type Fixed = ItimerFixed;
-    type Published = ItimerPublished;
-    type State = ItimerState;
-    type Init = ItimerInit;
-    type Owner = OwnerPart;
-    type Released = Option<Box<CallbackCell>>;
-
-    fn init(
-        fixed: &ItimerFixed,
-        published: &ItimerPublished,
-        state: &mut ItimerState,
-        init: ItimerInit,
-    ) {
-        // Relaxed (all): published with the timer by the create (`Service::init`).
-        fixed.sink.store(init.sink.cast_mut(), Ordering::Relaxed);
-        let callback = init.callback.map_or(std::ptr::null_mut(), Box::into_raw);
-        fixed.callback.store(callback, Ordering::Relaxed);
-        published.overrun_last.store(0, Ordering::Relaxed);
-        *state = ItimerState::new(init.clock, init.notify);
-    }
-
-    fn on_delete(owner: &OwnerPart, l: &mut LockedTimer<'_>) -> Option<Box<CallbackCell>> {
-        owner.core.disarm(l);
-        l.state.status = super::types::Status::Disarmed;
-        l.state.signal_seq = l.state.signal_seq.wrapping_add(1);
-        // Relaxed: under the timer's lock, which every reader of `callback` holds.
-        let cb = l
-            .fixed()
-            .callback
-            .swap(std::ptr::null_mut(), Ordering::Relaxed);
-        // SAFETY: `callback` is null or a `Box<CallbackCell>` leaked at create (`init`), taken
-        // out exactly once, here, under the lock.
-        (!cb.is_null()).then(|| unsafe { Box::from_raw(cb) })
-    }
-
-    fn on_destroy(owner: &OwnerPart) {
-        owner.sink.close(CLOSED_OWNER);
-    }
+    pub(crate) sink: *const EventQueue,
 }
 
 /// The owner's event queue of a locked timer.
-pub(crate) fn sink_of<'l>(l: &'l LockedTimer<'_>) -> &'l Sink {
+pub(crate) fn sink_of<'l>(l: &'l LockedTimer<'_>) -> &'l EventQueue {
     // Relaxed: written at create, before the timer became visible.
     let sink = l.fixed().sink.load(Ordering::Relaxed);
-    // SAFETY: `sink` points at the owner's `Sink`, which the owner keeps (`OwnerPart`) until
+    // SAFETY: `sink` points at the owner's `EventQueue`, which the owner keeps (`OwnerPart`) until
     // its teardown has marked every timer deleted under its lock; this timer is visible and
     // its lock is held.
     unsafe { &*sink }
@@ -134,6 +95,7 @@ pub(crate) fn callback_of<'l>(l: &'l LockedTimer<'_>) -> Option<&'l CallbackCell
 mod tests {
     use super::*;
     use crate::registry::Timer;
+    use crate::timers::itimer::{ItimerPublished, ItimerState};
     use std::mem::{offset_of, size_of};
 
     /// The parts fill the object's two cache lines exactly (`registry/timer.rs` has the

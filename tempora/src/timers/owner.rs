@@ -2,10 +2,9 @@
 
 use super::core::{Core, LazyNow, QUEUE_POISONED};
 use super::itimer::{self, Consumed};
-use super::notify::{self, Event, Sink};
-use super::object::{CallbackCell, Itimer, ItimerInit, LockedTimer};
-use super::types::{ItimerSpec, Notify, SetFlags, TimerInfo};
-use crate::checkpoint;
+use super::notify::{self, Event};
+use super::object::{CallbackCell, EventQueue, Itimer, ItimerInit, LockedTimer};
+use super::types::{self, ItimerSpec, Notify, SetFlags, TimerInfo};
 use crate::clock::{ClockId, TimeSpec};
 use crate::error::Error;
 use crate::registry::{self, TimerId};
@@ -78,7 +77,7 @@ impl Owner {
     ) -> Result<TimerId, Error> {
         self.core().check()?;
         if let Notify::NamedCallback(name, _) = &notify {
-            if let Some(why) = checkpoint::callback_name_error(name) {
+            if let Some(why) = types::callback_name_error(name) {
                 return Err(Error::InvalidConfig(why));
             }
         }
@@ -104,7 +103,7 @@ impl Owner {
     }
 
     /// The owner's event queue.
-    pub(crate) fn sink(&self) -> &Arc<Sink> {
+    pub(crate) fn sink(&self) -> &Arc<EventQueue> {
         &self.reg.service().sink
     }
 

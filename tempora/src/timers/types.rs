@@ -1,6 +1,5 @@
 //! The service's value types: what callers pass to and get back from its calls.
 
-use super::itimer::Setting;
 use crate::clock::{ClockId, TimeSpec};
 use crate::registry::TimerId;
 use std::fmt;
@@ -101,15 +100,6 @@ impl ItimerSpec {
     }
 }
 
-impl From<Setting> for ItimerSpec {
-    fn from(s: Setting) -> ItimerSpec {
-        ItimerSpec {
-            value: TimeSpec::from_nanos(s.value),
-            interval: TimeSpec::from_nanos(s.interval),
-        }
-    }
-}
-
 /// How a timer notifies, without its closure: what a listing ([`Owner::timers`](super::Owner::timers)) reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -148,4 +138,28 @@ pub struct TimerInfo {
     pub notify: NotifyKind,
     /// Armed, disarmed, or waiting for its event to be consumed.
     pub status: Status,
+}
+
+/// The longest callback name, in bytes, a create accepts: what a checkpoint's timer record
+/// holds (its length is a `u16` that also counts the record's 45 bytes of other fields;
+/// `crate::checkpoint` asserts the two agree). Public as `checkpoint::MAX_NAME`.
+pub(crate) const MAX_NAME: usize = u16::MAX as usize - 45;
+/// The notification name a checkpoint gives a `SIGEV_NONE` timer (`Notify::None`); no
+/// callback may take it.
+pub(crate) const NOTIFY_NONE: &str = "none";
+/// The notification name a checkpoint gives a queue timer (`Notify::Queue`); no callback may
+/// take it.
+pub(crate) const NOTIFY_QUEUE: &str = "queue";
+
+/// Why a callback cannot be recorded under `name`, if it cannot: a reserved name (a restore
+/// would make the timer that kind) or one longer than a snapshot's record holds. Checked at
+/// create, so that every timer an owner holds can be checkpointed and restored as it is.
+pub(crate) fn callback_name_error(name: &str) -> Option<&'static str> {
+    if name == NOTIFY_NONE || name == NOTIFY_QUEUE {
+        Some("a callback named `none` or `queue` would restore as that kind")
+    } else if name.len() > MAX_NAME {
+        Some("a callback name longer than a snapshot can hold")
+    } else {
+        None
+    }
 }
