@@ -105,6 +105,8 @@ fn clock_name(c: ClockId) -> &'static str {
         ClockId::Monotonic => "monotonic",
         ClockId::Realtime => "realtime",
         ClockId::Boottime => "boottime",
+        // A clock this build of the CLI does not know by name.
+        _ => "other",
     }
 }
 
@@ -327,6 +329,7 @@ fn inspect(s: &Snapshot) {
             Expiry::Realtime(ns) => {
                 format!("at {}.{:09} (wall)", ns / 1_000_000_000, ns % 1_000_000_000)
             }
+            other => format!("{other:?}"),
         };
         println!(
             "  {:>6}  {:<9}  {:<10}  {:<14}  {:<7}  {:<30}  {:>12.3}  {:>7}  {:>7}",

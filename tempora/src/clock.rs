@@ -19,6 +19,7 @@ use std::time::Duration;
 /// The clocks a timer can be created on, with Linux's `clockid_t` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
+#[non_exhaustive]
 pub enum ClockId {
     /// `CLOCK_REALTIME` (0): wall-clock time; absolute timers follow changes to it.
     Realtime = 0,

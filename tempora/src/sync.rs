@@ -206,7 +206,7 @@ pub(crate) fn cpus() -> usize {
 /// | rank | locks | taken while holding |
 /// |---|---|---|
 /// | 1 | an owner's ID shard (`registry`); a base's delivery lock (`timers/base.rs`) | nothing |
-/// | 2 | a timer (`registry/timer.rs`) | a shard (create's `then`) or a delivery lock (a poll) |
+/// | 2 | a timer (`registry/timer.rs`) | a delivery lock (a poll delivering), or nothing |
 /// | 3 | a hash bucket, a base, an owner's event queue | a shard (bucket), a timer (base, queue), or nothing |
 ///
 /// Bucket locks are the one exception to "never two of one rank": a table split holds the old

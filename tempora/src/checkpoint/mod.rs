@@ -102,6 +102,7 @@ pub(crate) use crate::timers::types::{NOTIFY_NONE, NOTIFY_QUEUE};
 
 /// Where a timer's expiry is, by the rule in the module doc.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Expiry {
     /// No expiry stored (never armed).
     None,

@@ -707,6 +707,7 @@ impl Shard {
     /// Waits until no create holds the shard (taking and releasing its lock); `false` if it
     /// is poisoned (a create panicked in it).
     pub(crate) fn quiesce(&self) -> bool {
+        let _order = lock_order::enter(lock_order::SHARD);
         self.lock.with(|| ()).is_ok()
     }
 }
