@@ -1,20 +1,51 @@
 //! Not part of tempora's API: the timer-ID registry on its own, for the benchmark suite that
-//! compares ID registries (`tempora bench`, the seed suite). It drives the registry the
-//! service uses, with the service's timer objects, through the registry's own calls: no clock
-//! is read, nothing is armed.
+//! compares ID registries (`tempora bench`, the seed suite). It drives the registry with the
+//! POSIX service's timer objects (the same three parts, filled at create as the service fills
+//! them), but no service around it: no clock is read, nothing is armed, and nothing but the
+//! registry is allocated.
 
 use crate::clock::ClockId;
-use crate::timers::object::ItimerInit;
-use crate::timers::{NotifyKind, TimerId, Timers};
+use crate::registry::{self, Locked, Service};
+use crate::timers::itimer::{ItimerPublished, ItimerState};
+use crate::timers::object::ItimerFixed;
+use crate::timers::{NotifyKind, Status, TimerId};
 use crate::Error;
 
-/// A registry (inside a service with no drivers).
+/// The registry's service here: the POSIX service's parts, with a delete hook that has no
+/// wheel to take the timer out of.
+struct Bare;
+
+impl Service for Bare {
+    type Fixed = ItimerFixed;
+    type Published = ItimerPublished;
+    type State = ItimerState;
+    type Init = ();
+    type Owner = ();
+    type Released = ();
+
+    fn init(fixed: &ItimerFixed, published: &ItimerPublished, state: &mut ItimerState, _: ()) {
+        ItimerFixed::reset(fixed);
+        published
+            .overrun_last
+            .store(0, crate::sync::Ordering::Relaxed);
+        *state = ItimerState::new(ClockId::Monotonic, NotifyKind::None);
+    }
+
+    fn on_delete(_: &(), l: &mut Locked<'_, Bare>) {
+        l.state.status = Status::Disarmed;
+        l.state.signal_seq = l.state.signal_seq.wrapping_add(1);
+    }
+
+    fn on_destroy(_: &()) {}
+}
+
+/// A registry.
 #[derive(Debug)]
-pub struct Registry(Timers);
+pub struct Registry(registry::Registry<Bare>);
 
 /// An owner of a [`Registry`].
 #[derive(Debug)]
-pub struct Owner(crate::timers::Owner);
+pub struct Owner(registry::Owner<Bare>);
 
 impl Default for Registry {
     fn default() -> Self {
@@ -25,43 +56,33 @@ impl Default for Registry {
 impl Registry {
     /// A registry with the default configuration.
     pub fn new() -> Registry {
-        let timers = Timers::builder()
-            .drivers(0)
+        let registry = registry::Builder::default()
             .build()
             .expect("the default configuration is valid");
-        Registry(timers)
+        Registry(registry)
     }
 
     /// A new owner.
     pub fn owner(&self) -> Owner {
-        Owner(self.0.owner())
+        Owner(self.0.owner(()))
     }
 }
 
 impl Owner {
-    fn init(&self) -> ItimerInit {
-        ItimerInit {
-            clock: ClockId::Monotonic,
-            notify: NotifyKind::None,
-            callback: None,
-            sink: std::sync::Arc::as_ptr(self.0.sink()),
-        }
-    }
-
-    /// Creates a `SIGEV_NONE` timer with the next free ID.
+    /// Creates a timer with the next free ID.
     ///
     /// # Errors
     /// As `Owner::create`.
     pub fn create(&self) -> Result<TimerId, Error> {
-        self.0.reg.create(None, self.init(), None)
+        self.0.create(None, (), None)
     }
 
-    /// Creates a `SIGEV_NONE` timer with the ID `id` (restore mode must be on).
+    /// Creates a timer with the ID `id` (restore mode must be on).
     ///
     /// # Errors
     /// As `Owner::create_with_id`.
     pub fn create_with_id(&self, id: i32) -> Result<TimerId, Error> {
-        self.0.reg.create(Some(id), self.init(), None)
+        self.0.create(Some(id), (), None)
     }
 
     /// Turns exact-ID (restore) mode on or off.
@@ -74,7 +95,9 @@ impl Owner {
     /// # Errors
     /// As `Owner::getoverrun`.
     pub fn getoverrun(&self, id: TimerId) -> Result<i32, Error> {
-        self.0.getoverrun(id)
+        self.0.read(id, |_, published| {
+            published.overrun_last.load(crate::sync::Ordering::Relaxed)
+        })
     }
 
     /// Deletes timer `id`.
@@ -82,6 +105,6 @@ impl Owner {
     /// # Errors
     /// As `Owner::delete`.
     pub fn delete(&self, id: TimerId) -> Result<(), Error> {
-        self.0.reg.delete(id)
+        self.0.delete(id)
     }
 }

@@ -43,6 +43,12 @@ struct Published {
     armed: AtomicU8,
 }
 
+// SAFETY: atomics; zero is their default outside loom (the contract), and these models build
+// timers with `Default`.
+unsafe impl super::timer::Zeroable for Fixed {}
+// SAFETY: as above.
+unsafe impl super::timer::Zeroable for Published {}
+
 impl Service for Model {
     type Fixed = Fixed;
     type Published = Published;

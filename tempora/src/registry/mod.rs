@@ -138,7 +138,7 @@ mod tests;
 mod loom_tests;
 
 pub(crate) use owner::{Owner, TIMER_POISONED};
-pub(crate) use timer::{Locked, Service, Timer};
+pub(crate) use timer::{Locked, Service, Timer, Zeroable};
 
 use crate::error::Error;
 use crate::sync::AtomicU64;

@@ -226,7 +226,23 @@ impl<S: Service> Drop for Slots<S> {
     }
 }
 
-/// A fresh page of `PAGE_SLOTS` free slots.
+/// A fresh page of `PAGE_SLOTS` free slots: zeroed memory (every slot free, owner word 0).
+#[cfg(not(loom))]
+fn new_page<S: Service>() -> *mut Timer<S> {
+    let layout = page_layout::<S>();
+    // SAFETY: the layout is non-zero-sized.
+    let page = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Timer<S>>();
+    if page.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    // Zeroed memory is `PAGE_SLOTS` default timers: the registry's own fields are atomics, a
+    // byte lock and integers, all valid as zero, and the service's parts are `Zeroable`.
+    page
+}
+
+/// A fresh page of `PAGE_SLOTS` free slots, built with `Default` (loom's atomics are handles
+/// into the model, not valid as zero).
+#[cfg(loom)]
 fn new_page<S: Service>() -> *mut Timer<S> {
     let layout = page_layout::<S>();
     // SAFETY: the layout is non-zero-sized.

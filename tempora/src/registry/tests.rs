@@ -59,6 +59,11 @@ struct Hooks {
     destroys: std::sync::atomic::AtomicUsize,
 }
 
+// SAFETY: integers and two `repr(u8)` enums whose zero variants are their defaults.
+unsafe impl super::Zeroable for TestState {}
+// SAFETY: an atomic integer; zero is its default.
+unsafe impl super::Zeroable for AtomicI32 {}
+
 impl Service for Test {
     type Fixed = ();
     type Published = AtomicI32;

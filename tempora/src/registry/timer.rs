@@ -62,12 +62,12 @@ pub(crate) trait Service: Sized + Send + Sync + 'static {
     /// Set when the timer is created and read without the lock afterwards (line 1). Atomics,
     /// because a lock-free reader may read them while a re-create in the same slot writes
     /// them (it then drops what it read: `Timer::read_current`).
-    type Fixed: Default + Send + Sync;
+    type Fixed: Zeroable + Send + Sync;
     /// Written under the timer's lock and read without it through `Timer::read_current`
     /// (line 2, beside the lock). Atomics.
-    type Published: Default + Send + Sync;
+    type Published: Zeroable + Send + Sync;
     /// Read and written only under the timer's lock (line 2).
-    type State: Default + Send;
+    type State: Zeroable + Send;
     /// What a create is given to fill the three parts.
     type Init;
     /// Kept by each owner for the delete hook (the service's handle on its own state).
@@ -96,6 +96,19 @@ pub(crate) trait Service: Sized + Send + Sync + 'static {
     /// with no registry lock held.
     fn on_destroy(owner: &Self::Owner);
 }
+
+/// A type whose all-zero bit pattern is a valid value, equal to its `Default` (outside loom:
+/// the crate's atomics are the standard library's then, for which zero is a valid value; under
+/// loom slot pages are built with `Default` instead). Slot pages come from zeroed memory, so
+/// a fresh page costs no writes (`slots.rs`).
+///
+/// # Safety
+/// Outside `cfg(loom)`, zeroed memory of the type's size and alignment is a valid value of it,
+/// the one its `Default` gives.
+pub(crate) unsafe trait Zeroable: Default {}
+
+// SAFETY: a zero-sized type has no bytes.
+unsafe impl Zeroable for () {}
 
 /// The service with nothing in the object: the registry alone (its tests and benchmarks).
 impl Service for () {

@@ -51,6 +51,7 @@
 use super::types::{ItimerSpec, NotifyKind, Status};
 use crate::clock::ClockId;
 use crate::clock::TimeSpec;
+use crate::registry::Zeroable;
 use crate::sync::{AtomicI32, Ordering};
 
 /// Written under the timer's lock, read without it.
@@ -59,6 +60,13 @@ pub(crate) struct ItimerPublished {
     /// What `getoverrun` returns.
     pub(crate) overrun_last: AtomicI32,
 }
+
+// SAFETY: an atomic integer; zero is its default (see `Zeroable` for loom).
+unsafe impl Zeroable for ItimerPublished {}
+
+// SAFETY: integers, a `bool` and two `repr(u8)` enums whose zero variants (`Status::Disarmed`,
+// `NotifyKind::None`) are their defaults: all-zero is `ItimerState::default()`.
+unsafe impl Zeroable for ItimerState {}
 
 /// A timer's state under its lock (line 2 of its object; `object.rs` checks the layout).
 #[derive(Debug, Default, Clone, Copy)]

@@ -20,7 +20,7 @@
 use super::notify::Sink;
 use super::types::{Callback, NotifyKind};
 use crate::clock::ClockId;
-use crate::registry::Locked;
+use crate::registry::{Locked, Zeroable};
 use crate::registry::{Timer, TimerId};
 use crate::sync::{AtomicPtr, Ordering};
 use std::ptr::NonNull;
@@ -80,6 +80,18 @@ pub(crate) fn sink_of<'l>(l: &'l LockedTimer<'_>) -> &'l EventQueue {
     // its teardown has marked every timer deleted under its lock; this timer is visible and
     // its lock is held.
     unsafe { &*sink }
+}
+
+// SAFETY: two atomic pointers; zero is null, the default (see `Zeroable` for loom).
+unsafe impl Zeroable for ItimerFixed {}
+
+impl ItimerFixed {
+    /// Both pointers null (a timer without a queue or callback).
+    pub(crate) fn reset(&self) {
+        // Relaxed: published with the timer by its create.
+        self.sink.store(std::ptr::null_mut(), Ordering::Relaxed);
+        self.callback.store(std::ptr::null_mut(), Ordering::Relaxed);
+    }
 }
 
 /// The callback cell of a locked callback timer, if any.

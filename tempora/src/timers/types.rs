@@ -102,28 +102,30 @@ impl ItimerSpec {
 
 /// How a timer notifies, without its closure: what a listing ([`Owner::timers`](super::Owner::timers)) reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
 #[non_exhaustive]
 pub enum NotifyKind {
     /// Nothing is delivered (`SIGEV_NONE`); gettime shows the state.
     #[default]
-    None,
+    None = 0,
     /// An event on the owner's queue, with POSIX overrun semantics (`SIGEV_SIGNAL`).
-    Queue,
+    Queue = 1,
     /// A callback run by the poll that fires the timer (`SIGEV_THREAD`).
-    Callback,
+    Callback = 2,
 }
 
 /// A timer's status, as the kernel's `it_status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
 #[non_exhaustive]
 pub enum Status {
     /// Not armed (zero `it_value`), or a one-shot that has fired.
     #[default]
-    Disarmed,
+    Disarmed = 0,
     /// Armed: queued in a base's wheel.
-    Armed,
+    Armed = 1,
     /// A periodic timer whose event is pending; re-armed when the event is consumed.
-    RequeuePending,
+    RequeuePending = 2,
 }
 
 /// One line of an owner's timer listing ([`Owner::timers`](super::Owner::timers)).
