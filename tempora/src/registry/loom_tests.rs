@@ -185,8 +185,10 @@ fn live_slot(id: i32) -> Timer<Model> {
 /// its ID and visible owner-word stores.
 fn create(t: &Timer<Model>, id: i32, init: (u8, u8)) {
     // SAFETY: the slot is free (owner word 0) and only this thread creates in it.
-    unsafe { t.reset_for_create(visible(OWNER) | PENDING, 0, init) };
+    unsafe { t.reset_for_create(visible(OWNER) | PENDING) };
     t.hot.id.store(id, Ordering::Relaxed);
+    // SAFETY: pending since just above; only this thread creates in it.
+    unsafe { t.init_pending(init) };
     // Release: as in `create_locked`.
     t.hot.owner.store(visible(OWNER), Ordering::Release);
 }

@@ -132,7 +132,8 @@ impl<S: Service> Owner<S> {
     /// [`Error::NoFreeId`] when every ID is in use; [`Error::NotRestoring`] for a requested ID
     /// with restore mode off; [`Error::InvalidId`] for a negative ID or one beyond the ID
     /// limit; [`Error::IdInUse`] if this owner has a timer `requested`;
-    /// [`Error::OwnerDeleted`]; [`Error::Poisoned`]. Nothing is allocated or changed on error.
+    /// [`Error::OwnerDeleted`]; [`Error::Poisoned`]. Nothing is allocated or changed on error,
+    /// and `init` is dropped unused.
     pub(crate) fn create(
         &self,
         requested: Option<i32>,
@@ -367,10 +368,10 @@ impl<S: Service> OwnerInner<S> {
         if self.dead.load(Ordering::SeqCst) {
             return Err(Error::OwnerDeleted);
         }
-        let (index, timer) = self.alloc_slot(st, guard).ok_or(Error::NoFreeId)?;
+        let (index, timer) = self.alloc_slot(st, home, guard).ok_or(Error::NoFreeId)?;
         // SAFETY: the slot came off this shard's free list or bump block: it is free (owner
         // word 0) and the shard lock is held.
-        unsafe { timer.reset_for_create(visible(self.key) | PENDING, home, init) };
+        unsafe { timer.reset_for_create(visible(self.key) | PENDING) };
         let mut attempts: u64 = 0;
         let limit = u64::from(shared.id_mask) + 1;
         let (id, table, len) = loop {
@@ -421,16 +422,25 @@ impl<S: Service> OwnerInner<S> {
             // Linux sets (not maxes) the counter at hash-insert time.
             self.ids.set_counter((id as u32).wrapping_add(1));
         }
+        // SAFETY: `reset_for_create` made the slot pending, and the shard lock is still held.
+        unsafe { timer.init_pending(init) };
         // Release: a walker that reads the visible owner word (Acquire) sees the timer's
         // fields and its chain link.
         timer.hot.owner.store(visible(self.key), Ordering::Release);
         Ok((TimerId(id), table, len, timer))
     }
 
-    /// A free slot from the shard (its index and the slot): its free list, its bump block, or
-    /// a new block.
+    /// A free slot from shard `home` (its index and the slot): its free list, its bump block,
+    /// or a new block. A slot's `home` is written once, when the slot leaves a bump block: a
+    /// free list only ever holds slots of its own shard (delete and a failed create return a
+    /// slot to its `home`).
     #[inline]
-    fn alloc_slot<'g>(&'g self, st: &mut ShardState, guard: &Guard) -> Option<(u32, &'g Timer<S>)> {
+    fn alloc_slot<'g>(
+        &'g self,
+        st: &mut ShardState,
+        home: u16,
+        guard: &Guard,
+    ) -> Option<(u32, &'g Timer<S>)> {
         if st.free_head != NONE {
             let index = st.free_head;
             let timer = self.slots.get(index, guard);
@@ -446,7 +456,9 @@ impl<S: Service> OwnerInner<S> {
         st.bump_next += 1;
         st.bump_left -= 1;
         let timer = self.slots.get(index, guard);
+        // Relaxed: published with the timer by its create, as every field of the slot.
         timer.hot.index.store(index, Ordering::Relaxed);
+        timer.hot.home.store(home, Ordering::Relaxed);
         Some((index, timer))
     }
 

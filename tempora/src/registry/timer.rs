@@ -316,13 +316,14 @@ impl<S: Service> Timer<S> {
             .then_some(v)
     }
 
-    /// Re-initialises a free slot for a new timer of `owner_word | PENDING`, without the lock.
+    /// Starts a new incarnation of a free slot, for a timer of `owner_word | PENDING`, without
+    /// the lock: the owner word and generation, then the fence that orders every later store
+    /// of the incarnation's fields ([`Timer::init_pending`]) after them.
     ///
     /// # Safety
     /// The slot is free (owner word 0) and the caller holds its owner shard's lock, so no
-    /// other create touches it; lock holders leave the state alone because the slot is not
-    /// visible (see `lock_if`).
-    pub(crate) unsafe fn reset_for_create(&self, pending_word: u64, home: u16, init: S::Init) {
+    /// other create touches it.
+    pub(crate) unsafe fn reset_for_create(&self, pending_word: u64) {
         let generation = self.hot.generation.load(Ordering::Relaxed).wrapping_add(1);
         // Relaxed (every store here but the generation's): published to lookups by the bucket
         // unlock and the visible store (Release) in `create_locked`. A lock-free reader that
@@ -341,9 +342,19 @@ impl<S: Service> Timer<S> {
         // incarnation's value as the deleted timer's (loom:
         // `loom_getoverrun_racing_delete_and_recreate_reads_the_deleted_timer_or_nothing`).
         fence(Ordering::Release);
-        self.hot.home.store(home, Ordering::Relaxed);
+    }
+
+    /// Fills the service's parts of a pending slot (after `reset_for_create`), once its create
+    /// can no longer fail: a create that fails leaves `init` unused, and whatever it owns is
+    /// dropped with it, not stranded in a slot the delete hook never sees.
+    ///
+    /// # Safety
+    /// The slot is pending (`reset_for_create` ran) and the caller holds its owner shard's
+    /// lock: no other create touches it, and lock holders and lock-free readers leave a slot
+    /// that is not visible alone (see `lock_if` and `read_current`).
+    pub(crate) unsafe fn init_pending(&self, init: S::Init) {
         self.written.state.with_mut(|p| {
-            // SAFETY: the caller's contract: nobody else accesses the state of a free slot.
+            // SAFETY: the caller's contract: nobody else accesses the state of a pending slot.
             let state = unsafe { &mut *p };
             S::init(&self.hot.fixed, &self.written.published, state, init);
         });

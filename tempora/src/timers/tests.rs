@@ -1409,3 +1409,38 @@ fn a_timer_handle_can_be_given_up_or_deleted_with_its_error() {
     assert_eq!(h3.delete(), Err(Error::OwnerDeleted));
     drop(f.owner.timer(ClockId::Monotonic, Notify::None)); // fails: owner destroyed
 }
+
+#[test]
+fn a_failed_create_drops_its_callback() {
+    let f = Fx::with(|b| {
+        b.id_bits(1);
+    });
+    let held = Arc::new(());
+    let callback = |held: &Arc<()>| {
+        let held = held.clone();
+        Notify::callback(move |_, _| assert!(Arc::strong_count(&held) > 0))
+    };
+    f.owner.set_restore_ids(true);
+    let taken = f
+        .owner
+        .create_with_id(0, ClockId::Monotonic, Notify::None)
+        .unwrap();
+    let e = f
+        .owner
+        .create_with_id(taken.get(), ClockId::Monotonic, callback(&held));
+    assert_eq!(e, Err(Error::IdInUse));
+    assert_eq!(
+        Arc::strong_count(&held),
+        1,
+        "an ID in use: the callback is dropped"
+    );
+    f.owner.set_restore_ids(false);
+    f.owner.create(ClockId::Monotonic, Notify::None).unwrap();
+    let e = f.owner.create(ClockId::Monotonic, callback(&held));
+    assert_eq!(e, Err(Error::NoFreeId));
+    assert_eq!(
+        Arc::strong_count(&held),
+        1,
+        "no free ID: the callback is dropped"
+    );
+}
