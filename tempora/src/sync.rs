@@ -395,7 +395,7 @@ pub(crate) fn thread_index() -> usize {
         static INDEX: Held = Held(claim());
     }
     // During thread teardown the index may already be gone: any shard is correct, and the
-    // count stripe of an unowned index is written with an atomic add (see `count_add`).
+    // count stripe of an unowned index is written with an atomic add (see `Count::add_as`).
     INDEX.try_with(|h| h.0).unwrap_or(usize::MAX)
 }
 

@@ -18,7 +18,7 @@ use crate::sync::{AtomicBool, AtomicU32, Ordering};
 use crossbeam_utils::CachePadded;
 
 /// Timer IDs a shard claims from its owner's counter at a time.
-pub(crate) const ID_BLOCK: u32 = 64;
+const ID_BLOCK: u32 = 64;
 
 /// An owner's ID state.
 pub(crate) struct Ids {
@@ -70,8 +70,11 @@ impl Ids {
     /// Whether an ID may already be in use (the counter wrapped, or an ID was chosen).
     ///
     /// Relaxed: the caller reads it after taking the bucket lock of its candidate, and the
-    /// writers (`note_reused`) store it before they take the bucket lock of theirs; the
-    /// argument is at the check in `create_locked`.
+    /// creates that may repeat an ID (an exact-ID create, a candidate past the wrap) store it
+    /// before they take the bucket lock of theirs; the argument is at the check in
+    /// `create_locked`. `set_counter` (a restore) stores it with the version bump instead, and
+    /// a shard that claims from the new counter reads it after that bump: restores are
+    /// assumed not to race creates in the same owner.
     #[inline]
     pub(crate) fn maybe_reused(&self) -> bool {
         self.reused.load(Ordering::Relaxed)
@@ -81,7 +84,11 @@ impl Ids {
     /// ID that may repeat is taken).
     #[inline]
     pub(crate) fn note_reused(&self) {
-        self.reused.store(true, Ordering::Relaxed);
+        // Relaxed: as in `maybe_reused`. Read first: the flag lives on the line every create
+        // reads (`version`), and once set it stays set, so it is written once, not per create.
+        if !self.reused.load(Ordering::Relaxed) {
+            self.reused.store(true, Ordering::Relaxed);
+        }
     }
 
     /// The next ID candidate from the shard's block, claiming a new block when it is used up
@@ -123,9 +130,10 @@ impl Ids {
     /// block it claimed (a thread that made one timer has claimed 64 IDs, and its next create
     /// gets the second of them). `blocks` visits the shards' blocks (under their locks).
     pub(crate) fn next_id(&self, blocks: impl FnOnce(&mut dyn FnMut(&IdBlock))) -> u32 {
-        // Acquire (both): pair with the Release version bump of `set_counter`.
+        // Acquire: pairs with the Release version bump of `set_counter`, so the counter read
+        // next is the one it set (or a later one). Relaxed: ordered by the version load.
         let version = self.version.load(Ordering::Acquire);
-        let mut next = self.counter.load(Ordering::Acquire);
+        let mut next = self.counter.load(Ordering::Relaxed);
         blocks(&mut |b: &IdBlock| {
             if b.left > 0 && b.version == version && b.next < next {
                 next = b.next;

@@ -4,8 +4,8 @@
 //! either see the moved timer, or see the cut link and then the `future` table, or land on a
 //! foreign nulls marker and restart.
 //!
-//! And of the slot protocol: a lock-free read (`Timer::read_current`, as getoverrun and the
-//! listing use it) racing the delete and re-create of the timer in the same slot, with another
+//! And of the slot protocol: a lock-free read (`Timer::read_current`, as getoverrun uses
+//! it) racing the delete and re-create of the timer in the same slot, with another
 //! ID or (exact-ID mode) the same one. It must return values of one incarnation of the timer
 //! it validated, or nothing; the models fail if the Release fence or the Release generation
 //! store in `reset_for_create` or the Release fence in `mark_deleted` is removed, or if
@@ -229,7 +229,7 @@ fn loom_getoverrun_racing_delete_and_recreate_reads_the_deleted_timer_or_nothing
 }
 
 #[test]
-fn loom_listing_racing_recreate_with_the_same_id_reads_one_incarnation() {
+fn loom_reader_racing_recreate_with_the_same_id_reads_one_incarnation() {
     loom::model(|| {
         // An exact-ID create (restore mode) re-creates the same ID in the slot, with other
         // create-time fields: only the generation tells the incarnations apart, and a reader

@@ -7,8 +7,7 @@
 //! The registry knows nothing of clocks, expiries or notification: it is generic over the
 //! [`Service`] it serves, which keeps its own per-timer parts inside each timer object and
 //! gets one call back, its delete hook (`timer.rs`). The POSIX timer service (`crate::timers`)
-//! is the one the crate ships; `()` is a service with no parts, used by the registry's own
-//! tests and benchmarks.
+//! is the one the crate ships; the registry's own tests use services of their own.
 //!
 //! ```text
 //!  Registry<S> ── Shared ─┬─ tables ──► Table { buckets[2^k], future } (table.rs)

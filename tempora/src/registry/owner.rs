@@ -35,7 +35,7 @@ pub(crate) const TIMER_POISONED: &str = "a timer";
 const SHARD_POISONED: &str = "an owner's ID shard";
 
 /// What a create runs on its new timer under the timer's lock (`Owner::create`).
-pub(crate) type Then<'a, S> = &'a mut dyn FnMut(Locked<'_, S>);
+type Then<'a, S> = &'a mut dyn FnMut(Locked<'_, S>);
 
 /// What every owner of a registry shares: the registry's tables, count and page pool.
 pub(crate) struct Shared<S: Service> {
@@ -719,7 +719,6 @@ impl Shard {
     /// Waits until no create holds the shard (taking and releasing its lock); `false` if it
     /// is poisoned (a create panicked in it).
     pub(crate) fn quiesce(&self) -> bool {
-        let _order = lock_order::enter(lock_order::SHARD);
-        self.lock.with(|| ()).is_ok()
+        self.locked(|_| ()).is_ok()
     }
 }

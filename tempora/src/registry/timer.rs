@@ -56,8 +56,8 @@ pub(crate) fn visible(owner_key: u64) -> u64 {
 
 /// What a layer above the registry keeps in each timer object, and what it does when one is
 /// deleted (the registry's only call into that layer). The POSIX timer service
-/// (`timers::Itimer`) is one; the registry's tests and its benchmark door use `()`, a service
-/// with nothing in the object.
+/// (`timers::Itimer`) is the one the crate ships; the registry's tests use their own, and
+/// `()`, a service with nothing in the object.
 pub(crate) trait Service: Sized + Send + Sync + 'static {
     /// Set when the timer is created and read without the lock afterwards (line 1). Atomics,
     /// because a lock-free reader may read them while a re-create in the same slot writes
@@ -108,9 +108,11 @@ pub(crate) trait Service: Sized + Send + Sync + 'static {
 pub(crate) unsafe trait Zeroable: Default {}
 
 // SAFETY: a zero-sized type has no bytes.
+#[cfg(test)]
 unsafe impl Zeroable for () {}
 
-/// The service with nothing in the object: the registry alone (its tests and benchmarks).
+/// The service with nothing in the object: the registry alone (its tests).
+#[cfg(test)]
 impl Service for () {
     type Fixed = ();
     type Published = ();
@@ -289,7 +291,7 @@ impl<S: Service> Timer<S> {
     /// Read after the owner word, it could be a re-create's (same owner, and the same ID in
     /// exact-ID mode) while the owner word read was the deleted incarnation's; both re-checks
     /// would then pass with data read half from each incarnation (loom:
-    /// `loom_listing_racing_recreate_with_the_same_id_reads_one_incarnation`).
+    /// `loom_reader_racing_recreate_with_the_same_id_reads_one_incarnation`).
     #[inline]
     pub(crate) fn read_current<R>(
         &self,
