@@ -7,8 +7,8 @@
 use crate::clock::ClockId;
 use crate::registry::{self, Locked, Service};
 use crate::timers::itimer::{ItimerPublished, ItimerState};
-use crate::timers::object::ItimerFixed;
-use crate::timers::{NotifyKind, Status, TimerId};
+use crate::timers::object::{Itimer, ItimerFixed, ItimerInit};
+use crate::timers::{NotifyKind, TimerId};
 use crate::Error;
 
 /// The registry's service here: the POSIX service's parts, with a delete hook that has no
@@ -24,16 +24,17 @@ impl Service for Bare {
     type Released = ();
 
     fn init(fixed: &ItimerFixed, published: &ItimerPublished, state: &mut ItimerState, _: ()) {
-        ItimerFixed::reset(fixed);
-        published
-            .overrun_last
-            .store(0, crate::sync::Ordering::Relaxed);
-        *state = ItimerState::new(ClockId::Monotonic, NotifyKind::None);
+        let init = ItimerInit {
+            clock: ClockId::Monotonic,
+            notify: NotifyKind::None,
+            callback: None,
+            sink: std::ptr::null(),
+        };
+        <Itimer as Service>::init(fixed, published, state, init);
     }
 
     fn on_delete(_: &(), l: &mut Locked<'_, Bare>) {
-        l.state.status = Status::Disarmed;
-        l.state.signal_seq = l.state.signal_seq.wrapping_add(1);
+        l.state.delete();
     }
 
     fn on_destroy(_: &()) {}

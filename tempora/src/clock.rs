@@ -52,6 +52,61 @@ impl ClockId {
     }
 }
 
+/// The number of clocks: per-clock arrays (a base's wheels, a poll's readings) have this many
+/// entries, indexed by [`ClockId::index`].
+pub(crate) const CLOCKS: usize = 3;
+
+/// Every clock, in index order: `ALL_CLOCKS[c.index()] == c`.
+pub(crate) const ALL_CLOCKS: [ClockId; CLOCKS] =
+    [ClockId::Realtime, ClockId::Monotonic, ClockId::Boottime];
+
+impl ClockId {
+    /// The clock's index in per-clock arrays (0 ..= 2).
+    #[inline]
+    pub(crate) fn index(self) -> usize {
+        match self {
+            ClockId::Realtime => 0,
+            ClockId::Monotonic => 1,
+            ClockId::Boottime => 2,
+        }
+    }
+}
+
+/// Clock readings taken at most once per clock per operation, from a [`ClockSource`]: what
+/// the interval-timer rules are given as "now".
+pub(crate) struct LazyNow<'a> {
+    src: &'a dyn ClockSource,
+    cache: [std::cell::Cell<u64>; CLOCKS],
+}
+
+impl<'a> LazyNow<'a> {
+    /// Nothing read yet.
+    pub(crate) fn new(src: &'a dyn ClockSource) -> LazyNow<'a> {
+        LazyNow {
+            src,
+            cache: [const { std::cell::Cell::new(u64::MAX) }; CLOCKS],
+        }
+    }
+
+    /// Every clock already read, as `now` (by index).
+    pub(crate) fn from(src: &'a dyn ClockSource, now: [u64; CLOCKS]) -> LazyNow<'a> {
+        LazyNow {
+            src,
+            cache: now.map(std::cell::Cell::new),
+        }
+    }
+
+    /// `clock`'s reading, taken at the first call for it.
+    #[inline]
+    pub(crate) fn get(&self, clock: ClockId) -> u64 {
+        let c = &self.cache[clock.index()];
+        if c.get() == u64::MAX {
+            c.set(self.src.now(clock));
+        }
+        c.get()
+    }
+}
+
 /// Where "now" comes from.
 ///
 /// Implementations must be monotonic for [`ClockId::Monotonic`] and [`ClockId::Boottime`]

@@ -4,9 +4,8 @@
 use super::{Expiry, Snapshot, TimerRecord, NOTIFY_NONE, NOTIFY_QUEUE};
 use crate::clock::ClockId;
 use crate::sync::Ordering;
-use crate::timers::base::wheel_of;
 use crate::timers::object::{callback_of, CallbackCell};
-use crate::timers::{NotifyKind, Owner, Status};
+use crate::timers::{NotifyKind, Owner};
 
 impl Owner {
     /// A snapshot of the owner's logical state (see [`crate::checkpoint`] for what it holds and
@@ -31,16 +30,12 @@ impl Owner {
             };
             let status = st.status;
             let expiry_clock = st.expiry_clock();
-            // A disarmed timer's stored expiry only matters to a SIGEV_NONE timer, whose status
-            // is Disarmed while it counts down too; disarming one clears its expiry.
-            let expiry = if status == Status::Disarmed && kind != NotifyKind::None
-                || (st.expiry == 0 && st.interval == 0 && status == Status::Disarmed)
-            {
+            let expiry = if !st.has_expiry() {
                 Expiry::None
             } else if expiry_clock == ClockId::Realtime {
                 Expiry::Realtime(st.expiry.min(i64::MAX as u64) as i64)
             } else {
-                let left = i128::from(st.expiry) - i128::from(now[wheel_of(expiry_clock)]);
+                let left = i128::from(st.expiry) - i128::from(now[expiry_clock.index()]);
                 Expiry::Remaining {
                     clock: expiry_clock,
                     ns: left.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64,
@@ -51,7 +46,7 @@ impl Owner {
                 clock: st.clock(),
                 notify: name.to_string(),
                 status,
-                pending: kind == NotifyKind::Queue && st.queued && st.sigqueue_seq == st.signal_seq,
+                pending: st.event_pending(),
                 expiry,
                 interval: st.interval.min(i64::MAX as u64) as i64,
                 overrun: st.overrun.max(-1),

@@ -3,13 +3,11 @@
 
 use super::{Expiry, Snapshot, TimerRecord, NOTIFY_NONE, NOTIFY_QUEUE};
 use crate::clock::ClockId;
+use crate::clock::CLOCKS;
 use crate::error::Error;
-use crate::sync::Ordering;
-use crate::timers::base::{wheel_of, CLOCKS};
 use crate::timers::core::{enqueue, Core};
-use crate::timers::itimer::Arm;
 use crate::timers::object::LockedTimer;
-use crate::timers::{Notify, NotifyKind, Owner, Status};
+use crate::timers::{Notify, NotifyKind, Owner};
 
 impl Owner {
     /// Recreates `snapshot` in this owner, which must have no timers: the same IDs (through
@@ -74,24 +72,18 @@ fn restore_state(core: &Core, l: &mut LockedTimer<'_>, rec: &TimerRecord, now: &
     let (clock, expiry) = match rec.expiry {
         Expiry::None => (rec.clock, 0),
         Expiry::Remaining { clock, ns } => {
-            let at = i128::from(now[wheel_of(clock)]) + i128::from(ns);
+            let at = i128::from(now[clock.index()]) + i128::from(ns);
             (clock, at.clamp(0, i128::from(u64::MAX)) as u64)
         }
         Expiry::Realtime(ns) => (ClockId::Realtime, ns as u64),
     };
-    l.state.expiry_clock = clock as u8;
-    l.state.expiry = expiry;
-    l.state.interval = rec.interval as u64;
-    l.state.overrun = rec.overrun;
-    l.published()
-        .overrun_last
-        .store(rec.overrun_last, Ordering::Relaxed);
-    l.state.status = rec.status;
+    let (state, published) = l.state_and_published();
+    let interval = rec.interval as u64;
+    let (status, overrun, latched) = (rec.status, rec.overrun, rec.overrun_last);
+    let arm = state.restore(published, clock, expiry, interval, status, overrun, latched);
     if rec.pending && l.state.notify == NotifyKind::Queue {
         let seq = l.state.signal_seq;
         enqueue(core, l, seq);
     }
-    if rec.status == Status::Armed && l.state.notify != NotifyKind::None {
-        let _ = core.apply(l, Arm::At { clock, expiry });
-    }
+    let _ = core.apply(l, arm);
 }

@@ -197,6 +197,13 @@ impl<S: Service> Locked<'_, S> {
         &self.timer.written.published
     }
 
+    /// The state to change and the published parts to write, at once (the rules that change
+    /// one write the other).
+    #[inline]
+    pub(crate) fn state_and_published(&mut self) -> (&mut S::State, &S::Published) {
+        (self.state, &self.timer.written.published)
+    }
+
     /// The incarnation of the slot (bumped by every create in it): with the timer's address
     /// and ID it names this timer in a queue entry (`Owner::with_slot`).
     #[inline]

@@ -67,7 +67,7 @@
 //! A poisoned delivery lock (a panic while delivering) counts the same.
 
 use super::object::Itimer;
-use crate::clock::ClockId;
+use crate::clock::CLOCKS;
 use crate::registry::Timer;
 use crate::sync::{
     lock_order, AtomicU64, ByteLock, Mutex, MutexGuard, Ordering, Poisoned, UnsafeCell, WaitQueue,
@@ -75,23 +75,6 @@ use crate::sync::{
 use crate::wheel::Wheel;
 use std::ptr::NonNull;
 use std::time::Instant;
-
-/// Wheels per base: one per clock a timer can expire on.
-pub(crate) const CLOCKS: usize = 3;
-
-/// The wheel index of an expiry clock.
-#[inline]
-pub(crate) fn wheel_of(clock: ClockId) -> usize {
-    match clock {
-        ClockId::Realtime => 0,
-        ClockId::Monotonic => 1,
-        ClockId::Boottime => 2,
-    }
-}
-
-/// The clock of wheel `i`.
-pub(crate) const WHEEL_CLOCKS: [ClockId; CLOCKS] =
-    [ClockId::Realtime, ClockId::Monotonic, ClockId::Boottime];
 
 /// A wheel payload: the timer object's address.
 #[derive(Debug, Clone, Copy)]

@@ -1,11 +1,11 @@
 //! Building a [`Timers`] service ([`Builder`]) and starting and stopping its driver threads.
 
-use super::base::{Base, WHEEL_CLOCKS};
+use super::base::Base;
 use super::core::{Core, DRIVER_DIED};
 use super::driver;
 use super::object::Itimer;
 use super::Timers;
-use crate::clock::{ClockSource, OsClock, Resolution};
+use crate::clock::{ClockSource, OsClock, Resolution, ALL_CLOCKS};
 use crate::error::Error;
 use crate::registry;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
@@ -20,7 +20,6 @@ use std::time::Duration;
 pub struct Builder {
     bases: Option<usize>,
     drivers: Option<usize>,
-    os_clock: bool,
     tick: Duration,
     batch: usize,
     clock: Arc<dyn ClockSource>,
@@ -44,7 +43,6 @@ impl Default for Builder {
         Builder {
             bases: None,
             drivers: None,
-            os_clock: true,
             tick: Duration::from_micros(1),
             batch: 64,
             clock: Arc::new(OsClock),
@@ -86,7 +84,6 @@ impl Builder {
     /// The clocks to run on: [`OsClock`] (default) or a [`crate::clock::ManualClock`] for
     /// deterministic tests.
     pub fn clock<C: ClockSource>(&mut self, clock: C) -> &mut Self {
-        self.os_clock = clock.is_os_time();
         self.clock = Arc::new(clock);
         self
     }
@@ -131,7 +128,7 @@ impl Builder {
         if bases == 0 || bases > 1 << 16 {
             return Err(Error::InvalidConfig("bases must be in 1..=65536"));
         }
-        let drivers = self.drivers.unwrap_or(usize::from(self.os_clock));
+        let drivers = self.drivers.unwrap_or(usize::from(self.clock.is_os_time()));
         if drivers > bases {
             return Err(Error::InvalidConfig("more drivers than bases"));
         }
@@ -142,7 +139,7 @@ impl Builder {
             .map_err(|_| Error::InvalidConfig("the tick is too long"))?;
         let res = Resolution::new(tick)?;
         let registry = self.registry.build::<Itimer>()?;
-        let start = WHEEL_CLOCKS.map(|c| res.ticks_floor(self.clock.now(c)));
+        let start = ALL_CLOCKS.map(|c| res.ticks_floor(self.clock.now(c)));
         let core = Arc::new(Core {
             registry,
             clock: self.clock.clone(),
@@ -160,9 +157,10 @@ impl Builder {
             #[cfg(test)]
             crash_driver: AtomicBool::new(false),
             driver_wakeups: AtomicU64::new(0),
+            #[cfg(test)]
             rings: AtomicU64::new(0),
         });
-        let drivers = Drivers::start(&core, drivers, self.os_clock)?;
+        let drivers = Drivers::start(&core, drivers)?;
         Ok(Timers {
             core,
             _drivers: Arc::new(drivers),
@@ -179,7 +177,7 @@ pub(crate) struct Drivers {
 }
 
 impl Drivers {
-    pub(crate) fn start(core: &Arc<Core>, n: usize, os_clock: bool) -> Result<Drivers, Error> {
+    pub(crate) fn start(core: &Arc<Core>, n: usize) -> Result<Drivers, Error> {
         let mut d = Drivers {
             core: core.clone(),
             threads: Vec::new(),
@@ -208,7 +206,7 @@ impl Drivers {
             )?);
         }
         #[cfg(not(loom))]
-        if n > 0 && os_clock {
+        if n > 0 && core.clock.is_os_time() {
             if let Some(w) = driver::ClockWatch::new() {
                 let w = Arc::new(w);
                 let (c, w2) = (core.clone(), w.clone());
@@ -219,8 +217,6 @@ impl Drivers {
                 )?);
             }
         }
-        #[cfg(loom)]
-        let _ = os_clock;
         Ok(d)
     }
 }

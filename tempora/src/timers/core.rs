@@ -1,7 +1,7 @@
 //! The service's engine: arming and disarming timers on bases, polling the bases, delivering
 //! what expired (events, callbacks), and the service's life (stop, failure).
 
-use super::base::{wheel_of, Base, Doorbell, TimerRef, CLOCKS, NO_EXPIRY, WHEEL_CLOCKS};
+use super::base::{Base, Doorbell, TimerRef, NO_EXPIRY};
 use super::itimer::{Arm, Consumed};
 use super::itimer::{ItimerPublished, ItimerState};
 use super::notify;
@@ -10,8 +10,8 @@ use super::object::{
     callback_of, sink_of, CallbackCell, EventQueue, EventRef, Itimer, ItimerFixed, ItimerInit,
     LockedTimer,
 };
-use super::types::{Callback, NotifyKind, Status};
-use crate::clock::{ClockId, ClockSource, Resolution};
+use super::types::{Callback, NotifyKind};
+use crate::clock::{ClockSource, LazyNow, Resolution, ALL_CLOCKS, CLOCKS};
 use crate::error::Error;
 use crate::registry::Service;
 use crate::registry::{Registry, Timer, TimerId, TIMER_POISONED};
@@ -52,7 +52,8 @@ pub(crate) struct Core {
     /// Test hook: the next driver loop iteration panics (a driver dying outside a callback).
     #[cfg(test)]
     pub(crate) crash_driver: AtomicBool,
-    /// Doorbell rings (arms earlier than a driver's sleep, clock steps, shutdown).
+    /// Test hook: doorbell rings (arms earlier than a driver's sleep, clock steps, shutdown).
+    #[cfg(test)]
     pub(crate) rings: AtomicU64,
 }
 
@@ -81,14 +82,12 @@ impl Service for Itimer {
         fixed.sink.store(init.sink.cast_mut(), Ordering::Relaxed);
         let callback = init.callback.map_or(std::ptr::null_mut(), Box::into_raw);
         fixed.callback.store(callback, Ordering::Relaxed);
-        published.overrun_last.store(0, Ordering::Relaxed);
-        *state = ItimerState::new(init.clock, init.notify);
+        state.create(published, init.clock, init.notify);
     }
 
     fn on_delete(owner: &OwnerPart, l: &mut LockedTimer<'_>) -> Option<Box<CallbackCell>> {
         owner.core.disarm(l);
-        l.state.status = Status::Disarmed;
-        l.state.signal_seq = l.state.signal_seq.wrapping_add(1);
+        l.state.delete();
         // Relaxed: under the timer's lock, which every reader of `callback` holds.
         let cb = l
             .fixed()
@@ -104,35 +103,12 @@ impl Service for Itimer {
     }
 }
 
-/// Clock readings taken at most once per clock per operation.
-pub(crate) struct LazyNow<'a> {
-    src: &'a dyn ClockSource,
-    cache: [Cell<u64>; CLOCKS],
-}
+/// An entry a poll popped: its wheel, key and timer.
+type Popped = (usize, Key, TimerRef);
 
-impl<'a> LazyNow<'a> {
-    pub(crate) fn new(src: &'a dyn ClockSource) -> LazyNow<'a> {
-        LazyNow {
-            src,
-            cache: [const { Cell::new(u64::MAX) }; CLOCKS],
-        }
-    }
-
-    pub(crate) fn from(src: &'a dyn ClockSource, now: [u64; CLOCKS]) -> LazyNow<'a> {
-        LazyNow {
-            src,
-            cache: now.map(Cell::new),
-        }
-    }
-
-    #[inline]
-    pub(crate) fn get(&self, clock: ClockId) -> u64 {
-        let c = &self.cache[wheel_of(clock)];
-        if c.get() == u64::MAX {
-            c.set(self.src.now(clock));
-        }
-        c.get()
-    }
+thread_local! {
+    /// Each thread's buffer of popped entries (`Core::poll`).
+    static BATCH: Cell<Vec<Popped>> = const { Cell::new(Vec::new()) };
 }
 
 /// A callback to run once the poll holds no lock.
@@ -188,7 +164,7 @@ impl Core {
     /// Every clock, read once.
     pub(crate) fn now_all(&self) -> [u64; CLOCKS] {
         let src = &*self.clock;
-        WHEEL_CLOCKS.map(|c| src.now(c))
+        ALL_CLOCKS.map(|c| src.now(c))
     }
 
     pub(crate) fn poll_now(&self) -> usize {
@@ -204,6 +180,7 @@ impl Core {
     #[cold]
     pub(crate) fn ring(&self, b: usize) {
         if !self.bells.is_empty() {
+            #[cfg(test)]
             self.rings.fetch_add(1, Ordering::Relaxed);
             self.bells[b % self.bells.len()].ring();
         }
@@ -222,23 +199,30 @@ impl Core {
     /// [`Error::Poisoned`] if the base is (the service has then failed: `Core::fail`).
     #[inline]
     pub(crate) fn apply(&self, l: &mut LockedTimer<'_>, arm: Arm) -> Result<(), Error> {
-        self.apply_on(l, arm, self.my_base())
+        self.place(l, arm, || self.my_base())
     }
 
     /// `apply`, arming on base `b` (a delivery re-arms on the base it popped the timer from:
     /// see "Delivery and the poll barrier" in `base.rs`).
     #[inline]
-    pub(crate) fn apply_on(
+    fn apply_on(&self, l: &mut LockedTimer<'_>, arm: Arm, b: usize) -> Result<(), Error> {
+        self.place(l, arm, || b)
+    }
+
+    /// `apply` on the base `base` names, asked only if the timer must move (a disarm, and a
+    /// re-arm to a later time that leaves the entry where it is, need no base).
+    #[inline]
+    fn place(
         &self,
         l: &mut LockedTimer<'_>,
         arm: Arm,
-        b: usize,
+        base: impl FnOnce() -> usize,
     ) -> Result<(), Error> {
         let Arm::At { clock, expiry } = arm else {
             self.disarm(l);
             return Ok(());
         };
-        let w = wheel_of(clock);
+        let w = clock.index();
         let tick = self.res.ticks_ceil(expiry);
         if usize::from(l.state.wheel) == w + 1 && tick >= l.state.wheel_tick {
             // A re-arm to a later time (the timeout refresh): the entry stays where it is and
@@ -247,6 +231,7 @@ impl Core {
             // visit per timeout period.
             return Ok(());
         }
+        let b = base();
         let timer = TimerRef(NonNull::from(l.timer));
         // Already in this base's wheel for the clock: move the entry (no slab traffic), or
         // insert it again if a poll has popped it meanwhile. Anywhere else: take it out there.
@@ -301,7 +286,11 @@ impl Core {
     fn poll(&self, now: [u64; CLOCKS]) -> usize {
         let ticks = now.map(|n| self.res.ticks_floor(n));
         let lazy = LazyNow::from(&*self.clock, now);
-        let mut batch = Vec::with_capacity(self.batch);
+        // The thread's batch buffer, taken out for this poll (a callback that polls again
+        // takes an empty one) and put back at the end: a poll allocates nothing once its
+        // thread has polled before.
+        let mut batch = BATCH.with(Cell::take);
+        batch.reserve(self.batch);
         let mut calls = Vec::new();
         let mut fired = 0;
         let n = self.bases.len();
@@ -315,7 +304,8 @@ impl Core {
                     self.fail(BASE_POISONED);
                     break;
                 };
-                // Pinned from before the pop until the entries are delivered (module doc).
+                // Pinned from before the pop until the entries are delivered (`timers/mod.rs`,
+                // "Safety of the timer addresses").
                 let guard = crossbeam_epoch::pin();
                 let popped = base.locked(|st| {
                     let mut complete = true;
@@ -353,6 +343,7 @@ impl Core {
                 }
             }
         }
+        BATCH.with(|b| b.set(batch));
         fired
     }
 
@@ -367,8 +358,9 @@ impl Core {
         calls: &mut Vec<Call>,
     ) -> usize {
         // SAFETY: the entry was in the wheel when popped, after the caller pinned the epoch, so
-        // the slot page is not recycled before the caller unpins (module doc); it holds a
-        // `Timer` (slots are type-stable), whose identity is checked under its lock below.
+        // the slot page is not recycled before the caller unpins (`timers/mod.rs`, "Safety of
+        // the timer addresses"); it holds a `Timer` (slots are type-stable), whose identity is
+        // checked under its lock below.
         let timer: &Timer<Itimer> = unsafe { timer.0.as_ref() };
         let delivered = timer.lock_visible(|mut l| {
             let current = usize::from(l.state.wheel) == w + 1
@@ -378,7 +370,7 @@ impl Core {
                 return false;
             }
             l.state.wheel = 0;
-            let clock = WHEEL_CLOCKS[w];
+            let clock = ALL_CLOCKS[w];
             if now.get(clock) < l.state.expiry {
                 // Never early. The entry was left in place by a re-arm to a later time (see
                 // `apply`), or a clock source broke its contract: the timer waits for its time
@@ -394,10 +386,9 @@ impl Core {
             match l.state.notify {
                 NotifyKind::Queue => enqueue(self, &mut l, event.seq()),
                 NotifyKind::Callback => {
-                    let now_fn = |c: ClockId| now.get(c);
-                    let published = &l.timer.written.published;
+                    let (state, published) = l.state_and_published();
                     if let Consumed::Deliver { overrun, rearm } =
-                        l.state.consume(published, event, &now_fn)
+                        state.consume(published, event, now)
                     {
                         // Its next period, on the base it came from (the poll barrier).
                         let _ = self.apply_on(&mut l, rearm, b);

@@ -14,9 +14,9 @@
 //! Driver threads set their timer slack to 1 ns (`PR_SET_TIMERSLACK`), so the OS wakes them
 //! when asked rather than up to 50 µs later (the default slack of a normal thread).
 
-use super::base::{wheel_of, BaseState, Doorbell, CLOCKS, NO_EXPIRY, WHEEL_CLOCKS};
+use super::base::{BaseState, Doorbell, NO_EXPIRY};
 use super::core::Core;
-use crate::clock::ClockId;
+use crate::clock::{ClockId, ALL_CLOCKS, CLOCKS};
 use crate::sync::Ordering;
 use std::time::{Duration, Instant};
 
@@ -53,8 +53,8 @@ pub(crate) fn earliest_fire(core: &Core, st: &BaseState, now: &[u64; CLOCKS]) ->
 /// Monotonic time (ns) at which wheel `w`'s tick `tick` starts, with the clocks at `now`.
 fn to_monotonic(core: &Core, w: usize, tick: u64, now: &[u64; CLOCKS]) -> u64 {
     let at = core.res.tick_start(tick);
-    let mono = now[wheel_of(ClockId::Monotonic)];
-    if WHEEL_CLOCKS[w] == ClockId::Monotonic {
+    let mono = now[ClockId::Monotonic.index()];
+    if ALL_CLOCKS[w] == ClockId::Monotonic {
         at
     } else {
         mono.saturating_add(at.saturating_sub(now[w]))
@@ -67,8 +67,8 @@ fn from_monotonic(core: &Core, w: usize, mono_ns: u64, now: &[u64; CLOCKS]) -> u
     if mono_ns == NO_EXPIRY {
         return NO_EXPIRY;
     }
-    let mono = now[wheel_of(ClockId::Monotonic)];
-    let at = if WHEEL_CLOCKS[w] == ClockId::Monotonic {
+    let mono = now[ClockId::Monotonic.index()];
+    let at = if ALL_CLOCKS[w] == ClockId::Monotonic {
         mono_ns
     } else {
         now[w].saturating_add(mono_ns.saturating_sub(mono))
@@ -103,7 +103,7 @@ pub(crate) fn run(core: &Core, k: usize, n: usize) {
                     }
                 });
             }
-            let mono = now[wheel_of(ClockId::Monotonic)];
+            let mono = now[ClockId::Monotonic.index()];
             if deadline <= mono || core.shutdown.load(Ordering::Acquire) {
                 return None;
             }

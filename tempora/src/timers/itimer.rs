@@ -50,7 +50,7 @@
 
 use super::types::{ItimerSpec, NotifyKind, Status};
 use crate::clock::ClockId;
-use crate::clock::TimeSpec;
+use crate::clock::{LazyNow, TimeSpec};
 use crate::registry::Zeroable;
 use crate::sync::{AtomicI32, Ordering};
 
@@ -178,6 +178,68 @@ impl ItimerState {
         }
     }
 
+    /// `timer_create`: a disarmed timer on `clock`, notifying by `notify`, overrun 0.
+    pub(crate) fn create(
+        &mut self,
+        published: &ItimerPublished,
+        clock: ClockId,
+        notify: NotifyKind,
+    ) {
+        *self = ItimerState::new(clock, notify);
+        set_overrun_last(published, 0);
+    }
+
+    /// `timer_delete`, as far as the rules go: disarmed, and a queued event is stale.
+    pub(crate) fn delete(&mut self) {
+        self.status = Status::Disarmed;
+        self.signal_seq = self.signal_seq.wrapping_add(1);
+    }
+
+    /// Whether the stored expiry means anything: a disarmed timer's only matters to a
+    /// `SIGEV_NONE` timer (whose status is Disarmed while it counts down too), and disarming
+    /// one clears it (what `gettime` reads).
+    pub(crate) fn has_expiry(&self) -> bool {
+        let disarmed = self.status == Status::Disarmed;
+        !(disarmed && self.notify != NotifyKind::None
+            || disarmed && self.expiry == 0 && self.interval == 0)
+    }
+
+    /// Whether the timer's queued event belongs to its current arming (`consume` would deliver
+    /// it, not drop it as stale).
+    pub(crate) fn event_pending(&self) -> bool {
+        self.notify == NotifyKind::Queue && self.queued && self.sigqueue_seq == self.signal_seq
+    }
+
+    /// Puts back a checkpointed setting on a just-created timer: its expiry (on
+    /// `expiry_clock`), interval, status and both overrun counts. Returns where it must wait:
+    /// an Armed timer that notifies is armed again, as settime would arm it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn restore(
+        &mut self,
+        published: &ItimerPublished,
+        expiry_clock: ClockId,
+        expiry: u64,
+        interval: u64,
+        status: Status,
+        overrun: i64,
+        overrun_last: i32,
+    ) -> Arm {
+        self.expiry_clock = expiry_clock as u8;
+        self.expiry = expiry;
+        self.interval = interval;
+        self.status = status;
+        self.overrun = overrun;
+        set_overrun_last(published, overrun_last);
+        if status == Status::Armed && self.notify != NotifyKind::None {
+            Arm::At {
+                clock: expiry_clock,
+                expiry,
+            }
+        } else {
+            Arm::Off
+        }
+    }
+
     /// The clock the stored expiry is measured on.
     pub(crate) fn expiry_clock(&self) -> ClockId {
         ClockId::from_stored(self.expiry_clock)
@@ -190,14 +252,14 @@ impl ItimerState {
 
     /// `timer_gettime`. May forward a periodic timer that is not armed (see the module doc),
     /// which is why it needs the lock and `&mut`.
-    pub(crate) fn gettime(&mut self, now: &dyn Fn(ClockId) -> u64) -> Setting {
+    pub(crate) fn gettime(&mut self, now: &LazyNow<'_>) -> Setting {
         let interval = self.interval;
         let status = self.status;
         let none = self.notify == NotifyKind::None;
         if status == Status::Disarmed && !none {
             return Setting { value: 0, interval };
         }
-        let t = now(self.expiry_clock());
+        let t = now.get(self.expiry_clock());
         if interval != 0 && status != Status::Armed {
             let (expiry, n) = forward(self.expiry, interval, t);
             self.expiry = expiry;
@@ -217,7 +279,7 @@ impl ItimerState {
     pub(crate) fn settime(
         &mut self,
         published: &ItimerPublished,
-        now: &dyn Fn(ClockId) -> u64,
+        now: &LazyNow<'_>,
         abs: bool,
         value: u64,
         interval: u64,
@@ -247,7 +309,7 @@ impl ItimerState {
         self.expiry = if abs {
             value
         } else {
-            now(expiry_clock).saturating_add(value)
+            now.get(expiry_clock).saturating_add(value)
         };
         if self.notify == NotifyKind::None {
             return (old, Arm::Off);
@@ -283,7 +345,7 @@ impl ItimerState {
         &mut self,
         published: &ItimerPublished,
         event: Event,
-        now: &dyn Fn(ClockId) -> u64,
+        now: &LazyNow<'_>,
     ) -> Consumed {
         if event.seq != self.signal_seq {
             return Consumed::Stale;
@@ -295,7 +357,7 @@ impl ItimerState {
             };
         }
         let clock = self.expiry_clock();
-        let (expiry, n) = forward(self.expiry, self.interval, now(clock));
+        let (expiry, n) = forward(self.expiry, self.interval, now.get(clock));
         self.expiry = expiry;
         let overrun = self.overrun.saturating_add(n as i64);
         let latched = overrun.clamp(0, i64::from(i32::MAX)) as i32;
@@ -311,7 +373,7 @@ impl ItimerState {
 }
 
 /// What `getoverrun` returns from now on (written under the timer's lock).
-fn set_overrun_last(published: &ItimerPublished, v: i32) {
+pub(crate) fn set_overrun_last(published: &ItimerPublished, v: i32) {
     // Relaxed: lock-free readers validate with the generation check in `read_current`.
     published.overrun_last.store(v, Ordering::Relaxed);
 }
@@ -347,10 +409,9 @@ mod tests {
         fn with<R>(
             &self,
             id: TimerId,
-            f: impl FnOnce(&mut ItimerState, &ItimerPublished, &dyn Fn(ClockId) -> u64) -> R,
+            f: impl FnOnce(&mut ItimerState, &ItimerPublished, &LazyNow<'_>) -> R,
         ) -> R {
-            let c = self.clock.clone();
-            let now = move |k: ClockId| c.now(k);
+            let now = LazyNow::new(&self.clock);
             let mut timers = self.timers.borrow_mut();
             let (state, published) = &mut timers[id.get() as usize];
             f(state, published, &now)
@@ -688,7 +749,8 @@ mod tests {
                     };
                     let kernel =
                         tempora_kernel::timer_settime(k, i32::from(abs), value, interval).unwrap();
-                    let (old, _) = timer.settime(&published, &now, abs, value, interval);
+                    let (old, _) =
+                        timer.settime(&published, &LazyNow::new(&OsClock), abs, value, interval);
                     let was_disarmed = std::mem::replace(&mut disarmed, value == 0);
                     (
                         kernel,
@@ -698,7 +760,7 @@ mod tests {
                     )
                 } else {
                     let kernel = tempora_kernel::timer_gettime(k).unwrap();
-                    let cur = timer.gettime(&now);
+                    let cur = timer.gettime(&LazyNow::new(&OsClock));
                     let what = "gettime".to_string();
                     (kernel, (cur.value, cur.interval), what, disarmed)
                 };

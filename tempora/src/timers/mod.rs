@@ -7,7 +7,7 @@
 //!     ├─ drivers[D] (threads: sleep until their bases' earliest expiry, then   driver.rs
 //!     │              poll all bases)
 //!     └─ owner() ─► Owner ── registry owner (IDs → timer objects)               owner.rs
-//!                         └─ OwnerPart: core, sink (event queue + waiting      object.rs,
+//!                         └─ OwnerPart: core, sink (event queue + waiting      core.rs,
 //!                            receivers of Queue timers)                         notify.rs
 //! ```
 //!
@@ -85,7 +85,7 @@
 //!   pages live as long as it does.
 //! * Wheel entries are removed when the timer is deleted, under its lock (`Core::disarm`),
 //!   including when its owner goes away (`Owner::destroy` runs the same hook on every timer:
-//!   the registry's delete hook, `object.rs`).
+//!   the registry's delete hook, `Itimer::on_delete` in `core.rs`).
 //!   An entry popped before that removal is only dereferenced by a poll that has been pinned
 //!   in the epoch since before the pop, and an owner's slot pages are recycled only after an
 //!   epoch grace period that starts after its teardown, so the address stays a timer object.

@@ -85,15 +85,6 @@ pub(crate) fn sink_of<'l>(l: &'l LockedTimer<'_>) -> &'l EventQueue {
 // SAFETY: two atomic pointers; zero is null, the default (see `Zeroable` for loom).
 unsafe impl Zeroable for ItimerFixed {}
 
-impl ItimerFixed {
-    /// Both pointers null (a timer without a queue or callback).
-    pub(crate) fn reset(&self) {
-        // Relaxed: published with the timer by its create.
-        self.sink.store(std::ptr::null_mut(), Ordering::Relaxed);
-        self.callback.store(std::ptr::null_mut(), Ordering::Relaxed);
-    }
-}
-
 /// The callback cell of a locked callback timer, if any.
 pub(crate) fn callback_of<'l>(l: &'l LockedTimer<'_>) -> Option<&'l CallbackCell> {
     // Relaxed: written at create; cleared only under this lock.

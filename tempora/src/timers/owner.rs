@@ -1,11 +1,11 @@
 //! An owner's calls: the POSIX timer calls on its timers, and receiving their events.
 
-use super::core::{Core, LazyNow, QUEUE_POISONED};
+use super::core::{Core, QUEUE_POISONED};
 use super::itimer::{self, Consumed};
 use super::notify::{self, Event};
 use super::object::{CallbackCell, EventQueue, Itimer, ItimerInit, LockedTimer};
 use super::types::{self, ItimerSpec, Notify, SetFlags, TimerInfo};
-use crate::clock::{ClockId, TimeSpec};
+use crate::clock::{ClockId, LazyNow, TimeSpec};
 use crate::error::Error;
 use crate::registry::{self, TimerId};
 use crate::sync::Ordering;
@@ -36,7 +36,7 @@ impl Owner {
     /// [`Error::NoFreeId`] (`EAGAIN`) when every ID is in use; [`Error::OwnerDeleted`].
     #[doc(alias = "timer_create")]
     pub fn create(&self, clock: ClockId, notify: Notify) -> Result<TimerId, Error> {
-        self.create_inner(None, clock, notify)
+        self.create_then(None, clock, notify, None)
     }
 
     /// Creates a timer with exactly the ID `id` (restore mode, [`Owner::set_restore_ids`]).
@@ -54,20 +54,11 @@ impl Owner {
         clock: ClockId,
         notify: Notify,
     ) -> Result<TimerId, Error> {
-        self.create_inner(Some(id), clock, notify)
+        self.create_then(Some(id), clock, notify, None)
     }
 
-    fn create_inner(
-        &self,
-        requested: Option<i32>,
-        clock: ClockId,
-        notify: Notify,
-    ) -> Result<TimerId, Error> {
-        self.create_then(requested, clock, notify, None)
-    }
-
-    /// `create_inner`, then `then` on the new timer under its lock (no second lookup; a
-    /// restore sets each timer's state so).
+    /// `create` (`requested: None`) or `create_with_id`, then `then` on the new timer under
+    /// its lock (no second lookup; a restore sets each timer's state so).
     pub(crate) fn create_then(
         &self,
         requested: Option<i32>,
@@ -130,12 +121,9 @@ impl Owner {
         let core = self.core();
         core.check()?;
         let now = LazyNow::new(&*core.clock);
-        let now_fn = |c: ClockId| now.get(c);
         let old = self.reg.with_timer(id, |mut l| {
-            let published = &l.timer.written.published;
-            let (old, arm) =
-                l.state
-                    .settime(published, &now_fn, flags.is_abstime(), value, interval);
+            let (state, published) = l.state_and_published();
+            let (old, arm) = state.settime(published, &now, flags.is_abstime(), value, interval);
             core.apply(&mut l, arm).map(|()| old)
         })??;
         Ok(old.into())
@@ -151,8 +139,7 @@ impl Owner {
     pub fn gettime(&self, id: TimerId) -> Result<ItimerSpec, Error> {
         let core = self.core();
         let now = LazyNow::new(&*core.clock);
-        let now_fn = |c: ClockId| now.get(c);
-        let s = self.reg.with_timer(id, |l| l.state.gettime(&now_fn))?;
+        let s = self.reg.with_timer(id, |l| l.state.gettime(&now))?;
         Ok(s.into())
     }
 
@@ -184,7 +171,6 @@ impl Owner {
     pub fn try_recv(&self) -> Option<Event> {
         let core = self.core();
         let now = LazyNow::new(&*core.clock);
-        let now_fn = |c: ClockId| now.get(c);
         while let Ok(Some(ev)) = self.sink().pop() {
             // SAFETY: queued events name slots of this owner's pages, which live as long as
             // the owner, and `self` holds it. `with_slot` checks the identity under the lock.
@@ -195,8 +181,8 @@ impl Owner {
                 }
                 l.state.queued = false;
                 let event = itimer::Event::with_seq(l.state.sigqueue_seq);
-                let published = &l.timer.written.published;
-                match l.state.consume(published, event, &now_fn) {
+                let (state, published) = l.state_and_published();
+                match state.consume(published, event, &now) {
                     Consumed::Stale => None,
                     Consumed::Deliver { overrun, rearm } => {
                         // A failed re-arm (a poisoned base) is the service's failure,

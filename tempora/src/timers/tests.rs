@@ -944,7 +944,7 @@ fn churn_across_threads_leaves_nothing_behind() {
 /// Waits (yielding, never sleeping) until a driver has published a finite sleep deadline on
 /// the monotonic wheels: it has seen an armed timer and is about to sleep until it.
 fn until_driver_sleeps(timers: &Timers) {
-    let mono = base::wheel_of(ClockId::Monotonic);
+    let mono = ClockId::Monotonic.index();
     while !timers.core.bases.iter().any(|b| {
         let t = b.locked(|st| st.sleep[mono]).unwrap();
         t != 0 && t != base::NO_EXPIRY
@@ -1203,7 +1203,7 @@ fn poll_waits_for_deliveries_another_poller_has_begun() {
     f.arm(stalled, ms(10), Duration::ZERO);
     f.arm(other, ms(11), Duration::ZERO);
     f.clock.advance(ms(12));
-    let mono = base::wheel_of(ClockId::Monotonic);
+    let mono = ClockId::Monotonic.index();
     let wheel_len = |timers: &Timers| {
         timers.core.bases[0]
             .locked(|st| st.wheels[mono].len())
