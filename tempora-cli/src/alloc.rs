@@ -1,12 +1,15 @@
 //! A global allocator that counts live heap bytes, so the benchmarks report bytes per timer
 //! for tempora and every peer the same way, whatever their internals. One relaxed atomic add
-//! per allocation for the bytes and one for the calls; the counts is only read between benchmark phases.
+//! per allocation; the count is only read between benchmark phases. A forked child also counts
+//! its allocation calls (`count_calls`), which everyone else pays one relaxed load for.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static CALLS: AtomicUsize = AtomicUsize::new(0);
+/// Whether `CALLS` counts: set only in a forked child, which has one thread.
+static COUNTING_CALLS: AtomicBool = AtomicBool::new(false);
 
 /// Heap bytes currently allocated by this process through the global allocator.
 pub fn allocated_bytes() -> usize {
@@ -14,8 +17,14 @@ pub fn allocated_bytes() -> usize {
     LIVE.load(Ordering::Relaxed)
 }
 
-/// Allocations (and reallocations) made so far by this process: how a forked child checks
-/// that it allocated nothing.
+/// From now on, counts this process's allocations (and reallocations): what a forked child
+/// calls before the code it checks allocates nothing.
+pub fn count_calls() {
+    // Relaxed: read by this thread's own allocations.
+    COUNTING_CALLS.store(true, Ordering::Relaxed);
+}
+
+/// Allocations (and reallocations) counted since `count_calls`.
 pub fn allocation_calls() -> usize {
     // Relaxed: read on the thread whose allocations it counts.
     CALLS.load(Ordering::Relaxed)
@@ -31,7 +40,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract (non-zero size), which is
         // `System::alloc`'s.
         let p = unsafe { System.alloc(layout) };
-        CALLS.fetch_add(1, Ordering::Relaxed);
+        count_call();
         if !p.is_null() {
             LIVE.fetch_add(layout.size(), Ordering::Relaxed);
         }
@@ -41,7 +50,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as for `alloc`.
         let p = unsafe { System.alloc_zeroed(layout) };
-        CALLS.fetch_add(1, Ordering::Relaxed);
+        count_call();
         if !p.is_null() {
             LIVE.fetch_add(layout.size(), Ordering::Relaxed);
         }
@@ -58,11 +67,20 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: `ptr` came from `System` with `layout`; the caller upholds `realloc`'s
         // contract for `new_size`.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
-        CALLS.fetch_add(1, Ordering::Relaxed);
+        count_call();
         if !p.is_null() {
             LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
             LIVE.fetch_add(new_size, Ordering::Relaxed);
         }
         p
+    }
+}
+
+/// One allocation call, if this process counts them (`count_calls`).
+#[inline]
+fn count_call() {
+    // Relaxed: a statistic of this (single-threaded, forked) process's own calls.
+    if COUNTING_CALLS.load(Ordering::Relaxed) {
+        CALLS.fetch_add(1, Ordering::Relaxed);
     }
 }

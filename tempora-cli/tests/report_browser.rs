@@ -2,7 +2,7 @@
 //! (`fixtures/small-run.jsonl`), and a real headless Chromium loads the page, which must load
 //! without console errors or network requests, with the verdict and the seed's tables, and with a
 //! non-empty drawing in every plot. The screenshot lands in
-//! `target/tempora-bench/report-test.png` for a person to look at.
+//! `report-browser/report-test.png` under the target directory's `tmp` for a person to look at.
 //!
 //! Chromium comes from the distribution (`.ci/browser.sh` installs Debian's `chromium`). Without
 //! it the test says so and passes, unless `TEMPORA_REQUIRE_BROWSER=1` (CI sets it), where a
@@ -36,8 +36,15 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Renders the fixture run into a fresh directory; the page's path.
+/// The fixture run rendered once, into a fresh directory, for every test of this file (tests
+/// run in parallel: each rendering its own would delete the page another is reading); the
+/// page's path.
 fn render() -> PathBuf {
+    static PAGE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PAGE.get_or_init(render_once).clone()
+}
+
+fn render_once() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-browser");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -194,7 +201,7 @@ fn chromium_renders_every_plot_without_console_errors() {
     let shot = tab
         .capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true)
         .unwrap();
-    let png = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tempora-bench/report-test.png");
+    let png = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-browser/report-test.png");
     std::fs::create_dir_all(png.parent().unwrap()).unwrap();
     std::fs::write(&png, &shot).unwrap();
     eprintln!("screenshot: {}", png.display());

@@ -51,11 +51,7 @@ fn tempora_rows(n: usize, stride: i32, reps: usize, settings: &Settings) -> (f64
     let o = owner_with(&timers, n, stride);
     let (mut ck, mut rs) = (Vec::new(), Vec::new());
     let mut size = 0;
-    let (start, budget) = (Instant::now(), settings.budget());
-    for rep in 0..reps.max(1) {
-        if rep > 0 && start.elapsed() > budget {
-            break;
-        }
+    for _ in settings.runs(reps.max(1), 1) {
         let t = Instant::now();
         let bytes = o.checkpoint().encode();
         ck.push(t.elapsed().as_nanos() as f64 / n as f64);

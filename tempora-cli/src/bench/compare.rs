@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::machine::Machine;
-use super::record::Record;
+use super::record::{is_tempora_impl, read_jsonl, Record};
 
 /// `tempora bench compare` arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -29,17 +29,6 @@ pub struct Args {
 }
 
 type Key = (String, String, String, u64, u32);
-
-pub fn read(path: &Path) -> Result<Vec<Record>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))
-        })
-        .collect()
-}
 
 /// The machine recorded beside a run's lines (`results.jsonl` -> `machine.json`,
 /// `runs/NAME.jsonl` -> `runs/NAME.machine.json`), if there is one.
@@ -70,7 +59,7 @@ pub struct Change {
 
 impl Change {
     fn is_tempora(&self) -> bool {
-        self.imp.starts_with("tempora")
+        is_tempora_impl(&self.imp)
     }
 
     /// The ratio against the drift: what the change did, the machine taken out.
@@ -80,11 +69,7 @@ impl Change {
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    Some(v[v.len() / 2])
+    (!v.is_empty()).then(|| super::median(&mut v))
 }
 
 /// Matches the rows of two runs.
@@ -210,7 +195,7 @@ pub fn render(changes: &[Change], old: Option<&Machine>, new: Option<&Machine>) 
 
 /// Runs the command; the exit code.
 pub fn run(args: &Args) -> i32 {
-    let (old, new) = match (read(&args.old), read(&args.new)) {
+    let (old, new) = match (read_jsonl(&args.old), read_jsonl(&args.new)) {
         (Ok(o), Ok(n)) => (o, n),
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("tempora bench compare: {e}");

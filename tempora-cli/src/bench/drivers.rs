@@ -353,7 +353,6 @@ fn contention_round(threads: usize, shared: bool) -> f64 {
     per_thread.iter().sum::<f64>() / threads as f64
 }
 
-/// The suite's driver steps: wake-ups, lateness, contention.
 /// A peer of the driver cases: its JSON name, its threads column, and how it runs each case
 /// (`None`: it has no such row).
 struct Peer {

@@ -12,7 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::alloc::allocation_calls;
+use crate::alloc::{allocation_calls, count_calls};
 
 /// Where a child writes its outcome.
 struct Slot<R> {
@@ -87,6 +87,7 @@ pub fn in_children<C, R: Copy + Default>(
             }
             // SAFETY: slot `i` was initialised above; in this child only this code uses it.
             let slot = unsafe { &mut *slots.add(i) };
+            count_calls();
             let before = allocation_calls();
             let result = catch_unwind(AssertUnwindSafe(|| child(i, ctx)));
             let allocated = allocation_calls() - before;

@@ -217,16 +217,14 @@ impl Settings {
     /// Runs `f` up to `reps` times, at least once, and no more once `budget()` has passed;
     /// the results in run order.
     pub fn repeat<T>(&self, reps: usize, mut f: impl FnMut() -> T) -> Vec<T> {
-        let budget = self.budget();
-        let start = Instant::now();
-        let mut out = Vec::with_capacity(reps);
-        for _ in 0..reps.max(1) {
-            out.push(f());
-            if start.elapsed() > budget {
-                break;
-            }
-        }
-        out
+        self.runs(reps.max(1), 1).map(|_| f()).collect()
+    }
+
+    /// The run numbers `0 .. reps`: the first `min` always, later ones only while `budget()`
+    /// (counted from this call) has not passed. What every repeated measurement loops over.
+    pub fn runs(&self, reps: usize, min: usize) -> impl Iterator<Item = usize> {
+        let (start, budget) = (Instant::now(), self.budget());
+        (0..reps).take_while(move |&run| run < min || start.elapsed() <= budget)
     }
 }
 
@@ -408,43 +406,32 @@ fn spin_up() {
     std::hint::black_box(&buf);
 }
 
-/// Validates `bench --json` output: each line is an object with the required fields,
-/// `ok:false` lines carry an `error`, and no `tempora` line failed. Returns the line count.
+/// Validates `bench --json` output: each line is a result record (`read_jsonl`: every
+/// required field, of its type), `ok:false` lines carry an `error`, and no `tempora` line
+/// failed. Returns the line count.
 pub fn check_json(path: &std::path::Path) -> Result<usize, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let mut count = 0;
-    for (i, line) in text.lines().enumerate() {
-        let at = |msg: &str| format!("line {}: {msg}: {line}", i + 1);
-        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| at(&e.to_string()))?;
-        for field in [
-            "suite",
-            "case",
-            "impl",
-            "n",
-            "threads",
-            "ns_per_op",
-            "total_ms",
-            "ok",
-        ] {
-            if v.get(field).is_none() {
-                return Err(at(&format!("missing field `{field}`")));
-            }
-        }
-        let ok = v["ok"]
-            .as_bool()
-            .ok_or_else(|| at("`ok` is not a boolean"))?;
-        if !ok && v.get("error").is_none() {
+    let records = record::read_jsonl(path)?;
+    for (i, r) in records.iter().enumerate() {
+        let at = |msg: &str| {
+            format!(
+                "record {}: {msg}: {} / {} / {}",
+                i + 1,
+                r.suite.name(),
+                r.case,
+                r.imp
+            )
+        };
+        if !r.ok && r.error.is_none() {
             return Err(at("ok:false without an `error`"));
         }
-        if !ok && v["impl"].as_str().is_some_and(|i| i.starts_with("tempora")) {
+        if !r.ok && r.is_tempora() {
             return Err(at("a tempora result failed"));
         }
-        count += 1;
     }
-    if count == 0 {
+    if records.is_empty() {
         return Err("no result lines".into());
     }
-    Ok(count)
+    Ok(records.len())
 }
 
 /// Lets work deferred through epoch reclamation by earlier runs finish: tempora's retired tables
@@ -627,7 +614,7 @@ fn finish(records: &[Record], machine: &Machine, opts: &RunOpts) {
         text += "\n";
         text += &seed;
     }
-    let verdict = targets::verdict(records, machine);
+    let verdict = targets::verdict(records);
     text += "\n";
     text += &targets::verdict_text(&verdict, machine);
     if opts.json {
@@ -653,7 +640,7 @@ pub fn main(opts: &Opts) -> i32 {
     match &opts.command {
         Some(Command::Compare(args)) => compare::run(args),
         Some(Command::Report { file, out }) => {
-            let records = match compare::read(file) {
+            let records = match record::read_jsonl(file) {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("tempora bench report: {e}");
@@ -661,7 +648,7 @@ pub fn main(opts: &Opts) -> i32 {
                 }
             };
             let machine = compare::machine_of(file).unwrap_or_default();
-            let verdict = targets::verdict(&records, &machine);
+            let verdict = targets::verdict(&records);
             let dir = out.clone().unwrap_or_else(out_dir);
             match report::write(&dir, &records, &machine, &verdict) {
                 Ok(page) => {

@@ -164,6 +164,24 @@ impl Fields {
     }
 }
 
+/// The records of a JSON-lines file (`bench --json`, `results.jsonl`, a saved run); blank
+/// lines are skipped. The error names the file and line.
+pub fn read_jsonl(path: &std::path::Path) -> Result<Vec<Record>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// Whether `imp` names one of tempora's own implementations (`tempora`, `tempora-coarse`, ...).
+pub fn is_tempora_impl(imp: &str) -> bool {
+    imp.starts_with("tempora")
+}
+
 /// One JSON result line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Record {
@@ -190,7 +208,7 @@ impl Record {
 
     /// Whether this row is one of tempora's own (`tempora`, `tempora-coarse`, ...).
     pub fn is_tempora(&self) -> bool {
-        self.imp.starts_with("tempora")
+        is_tempora_impl(&self.imp)
     }
 
     /// The row's main figure, lower is better: `ns_per_op`, or for cases that time no call

@@ -654,6 +654,9 @@ fn plots(records: &[Record], suite: Suite, machine: &Machine) -> Vec<Plot> {
             .or_default()
             .push(r);
     }
+    let kernel_in_suite = records
+        .iter()
+        .any(|r| r.suite == suite && r.imp == "kernel");
     let mut out = Vec::new();
     for ((case, dist), by_impl) in &groups {
         let mut impls: Vec<&String> = by_impl.keys().collect();
@@ -672,9 +675,6 @@ fn plots(records: &[Record], suite: Suite, machine: &Machine) -> Vec<Plot> {
                 format!("-{dist}")
             }
         );
-        let kernel_in_suite = records
-            .iter()
-            .any(|r| r.suite == suite && r.imp == "kernel");
         let cap = machine
             .rlimit_sigpending
             .filter(|_| kernel_in_suite)
@@ -685,29 +685,15 @@ fn plots(records: &[Record], suite: Suite, machine: &Machine) -> Vec<Plot> {
                 )
             });
         // ns/op against n, or bars when the case has one size.
-        fn timed(r: &&&Record) -> bool {
-            r.ns_per_op > 0.0
-        }
+        let ns = |r: &Record| (r.ns_per_op > 0.0).then_some(r.ns_per_op);
         let sizes: std::collections::BTreeSet<u64> = by_impl
             .values()
             .flatten()
-            .filter(timed)
-            .map(|r| (r.n, r.threads))
-            .map(|(n, _)| n)
+            .filter(|r| ns(r).is_some())
+            .map(|r| r.n)
             .collect();
         if sizes.len() >= 2 {
-            let series: Vec<(String, Vec<(f64, f64)>)> = impls
-                .iter()
-                .map(|imp| {
-                    let pts = by_impl[*imp]
-                        .iter()
-                        .filter(|r| r.ns_per_op > 0.0)
-                        .map(|r| (r.n as f64, r.ns_per_op))
-                        .collect();
-                    (imp.to_string(), pts)
-                })
-                .filter(|(_, p): &(String, Vec<(f64, f64)>)| !p.is_empty())
-                .collect();
+            let series = series_against_n(&impls, by_impl, ns);
             out.push(Plot {
                 id: id.clone(),
                 caption: format!(
@@ -736,7 +722,7 @@ fn plots(records: &[Record], suite: Suite, machine: &Machine) -> Vec<Plot> {
         } else if sizes.len() == 1 {
             let bars: Vec<(String, f64)> = impls
                 .iter()
-                .flat_map(|imp| by_impl[*imp].iter().filter(|r| r.ns_per_op > 0.0))
+                .flat_map(|imp| by_impl[*imp].iter().filter(|r| ns(r).is_some()))
                 .map(|r| {
                     let t = if r.threads > 1 {
                         format!(" T={}", r.threads)
@@ -839,17 +825,8 @@ fn plots(records: &[Record], suite: Suite, machine: &Machine) -> Vec<Plot> {
                 .then_some((160.0, "target 160 B".to_string()));
             let bsizes: std::collections::BTreeSet<u64> = with_bytes.iter().map(|r| r.n).collect();
             if bsizes.len() >= 2 {
-                let series: Vec<(String, Vec<(f64, f64)>)> = impls
-                    .iter()
-                    .map(|imp| {
-                        let pts = by_impl[*imp]
-                            .iter()
-                            .filter_map(|r| Some((r.n as f64, r.fields.num(Field::BytesPerTimer)?)))
-                            .collect();
-                        (imp.to_string(), pts)
-                    })
-                    .filter(|(_, p): &(String, Vec<(f64, f64)>)| !p.is_empty())
-                    .collect();
+                let series =
+                    series_against_n(&impls, by_impl, |r| r.fields.num(Field::BytesPerTimer));
                 out.push(Plot {
                     id: format!("{id}-bytes"),
                     caption: if suite == Suite::Checkpoint {
@@ -898,4 +875,24 @@ fn plots(records: &[Record], suite: Suite, machine: &Machine) -> Vec<Plot> {
         }
     }
     out
+}
+
+/// One line per implementation (in `impls`' order) of `value` against n, over the rows that
+/// have it; implementations with no such row are left out.
+fn series_against_n(
+    impls: &[&String],
+    by_impl: &BTreeMap<String, Vec<&Record>>,
+    value: impl Fn(&Record) -> Option<f64>,
+) -> Vec<(String, Vec<(f64, f64)>)> {
+    impls
+        .iter()
+        .map(|imp| {
+            let pts: Vec<(f64, f64)> = by_impl[*imp]
+                .iter()
+                .filter_map(|r| Some((r.n as f64, value(r)?)))
+                .collect();
+            (imp.to_string(), pts)
+        })
+        .filter(|(_, pts)| !pts.is_empty())
+        .collect()
 }

@@ -113,12 +113,8 @@ fn t1<R: Registry>(n: usize, reps: usize, settings: &Settings) -> Vec<Row> {
     settle_reclamation();
     let before = allocated_bytes();
     let reg = R::new();
-    let (start, budget) = (Instant::now(), settings.budget());
     // The first run is cold; at least two more make the warm median.
-    for run in 0..reps.max(2) {
-        if run >= 3 && start.elapsed() > budget {
-            break;
-        }
+    for run in settings.runs(reps.max(2), 3) {
         ids.clear();
         settle_reclamation();
         let o = reg.owner();
@@ -286,11 +282,7 @@ fn record_vs_one_thread<R: Registry>(
     let mut ns = vec![Vec::new(); cases.len()];
     let mut ratio = vec![Vec::new(); cases.len()];
     let mut failed = None;
-    let (start, budget) = (Instant::now(), settings.budget());
-    for rep in 0..reps.max(1) {
-        if rep > 0 && start.elapsed() > budget {
-            break;
-        }
+    for _ in settings.runs(reps.max(1), 1) {
         match round(1).and_then(|one| Ok((one, round(threads)?))) {
             Ok((one, many)) => {
                 for k in 0..cases.len() {

@@ -375,7 +375,7 @@ fn value(r: &Record, figure: Figure) -> Option<f64> {
 }
 
 /// Evaluates every target on `records`.
-pub fn verdict(records: &[Record], _machine: &Machine) -> Vec<Verdict> {
+pub fn verdict(records: &[Record]) -> Vec<Verdict> {
     TARGETS.iter().map(|t| evaluate(t, records)).collect()
 }
 
@@ -547,7 +547,7 @@ mod tests {
             rec("t1-create", "tempora", 50_000, 30.0),
             rec("t1-create", "kernel", 50_000, 200.0),
         ];
-        let v = verdict(&records, &Machine::default());
+        let v = verdict(&records);
         assert_eq!(v[0].status, Status::Met);
         assert_eq!(v[0].ratio, Some(20.0));
         assert_eq!(v[1].status, Status::NotMet);
