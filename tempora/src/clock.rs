@@ -63,7 +63,7 @@ pub(crate) const ALL_CLOCKS: [ClockId; CLOCKS] =
 impl ClockId {
     /// The clock's index in per-clock arrays (0 ..= 2).
     #[inline]
-    pub(crate) fn index(self) -> usize {
+    pub(crate) const fn index(self) -> usize {
         match self {
             ClockId::Realtime => 0,
             ClockId::Monotonic => 1,

@@ -45,6 +45,7 @@ pub mod clock;
 mod error;
 pub(crate) mod registry;
 pub(crate) mod sync;
+pub mod time;
 pub mod timers;
 pub mod wheel;
 

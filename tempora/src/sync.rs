@@ -226,6 +226,9 @@ pub(crate) mod lock_order {
     pub(crate) const TIMER: u8 = 2;
     /// Rank 3: a base.
     pub(crate) const BASE: u8 = 3;
+    /// Rank 3: an owner's readiness-fd lock (it takes its event queue's lock, which has no
+    /// rank: that lock takes nothing).
+    pub(crate) const READY_FD: u8 = 3;
 
     #[cfg(all(debug_assertions, not(loom)))]
     thread_local! {

@@ -8,6 +8,7 @@ use crate::error::Error;
 use crate::timers::core::{enqueue, Core};
 use crate::timers::object::LockedTimer;
 use crate::timers::{Notify, NotifyKind, Owner};
+use std::task::Waker;
 
 impl Owner {
     /// Recreates `snapshot` in this owner, which must have no timers: the same IDs (through
@@ -46,8 +47,11 @@ impl Owner {
         let core = self.core();
         let now = core.now_all();
         let mut made = Vec::with_capacity(plan.len());
+        // Tasks waiting on this owner's queue, woken once no lock is held.
+        let mut wake = Vec::new();
         for (rec, n) in plan {
-            let mut set = |mut l: LockedTimer<'_>| restore_state(core, &mut l, rec, &now);
+            let mut set =
+                |mut l: LockedTimer<'_>| restore_state(core, &mut l, rec, &now, &mut wake);
             let created = self.create_then(Some(rec.id.get()), rec.clock, n, Some(&mut set));
             match created {
                 Ok(_) => made.push(rec.id),
@@ -57,18 +61,26 @@ impl Owner {
                     }
                     self.reg.set_counter(counter);
                     self.set_restore_ids(mode);
+                    wake.into_iter().for_each(Waker::wake);
                     return Err(e);
                 }
             }
         }
         self.reg.set_counter(snapshot.counter);
         self.set_restore_ids(snapshot.restore_ids);
+        wake.into_iter().for_each(Waker::wake);
         Ok(())
     }
 }
 
 /// Puts a restored timer's state back (under its lock, just created).
-fn restore_state(core: &Core, l: &mut LockedTimer<'_>, rec: &TimerRecord, now: &[u64; CLOCKS]) {
+fn restore_state(
+    core: &Core,
+    l: &mut LockedTimer<'_>,
+    rec: &TimerRecord,
+    now: &[u64; CLOCKS],
+    wake: &mut Vec<Waker>,
+) {
     let (clock, expiry) = match rec.expiry {
         Expiry::None => (rec.clock, 0),
         Expiry::Remaining { clock, ns } => {
@@ -83,7 +95,7 @@ fn restore_state(core: &Core, l: &mut LockedTimer<'_>, rec: &TimerRecord, now: &
     let arm = state.restore(published, clock, expiry, interval, status, overrun, latched);
     if rec.pending && l.state.notify == NotifyKind::Queue {
         let seq = l.state.signal_seq;
-        enqueue(core, l, seq);
+        enqueue(core, l, seq, |w| wake.push(w));
     }
     let _ = core.apply(l, arm);
 }

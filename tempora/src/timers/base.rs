@@ -3,7 +3,7 @@
 //! ```text
 //!  Base (cache-line padded)
 //!   ├─ lock: ByteLock                covers the three wheels and `sleep`
-//!   ├─ wheels[REALTIME, MONOTONIC, BOOTTIME]: Wheel<TimerRef>   ticks of `tick` ns on that clock
+//!   ├─ wheels[REALTIME, MONOTONIC, BOOTTIME]: Wheel<Target>   ticks of `tick` ns on that clock
 //!   ├─ sleep[3] (under the lock)     the tick on each wheel's clock before which the driver
 //!   │                                serving this base must be woken (0: it is awake)
 //!   └─ delivery: Mutex<()>           held from a poll's pop of a batch to its delivery
@@ -21,7 +21,8 @@
 //! and the armer did not see the driver's deadline" is impossible. The ring itself cannot be
 //! lost either (see `Doorbell`). Arming later than `D` rings nobody.
 //!
-//! A wheel entry's payload is the address of the timer object (a [`TimerRef`]); the timer in
+//! A wheel entry's payload is the address of what waits on it (a [`Target`]): an interval
+//! timer's object, or a sleep's cell (`sleep.rs`, which has its own rules). The timer in
 //! turn records where it waits (`ItimerState::{base, wheel, wheel_key}`), written under the timer's
 //! lock. An entry is *current* only while the timer, under its lock, still names that base,
 //! wheel and key: expiry pops entries under the base lock and checks them under each timer's
@@ -66,23 +67,58 @@
 //! `Error::Poisoned` to arming calls and as a failure of the whole service to its receivers.
 //! A poisoned delivery lock (a panic while delivering) counts the same.
 
+use super::fd;
 use super::object::Itimer;
-use crate::clock::CLOCKS;
+use super::sleep::SleepCell;
+use crate::clock::{ClockId, Resolution, ALL_CLOCKS, CLOCKS};
 use crate::registry::Timer;
 use crate::sync::{
     lock_order, AtomicU64, ByteLock, Mutex, MutexGuard, Ordering, Poisoned, UnsafeCell, WaitQueue,
 };
 use crate::wheel::Wheel;
+use std::num::NonZeroUsize;
+use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
 use std::time::Instant;
 
-/// A wheel payload: the timer object's address.
+/// A wheel payload: the address of what waits on the entry, an interval timer's object or a
+/// sleep's cell, told apart by the address's low bit (both are at least 8-byte aligned), so
+/// the payload stays one word and the slab entry 32 bytes.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct TimerRef(pub(crate) NonNull<Timer<Itimer>>);
+pub(crate) struct Target(NonNull<u8>);
 
-// SAFETY: a `TimerRef` is an address; it is dereferenced only by expiry, under the rules in
-// `Core::deliver` (pinned epoch, entry popped while current).
-unsafe impl Send for TimerRef {}
+/// What a [`Target`] points at.
+pub(crate) enum Waiting {
+    Timer(NonNull<Timer<Itimer>>),
+    Sleep(NonNull<SleepCell>),
+}
+
+const SLEEP_TAG: usize = 1;
+
+impl Target {
+    pub(crate) fn timer(t: NonNull<Timer<Itimer>>) -> Target {
+        Target(t.cast())
+    }
+
+    pub(crate) fn sleep(s: NonNull<SleepCell>) -> Target {
+        const { assert!(std::mem::align_of::<SleepCell>() > SLEEP_TAG) };
+        Target(s.cast::<u8>().map_addr(|a| a | SLEEP_TAG))
+    }
+
+    pub(crate) fn get(self) -> Waiting {
+        if self.0.addr().get() & SLEEP_TAG == 0 {
+            Waiting::Timer(self.0.cast())
+        } else {
+            // Never zero: the untagged address is the cell's (`unwrap_or` only satisfies the type).
+            let untag = |a: NonZeroUsize| NonZeroUsize::new(a.get() & !SLEEP_TAG).unwrap_or(a);
+            Waiting::Sleep(self.0.map_addr(untag).cast())
+        }
+    }
+}
+
+// SAFETY: a `Target` is an address; it is dereferenced only by expiry, under the rules in
+// `Core::deliver` (timers: pinned epoch, entry popped while current; sleeps: `sleep.rs`).
+unsafe impl Send for Target {}
 
 /// "No expiry": a wheel or a driver with nothing armed.
 pub(crate) const NO_EXPIRY: u64 = u64::MAX;
@@ -96,9 +132,13 @@ pub(crate) struct Base {
 
 /// What the base lock covers.
 pub(crate) struct BaseState {
-    pub(crate) wheels: [Wheel<TimerRef>; CLOCKS],
+    pub(crate) wheels: [Wheel<Target>; CLOCKS],
     /// See "Waking a sleeping driver" in the module doc.
     pub(crate) sleep: [u64; CLOCKS],
+    /// What a ring does to `sleep`: clears it (a driver, which re-reads every base once
+    /// awake), or lowers it to the entry that rang (the deadline fd, which stays armed at
+    /// that entry and must hear of any earlier one: see [`DeadlineFd`]).
+    pub(crate) ring_lowers: bool,
 }
 
 // SAFETY: `state` is only accessed with `lock` held (`Base::locked`); the payloads are `Send`.
@@ -120,6 +160,7 @@ impl Base {
             state: UnsafeCell::new(BaseState {
                 wheels: start.map(wheel),
                 sleep: [0; CLOCKS],
+                ring_lowers: false,
             }),
             delivery: Mutex::new(()),
         }
@@ -144,12 +185,14 @@ impl Base {
         &self,
         i: usize,
         fires_at: u64,
-        f: impl FnOnce(&mut Wheel<TimerRef>) -> R,
+        f: impl FnOnce(&mut Wheel<Target>) -> R,
     ) -> Result<(R, bool), Poisoned> {
         self.locked(|st| {
             let r = f(&mut st.wheels[i]);
             let ring = fires_at < st.sleep[i];
-            if ring {
+            if ring && st.ring_lowers {
+                st.sleep[i] = fires_at;
+            } else if ring {
                 st.sleep = [0; CLOCKS];
             }
             (r, ring)
@@ -167,11 +210,102 @@ impl Base {
     }
 }
 
+/// The monotonic time (ns) of the earliest firing in a base's wheels (`Wheel::next_fire`,
+/// not the next re-placement visit), with the clocks at `now`; `NO_EXPIRY` if none.
+pub(crate) fn earliest_fire(res: Resolution, st: &BaseState, now: &[u64; CLOCKS]) -> u64 {
+    st.wheels
+        .iter()
+        .enumerate()
+        .filter_map(|(w, wheel)| Some(to_monotonic(res, w, wheel.next_fire()?, now)))
+        .min()
+        .unwrap_or(NO_EXPIRY)
+}
+
+/// Monotonic time (ns) at which wheel `w`'s tick `tick` starts, with the clocks at `now`.
+pub(crate) fn to_monotonic(res: Resolution, w: usize, tick: u64, now: &[u64; CLOCKS]) -> u64 {
+    let at = res.tick_start(tick);
+    let mono = now[ClockId::Monotonic.index()];
+    if ALL_CLOCKS[w] == ClockId::Monotonic {
+        at
+    } else {
+        mono.saturating_add(at.saturating_sub(now[w]))
+    }
+}
+
+/// The tick on wheel `w`'s clock of monotonic time `mono_ns` (rounded up: a timer before it is
+/// before the deadline).
+pub(crate) fn from_monotonic(res: Resolution, w: usize, mono_ns: u64, now: &[u64; CLOCKS]) -> u64 {
+    if mono_ns == NO_EXPIRY {
+        return NO_EXPIRY;
+    }
+    let mono = now[ClockId::Monotonic.index()];
+    let at = if ALL_CLOCKS[w] == ClockId::Monotonic {
+        mono_ns
+    } else {
+        now[w].saturating_add(mono_ns.saturating_sub(mono))
+    };
+    res.ticks_ceil(at)
+}
+
 /// A held delivery lock (`Base::delivery`); released on drop.
 pub(crate) struct Delivering<'a> {
     // Dropped first: the lock is released before the lock-order mark is cleared.
     _guard: MutexGuard<'a, ()>,
     _order: lock_order::Entered,
+}
+
+/// The deadline fd of an application-driven service (`Timers::deadline_fd`): a timerfd on
+/// the monotonic clock, armed at the earliest firing of all bases, so that an event loop
+/// waits on it instead of a driver thread.
+///
+/// It follows the drivers' protocol ("Waking a sleeping driver" in the module doc), with the
+/// fd in the driver's place: a refresh (after every `Timers::poll`) publishes its deadline
+/// in every base's `sleep`, base by base under each base's lock, and arms the fd, all under
+/// the fd's lock; an arm earlier than a base's published `sleep` rings, which lowers that
+/// `sleep` to the new entry and, under the fd's lock, moves the fd earlier if the entry is
+/// before what the fd is armed at. A ring that waited for a refresh's lock compares with
+/// that refresh's deadline, which either saw its entry (it scanned the base after the arm) or
+/// is at most the value the arm compared with; so the fd is never armed later than the
+/// earliest entry, and an arm later than the published deadline costs no system call.
+#[derive(Debug)]
+pub(crate) struct DeadlineFd {
+    pub(crate) fd: OwnedFd,
+    /// The monotonic time (ns) the fd is armed at, `NO_EXPIRY` if disarmed.
+    pub(crate) armed: std::sync::Mutex<u64>,
+}
+
+impl DeadlineFd {
+    /// A disarmed timerfd on the monotonic clock.
+    pub(crate) fn new() -> std::io::Result<DeadlineFd> {
+        Ok(DeadlineFd {
+            fd: fd::timerfd(libc::CLOCK_MONOTONIC, true)?,
+            armed: std::sync::Mutex::new(NO_EXPIRY),
+        })
+    }
+
+    /// The fd's lock (no panic happens under it: a system call and a store).
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.armed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Arms the fd at monotonic time `at` (`NO_EXPIRY`: disarms it), with its lock held.
+    /// Re-arming also resets its readability: it is readable only once `at` has passed.
+    pub(crate) fn set(&self, armed: &mut u64, at: u64) {
+        // 0 disarms a timerfd: a deadline at time 0 (in the past) fires at 1 ns instead.
+        let ns = if at == NO_EXPIRY { 0 } else { at.max(1) };
+        fd::arm(&self.fd, libc::TFD_TIMER_ABSTIME, ns);
+        *armed = at;
+    }
+
+    /// A ring: moves the fd to `at` if that is earlier than where it is armed.
+    pub(crate) fn lower(&self, at: u64) {
+        let mut armed = self.lock();
+        if at < *armed {
+            self.set(&mut armed, at);
+        }
+    }
 }
 
 /// A futex-style word a driver sleeps on.

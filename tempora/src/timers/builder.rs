@@ -150,6 +150,7 @@ impl Builder {
                 .collect(),
             callback_panics: AtomicU64::new(0),
             bells: (0..drivers).map(|_| CachePadded::default()).collect(),
+            deadline: OnceLock::new(),
             shutdown: AtomicBool::new(false),
             failure: OnceLock::new(),
             halted: AtomicBool::new(false),
@@ -163,14 +164,14 @@ impl Builder {
         let drivers = Drivers::start(&core, drivers)?;
         Ok(Timers {
             core,
-            _drivers: Arc::new(drivers),
+            drivers: Arc::new(drivers),
         })
     }
 }
 
 /// The driver threads of a `Timers`, stopped and joined on drop.
 pub(crate) struct Drivers {
-    core: Arc<Core>,
+    pub(crate) core: Arc<Core>,
     threads: Vec<JoinHandle<()>>,
     #[cfg(not(loom))]
     watch: Option<Arc<driver::ClockWatch>>,

@@ -1,7 +1,10 @@
 //! The service's engine: arming and disarming timers on bases, polling the bases, delivering
 //! what expired (events, callbacks), and the service's life (stop, failure).
 
-use super::base::{Base, Doorbell, TimerRef, NO_EXPIRY};
+use super::base::{
+    earliest_fire, from_monotonic, to_monotonic, Base, DeadlineFd, Doorbell, Target, Waiting,
+    NO_EXPIRY,
+};
 use super::itimer::{Arm, Consumed};
 use super::itimer::{ItimerPublished, ItimerState};
 use super::notify;
@@ -10,8 +13,9 @@ use super::object::{
     callback_of, sink_of, CallbackCell, EventQueue, EventRef, Itimer, ItimerFixed, ItimerInit,
     LockedTimer,
 };
+use super::sleep::{SleepCell, SleepState};
 use super::types::{Callback, NotifyKind};
-use crate::clock::{ClockSource, LazyNow, Resolution, ALL_CLOCKS, CLOCKS};
+use crate::clock::{ClockId, ClockSource, LazyNow, Resolution, ALL_CLOCKS, CLOCKS};
 use crate::error::Error;
 use crate::registry::Service;
 use crate::registry::{Registry, Timer, TimerId, TIMER_POISONED};
@@ -21,6 +25,7 @@ use crossbeam_utils::CachePadded;
 use std::cell::Cell;
 use std::ptr::NonNull;
 use std::sync::{Arc, OnceLock, PoisonError, Weak};
+use std::task::Waker;
 
 /// `Error::Poisoned` texts of the service's locks.
 pub(crate) const BASE_POISONED: &str = "a timer base";
@@ -36,6 +41,9 @@ pub(crate) struct Core {
     pub(crate) callback_panics: AtomicU64,
     /// One per driver; driver `k` serves the bases `b % drivers == k`.
     pub(crate) bells: Box<[CachePadded<Doorbell>]>,
+    /// The deadline fd of a service without drivers, made on first request
+    /// (`Timers::deadline_fd`).
+    pub(crate) deadline: OnceLock<DeadlineFd>,
     /// The last `Timers` handle was dropped: drivers end, owners are told (`Core::halt`).
     pub(crate) shutdown: AtomicBool,
     /// The first `Error::Poisoned` text the service met (a poisoned lock, a dead driver);
@@ -104,15 +112,22 @@ impl Service for Itimer {
 }
 
 /// An entry a poll popped: its wheel, key and timer.
-type Popped = (usize, Key, TimerRef);
+type Popped = (usize, Key, Target);
 
 thread_local! {
     /// Each thread's buffer of popped entries (`Core::poll`).
     static BATCH: Cell<Vec<Popped>> = const { Cell::new(Vec::new()) };
 }
 
-/// A callback to run once the poll holds no lock.
-type Call = (Callback, TimerId, i32);
+/// What a poll runs once it holds no lock: a callback, or a wake-up of a sleep's or a
+/// receiver's task (a waker is user code too).
+pub(crate) enum Call {
+    Callback(Callback, TimerId, i32),
+    Wake(Waker),
+}
+
+/// The monotonic wheel's index: sleeps wait there.
+const MONOTONIC: usize = ClockId::Monotonic.index();
 
 impl Core {
     /// Marks the service failed for good (the first `what` is kept), wakes every receiver
@@ -171,24 +186,66 @@ impl Core {
         self.poll(self.now_all())
     }
 
-    /// Rings every driver (a clock step, shutdown).
+    /// Rings every driver (a clock step, shutdown), or makes the deadline fd readable at once
+    /// (its loop polls, which re-evaluates every base).
     pub(crate) fn ring_all(&self) {
-        (0..self.bells.len()).for_each(|k| self.ring(k));
+        #[cfg(test)]
+        self.rings
+            .fetch_add(self.bells.len() as u64, Ordering::Relaxed);
+        (0..self.bells.len()).for_each(|k| self.bells[k].ring());
+        if let Some(d) = self.deadline.get() {
+            d.lower(0);
+        }
     }
 
-    /// Rings the driver serving base `b`.
+    /// An entry at tick `tick` of base `b`'s wheel `w` is earlier than what the base's
+    /// sleeper (its driver, or the deadline fd) published: rings the driver serving base `b`,
+    /// or moves the deadline fd to it.
     #[cold]
-    pub(crate) fn ring(&self, b: usize) {
+    pub(crate) fn ring(&self, b: usize, w: usize, tick: u64) {
+        #[cfg(test)]
+        self.rings.fetch_add(1, Ordering::Relaxed);
         if !self.bells.is_empty() {
-            #[cfg(test)]
-            self.rings.fetch_add(1, Ordering::Relaxed);
             self.bells[b % self.bells.len()].ring();
+        } else if let Some(d) = self.deadline.get() {
+            let at = if w == MONOTONIC {
+                self.res.tick_start(tick)
+            } else {
+                to_monotonic(self.res, w, tick, &self.now_all())
+            };
+            d.lower(at);
+        }
+    }
+
+    /// Re-arms the deadline fd, if there is one, at the earliest firing of all bases (after a
+    /// poll), publishing it in every base as a driver publishes its sleep (`DeadlineFd`).
+    pub(crate) fn refresh_deadline(&self) {
+        let Some(d) = self.deadline.get() else {
+            return;
+        };
+        let mut armed = d.lock();
+        let now = self.now_all();
+        let mut deadline = NO_EXPIRY;
+        for base in self.bases.iter() {
+            // A poisoned base fires nothing again: it has no deadline.
+            let _ = base.locked(|st| {
+                st.ring_lowers = true;
+                deadline = deadline.min(earliest_fire(self.res, st, &now));
+                for w in 0..CLOCKS {
+                    st.sleep[w] = from_monotonic(self.res, w, deadline, &now);
+                }
+            });
+        }
+        // Unchanged and still ahead: the fd is armed right and not readable.
+        let mono = now[MONOTONIC];
+        if deadline != *armed || deadline <= mono {
+            d.set(&mut armed, deadline);
         }
     }
 
     /// The base of the calling thread.
     #[inline]
-    fn my_base(&self) -> usize {
+    pub(crate) fn my_base(&self) -> usize {
         thread_index() % self.bases.len()
     }
 
@@ -232,7 +289,7 @@ impl Core {
             return Ok(());
         }
         let b = base();
-        let timer = TimerRef(NonNull::from(l.timer));
+        let timer = Target::timer(NonNull::from(l.timer));
         // Already in this base's wheel for the clock: move the entry (no slab traffic), or
         // insert it again if a poll has popped it meanwhile. Anywhere else: take it out there.
         let here = usize::from(l.state.wheel) == w + 1 && usize::from(l.state.base) == b;
@@ -253,7 +310,7 @@ impl Core {
             return Err(self.fail(BASE_POISONED));
         };
         if ring {
-            self.ring(b);
+            self.ring(b, w, tick);
         }
         l.state.base = b as u16;
         l.state.wheel = w as u8 + 1;
@@ -331,8 +388,8 @@ impl Core {
                     self.fail(BASE_POISONED);
                     break;
                 };
-                for &(w, key, timer) in &batch {
-                    fired += self.deliver(b, w, key, timer, &lazy, &mut calls);
+                for &(w, key, target) in &batch {
+                    fired += self.deliver(b, w, key, target, &lazy, &mut calls);
                 }
                 batch.clear();
                 drop(guard);
@@ -353,15 +410,26 @@ impl Core {
         b: usize,
         w: usize,
         key: Key,
-        timer: TimerRef,
+        target: Target,
         now: &LazyNow<'_>,
         calls: &mut Vec<Call>,
     ) -> usize {
+        let timer = match target.get() {
+            Waiting::Timer(t) => t,
+            Waiting::Sleep(cell) => {
+                // SAFETY: the entry was in the wheel when popped, and this poll holds base
+                // `b`'s delivery lock, which the sleep's holder waits for before freeing a
+                // cell whose entry it could not remove (`sleep.rs`, "Why the memory stays
+                // valid").
+                let cell = unsafe { cell.as_ref() };
+                return self.deliver_sleep(b, key, cell, now, calls);
+            }
+        };
         // SAFETY: the entry was in the wheel when popped, after the caller pinned the epoch, so
         // the slot page is not recycled before the caller unpins (`timers/mod.rs`, "Safety of
         // the timer addresses"); it holds a `Timer` (slots are type-stable), whose identity is
         // checked under its lock below.
-        let timer: &Timer<Itimer> = unsafe { timer.0.as_ref() };
+        let timer: &Timer<Itimer> = unsafe { timer.as_ref() };
         let delivered = timer.lock_visible(|mut l| {
             let current = usize::from(l.state.wheel) == w + 1
                 && usize::from(l.state.base) == b
@@ -384,7 +452,9 @@ impl Core {
                 return false;
             };
             match l.state.notify {
-                NotifyKind::Queue => enqueue(self, &mut l, event.seq()),
+                NotifyKind::Queue => {
+                    enqueue(self, &mut l, event.seq(), |w| calls.push(Call::Wake(w)))
+                }
                 NotifyKind::Callback => {
                     let (state, published) = l.state_and_published();
                     if let Consumed::Deliver { overrun, rearm } =
@@ -393,7 +463,7 @@ impl Core {
                         // Its next period, on the base it came from (the poll barrier).
                         let _ = self.apply_on(&mut l, rearm, b);
                         if let Some(cell) = callback_of(&l) {
-                            calls.push((cell.f.clone(), l.id(), overrun));
+                            calls.push(Call::Callback(cell.f.clone(), l.id(), overrun));
                         }
                     }
                 }
@@ -411,10 +481,117 @@ impl Core {
     }
 
     fn run_calls(&self, calls: &mut Vec<Call>) {
-        for (cb, id, overrun) in calls.drain(..) {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(id, overrun)));
+        for call in calls.drain(..) {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match call {
+                Call::Callback(cb, id, overrun) => cb(id, overrun),
+                Call::Wake(w) => w.wake(),
+            }));
             if r.is_err() {
                 self.callback_panics.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Handles a sleep's entry popped from base `b`: fires it if its deadline passed (its
+    /// waker goes to `calls`), places it again if a reset moved the deadline later, lets go
+    /// of it if its future is being dropped or moved it elsewhere. 1 if it fired.
+    fn deliver_sleep(
+        &self,
+        b: usize,
+        key: Key,
+        cell: &SleepCell,
+        now: &LazyNow<'_>,
+        calls: &mut Vec<Call>,
+    ) -> usize {
+        let fired = cell.locked(|s| {
+            let current = s.armed && usize::from(s.base) == b && s.key == key.to_bits();
+            if !current {
+                return false;
+            }
+            s.armed = false;
+            if s.dropped {
+                return false;
+            }
+            if now.get(ClockId::Monotonic) < s.deadline {
+                // Reset to a later deadline while in the wheel (`Sleep::reset`): wait again,
+                // on this base (the poll barrier). A poisoned base fails the service.
+                let _ = self.sleep_place(cell, s, b);
+                return false;
+            }
+            s.fired = true;
+            if let Some(w) = s.waker.take() {
+                calls.push(Call::Wake(w));
+            }
+            true
+        });
+        // A poisoned cell (a bug) is left alone: its holder no longer expects deliveries.
+        usize::from(fired == Ok(true))
+    }
+
+    /// Puts a sleep's entry at its deadline on base `b`'s monotonic wheel (or on the base it
+    /// waits in, moving it there), under the cell's lock.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] if the base is (the service has then failed).
+    pub(crate) fn sleep_place(
+        &self,
+        cell: &SleepCell,
+        s: &mut SleepState,
+        b: usize,
+    ) -> Result<(), Error> {
+        let tick = self.res.ticks_ceil(s.deadline);
+        let (b, here) = if s.armed {
+            (usize::from(s.base), true)
+        } else {
+            (b, false)
+        };
+        let old = Key::from_bits(s.key);
+        let target = Target::sleep(NonNull::from(cell));
+        let placed = self.bases[b].locked_wheel(MONOTONIC, tick, |wheel| {
+            if !here {
+                Some(wheel.insert_with(tick, Mode::PRECISE, target))
+            } else if wheel.reschedule(old, tick).is_ok() {
+                Some(old)
+            } else {
+                // Popped: the delivery in flight re-reads the deadline and places it.
+                None
+            }
+        });
+        let Ok((key, ring)) = placed else {
+            return Err(self.fail(BASE_POISONED));
+        };
+        if ring {
+            self.ring(b, MONOTONIC, tick);
+        }
+        if let Some(key) = key {
+            s.key = key.to_bits();
+            s.base = b as u16;
+            s.armed = true;
+        }
+        Ok(())
+    }
+
+    /// Takes a sleep's entry out of its wheel, under the cell's lock. `Some(b)` if a poll of
+    /// base `b` popped it and has not delivered it yet: the caller must let that delivery
+    /// finish (`Base::delivery`) before freeing the cell.
+    pub(crate) fn sleep_remove(&self, s: &mut SleepState) -> Option<usize> {
+        if !s.armed {
+            return None;
+        }
+        let b = usize::from(s.base);
+        let key = Key::from_bits(s.key);
+        let removed = self.bases[b].locked_wheel(MONOTONIC, NO_EXPIRY, |w| w.remove(key));
+        match removed {
+            Ok((Some(_), _)) => {
+                s.armed = false;
+                None
+            }
+            Ok((None, _)) => Some(b),
+            // Nobody pops a poisoned base again, but a poll may have popped the entry before
+            // the panic: let the caller wait for its delivery all the same.
+            Err(Poisoned) => {
+                self.fail(BASE_POISONED);
+                Some(b)
             }
         }
     }
@@ -423,17 +600,21 @@ impl Core {
 /// Puts a locked `Queue` timer's one event on its owner's queue for the arming `seq`, or,
 /// if the event is already queued, makes that entry this arming's (the kernel's "already
 /// pending: nothing" for its preallocated sigqueue). A poisoned queue fails the service.
-pub(crate) fn enqueue(core: &Core, l: &mut LockedTimer<'_>, seq: u32) {
+/// Tasks waiting on the queue are handed to `wake`, for the caller to wake with no lock held.
+pub(crate) fn enqueue(core: &Core, l: &mut LockedTimer<'_>, seq: u32, wake: impl FnMut(Waker)) {
     l.state.sigqueue_seq = seq;
     if l.state.queued {
         return;
     }
     l.state.queued = true;
-    let pushed = sink_of(l).push(EventRef {
-        timer: NonNull::from(l.timer),
-        id: l.id(),
-        generation: l.generation(),
-    });
+    let pushed = sink_of(l).push(
+        EventRef {
+            timer: NonNull::from(l.timer),
+            id: l.id(),
+            generation: l.generation(),
+        },
+        wake,
+    );
     if pushed.is_err() {
         core.fail(QUEUE_POISONED);
     }

@@ -14,10 +14,14 @@
 //! Driver threads set their timer slack to 1 ns (`PR_SET_TIMERSLACK`), so the OS wakes them
 //! when asked rather than up to 50 µs later (the default slack of a normal thread).
 
-use super::base::{BaseState, Doorbell, NO_EXPIRY};
+use super::base::{earliest_fire, from_monotonic, Doorbell, NO_EXPIRY};
 use super::core::Core;
-use crate::clock::{ClockId, ALL_CLOCKS, CLOCKS};
+#[cfg(not(loom))]
+use super::fd;
+use crate::clock::{ClockId, CLOCKS};
 use crate::sync::Ordering;
+#[cfg(not(loom))]
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// One sleep of a driver: takes the doorbell's token (T), runs `prepare` (poll, then publish
@@ -37,43 +41,6 @@ pub(crate) fn sleep_once(
         }
         None => false,
     }
-}
-
-/// The monotonic time (ns) of the earliest firing in a base's wheels (`Wheel::next_fire`,
-/// not the next re-placement visit), with the clocks at `now`; `NO_EXPIRY` if none.
-pub(crate) fn earliest_fire(core: &Core, st: &BaseState, now: &[u64; CLOCKS]) -> u64 {
-    st.wheels
-        .iter()
-        .enumerate()
-        .filter_map(|(w, wheel)| Some(to_monotonic(core, w, wheel.next_fire()?, now)))
-        .min()
-        .unwrap_or(NO_EXPIRY)
-}
-
-/// Monotonic time (ns) at which wheel `w`'s tick `tick` starts, with the clocks at `now`.
-fn to_monotonic(core: &Core, w: usize, tick: u64, now: &[u64; CLOCKS]) -> u64 {
-    let at = core.res.tick_start(tick);
-    let mono = now[ClockId::Monotonic.index()];
-    if ALL_CLOCKS[w] == ClockId::Monotonic {
-        at
-    } else {
-        mono.saturating_add(at.saturating_sub(now[w]))
-    }
-}
-
-/// The tick on wheel `w`'s clock of monotonic time `mono_ns` (rounded up: a timer before it is
-/// before the deadline).
-fn from_monotonic(core: &Core, w: usize, mono_ns: u64, now: &[u64; CLOCKS]) -> u64 {
-    if mono_ns == NO_EXPIRY {
-        return NO_EXPIRY;
-    }
-    let mono = now[ClockId::Monotonic.index()];
-    let at = if ALL_CLOCKS[w] == ClockId::Monotonic {
-        mono_ns
-    } else {
-        now[w].saturating_add(mono_ns.saturating_sub(mono))
-    };
-    core.res.ticks_ceil(at)
 }
 
 /// The body of driver `k` of `n`.
@@ -97,9 +64,9 @@ pub(crate) fn run(core: &Core, k: usize, n: usize) {
             for &b in &mine {
                 // A poisoned base (the poll just reported it) fires nothing again.
                 let _ = core.bases[b].locked(|st| {
-                    deadline = deadline.min(earliest_fire(core, st, &now));
+                    deadline = deadline.min(earliest_fire(core.res, st, &now));
                     for w in 0..CLOCKS {
-                        st.sleep[w] = from_monotonic(core, w, deadline, &now);
+                        st.sleep[w] = from_monotonic(core.res, w, deadline, &now);
                     }
                 });
             }
@@ -136,18 +103,14 @@ fn set_timer_slack() {
 /// due fire, and a clock set back re-bases the realtime wheels (`Core::poll`).
 #[cfg(not(loom))]
 pub(crate) struct ClockWatch {
-    fd: libc::c_int,
+    fd: OwnedFd,
 }
 
 #[cfg(not(loom))]
 impl ClockWatch {
     /// A timerfd that reports realtime clock steps, or `None` if the OS has none.
     pub(crate) fn new() -> Option<ClockWatch> {
-        // SAFETY: timerfd_create(2) with constant arguments.
-        let fd = unsafe { libc::timerfd_create(libc::CLOCK_REALTIME, libc::TFD_CLOEXEC) };
-        if fd < 0 {
-            return None;
-        }
+        let fd = fd::timerfd(libc::CLOCK_REALTIME, false).ok()?;
         let w = ClockWatch { fd };
         w.watch().then_some(w)
     }
@@ -155,26 +118,12 @@ impl ClockWatch {
     /// Arms the timerfd at the far future, cancelled on a clock step: a read then returns
     /// only because the clock was set (or `stop` re-armed it to fire).
     fn watch(&self) -> bool {
-        self.arm(
+        const FAR_NS: u64 = i32::MAX as u64 * 8 * 1_000_000_000;
+        fd::arm(
+            &self.fd,
             libc::TFD_TIMER_ABSTIME | libc::TFD_TIMER_CANCEL_ON_SET,
-            i64::from(i32::MAX) * 8,
+            FAR_NS,
         )
-    }
-
-    fn arm(&self, flags: libc::c_int, sec: i64) -> bool {
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: sec as libc::time_t,
-                tv_nsec: if sec == 0 { 1 } else { 0 },
-            },
-        };
-        // SAFETY: a valid fd owned by `self` and a valid itimerspec; the old value is not
-        // asked for.
-        unsafe { libc::timerfd_settime(self.fd, flags, &spec, std::ptr::null_mut()) == 0 }
     }
 
     /// Blocks until the realtime clock is set (`true`) or the watch is stopped (`false`).
@@ -182,7 +131,7 @@ impl ClockWatch {
         let mut buf = [0u8; 8];
         loop {
             // SAFETY: reads at most 8 bytes into `buf`, which lives for the call.
-            let r = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
+            let r = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
             if r >= 0 {
                 return false; // it fired: `stop`
             }
@@ -194,9 +143,9 @@ impl ClockWatch {
         }
     }
 
-    /// Makes the blocked `wait` return `false`.
+    /// Makes the blocked `wait` return `false` (fires the timerfd 1 ns from now).
     pub(crate) fn stop(&self) {
-        self.arm(0, 0);
+        fd::arm(&self.fd, 0, 1);
     }
 
     /// The watcher thread's body.
@@ -207,17 +156,9 @@ impl ClockWatch {
     }
 }
 
-#[cfg(not(loom))]
-impl Drop for ClockWatch {
-    fn drop(&mut self) {
-        // SAFETY: `fd` was opened by `new` and is closed once, here.
-        unsafe { libc::close(self.fd) };
-    }
-}
-
 #[cfg(all(test, loom))]
 mod tests {
-    use super::super::base::{Base, TimerRef, NO_EXPIRY};
+    use super::super::base::{Base, Target, NO_EXPIRY};
     use super::*;
     use crate::wheel::Mode;
     use loom::sync::Arc;
@@ -235,7 +176,7 @@ mod tests {
             let bell = Arc::new(Doorbell::default());
             let (b2, bell2) = (base.clone(), bell.clone());
             let armer = loom::thread::spawn(move || {
-                let timer = TimerRef(NonNull::dangling());
+                let timer = Target::timer(NonNull::dangling());
                 let (_, ring) = b2
                     .locked_wheel(1, 10, |w| w.insert_with(10, Mode::PRECISE, timer))
                     .unwrap();

@@ -92,14 +92,16 @@
 //!   Under the timer's lock the poll then checks that the timer still waits on that entry.
 
 pub(crate) mod base;
-mod builder;
+pub(crate) mod builder;
 pub(crate) mod core;
 mod driver;
+pub(crate) mod fd;
 mod handle;
 pub(crate) mod itimer;
 mod notify;
 pub(crate) mod object;
 mod owner;
+pub(crate) mod sleep;
 pub(crate) mod types;
 
 #[cfg(all(test, not(loom)))]
@@ -109,7 +111,7 @@ pub use crate::registry::TimerId;
 pub use builder::Builder;
 pub use handle::TimerHandle;
 pub use notify::Event;
-pub use owner::Owner;
+pub use owner::{Events, Owner, Recv};
 pub use types::{Callback, ItimerSpec, Notify, NotifyKind, SetFlags, Status, TimerInfo};
 
 use self::core::Core;
@@ -121,6 +123,7 @@ use base::NO_EXPIRY;
 use builder::Drivers;
 use object::EventQueue;
 use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -128,9 +131,10 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct Timers {
     pub(crate) core: Arc<Core>,
-    /// Stops and joins the drivers when the last `Timers` handle goes (owners keep only the
-    /// core, so their events stay readable).
-    pub(crate) _drivers: Arc<Drivers>,
+    /// Stops and joins the drivers when the last `Timers` handle and the last
+    /// [`Sleep`](crate::time::Sleep) go (owners keep only the core, so their events stay
+    /// readable).
+    pub(crate) drivers: Arc<Drivers>,
 }
 
 impl fmt::Debug for Timers {
@@ -257,7 +261,46 @@ impl Timers {
     /// caught and counted ([`Timers::callback_panics`]). A base poisoned by a panic inside
     /// tempora is skipped and reported by [`Timers::health`].
     pub fn poll(&self) -> usize {
-        self.core.poll_now()
+        let fired = self.core.poll_now();
+        self.core.refresh_deadline();
+        fired
+    }
+
+    /// A file descriptor (a timerfd on the monotonic clock) that becomes readable when a
+    /// timer is due, for an application-driven service ([`Builder::drivers`]`(0)`) whose
+    /// event loop waits on it beside its sockets and calls [`Timers::poll`] when it is
+    /// readable: `poll` re-arms it at the next deadline, which also makes it not readable
+    /// again (there is no need to `read(2)` it). An arm that moves the next deadline earlier
+    /// re-arms it at once; an arm later than it costs no system call (the drivers' rule,
+    /// `base.rs`). Like [`Timers::next_deadline`], it may fire early after timers were
+    /// cancelled (a poll then fires nothing and re-arms it), never late.
+    ///
+    /// Made on the first call (a service that never asks pays nothing); closed when the
+    /// service's last handle (and sleep) is gone.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] if the service has driver threads (they fire the timers) or
+    /// runs on a clock source other than the OS's (a timerfd cannot follow it);
+    /// [`Error::Io`] if the timerfd cannot be made.
+    pub fn deadline_fd(&self) -> Result<BorrowedFd<'_>, Error> {
+        let core = &*self.core;
+        if !core.bells.is_empty() {
+            return Err(Error::InvalidConfig(
+                "a deadline fd is for a service without drivers (drivers(0))",
+            ));
+        }
+        if !core.clock.is_os_time() {
+            return Err(Error::InvalidConfig(
+                "a deadline fd needs the OS clocks: a timerfd cannot follow another clock source",
+            ));
+        }
+        if core.deadline.get().is_none() {
+            // A racing first call's fd wins; ours is closed. The fd is visible before any
+            // base publishes a deadline, so every ring finds it.
+            let _ = core.deadline.set(base::DeadlineFd::new()?);
+            core.refresh_deadline();
+        }
+        Ok(core.deadline.get().expect("set above").fd.as_fd())
     }
 
     /// Tells the service that the realtime clock was set: drivers wake and re-evaluate
@@ -280,7 +323,10 @@ impl Timers {
             .bases
             .iter()
             // A poisoned base fires nothing again: it has no deadline.
-            .filter_map(|base| base.locked(|st| driver::earliest_fire(core, st, &now)).ok())
+            .filter_map(|base| {
+                base.locked(|st| base::earliest_fire(core.res, st, &now))
+                    .ok()
+            })
             .min()
             .unwrap_or(NO_EXPIRY);
         (best != NO_EXPIRY).then_some(best)

@@ -37,9 +37,37 @@
 //! `loom_receiver_never_misses_a_push` checks it; reading the count before the push, or
 //! counting the waiter outside `q`, makes it deadlock.
 
+//!
+//! # Async receivers
+//!
+//! A task that finds the queue empty registers its waker in the queue's state, under the same
+//! lock and the same check as a sleeping thread's `validate` (`Sink::register`): a push either
+//! comes first (the check sees the entry and the task does not wait) or finds the waker and
+//! hands it to its caller to wake once no tempora lock is held. A push wakes every registered
+//! task, as it wakes every sleeping thread; a task polled again re-registers. The loom test
+//! `loom_task_never_misses_a_push` checks it.
+//!
+//! # The readiness fd
+//!
+//! An owner may ask for an eventfd (`Sink::ready_fd`) that is readable exactly while the queue
+//! holds entries, or once the sink is closed. It is made on first request; a sink without one
+//! pays a branch on a transition. The fd's state follows the queue's transitions: a push onto
+//! an empty queue, and a pop that empties it, reconcile it (`Sink::sync_fd`) under the fd's own
+//! lock, reading the queue's emptiness under that lock and writing or draining the eventfd only
+//! if it differs from what the fd shows. Every transition's reconciliation runs after the
+//! transition, serialized with the others, so the last one leaves the fd matching the queue:
+//! it is never readable-less with entries queued, and it is written at most once per empty to
+//! non-empty transition, never per event. Lock order: the fd lock is taken under a timer lock
+//! (a delivery's push) and takes the queue lock.
+
+use super::fd;
 use crate::registry::TimerId;
-use crate::sync::{AtomicU8, ByteLock, Ordering, Poisoned, UnsafeCell, WaitQueue};
+use crate::sync::{lock_order, AtomicU8, ByteLock, Ordering, Poisoned, UnsafeCell, WaitQueue};
 use std::collections::VecDeque;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::task::Waker;
 use std::time::Instant;
 
 /// An event a `Queue` timer delivered: which timer, and the periods it missed before this
@@ -68,6 +96,15 @@ pub(crate) struct Sink<E> {
     /// Why receivers stop waiting: [`CLOSED_OWNER`], [`CLOSED_SERVICE`] (bits), 0 while open.
     closed: AtomicU8,
     sleepers: WaitQueue,
+    /// The readiness fd, made on first request (module doc).
+    fd: OnceLock<ReadyFd>,
+}
+
+/// An eventfd and whether it is readable now (a write not yet drained), under its lock.
+#[derive(Debug)]
+struct ReadyFd {
+    fd: OwnedFd,
+    readable: Mutex<bool>,
 }
 
 /// The owner was destroyed.
@@ -80,6 +117,10 @@ pub(crate) const CLOSED_SERVICE: u8 = 2;
 pub(super) struct SinkState<E> {
     queue: VecDeque<E>,
     waiters: usize,
+    /// Tasks waiting for an entry, each with the token of its registration.
+    tasks: Vec<(u64, Waker)>,
+    /// The next registration token.
+    next_token: u64,
 }
 
 impl<E> Default for Sink<E> {
@@ -89,9 +130,12 @@ impl<E> Default for Sink<E> {
             state: UnsafeCell::new(SinkState {
                 queue: VecDeque::new(),
                 waiters: 0,
+                tasks: Vec::new(),
+                next_token: 1,
             }),
             closed: AtomicU8::new(0),
             sleepers: WaitQueue::default(),
+            fd: OnceLock::new(),
         }
     }
 }
@@ -109,27 +153,132 @@ impl<E> Sink<E> {
             .with(|| self.state.with_mut(|p| f(unsafe { &mut *p })))
     }
 
-    /// Queues an event (called with the timer's lock held) and wakes waiting receivers.
+    /// Queues an event (called with the timer's lock held), wakes waiting threads, and hands
+    /// the wakers of waiting tasks to `wake` (to be woken once the caller holds no lock).
     ///
     /// Allocation: the queue grows under its lock when it outgrows its peak (amortised
     /// doubling); it holds at most one entry per timer of the owner, so its size is bounded by
-    /// the owner's timer count. The wake-up (a futex call) is issued after the queue lock is
-    /// released but under the caller's timer lock, and only when a receiver sleeps.
+    /// the owner's timer count. The threads' wake-up (a futex call) is issued after the queue
+    /// lock is released but under the caller's timer lock, and only when a thread sleeps; so
+    /// is the readiness fd's write, and only on a transition from empty.
     #[inline]
-    pub(crate) fn push(&self, event: E) -> Result<(), Poisoned> {
-        let waiters = self.locked(|s| {
+    pub(crate) fn push(&self, event: E, wake: impl FnMut(Waker)) -> Result<(), Poisoned> {
+        let (waiters, was_empty) = self.locked(|s| {
+            let was_empty = s.queue.is_empty();
             s.queue.push_back(event);
-            s.waiters
+            s.tasks.drain(..).map(|(_, w)| w).for_each(wake);
+            (s.waiters, was_empty)
         })?;
         if waiters != 0 {
             self.wake();
+        }
+        if was_empty {
+            self.sync_fd();
         }
         Ok(())
     }
 
     #[inline]
     pub(crate) fn pop(&self) -> Result<Option<E>, Poisoned> {
-        self.locked(|s| s.queue.pop_front())
+        let (e, emptied) = self.locked(|s| {
+            let e = s.queue.pop_front();
+            (e, s.queue.is_empty())
+        })?;
+        if emptied && e.is_some() {
+            self.sync_fd();
+        }
+        Ok(e)
+    }
+
+    /// Registers a task's waker to be woken by the next push or close, if the queue is empty
+    /// and open now (`Ok(false)` otherwise: the caller looks again instead of waiting).
+    /// `token` names the task's registration (0: none yet); a registration with the same
+    /// token is replaced. A waker to clone is asked for only when the registered one would not
+    /// wake the same task (`waker` runs no user code under the lock: it is cloned, and the
+    /// one it replaces dropped, by the caller).
+    pub(crate) fn register(
+        &self,
+        token: &mut u64,
+        waker: &Waker,
+        fresh: &mut Option<Waker>,
+        replaced: &mut Option<Waker>,
+    ) -> Result<Registered, Poisoned> {
+        self.locked(|s| {
+            if !s.queue.is_empty() || self.closed() != 0 {
+                return Registered::NotEmpty;
+            }
+            if let Some(slot) = s.tasks.iter_mut().find(|(t, _)| *t == *token) {
+                if slot.1.will_wake(waker) {
+                    return Registered::Waiting;
+                }
+                let Some(w) = fresh.take() else {
+                    return Registered::NeedWaker;
+                };
+                *replaced = Some(std::mem::replace(&mut slot.1, w));
+                return Registered::Waiting;
+            }
+            let Some(w) = fresh.take() else {
+                return Registered::NeedWaker;
+            };
+            *token = s.next_token;
+            s.next_token += 1;
+            s.tasks.push((*token, w));
+            Registered::Waiting
+        })
+    }
+
+    /// Removes a task's registration (a receive future dropped while waiting) and returns its
+    /// waker, for the caller to drop with no lock held.
+    pub(crate) fn deregister(&self, token: u64) -> Option<Waker> {
+        self.locked(|s| {
+            let i = s.tasks.iter().position(|(t, _)| *t == token)?;
+            Some(s.tasks.swap_remove(i).1)
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// The readiness fd (module doc), made on the first call.
+    ///
+    /// # Errors
+    /// The `eventfd(2)` error if it cannot be made (the fd limit).
+    pub(crate) fn ready_fd(&self) -> io::Result<&OwnedFd> {
+        if self.fd.get().is_none() {
+            let made = ReadyFd {
+                fd: fd::eventfd()?,
+                readable: Mutex::new(false),
+            };
+            // A racing first call's fd wins; ours is closed.
+            let _ = self.fd.set(made);
+            // The queue may hold entries already.
+            self.sync_fd();
+        }
+        Ok(&self.fd.get().expect("set above").fd)
+    }
+
+    /// Makes the readiness fd, if there is one, readable iff the queue holds entries or the
+    /// sink is closed (module doc, "The readiness fd").
+    #[cold]
+    fn sync_fd(&self) {
+        let Some(ready) = self.fd.get() else {
+            return;
+        };
+        let _order = lock_order::enter(lock_order::READY_FD);
+        // No panic happens under this lock (two system calls and a queue read).
+        let mut readable = ready
+            .readable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // A poisoned queue reads as "ready": its receivers must come and learn of it.
+        let want = self.closed() != 0 || self.locked(|s| !s.queue.is_empty()).unwrap_or(true);
+        if want != *readable {
+            if want {
+                fd::signal(&ready.fd);
+            } else {
+                fd::drain(&ready.fd);
+            }
+            *readable = want;
+        }
     }
 
     /// Entries on the queue, stale ones included (0 once the queue is poisoned).
@@ -144,9 +293,16 @@ impl<E> Sink<E> {
         self.closed.fetch_or(why, Ordering::Release);
         // Under the lock, so a receiver's validate sees either the flag or this wake-up. A
         // poisoned queue has no reliable count: wake unconditionally.
-        if self.locked(|s| s.waiters) != Ok(0) {
+        let mut tasks = Vec::new();
+        let waiters = self.locked(|s| {
+            tasks = std::mem::take(&mut s.tasks);
+            s.waiters
+        });
+        if waiters != Ok(0) {
             self.wake();
         }
+        tasks.into_iter().for_each(|(_, w)| w.wake());
+        self.sync_fd();
     }
 
     /// Why receivers stop waiting (bits of `CLOSED_*`), 0 while the sink is open.
@@ -193,6 +349,17 @@ impl<E> Sink<E> {
     }
 }
 
+/// What [`Sink::register`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Registered {
+    /// The task's waker is registered: it will be woken by the next push or close.
+    Waiting,
+    /// The queue has an entry or is closed: look again instead of waiting.
+    NotEmpty,
+    /// Call again with a clone of the waker in `fresh`.
+    NeedWaker,
+}
+
 #[cfg(all(test, loom))]
 mod tests {
     use super::*;
@@ -207,7 +374,7 @@ mod tests {
             let sender = {
                 let sink = sink.clone();
                 loom::thread::spawn(move || {
-                    sink.push(7u32).unwrap();
+                    sink.push(7u32, |_| {}).unwrap();
                 })
             };
             let got = loop {
@@ -216,6 +383,44 @@ mod tests {
                 }
                 sink.wait(None);
             };
+            assert_eq!(got, 7);
+            sender.join().unwrap();
+        });
+    }
+
+    /// A task that finds the queue empty and registers its waker races a sender's push: it
+    /// must be woken with the event (loom reports a deadlock if the wake-up can be lost).
+    /// Registering without re-checking the queue under its lock, or a push that hands over
+    /// the wakers before it queues the entry, makes it fail.
+    #[test]
+    fn loom_task_never_misses_a_push() {
+        loom::model(|| {
+            let sink = Arc::new(Sink::default());
+            let sender = {
+                let sink = sink.clone();
+                loom::thread::spawn(move || {
+                    let mut wake = Vec::new();
+                    sink.push(7u32, |w| wake.push(w)).unwrap();
+                    wake.into_iter().for_each(std::task::Waker::wake);
+                })
+            };
+            let mut token = 0;
+            let got = loom::future::block_on(std::future::poll_fn(|cx| {
+                let mut fresh = None;
+                loop {
+                    if let Some(e) = sink.pop().unwrap() {
+                        return std::task::Poll::Ready(e);
+                    }
+                    let mut replaced = None;
+                    let waker = cx.waker();
+                    match sink.register(&mut token, waker, &mut fresh, &mut replaced) {
+                        Ok(Registered::Waiting) => return std::task::Poll::Pending,
+                        Ok(Registered::NotEmpty) => {}
+                        Ok(Registered::NeedWaker) => fresh = Some(waker.clone()),
+                        Err(Poisoned) => unreachable!("nothing panics here"),
+                    }
+                }
+            }));
             assert_eq!(got, 7);
             sender.join().unwrap();
         });

@@ -2,15 +2,19 @@
 
 use super::core::{Core, QUEUE_POISONED};
 use super::itimer::{self, Consumed};
-use super::notify::{self, Event};
+use super::notify::{self, Event, Registered};
 use super::object::{CallbackCell, EventQueue, Itimer, ItimerInit, LockedTimer};
 use super::types::{self, ItimerSpec, Notify, SetFlags, TimerInfo};
 use crate::clock::{ClockId, LazyNow, TimeSpec};
 use crate::error::Error;
 use crate::registry::{self, TimerId};
-use crate::sync::Ordering;
+use crate::sync::{Ordering, Poisoned};
 use std::fmt;
+use std::future::Future;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 /// An ID namespace of [`Timers`](super::Timers), with its event queue. Cloning shares it; it is deleted, with
@@ -229,20 +233,103 @@ impl Owner {
             if let Some(e) = self.try_recv() {
                 return Ok(Some(e));
             }
-            let closed = self.sink().closed();
-            if closed & notify::CLOSED_OWNER != 0 {
-                return Err(Error::OwnerDeleted);
-            }
-            if closed != 0 {
-                return Err(self.core().halted_why());
-            }
-            if self.sink().is_poisoned() {
-                return Err(Error::Poisoned(QUEUE_POISONED));
+            if let Some(e) = self.closed_error() {
+                return Err(e);
             }
             if !self.sink().wait(deadline) {
                 return Ok(self.try_recv());
             }
         }
+    }
+
+    /// Why no event can come any more, if none can: the owner was destroyed, the service
+    /// stopped or failed, the queue is poisoned.
+    fn closed_error(&self) -> Option<Error> {
+        let closed = self.sink().closed();
+        if closed & notify::CLOSED_OWNER != 0 {
+            return Some(Error::OwnerDeleted);
+        }
+        if closed != 0 {
+            return Some(self.core().halted_why());
+        }
+        if self.sink().is_poisoned() {
+            return Some(Error::Poisoned(QUEUE_POISONED));
+        }
+        None
+    }
+
+    /// Waits for the next event without blocking a thread: a future for any executor. Its
+    /// task's waker is registered in the owner's queue (no polling, no thread of its own)
+    /// and woken by the push of the next event, with no tempora lock held.
+    ///
+    /// Cancellation-safe: a future dropped before it completes has taken no event, so none
+    /// is lost; the next receive gets it.
+    ///
+    /// # Errors
+    /// As [`Owner::recv`].
+    pub fn recv_async(&self) -> Recv<'_> {
+        Recv {
+            owner: self,
+            token: 0,
+        }
+    }
+
+    /// The owner's events as a [`Stream`](futures_core::Stream): each item as
+    /// [`Owner::recv_async`] would return it; the stream ends when no event can come any more
+    /// (the owner is destroyed, or its service stopped or failed). It holds a handle to the
+    /// owner, so it can move into a task of its own.
+    pub fn events(&self) -> Events {
+        Events {
+            owner: self.clone(),
+            token: 0,
+        }
+    }
+
+    /// One poll of an async receive; `token` is the task's registration in the queue.
+    fn poll_recv(&self, cx: &mut Context<'_>, token: &mut u64) -> Poll<Result<Event, Error>> {
+        let mut fresh = None;
+        loop {
+            if let Some(e) = self.try_recv() {
+                return Poll::Ready(Ok(e));
+            }
+            if let Some(e) = self.closed_error() {
+                return Poll::Ready(Err(e));
+            }
+            let mut replaced = None;
+            let r = self
+                .sink()
+                .register(token, cx.waker(), &mut fresh, &mut replaced);
+            drop(replaced);
+            match r {
+                Ok(Registered::Waiting) => return Poll::Pending,
+                Ok(Registered::NotEmpty) => {}
+                Ok(Registered::NeedWaker) => fresh = Some(cx.waker().clone()),
+                Err(Poisoned) => return Poll::Ready(Err(Error::Poisoned(QUEUE_POISONED))),
+            }
+        }
+    }
+
+    /// A file descriptor that is readable exactly while the owner's queue holds events, for
+    /// an event loop (epoll, mio, libuv) to wait on beside its sockets, as a signalfd is
+    /// readable while signals are pending. It is made on the first call (an owner that never
+    /// asks pays nothing) and closed when the owner's last handle is dropped.
+    ///
+    /// It is *level-like*: readable while events are queued, whatever the loop did with the
+    /// last readiness, so it works with level- and edge-triggered epoll alike, provided the
+    /// loop drains the queue when it sees it readable ([`Owner::try_iter`] to the end). Do not
+    /// `read(2)` it: tempora drains it when the queue empties. tempora writes it at most once
+    /// per transition of the queue from empty to non-empty, never once per event. Stale
+    /// entries (of a timer re-set or deleted since) count as queued until a receive drops
+    /// them, so a wake-up may find no event.
+    ///
+    /// It also becomes readable, for good, when no event can come any more (the owner is
+    /// destroyed, the service stopped or failed): a receive then returns why
+    /// ([`Owner::recv_timeout`] with a zero timeout, [`Owner::recv_async`]).
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the eventfd cannot be made (the process's fd limit).
+    pub fn event_fd(&self) -> Result<BorrowedFd<'_>, Error> {
+        Ok(self.sink().ready_fd()?.as_fd())
     }
 
     /// The events pending now, without waiting.
@@ -303,5 +390,57 @@ impl Owner {
     /// timer count, rounded up per shard to pages of 64 timers.
     pub fn slot_bytes(&self) -> usize {
         self.reg.slot_bytes()
+    }
+}
+
+/// The future of [`Owner::recv_async`].
+#[derive(Debug)]
+#[must_use = "a receive does nothing unless polled (`.await`)"]
+pub struct Recv<'a> {
+    owner: &'a Owner,
+    /// The task's registration in the queue (0: none).
+    token: u64,
+}
+
+impl Future for Recv<'_> {
+    type Output = Result<Event, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        this.owner.poll_recv(cx, &mut this.token)
+    }
+}
+
+impl Drop for Recv<'_> {
+    fn drop(&mut self) {
+        if self.token != 0 {
+            drop(self.owner.sink().deregister(self.token));
+        }
+    }
+}
+
+/// The stream of [`Owner::events`].
+#[derive(Debug)]
+#[must_use = "a stream does nothing unless polled"]
+pub struct Events {
+    owner: Owner,
+    /// The task's registration in the queue (0: none).
+    token: u64,
+}
+
+impl futures_core::Stream for Events {
+    type Item = Event;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        let this = &mut *self;
+        this.owner.poll_recv(cx, &mut this.token).map(Result::ok)
+    }
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        if self.token != 0 {
+            drop(self.owner.sink().deregister(self.token));
+        }
     }
 }

@@ -4,6 +4,7 @@ use super::*;
 use crate::clock::{ClockSource, ManualClock, OsClock, TimeSpec, NANOS_PER_SEC};
 use crate::sync::Poisoned;
 use proptest::prelude::*;
+use std::future::Future;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -1443,4 +1444,108 @@ fn a_failed_create_drops_its_callback() {
         1,
         "no free ID: the callback is dropped"
     );
+}
+
+/// poll(2) on one fd: readable within `timeout_ms` (0: now)?
+fn fd_readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd that lives for the call.
+    let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    assert!(r >= 0, "poll: {}", std::io::Error::last_os_error());
+    p.revents & libc::POLLIN != 0
+}
+
+#[test]
+fn a_deadline_fd_needs_os_clocks_and_no_drivers() {
+    let fx = Fx::with(|b| {
+        b.drivers(0);
+    });
+    assert!(matches!(
+        fx.timers.deadline_fd(),
+        Err(Error::InvalidConfig(_))
+    ));
+    let driven = Timers::builder().drivers(1).build().unwrap();
+    assert!(matches!(driven.deadline_fd(), Err(Error::InvalidConfig(_))));
+}
+
+/// The deadline fd on the OS clocks: armed at the earliest timer, moved by an earlier arm (a
+/// ring) and not by a later one, readable at the deadline and not before, re-armed by poll.
+/// No timing assertion: "not before" is checked against the clock, and the far deadlines are
+/// hours away.
+#[test]
+fn the_deadline_fd_follows_the_earliest_timer() {
+    let timers = Timers::builder().drivers(0).bases(2).build().unwrap();
+    let owner = timers.owner();
+    let fd = timers.deadline_fd().unwrap();
+    assert!(!fd_readable(fd, 0), "nothing armed");
+    let far = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner
+        .settime(far, SetFlags::RELATIVE, Duration::from_secs(3600), ms(0))
+        .unwrap();
+    let rings = timers.core.rings.load(Ordering::Relaxed);
+    assert!(rings >= 1, "the first timer moved the fd from disarmed");
+    let later = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner
+        .settime(later, SetFlags::RELATIVE, Duration::from_secs(7200), ms(0))
+        .unwrap();
+    assert_eq!(
+        timers.core.rings.load(Ordering::Relaxed),
+        rings,
+        "a later arm costs no system call"
+    );
+    assert!(!fd_readable(fd, 0));
+    // An earlier one moves it (a realtime timer: converted to the monotonic clock).
+    let soon = owner.create(ClockId::Realtime, Notify::Queue).unwrap();
+    let before = timers.now(ClockId::Monotonic);
+    owner
+        .settime(soon, SetFlags::RELATIVE, ms(20), ms(0))
+        .unwrap();
+    assert_eq!(timers.core.rings.load(Ordering::Relaxed), rings + 1);
+    assert!(fd_readable(fd, 60_000), "readable at the deadline");
+    assert!(
+        timers.now(ClockId::Monotonic) >= before + 20 * MS,
+        "never before it"
+    );
+    assert_eq!(timers.poll(), 1);
+    assert_eq!(owner.try_recv().map(|e| e.id), Some(soon));
+    assert!(
+        !fd_readable(fd, 0),
+        "poll re-armed it at the next deadline, an hour away"
+    );
+    // A sleep moves it too.
+    let sleep = timers.sleep(ms(5));
+    let deadline = sleep.deadline();
+    let mut sleep = std::pin::pin!(sleep);
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    assert!(sleep.as_mut().poll(&mut cx).is_pending());
+    assert!(fd_readable(fd, 60_000));
+    assert!(timers.now(ClockId::Monotonic) >= deadline);
+    timers.poll();
+    assert!(sleep.as_mut().poll(&mut cx).is_ready());
+    // Everything cancelled: the fd may fire early (a poll then does nothing), never late;
+    // after that poll it is disarmed.
+    owner.delete(far).unwrap();
+    owner.delete(later).unwrap();
+    timers.poll();
+    assert_eq!(timers.next_deadline(), None);
+    assert!(!fd_readable(fd, 0));
+}
+
+/// `clock_was_set` makes the deadline fd readable at once: the loop polls and re-evaluates
+/// absolute realtime timers.
+#[test]
+fn clock_was_set_makes_the_deadline_fd_readable() {
+    let timers = Timers::builder().drivers(0).build().unwrap();
+    let fd = timers.deadline_fd().unwrap();
+    assert!(!fd_readable(fd, 0));
+    timers.clock_was_set();
+    assert!(fd_readable(fd, 60_000));
+    timers.poll();
+    assert!(!fd_readable(fd, 0));
 }

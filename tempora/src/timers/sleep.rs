@@ -1,0 +1,132 @@
+//! What a base's wheel knows of a sleep ([`crate::time::Sleep`]): an ID-less timer that
+//! lives only in a wheel, with a deadline and a waker.
+//!
+//! A sleep has no ID, no slot and no owner: it is not addressed by anyone but the future that
+//! holds it, so it needs none of the registry. Its cell lives inside the pinned future, and a
+//! wheel entry of the monotonic wheel of one base points at it while it is armed (the payload
+//! [`Target::sleep`](super::base::Target)), exactly as an interval timer's entry points at its
+//! timer object.
+//!
+//! # Who touches a cell
+//!
+//! * The future's holder (poll, reset, drop), one at a time: it has `Pin<&mut Sleep>`.
+//! * A poll that popped the cell's wheel entry and delivers it, holding the base's delivery
+//!   lock (`base.rs`, "Delivery and the poll barrier").
+//!
+//! Both take the cell's lock (rank of a timer lock: it is held while taking a base lock to
+//! place or remove the entry, and taken by a delivery with no base lock held). The state under
+//! it says where the entry is: `armed` with `base` and `key` while an entry exists, in the
+//! wheel or popped by a delivery still in flight. There is never more than one entry of a
+//! cell: a reset moves the entry (`Wheel::reschedule`), and when the entry was popped
+//! meanwhile, the reset only changes the deadline and leaves the re-placing to the delivery,
+//! which re-reads the deadline under the cell lock.
+//!
+//! # Why the memory stays valid
+//!
+//! The future frees its cell only after no delivery can touch it: dropping takes the entry out
+//! of its wheel under the base lock; if it is no longer there, a poll of that base popped it
+//! and holds the base's delivery lock until it has delivered it, so the drop marks the cell
+//! `dropped` (the delivery then only lets go of it) and waits for that delivery lock before
+//! returning. A delivery's last access to the cell is the release of the cell lock, and
+//! nothing else holds a cell's address.
+//!
+//! # Poisoning
+//!
+//! A panic under a cell's lock (a bug in tempora; no user code runs under it) poisons it. A
+//! delivery then leaves the cell alone; the future's holder, the only other party, goes on
+//! using the state without the lock (nobody else enters a poisoned lock again).
+
+use crate::sync::{lock_order, ByteLock, Poisoned, UnsafeCell};
+use std::task::Waker;
+
+/// The part of a sleep that its wheel entry points at. See the module doc.
+#[derive(Debug)]
+pub(crate) struct SleepCell {
+    lock: ByteLock,
+    state: UnsafeCell<SleepState>,
+}
+
+/// A sleep's state, under its cell's lock.
+#[derive(Debug)]
+pub(crate) struct SleepState {
+    /// When the sleep completes: ns on the service's monotonic clock.
+    pub(crate) deadline: u64,
+    /// The wheel entry's key while `armed`.
+    pub(crate) key: u64,
+    /// The task to wake when it fires.
+    pub(crate) waker: Option<Waker>,
+    /// The base whose monotonic wheel holds the entry while `armed`.
+    pub(crate) base: u16,
+    /// An entry exists (in the wheel, or popped by a delivery in flight).
+    pub(crate) armed: bool,
+    /// The deadline passed and a delivery saw it: the future is ready.
+    pub(crate) fired: bool,
+    /// The future is being dropped: a delivery in flight must let go without re-placing.
+    pub(crate) dropped: bool,
+}
+
+// SAFETY: `state` is only accessed with `lock` held (`SleepCell::locked`), or by the future's
+// holder alone once the lock is poisoned (`SleepCell::holder`); `Waker` is `Send + Sync`.
+unsafe impl Sync for SleepCell {}
+// SAFETY: as above.
+unsafe impl Send for SleepCell {}
+
+impl SleepCell {
+    /// A cell for a sleep until `deadline`, in no wheel.
+    pub(crate) fn new(deadline: u64) -> SleepCell {
+        SleepCell {
+            lock: ByteLock::new(),
+            state: UnsafeCell::new(SleepState {
+                deadline,
+                key: 0,
+                waker: None,
+                base: 0,
+                armed: false,
+                fired: false,
+                dropped: false,
+            }),
+        }
+    }
+
+    /// Runs `f` on the state with the lock held (a delivery); [`Poisoned`] if a holder panicked.
+    #[inline]
+    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut SleepState) -> R) -> Result<R, Poisoned> {
+        let _order = lock_order::enter(lock_order::TIMER);
+        // SAFETY: `with` holds the lock for the whole closure: this is the only reference.
+        self.lock
+            .with(|| self.state.with_mut(|p| f(unsafe { &mut *p })))
+    }
+
+    /// Runs `f` on the state for a reader of the future (`&Sleep`): under the lock, or once
+    /// the lock is poisoned without it (only shared references then exist: the holder's
+    /// `&mut` access excludes readers).
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&SleepState) -> R) -> R {
+        let mut f = Some(f);
+        match self.locked(|s| (f.take().expect("called once"))(s)) {
+            Ok(r) => r,
+            // SAFETY: a poisoned lock is entered by nobody again, so no delivery writes the
+            // state; the holder writes it only with `Pin<&mut Sleep>`, which no reader has.
+            Err(Poisoned) => self
+                .state
+                .with(|p| (f.take().expect("not run"))(unsafe { &*p })),
+        }
+    }
+
+    /// Runs `f` on the state for the future's holder: under the lock, or without it once the
+    /// lock is poisoned (module doc, "Poisoning").
+    ///
+    /// # Safety
+    /// Only the future's holder calls it, one call at a time (it has `Pin<&mut Sleep>`).
+    #[inline]
+    pub(crate) unsafe fn holder<R>(&self, f: impl FnOnce(&mut SleepState) -> R) -> R {
+        let mut f = Some(f);
+        match self.locked(|s| (f.take().expect("called once"))(s)) {
+            Ok(r) => r,
+            // SAFETY: the lock is poisoned, so no delivery enters it again and none is inside
+            // (a poisoned lock is never held); the caller is the only other party.
+            Err(Poisoned) => self
+                .state
+                .with_mut(|p| (f.take().expect("not run"))(unsafe { &mut *p })),
+        }
+    }
+}
