@@ -206,14 +206,18 @@ pub(crate) fn cpus() -> usize {
 /// | rank | locks | taken while holding |
 /// |---|---|---|
 /// | 1 | an owner's ID shard (`registry`); a base's delivery lock (`timers/base.rs`) | nothing |
-/// | 2 | a timer (`registry/timer.rs`) | a delivery lock (a poll delivering), or nothing |
-/// | 3 | a hash bucket, a base, an owner's event queue | a shard (bucket), a timer (base, queue), or nothing |
+/// | 2 | a timer (`registry/timer.rs`); a sleep's cell (`timers/sleep.rs`) | a delivery lock (a poll delivering), or nothing |
+/// | 3 | the service's deadline-fd lock (`timers/base.rs`) | a timer or cell (a ring), or nothing |
+/// | 4 | a hash bucket, a base, an owner's event queue, its readiness-fd lock (`timers/notify.rs`) | a shard (bucket), a timer or cell (base, queue, fd), the deadline-fd lock (base), or nothing |
 ///
 /// Bucket locks are the one exception to "never two of one rank": a table split holds the old
 /// bucket and then the two future buckets (old table before future table). The page-directory
 /// lock (`registry/slots.rs`) is taken only under a shard lock and takes nothing.
 ///
-/// Debug builds assert the rule for shards, delivery locks, timers and bases at every lock
+/// The readiness-fd lock takes its queue's lock (both rank 4: the queue takes nothing).
+///
+/// Debug builds assert the rule for shards, delivery locks, timers, cells, fd locks and bases
+/// at every lock
 /// (the test `lock_order_violation_is_caught_in_debug_builds`); bucket and queue locks are not
 /// tracked. Release builds (and loom models, whose threads share one OS thread) compile the
 /// check away.
@@ -224,11 +228,14 @@ pub(crate) mod lock_order {
     pub(crate) const DELIVERY: u8 = 1;
     /// Rank 2: a timer.
     pub(crate) const TIMER: u8 = 2;
-    /// Rank 3: a base.
-    pub(crate) const BASE: u8 = 3;
-    /// Rank 3: an owner's readiness-fd lock (it takes its event queue's lock, which has no
+    /// Rank 3: the service's deadline-fd lock (a ring under a timer lock takes it; a refresh
+    /// holds it while it takes each base).
+    pub(crate) const DEADLINE_FD: u8 = 3;
+    /// Rank 4: a base.
+    pub(crate) const BASE: u8 = 4;
+    /// Rank 4: an owner's readiness-fd lock (it takes its event queue's lock, which has no
     /// rank: that lock takes nothing).
-    pub(crate) const READY_FD: u8 = 3;
+    pub(crate) const READY_FD: u8 = 4;
 
     #[cfg(all(debug_assertions, not(loom)))]
     thread_local! {

@@ -12,6 +12,7 @@
 //! `TEMPORA_SOAK_SECS` runs it longer (default 1 s).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -241,4 +242,92 @@ fn drivers_under_churn_never_fire_early_twice_or_lose_a_period() {
     drop(tallies);
     assert_eq!(timers.timer_count(), 0, "no timer left");
     assert_eq!(timers.next_deadline(), None, "no wheel entry left");
+}
+
+/// Sleeps under churn with a driver firing them, on the OS clocks: threads create sleeps,
+/// poll them, reset them earlier and later, and drop them at random, many while the driver is
+/// delivering them (the drop then waits for that delivery). Checked: no sleep completes
+/// before its deadline; every sleep polled after its deadline plus a generous margin has
+/// completed (nothing lost; the margin is no timing assertion of latency, only of liveness);
+/// once all are dropped no wheel entry is left.
+#[test]
+fn sleeps_reset_and_dropped_while_firing_are_never_early_nor_lost() {
+    use std::pin::Pin;
+    use std::task::{Context, Waker};
+    use tempora::time::Sleep;
+    let secs: f64 = std::env::var("TEMPORA_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    let timers = Timers::builder().bases(2).drivers(1).build().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..2u64)
+        .map(|w| {
+            let (timers, stop) = (timers.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rng = (w + 7).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let mut next = move || {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    rng
+                };
+                let mut cx = Context::from_waker(Waker::noop());
+                let mut live: Vec<Pin<Box<Sleep>>> = Vec::new();
+                let (mut done, mut early, mut lost) = (0u64, 0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    match next() % 8 {
+                        0..=2 if live.len() < 512 => {
+                            let us = next() % 300;
+                            let mut s = Box::pin(timers.sleep(Duration::from_micros(us)));
+                            let _ = s.as_mut().poll(&mut cx);
+                            live.push(s);
+                        }
+                        3 if !live.is_empty() => {
+                            let i = (next() as usize) % live.len();
+                            let us = next() % 300;
+                            live[i].as_mut().reset_after(Duration::from_micros(us));
+                            let _ = live[i].as_mut().poll(&mut cx);
+                        }
+                        4 | 5 if !live.is_empty() => {
+                            let i = (next() as usize) % live.len();
+                            drop(live.swap_remove(i));
+                        }
+                        _ => {
+                            for s in &mut live {
+                                let deadline = s.deadline();
+                                let ready = s.as_mut().poll(&mut cx).is_ready();
+                                let t = now();
+                                if ready && t < deadline {
+                                    early += 1;
+                                }
+                                // 200 ms late on a loaded 2-core machine: lost, not slow.
+                                if !ready && t > deadline + 200_000_000 {
+                                    lost += 1;
+                                }
+                                done += u64::from(ready);
+                            }
+                            live.retain(|s| !s.is_elapsed());
+                        }
+                    }
+                }
+                (done, early, lost)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    stop.store(true, Ordering::Relaxed);
+    let mut done = 0;
+    for w in workers {
+        let (d, early, lost) = w.join().unwrap();
+        assert_eq!(early, 0, "a sleep completed before its deadline");
+        assert_eq!(lost, 0, "a sleep never completed");
+        done += d;
+    }
+    assert!(done > 0, "nothing completed");
+    assert_eq!(
+        timers.next_deadline(),
+        None,
+        "a dropped sleep left a wheel entry"
+    );
 }

@@ -283,11 +283,18 @@ impl DeadlineFd {
         })
     }
 
-    /// The fd's lock (no panic happens under it: a system call and a store).
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
-        self.armed
+    /// The fd's lock (no panic happens under it: a system call, stores, base sections that
+    /// poison their own lock).
+    pub(crate) fn lock(&self) -> DeadlineGuard<'_> {
+        let order = lock_order::enter(lock_order::DEADLINE_FD);
+        let guard = self
+            .armed
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        DeadlineGuard {
+            armed: guard,
+            _order: order,
+        }
     }
 
     /// Arms the fd at monotonic time `at` (`NO_EXPIRY`: disarms it), with its lock held.
@@ -301,11 +308,18 @@ impl DeadlineFd {
 
     /// A ring: moves the fd to `at` if that is earlier than where it is armed.
     pub(crate) fn lower(&self, at: u64) {
-        let mut armed = self.lock();
-        if at < *armed {
-            self.set(&mut armed, at);
+        let mut g = self.lock();
+        if at < *g.armed {
+            self.set(&mut g.armed, at);
         }
     }
+}
+
+/// A held deadline-fd lock ([`DeadlineFd::lock`]): the time the fd is armed at.
+pub(crate) struct DeadlineGuard<'a> {
+    // Dropped first: the lock is released before the lock-order mark is cleared.
+    pub(crate) armed: std::sync::MutexGuard<'a, u64>,
+    _order: lock_order::Entered,
 }
 
 /// A futex-style word a driver sleeps on.

@@ -223,7 +223,7 @@ impl Core {
         let Some(d) = self.deadline.get() else {
             return;
         };
-        let mut armed = d.lock();
+        let mut g = d.lock();
         let now = self.now_all();
         let mut deadline = NO_EXPIRY;
         for base in self.bases.iter() {
@@ -238,8 +238,8 @@ impl Core {
         }
         // Unchanged and still ahead: the fd is armed right and not readable.
         let mono = now[MONOTONIC];
-        if deadline != *armed || deadline <= mono {
-            d.set(&mut armed, deadline);
+        if deadline != *g.armed || deadline <= mono {
+            d.set(&mut g.armed, deadline);
         }
     }
 

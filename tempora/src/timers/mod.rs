@@ -12,9 +12,11 @@
 //! ```
 //!
 //! The files, each importing only the ones listed before it: `types.rs` (the value types
-//! callers pass and get back), `notify.rs` (an event queue with waiting receivers),
-//! `itimer.rs` (the POSIX rules on a timer's state), `object.rs` (what the service keeps in
-//! each timer object), `base.rs` (a lock and a wheel per clock, the drivers' doorbell),
+//! callers pass and get back), `fd.rs` (eventfd and timerfd calls), `notify.rs` (an event
+//! queue with waiting threads and tasks, and its readiness fd), `itimer.rs` (the POSIX rules
+//! on a timer's state), `object.rs` (what the service keeps in each timer object), `sleep.rs`
+//! (the cell of a [`Sleep`](crate::time::Sleep), an ID-less timer), `base.rs` (a lock and a
+//! wheel per clock, the drivers' doorbell, the deadline fd),
 //! `core.rs` (the registry's `Service` contract; arming, polling, delivering; the service's
 //! stop and failure), `driver.rs` (the driver threads), `owner.rs` (an owner's calls),
 //! `handle.rs` (a timer that deletes itself on drop), this file (`Timers`) and `builder.rs`.

@@ -390,8 +390,7 @@ mod tests {
 
     /// A task that finds the queue empty and registers its waker races a sender's push: it
     /// must be woken with the event (loom reports a deadlock if the wake-up can be lost).
-    /// Registering without re-checking the queue under its lock, or a push that hands over
-    /// the wakers before it queues the entry, makes it fail.
+    /// Registering without checking the queue's emptiness under its lock makes it fail.
     #[test]
     fn loom_task_never_misses_a_push() {
         loom::model(|| {
