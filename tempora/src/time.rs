@@ -45,7 +45,7 @@
 use crate::clock::ClockId;
 use crate::timers::builder::Drivers;
 use crate::timers::core::Core;
-use crate::timers::sleep::SleepCell;
+use crate::timers::sleep::{SleepCell, SleepState};
 use crate::Timers;
 use std::fmt;
 use std::future::Future;
@@ -131,13 +131,13 @@ impl Sleep {
 
     /// The deadline: ns on the service's monotonic clock.
     pub fn deadline(&self) -> u64 {
-        self.cell.read(|s| s.deadline)
+        self.cell.read(|_, body| body.deadline)
     }
 
     /// Whether the deadline has passed and a poll of the service saw it (the next poll of
     /// this future returns `Ready`).
     pub fn is_elapsed(&self) -> bool {
-        self.cell.read(|s| s.fired)
+        self.cell.read(|at, _| at.fired)
     }
 
     /// Moves the deadline to `deadline` (ns on the service's monotonic clock), also after the
@@ -150,14 +150,14 @@ impl Sleep {
         // SAFETY: `Pin<&mut Self>`: the holder, alone.
         unsafe {
             this.cell.holder(|s| {
-                let later = deadline >= s.deadline;
-                s.deadline = deadline;
-                if s.armed && later {
+                let later = deadline >= s.body.deadline;
+                s.body.deadline = deadline;
+                if s.at.armed && later {
                     // The entry fires early and its delivery places it again (module doc).
                     return;
                 }
-                let polled = s.armed || s.fired;
-                s.fired = false;
+                let polled = s.at.armed || s.at.fired;
+                s.at.fired = false;
                 if polled {
                     place(core, &this.cell, s);
                 }
@@ -177,7 +177,7 @@ impl Sleep {
 /// # Panics
 /// If the base is poisoned: the service has failed (`Timers::health`), and the sleep could
 /// never complete.
-fn place(core: &Core, cell: &SleepCell, s: &mut crate::timers::sleep::SleepState) {
+fn place(core: &Core, cell: &SleepCell, s: &mut SleepState<'_>) {
     if let Err(e) = core.sleep_place(cell, s, core.my_base()) {
         panic!("tempora::time: cannot arm a sleep: {e}");
     }
@@ -196,15 +196,15 @@ impl Future for Sleep {
             // SAFETY: `Pin<&mut Self>`: the holder, alone.
             let r = unsafe {
                 this.cell.holder(|s| {
-                    if s.fired {
+                    if s.at.fired {
                         return Some(true);
                     }
-                    if !s.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                    if !s.body.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
                         // A waker is cloned, and the one it replaces dropped, outside the
                         // lock: both run the executor's code.
-                        old = s.waker.replace(fresh.take()?);
+                        old = s.body.waker.replace(fresh.take()?);
                     }
-                    if !s.armed {
+                    if !s.at.armed {
                         place(core, &this.cell, s);
                     }
                     Some(false)
@@ -225,11 +225,8 @@ impl Drop for Sleep {
         let core = self.core();
         // SAFETY: `&mut self`: the holder, alone.
         let (in_flight, waker) = unsafe {
-            self.cell.holder(|s| {
-                let in_flight = core.sleep_remove(s);
-                s.dropped = in_flight.is_some();
-                (in_flight, s.waker.take())
-            })
+            self.cell
+                .holder(|s| (core.sleep_remove(s), s.body.waker.take()))
         };
         drop(waker);
         if let Some(b) = in_flight {
@@ -359,4 +356,17 @@ pub fn timeout<F: Future>(d: Duration, future: F) -> Timeout<F> {
 /// [`Timers::interval`] on the [`global`] service.
 pub fn interval(period: Duration) -> Interval {
     global().interval(period)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A sleep is its service handle and a 40-byte cell: with the wheel's 32-byte entry, what a
+    /// pending sleep costs (BENCHMARKS.md, the async suite's `bytes_per_timer`).
+    #[test]
+    fn a_sleep_is_48_bytes() {
+        assert_eq!(std::mem::size_of::<SleepCell>(), 40);
+        assert_eq!(std::mem::size_of::<Sleep>(), 48);
+    }
 }

@@ -494,7 +494,7 @@ impl Core {
 
     /// Handles a sleep's entry popped from base `b`: fires it if its deadline passed (its
     /// waker goes to `calls`), places it again if a reset moved the deadline later, lets go
-    /// of it if its future is being dropped or moved it elsewhere. 1 if it fired.
+    /// of it if it is no longer current (its future is being dropped). 1 if it fired.
     fn deliver_sleep(
         &self,
         b: usize,
@@ -504,22 +504,19 @@ impl Core {
         calls: &mut Vec<Call>,
     ) -> usize {
         let fired = cell.locked(|s| {
-            let current = s.armed && usize::from(s.base) == b && s.key == key.to_bits();
+            let current = s.at.armed && usize::from(s.at.base) == b && s.body.key == key.to_bits();
             if !current {
                 return false;
             }
-            s.armed = false;
-            if s.dropped {
-                return false;
-            }
-            if now.get(ClockId::Monotonic) < s.deadline {
+            s.at.armed = false;
+            if now.get(ClockId::Monotonic) < s.body.deadline {
                 // Reset to a later deadline while in the wheel (`Sleep::reset`): wait again,
                 // on this base (the poll barrier). A poisoned base fails the service.
                 let _ = self.sleep_place(cell, s, b);
                 return false;
             }
-            s.fired = true;
-            if let Some(w) = s.waker.take() {
+            s.at.fired = true;
+            if let Some(w) = s.body.waker.take() {
                 calls.push(Call::Wake(w));
             }
             true
@@ -536,16 +533,13 @@ impl Core {
     pub(crate) fn sleep_place(
         &self,
         cell: &SleepCell,
-        s: &mut SleepState,
+        s: &mut SleepState<'_>,
         b: usize,
     ) -> Result<(), Error> {
-        let tick = self.res.ticks_ceil(s.deadline);
-        let (b, here) = if s.armed {
-            (usize::from(s.base), true)
-        } else {
-            (b, false)
-        };
-        let old = Key::from_bits(s.key);
+        let tick = self.res.ticks_ceil(s.body.deadline);
+        let here = s.at.armed;
+        let b = if here { usize::from(s.at.base) } else { b };
+        let old = Key::from_bits(s.body.key);
         let target = Target::sleep(NonNull::from(cell));
         let placed = self.bases[b].locked_wheel(MONOTONIC, tick, |wheel| {
             if !here {
@@ -564,28 +558,27 @@ impl Core {
             self.ring(b, MONOTONIC, tick);
         }
         if let Some(key) = key {
-            s.key = key.to_bits();
-            s.base = b as u16;
-            s.armed = true;
+            s.body.key = key.to_bits();
+            s.at.base = b as u16;
+            s.at.armed = true;
         }
         Ok(())
     }
 
-    /// Takes a sleep's entry out of its wheel, under the cell's lock. `Some(b)` if a poll of
-    /// base `b` popped it and has not delivered it yet: the caller must let that delivery
-    /// finish (`Base::delivery`) before freeing the cell.
-    pub(crate) fn sleep_remove(&self, s: &mut SleepState) -> Option<usize> {
-        if !s.armed {
+    /// Takes a sleep's entry out of its wheel, under the cell's lock, and clears `armed`.
+    /// `Some(b)` if a poll of base `b` popped it and has not delivered it yet (it will find
+    /// it not current): the caller must let that delivery finish (`Base::delivery`) before
+    /// freeing the cell.
+    pub(crate) fn sleep_remove(&self, s: &mut SleepState<'_>) -> Option<usize> {
+        if !s.at.armed {
             return None;
         }
-        let b = usize::from(s.base);
-        let key = Key::from_bits(s.key);
+        s.at.armed = false;
+        let b = usize::from(s.at.base);
+        let key = Key::from_bits(s.body.key);
         let removed = self.bases[b].locked_wheel(MONOTONIC, NO_EXPIRY, |w| w.remove(key));
         match removed {
-            Ok((Some(_), _)) => {
-                s.armed = false;
-                None
-            }
+            Ok((Some(_), _)) => None,
             Ok((None, _)) => Some(b),
             // Nobody pops a poisoned base again, but a poll may have popped the entry before
             // the panic: let the caller wait for its delivery all the same.

@@ -172,7 +172,7 @@ impl<E> Sink<E> {
         if waiters != 0 {
             self.wake();
         }
-        if was_empty {
+        if was_empty && self.fd.get().is_some() {
             self.sync_fd();
         }
         Ok(())
@@ -184,7 +184,7 @@ impl<E> Sink<E> {
             let e = s.queue.pop_front();
             (e, s.queue.is_empty())
         })?;
-        if emptied && e.is_some() {
+        if emptied && e.is_some() && self.fd.get().is_some() {
             self.sync_fd();
         }
         Ok(e)

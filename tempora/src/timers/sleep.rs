@@ -25,9 +25,9 @@
 //!
 //! The future frees its cell only after no delivery can touch it: dropping takes the entry out
 //! of its wheel under the base lock; if it is no longer there, a poll of that base popped it
-//! and holds the base's delivery lock until it has delivered it, so the drop marks the cell
-//! `dropped` (the delivery then only lets go of it) and waits for that delivery lock before
-//! returning. A delivery's last access to the cell is the release of the cell lock, and
+//! and holds the base's delivery lock until it has delivered it, so the drop clears `armed`
+//! (the delivery then finds the entry not current and lets go of it) and waits for that
+//! delivery lock before returning. A delivery's last access to the cell is the release of the cell lock, and
 //! nothing else holds a cell's address.
 //!
 //! # Poisoning
@@ -40,33 +40,48 @@ use crate::sync::{lock_order, ByteLock, Poisoned, UnsafeCell};
 use std::task::Waker;
 
 /// The part of a sleep that its wheel entry points at. See the module doc.
+///
+/// Two cells under one lock, so that the lock byte and the small fields share the word the
+/// large ones leave (40 bytes, not 48: a sleep costs its future plus a wheel entry).
 #[derive(Debug)]
 pub(crate) struct SleepCell {
     lock: ByteLock,
-    state: UnsafeCell<SleepState>,
+    head: UnsafeCell<SleepHead>,
+    body: UnsafeCell<SleepBody>,
 }
 
-/// A sleep's state, under its cell's lock.
+/// Where a sleep's entry is, and whether it fired (under the cell's lock).
 #[derive(Debug)]
-pub(crate) struct SleepState {
+pub(crate) struct SleepHead {
+    /// The base whose monotonic wheel holds the entry while `armed`.
+    pub(crate) base: u16,
+    /// An entry exists (in the wheel, or popped by a delivery in flight). A drop that finds
+    /// the entry in flight clears it: the delivery then lets go of the cell untouched.
+    pub(crate) armed: bool,
+    /// The deadline passed and a delivery saw it: the future is ready.
+    pub(crate) fired: bool,
+}
+
+/// A sleep's deadline, entry and waker (under the cell's lock).
+#[derive(Debug)]
+pub(crate) struct SleepBody {
     /// When the sleep completes: ns on the service's monotonic clock.
     pub(crate) deadline: u64,
     /// The wheel entry's key while `armed`.
     pub(crate) key: u64,
     /// The task to wake when it fires.
     pub(crate) waker: Option<Waker>,
-    /// The base whose monotonic wheel holds the entry while `armed`.
-    pub(crate) base: u16,
-    /// An entry exists (in the wheel, or popped by a delivery in flight).
-    pub(crate) armed: bool,
-    /// The deadline passed and a delivery saw it: the future is ready.
-    pub(crate) fired: bool,
-    /// The future is being dropped: a delivery in flight must let go without re-placing.
-    pub(crate) dropped: bool,
 }
 
-// SAFETY: `state` is only accessed with `lock` held (`SleepCell::locked`), or by the future's
-// holder alone once the lock is poisoned (`SleepCell::holder`); `Waker` is `Send + Sync`.
+/// A locked cell's state.
+pub(crate) struct SleepState<'a> {
+    pub(crate) at: &'a mut SleepHead,
+    pub(crate) body: &'a mut SleepBody,
+}
+
+// SAFETY: `head` and `body` are only accessed with `lock` held (`SleepCell::locked`), or by
+// the future's holder alone once the lock is poisoned (`SleepCell::holder`, `read`); `Waker`
+// is `Send + Sync`.
 unsafe impl Sync for SleepCell {}
 // SAFETY: as above.
 unsafe impl Send for SleepCell {}
@@ -76,39 +91,62 @@ impl SleepCell {
     pub(crate) fn new(deadline: u64) -> SleepCell {
         SleepCell {
             lock: ByteLock::new(),
-            state: UnsafeCell::new(SleepState {
-                deadline,
-                key: 0,
-                waker: None,
+            head: UnsafeCell::new(SleepHead {
                 base: 0,
                 armed: false,
                 fired: false,
-                dropped: false,
+            }),
+            body: UnsafeCell::new(SleepBody {
+                deadline,
+                key: 0,
+                waker: None,
             }),
         }
     }
 
     /// Runs `f` on the state with the lock held (a delivery); [`Poisoned`] if a holder panicked.
     #[inline]
-    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut SleepState) -> R) -> Result<R, Poisoned> {
+    pub(crate) fn locked<R>(
+        &self,
+        f: impl FnOnce(&mut SleepState<'_>) -> R,
+    ) -> Result<R, Poisoned> {
         let _order = lock_order::enter(lock_order::TIMER);
-        // SAFETY: `with` holds the lock for the whole closure: this is the only reference.
-        self.lock
-            .with(|| self.state.with_mut(|p| f(unsafe { &mut *p })))
+        // SAFETY: `with` holds the lock for the whole closure: these are the only references.
+        self.lock.with(|| unsafe { self.unlocked(f) })
+    }
+
+    /// Runs `f` on the state.
+    ///
+    /// # Safety
+    /// No other reference to the state exists meanwhile (the lock is held, or poisoned and
+    /// the caller is the future's holder).
+    unsafe fn unlocked<R>(&self, f: impl FnOnce(&mut SleepState<'_>) -> R) -> R {
+        self.head.with_mut(|h| {
+            self.body.with_mut(|b| {
+                // SAFETY: the caller's promise; the two cells are distinct.
+                let (at, body) = unsafe { (&mut *h, &mut *b) };
+                f(&mut SleepState { at, body })
+            })
+        })
     }
 
     /// Runs `f` on the state for a reader of the future (`&Sleep`): under the lock, or once
     /// the lock is poisoned without it (only shared references then exist: the holder's
     /// `&mut` access excludes readers).
-    pub(crate) fn read<R>(&self, f: impl FnOnce(&SleepState) -> R) -> R {
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&SleepHead, &SleepBody) -> R) -> R {
         let mut f = Some(f);
-        match self.locked(|s| (f.take().expect("called once"))(s)) {
+        match self.locked(|s| (f.take().expect("called once"))(s.at, s.body)) {
             Ok(r) => r,
             // SAFETY: a poisoned lock is entered by nobody again, so no delivery writes the
             // state; the holder writes it only with `Pin<&mut Sleep>`, which no reader has.
-            Err(Poisoned) => self
-                .state
-                .with(|p| (f.take().expect("not run"))(unsafe { &*p })),
+            Err(Poisoned) => self.head.with(|h| {
+                self.body.with(|b| {
+                    // SAFETY: as above: only shared references exist while poisoned readers
+                    // run.
+                    let (at, body) = unsafe { (&*h, &*b) };
+                    (f.take().expect("not run"))(at, body)
+                })
+            }),
         }
     }
 
@@ -118,15 +156,13 @@ impl SleepCell {
     /// # Safety
     /// Only the future's holder calls it, one call at a time (it has `Pin<&mut Sleep>`).
     #[inline]
-    pub(crate) unsafe fn holder<R>(&self, f: impl FnOnce(&mut SleepState) -> R) -> R {
+    pub(crate) unsafe fn holder<R>(&self, f: impl FnOnce(&mut SleepState<'_>) -> R) -> R {
         let mut f = Some(f);
         match self.locked(|s| (f.take().expect("called once"))(s)) {
             Ok(r) => r,
             // SAFETY: the lock is poisoned, so no delivery enters it again and none is inside
             // (a poisoned lock is never held); the caller is the only other party.
-            Err(Poisoned) => self
-                .state
-                .with_mut(|p| (f.take().expect("not run"))(unsafe { &mut *p })),
+            Err(Poisoned) => unsafe { self.unlocked(f.take().expect("not run")) },
         }
     }
 }
