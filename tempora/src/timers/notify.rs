@@ -166,7 +166,9 @@ impl<E> Sink<E> {
         let (waiters, was_empty) = self.locked(|s| {
             let was_empty = s.queue.is_empty();
             s.queue.push_back(event);
-            s.tasks.drain(..).map(|(_, w)| w).for_each(wake);
+            if !s.tasks.is_empty() {
+                s.tasks.drain(..).map(|(_, w)| w).for_each(wake);
+            }
             (s.waiters, was_empty)
         })?;
         if waiters != 0 {
