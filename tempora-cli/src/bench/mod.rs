@@ -13,6 +13,7 @@
 //! timers in a few minutes: a measurement is repeated up to its repetition count but no longer
 //! than a time budget once it has one run), `--full` (up to 10M timers, every repetition).
 
+mod async_;
 mod checkpoint;
 mod compare;
 mod drivers;
@@ -74,6 +75,7 @@ pub enum SuiteArg {
     Wheel,
     Service,
     Checkpoint,
+    Async,
 }
 
 /// What a run was asked to do.
@@ -81,7 +83,8 @@ pub enum SuiteArg {
 pub struct RunOpts {
     /// Which suites (comma-separated): seed (the registry: the seed's Tests 1-5), wheel,
     /// service (the POSIX calls, event delivery and drivers, against the kernel's POSIX
-    /// timers), checkpoint, or all.
+    /// timers), checkpoint, async (sleep futures in a tokio runtime, against tokio's and
+    /// async-io's timers), or all.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
     pub suite: Vec<SuiteArg>,
     /// Small sizes only, the whole run in under a minute (CI's smoke run).
@@ -545,6 +548,9 @@ fn note(r: &Record) -> String {
             p999 / 1e3
         );
     }
+    if let (Some(p50), Some(p99)) = (f.num(Field::P50Us), f.num(Field::P99Us)) {
+        return format!("woke after the deadline: p50 {p50:.0} µs, p99 {p99:.0} µs");
+    }
     if let Some(w) = f.num(Field::Wakeups) {
         return format!("{w} wake-ups");
     }
@@ -576,6 +582,7 @@ pub fn run(opts: &RunOpts) {
                             | (SuiteArg::Wheel, Suite::Wheel)
                             | (SuiteArg::Service, Suite::Service)
                             | (SuiteArg::Checkpoint, Suite::Checkpoint)
+                            | (SuiteArg::Async, Suite::Async)
                     )
                 })
             })
@@ -599,6 +606,7 @@ pub fn run(opts: &RunOpts) {
                 drivers::plan(&mut plan);
             }
             Suite::Checkpoint => checkpoint::plan(&mut plan),
+            Suite::Async => async_::plan(&mut plan),
         }
     }
     rep.execute(plan);

@@ -32,11 +32,19 @@ pub enum Suite {
     Service,
     /// Snapshot and restore of an owner, against the kernel's ways of restoring IDs.
     Checkpoint,
+    /// Async sleeps inside a tokio runtime, against tokio's and async-io's timers.
+    Async,
 }
 
 impl Suite {
     /// Every suite, in the order a run takes them.
-    pub const ALL: [Suite; 4] = [Suite::Seed, Suite::Wheel, Suite::Service, Suite::Checkpoint];
+    pub const ALL: [Suite; 5] = [
+        Suite::Seed,
+        Suite::Wheel,
+        Suite::Service,
+        Suite::Checkpoint,
+        Suite::Async,
+    ];
 
     /// The JSON name.
     pub fn name(self) -> &'static str {
@@ -45,6 +53,7 @@ impl Suite {
             Suite::Wheel => "wheel",
             Suite::Service => "service",
             Suite::Checkpoint => "checkpoint",
+            Suite::Async => "async",
         }
     }
 }
@@ -76,7 +85,7 @@ pub enum Field {
     WorstCallUs,
     /// wheel burst: whether the implementation can bound one poll.
     Bounded,
-    /// wheel next-expiry: churn ops measured.
+    /// Operations per timed run (wheel next-expiry: churn ops; async: sleeps created or reset).
     Ops,
     /// wheel next-expiry: ns per churn op plus next_expiry.
     PairNs,
@@ -96,6 +105,10 @@ pub enum Field {
     P99Ns,
     /// service lateness: 99.9th percentile, ns.
     P999Ns,
+    /// async fire: a task's wake-up after the deadline, median, µs.
+    P50Us,
+    /// async fire: 99th percentile, µs.
+    P99Us,
 }
 
 impl Field {
@@ -124,6 +137,8 @@ impl Field {
             Field::P50Ns => "p50_ns",
             Field::P99Ns => "p99_ns",
             Field::P999Ns => "p999_ns",
+            Field::P50Us => "p50_us",
+            Field::P99Us => "p99_us",
         }
     }
 }

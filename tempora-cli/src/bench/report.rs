@@ -379,7 +379,8 @@ fn colour(imp: &str) -> RGBColor {
         "btreemap" | "sparse-array" => RGBColor(44, 160, 44),
         "nexus-timer" | "dashmap" => RGBColor(148, 103, 189),
         "bitwheel" => RGBColor(140, 86, 75),
-        "tokio-delayqueue" => RGBColor(23, 190, 207),
+        "tokio-delayqueue" | "tokio-time" => RGBColor(23, 190, 207),
+        "async-io" => RGBColor(227, 119, 194),
         _ => RGBColor(188, 189, 34),
     }
 }

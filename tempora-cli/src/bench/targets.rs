@@ -99,7 +99,7 @@ const fn on(mut t: Target, figure: Field, unit: &'static str) -> Target {
 
 use Reference::{BestPeer, Impl, Limit, OwnField};
 use Size::{Exact, Largest};
-use Suite::{Checkpoint, Seed, Service, Wheel};
+use Suite::{Async, Checkpoint, Seed, Service, Wheel};
 
 /// The wheel's arm+cancel target, judged on two distributions: at least even with the best
 /// peer (within 5%).
@@ -340,6 +340,36 @@ pub const TARGETS: &[Target] = &[
         Exact(2_000),
         Impl("kernel-dance"),
         20.0,
+    ),
+    // The async layer: ahead of tokio's sleeps where a program spends its timer calls (the
+    // timeout that never fires, the refresh), with no more memory per pending sleep.
+    target(
+        "async sleep create+drop vs tokio",
+        Async,
+        "sleep-create-drop",
+        Largest,
+        Impl("tokio-time"),
+        1.0,
+    ),
+    target(
+        "async sleep reset vs tokio",
+        Async,
+        "sleep-reset",
+        Largest,
+        Impl("tokio-time"),
+        1.0,
+    ),
+    on(
+        target(
+            "bytes per pending sleep vs tokio",
+            Async,
+            "sleep-create-drop",
+            Largest,
+            Impl("tokio-time"),
+            1.0,
+        ),
+        Field::BytesPerTimer,
+        "B",
     ),
 ];
 
