@@ -15,6 +15,7 @@ use crate::error::Error;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use strength_reduce::StrengthReducedU64;
 
 /// The clocks a timer can be created on, with Linux's `clockid_t` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -301,10 +302,20 @@ impl From<Duration> for TimeSpec {
 /// conversion to ticks rounds **up** ([`Resolution::ticks_ceil`]): the wheel reaches tick `k`
 /// only once `now >= k * tick`, so a timer placed at `ceil(expiry / tick)` is never visited
 /// before its expiry, and is late by less than one tick when polled on time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Resolution {
     ns: u64,
+    /// `ns` as a multiply-and-shift divisor (exact for every `u64`).
+    div: StrengthReducedU64,
 }
+
+impl PartialEq for Resolution {
+    fn eq(&self, other: &Resolution) -> bool {
+        self.ns == other.ns
+    }
+}
+
+impl Eq for Resolution {}
 
 impl Resolution {
     /// A tick of `ns` nanoseconds.
@@ -315,7 +326,10 @@ impl Resolution {
         if ns == 0 {
             return Err(Error::InvalidConfig("the tick must be at least 1 ns"));
         }
-        Ok(Resolution { ns })
+        Ok(Resolution {
+            ns,
+            div: StrengthReducedU64::new(ns),
+        })
     }
 
     /// The tick in nanoseconds.
@@ -324,13 +338,16 @@ impl Resolution {
     }
 
     /// The first tick at or after `ns`: where a timer expiring at `ns` waits.
+    #[inline]
     pub fn ticks_ceil(self, ns: u64) -> u64 {
-        ns.div_ceil(self.ns)
+        let (q, r) = StrengthReducedU64::div_rem(ns, self.div);
+        q + u64::from(r != 0)
     }
 
     /// The last tick at or before `ns`: how far the wheel may advance at time `ns`.
+    #[inline]
     pub fn ticks_floor(self, ns: u64) -> u64 {
-        ns / self.ns
+        ns / self.div
     }
 
     /// The start of tick `ticks`, in nanoseconds (saturating).
@@ -435,6 +452,14 @@ mod tests {
             prop_assert!(r.tick_start(k) - expiry < tick);
             prop_assert!(r.ticks_floor(expiry) <= k);
             prop_assert!(r.ticks_floor(r.tick_start(k)) == k);
+        }
+
+        /// The multiply-and-shift division is the division, for any tick and any time.
+        #[test]
+        fn ticks_are_exact_divisions(tick in 1u64.., ns: u64) {
+            let r = Resolution::new(tick).unwrap();
+            prop_assert_eq!(r.ticks_floor(ns), ns / tick);
+            prop_assert_eq!(r.ticks_ceil(ns), ns.div_ceil(tick));
         }
     }
 }

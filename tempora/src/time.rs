@@ -190,6 +190,21 @@ impl Future for Sleep {
         let this = self.into_ref().get_ref();
         let core = this.core();
         let waker = cx.waker();
+        // SAFETY: `Pin<&mut Self>`: the holder, alone.
+        if unsafe { !this.cell.polled(true) } {
+            // The first poll: no wheel entry and no waker yet, so nobody else has the cell's
+            // address and its lock is not needed; the entry is published with the state
+            // written (`Core::sleep_place`).
+            let waker = Some(waker.clone());
+            // SAFETY: as just said (`SleepCell::unlocked`).
+            unsafe {
+                this.cell.unlocked(|s| {
+                    s.body.waker = waker;
+                    place(core, &this.cell, s);
+                })
+            };
+            return Poll::Pending;
+        }
         let mut fresh = None;
         let mut old = None;
         loop {
@@ -222,6 +237,12 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
+        // SAFETY: `&mut self`: the holder, alone.
+        if unsafe { !self.cell.polled(false) } {
+            // Never polled: no waker, no entry (a reset before the first poll only moved the
+            // deadline). A timeout whose future was ready at once costs its sleep nothing.
+            return;
+        }
         let core = self.core();
         // SAFETY: `&mut self`: the holder, alone.
         let (in_flight, waker) = unsafe {

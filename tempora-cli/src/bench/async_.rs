@@ -68,9 +68,46 @@ pub trait AsyncSleeps: Sized + 'static {
     fn reset(&self, sleep: Pin<&mut Self::Sleep>, at: Instant);
 }
 
-// tempora: added with the tempora::time API
-// (an `impl AsyncSleeps for TemporaTime` beside the two below, with NAME = "tempora", and its
-// `peer::<TemporaTime>(1.0)` first in `PEERS`).
+/// `tempora::time::Sleep` on a service of its own per step (OS clocks, one driver thread, as
+/// `Timers::new()` builds it): an ID-less timer whose 40-byte cell lives in the future, with one
+/// entry in the monotonic wheel of the polling thread's base. Its driver runs on its own
+/// thread, so `fire`'s wake-ups cross threads into the runtime (as async-io's do).
+pub struct TemporaTime {
+    timers: tempora::Timers,
+    /// An `Instant` and the service's monotonic time read just after it: deadlines convert
+    /// with no clock read, never earlier than the instant (the clock is read second).
+    anchor: (Instant, u64),
+}
+
+impl AsyncSleeps for TemporaTime {
+    const NAME: &'static str = "tempora";
+    type Sleep = tempora::time::Sleep;
+    fn new() -> Self {
+        let timers = tempora::Timers::new();
+        let at = Instant::now();
+        let ns = timers.now(tempora::clock::ClockId::Monotonic);
+        TemporaTime {
+            timers,
+            anchor: (at, ns),
+        }
+    }
+    #[inline]
+    fn sleep_until(&self, at: Instant) -> tempora::time::Sleep {
+        self.timers.sleep_until(self.ns(at))
+    }
+    #[inline]
+    fn reset(&self, sleep: Pin<&mut tempora::time::Sleep>, at: Instant) {
+        sleep.reset(self.ns(at));
+    }
+}
+
+impl TemporaTime {
+    #[inline]
+    fn ns(&self, at: Instant) -> u64 {
+        let (a, ns) = self.anchor;
+        ns + at.saturating_duration_since(a).as_nanos() as u64
+    }
+}
 
 /// `tokio::time::Sleep` on the step's runtime: a hierarchical wheel (6 levels of 64 slots,
 /// 1 ms ticks) of intrusive entries, behind the driver's mutex.
@@ -389,8 +426,8 @@ const fn peer<S: AsyncSleeps>(slowness: f64) -> Peer {
 }
 
 /// The implementations, in the order they run at each n.
-const PEERS: [Peer; 2] = [
-    // tempora: added with the tempora::time API (`peer::<TemporaTime>(1.0)`, first)
+const PEERS: [Peer; 3] = [
+    peer::<TemporaTime>(1.0),
     peer::<TokioTime>(1.0),
     peer::<AsyncIo>(3.0),
 ];

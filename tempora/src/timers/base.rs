@@ -57,7 +57,7 @@
 //! Wheel operations only, no callback and no system call: an arm's doorbell ring (a futex
 //! wake-up) is issued after the base lock is released, though still under the arming timer's
 //! lock. The wheels' slabs grow under the lock when a base holds more armed timers than ever
-//! before (amortised doubling; bounded by the timers armed on the base), and a realtime
+//! before (amortised growth by half; bounded by the timers armed on the base), and a realtime
 //! re-base walks every entry of that wheel under it (only when the wall clock was set back).
 //!
 //! # Poisoning

@@ -14,6 +14,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use strength_reduce::StrengthReducedUsize;
 
 /// Configures [`Timers`].
 #[derive(Clone)]
@@ -149,6 +150,7 @@ impl Builder {
                 .map(|_| CachePadded::new(Base::new(start)))
                 .collect(),
             callback_panics: AtomicU64::new(0),
+            base_count: StrengthReducedUsize::new(bases),
             bells: (0..drivers).map(|_| CachePadded::default()).collect(),
             deadline: OnceLock::new(),
             shutdown: AtomicBool::new(false),

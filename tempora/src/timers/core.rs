@@ -26,6 +26,7 @@ use std::cell::Cell;
 use std::ptr::NonNull;
 use std::sync::{Arc, OnceLock, PoisonError, Weak};
 use std::task::Waker;
+use strength_reduce::StrengthReducedUsize;
 
 /// `Error::Poisoned` texts of the service's locks.
 pub(crate) const BASE_POISONED: &str = "a timer base";
@@ -38,6 +39,9 @@ pub(crate) struct Core {
     pub(crate) res: Resolution,
     pub(crate) batch: usize,
     pub(crate) bases: Box<[CachePadded<Base>]>,
+    /// `bases.len()` as a multiply-and-shift divisor: the calling thread's base is picked on
+    /// every arm.
+    pub(crate) base_count: StrengthReducedUsize,
     pub(crate) callback_panics: AtomicU64,
     /// One per driver; driver `k` serves the bases `b % drivers == k`.
     pub(crate) bells: Box<[CachePadded<Doorbell>]>,
@@ -246,7 +250,7 @@ impl Core {
     /// The base of the calling thread.
     #[inline]
     pub(crate) fn my_base(&self) -> usize {
-        thread_index() % self.bases.len()
+        thread_index() % self.base_count
     }
 
     /// Applies `itimer`'s decision to the timer's wheel entry (lock order: timer → base),
@@ -541,26 +545,27 @@ impl Core {
         let b = if here { usize::from(s.at.base) } else { b };
         let old = Key::from_bits(s.body.key);
         let target = Target::sleep(NonNull::from(cell));
+        // The state is written inside the base's critical section: a poll that pops the new
+        // entry (under that lock) sees it, which lets a first poll write it without the cell
+        // lock (`Sleep::poll`).
         let placed = self.bases[b].locked_wheel(MONOTONIC, tick, |wheel| {
-            if !here {
-                Some(wheel.insert_with(tick, Mode::PRECISE, target))
+            let key = if !here {
+                wheel.insert_with(tick, Mode::PRECISE, target)
             } else if wheel.reschedule(old, tick).is_ok() {
-                Some(old)
+                old
             } else {
                 // Popped: the delivery in flight re-reads the deadline and places it.
-                None
-            }
+                return;
+            };
+            s.body.key = key.to_bits();
+            s.at.base = b as u16;
+            s.at.armed = true;
         });
-        let Ok((key, ring)) = placed else {
+        let Ok(((), ring)) = placed else {
             return Err(self.fail(BASE_POISONED));
         };
         if ring {
             self.ring(b, MONOTONIC, tick);
-        }
-        if let Some(key) = key {
-            s.body.key = key.to_bits();
-            s.at.base = b as u16;
-            s.at.armed = true;
         }
         Ok(())
     }

@@ -47,6 +47,9 @@ use std::task::Waker;
 pub(crate) struct SleepCell {
     lock: ByteLock,
     head: UnsafeCell<SleepHead>,
+    /// The holder polled the sleep since it was made: only then can it have a waker or an
+    /// entry. The holder's alone, no lock (see [`SleepCell::polled`]).
+    polled: UnsafeCell<bool>,
     body: UnsafeCell<SleepBody>,
 }
 
@@ -96,12 +99,28 @@ impl SleepCell {
                 armed: false,
                 fired: false,
             }),
+            polled: UnsafeCell::new(false),
             body: UnsafeCell::new(SleepBody {
                 deadline,
                 key: 0,
                 waker: None,
             }),
         }
+    }
+
+    /// Whether the holder has polled the sleep; `set` marks it polled.
+    ///
+    /// # Safety
+    /// Only the future's holder calls it, one call at a time (it has `Pin<&mut Sleep>`); no
+    /// delivery touches the flag.
+    #[inline]
+    pub(crate) unsafe fn polled(&self, set: bool) -> bool {
+        // SAFETY: the caller's promise: the holder is the flag's one accessor.
+        self.polled.with_mut(|p| unsafe {
+            let was = *p;
+            *p |= set;
+            was
+        })
     }
 
     /// Runs `f` on the state with the lock held (a delivery); [`Poisoned`] if a holder panicked.
@@ -115,12 +134,14 @@ impl SleepCell {
         self.lock.with(|| unsafe { self.unlocked(f) })
     }
 
-    /// Runs `f` on the state.
+    /// Runs `f` on the state without the lock.
     ///
     /// # Safety
-    /// No other reference to the state exists meanwhile (the lock is held, or poisoned and
-    /// the caller is the future's holder).
-    unsafe fn unlocked<R>(&self, f: impl FnOnce(&mut SleepState<'_>) -> R) -> R {
+    /// No other reference to the state exists meanwhile: the lock is held; or it is poisoned
+    /// and the caller is the future's holder; or the caller is the holder and the cell has no
+    /// wheel entry yet (nobody else has its address), and whatever `f` publishes to a wheel
+    /// it writes under that wheel's base lock (`Core::sleep_place`).
+    pub(crate) unsafe fn unlocked<R>(&self, f: impl FnOnce(&mut SleepState<'_>) -> R) -> R {
         self.head.with_mut(|h| {
             self.body.with_mut(|b| {
                 // SAFETY: the caller's promise; the two cells are distinct.

@@ -755,6 +755,13 @@ impl<T> Wheel<T> {
             .ok()
             .filter(|&i| i != NIL)
             .expect("tempora wheel: more than u32::MAX - 1 entries");
+        if self.entries.len() == self.entries.capacity() {
+            // Grow by half, not double: averaged over a growth cycle, 0.22 spare entries per
+            // live one instead of `Vec` doubling's 0.39 (5 bytes less per timer), for about
+            // twice the bytes copied by growth in total (amortised O(1) still).
+            let cap = self.entries.capacity();
+            self.entries.reserve_exact((cap / 2).max(16));
+        }
         self.entries.push(Entry {
             expiry,
             next: NIL,
