@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use proptest::prelude::*;
 use tempora::clock::{ClockId, ManualClock};
 use tempora::time::Elapsed;
-use tempora::{Error, Notify, SetFlags, Timers};
+use tempora::{Error, Notify, Owner, SetFlags, TimerId, Timers};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -28,6 +28,13 @@ fn manual() -> (ManualClock, Timers) {
         .build()
         .unwrap();
     (clock, timers)
+}
+
+/// A `Queue` timer of `owner`, armed to expire in 1 ms, then every `interval`.
+fn queue_timer(owner: &Owner, interval: Duration) -> TimerId {
+    let id = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner.settime(id, SetFlags::RELATIVE, MS, interval).unwrap();
+    id
 }
 
 /// A waker that counts its wake-ups.
@@ -118,10 +125,7 @@ fn the_event_fd_is_written_once_per_transition_not_per_event() {
     let owner = timers.owner();
     let fd = owner.event_fd().unwrap();
     for _ in 0..1000 {
-        let id = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
-        owner
-            .settime(id, SetFlags::RELATIVE, MS, Duration::ZERO)
-            .unwrap();
+        let id = queue_timer(&owner, Duration::ZERO);
     }
     clock.advance(MS);
     assert_eq!(timers.poll(), 1000);
@@ -137,10 +141,7 @@ fn the_event_fd_is_written_once_per_transition_not_per_event() {
 fn an_event_fd_made_late_sees_what_is_queued_and_destroy_makes_it_readable() {
     let (clock, timers) = manual();
     let owner = timers.owner();
-    let id = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
-    owner
-        .settime(id, SetFlags::RELATIVE, MS, Duration::ZERO)
-        .unwrap();
+    let id = queue_timer(&owner, Duration::ZERO);
     clock.advance(MS);
     timers.poll();
     let fd = owner.event_fd().unwrap();
@@ -157,10 +158,7 @@ fn an_event_fd_made_late_sees_what_is_queued_and_destroy_makes_it_readable() {
 fn the_event_fd_closes_with_the_owners_last_handle() {
     let (clock, timers) = manual();
     let owner = timers.owner();
-    let id = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
-    owner
-        .settime(id, SetFlags::RELATIVE, MS, Duration::ZERO)
-        .unwrap();
+    let id = queue_timer(&owner, Duration::ZERO);
     clock.advance(MS);
     timers.poll();
     let raw = owner.event_fd().unwrap().as_raw_fd();
@@ -194,10 +192,7 @@ fn the_event_fd_closes_with_the_owners_last_handle() {
 fn a_dropped_pending_receive_loses_no_event() {
     let (clock, timers) = manual();
     let owner = timers.owner();
-    let id = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
-    owner
-        .settime(id, SetFlags::RELATIVE, MS, Duration::ZERO)
-        .unwrap();
+    let id = queue_timer(&owner, Duration::ZERO);
     let (count, waker) = counter();
     {
         let mut recv = owner.recv_async();
@@ -229,8 +224,7 @@ fn a_dropped_pending_receive_loses_no_event() {
 fn async_receive_completes_with_the_event_and_reports_destroy() {
     let (clock, timers) = manual();
     let owner = timers.owner();
-    let id = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
-    owner.settime(id, SetFlags::RELATIVE, MS, MS).unwrap();
+    let id = queue_timer(&owner, MS);
     let (count, waker) = counter();
     let mut recv = owner.recv_async();
     // Polled twice with the same waker: registered once, woken once.
@@ -262,10 +256,7 @@ fn async_receive_completes_with_the_event_and_reports_destroy() {
 fn the_event_stream_ends_when_the_owner_is_destroyed() {
     let (clock, timers) = manual();
     let owner = timers.owner();
-    let id = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
-    owner
-        .settime(id, SetFlags::RELATIVE, MS, Duration::ZERO)
-        .unwrap();
+    let id = queue_timer(&owner, Duration::ZERO);
     let mut events = owner.events();
     let (_, waker) = counter();
     assert!(poll_once(Pin::new(&mut events.next()), &waker).is_pending());
@@ -454,8 +445,7 @@ fn on_tokio_a_driver_wakes_receivers_and_sleeps() {
     let timers = Timers::new();
     rt.block_on(async {
         let owner = timers.owner();
-        let id = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
-        owner.settime(id, SetFlags::RELATIVE, MS, MS).unwrap();
+        let id = queue_timer(&owner, MS);
         let mut events = owner.events();
         for _ in 0..3 {
             assert_eq!(events.next().await.map(|e| e.id), Some(id));
@@ -489,10 +479,7 @@ fn on_smol_a_driver_wakes_receivers_and_sleeps() {
     let timers = Timers::new();
     smol::block_on(async {
         let owner = timers.owner();
-        let id = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
-        owner
-            .settime(id, SetFlags::RELATIVE, MS, Duration::ZERO)
-            .unwrap();
+        let id = queue_timer(&owner, Duration::ZERO);
         assert_eq!(owner.recv_async().await.map(|e| e.id), Ok(id));
         let ex = smol::LocalExecutor::new();
         let tasks: Vec<_> = (0..100u64)

@@ -33,6 +33,25 @@ fn periods(first: u64, interval: u64, t: u64) -> u64 {
     }
 }
 
+/// How long a run lasts: `TEMPORA_SOAK_SECS`, default 1 s.
+fn soak_secs() -> f64 {
+    std::env::var("TEMPORA_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0)
+}
+
+/// A xorshift stream started from `seed`.
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    }
+}
+
 #[derive(Default)]
 struct Tally {
     first: u64,
@@ -68,10 +87,7 @@ fn arm(owner: &Owner, id: TimerId, value: u64, interval: u64) -> (u64, u64) {
 
 #[test]
 fn drivers_under_churn_never_fire_early_twice_or_lose_a_period() {
-    let secs: f64 = std::env::var("TEMPORA_SOAK_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.0);
+    let secs = soak_secs();
     let timers = Timers::builder().bases(2).drivers(1).build().unwrap();
     let shared = timers.owner();
     let stop = Arc::new(AtomicBool::new(false));
@@ -126,13 +142,7 @@ fn drivers_under_churn_never_fire_early_twice_or_lose_a_period() {
             let (shared, stop, early, timers) =
                 (shared.clone(), stop.clone(), early.clone(), timers.clone());
             std::thread::spawn(move || {
-                let mut rng = (w + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                let mut next = move || {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    rng
-                };
+                let mut next = xorshift(w + 1);
                 let mut own = timers.owner();
                 // (on the shared owner?, ID, tally)
                 let mut live: Vec<(bool, TimerId, Arc<Mutex<Tally>>)> = Vec::new();
@@ -255,23 +265,14 @@ fn sleeps_reset_and_dropped_while_firing_are_never_early_nor_lost() {
     use std::pin::Pin;
     use std::task::{Context, Waker};
     use tempora::time::Sleep;
-    let secs: f64 = std::env::var("TEMPORA_SOAK_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.0);
+    let secs = soak_secs();
     let timers = Timers::builder().bases(2).drivers(1).build().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let workers: Vec<_> = (0..2u64)
         .map(|w| {
             let (timers, stop) = (timers.clone(), stop.clone());
             std::thread::spawn(move || {
-                let mut rng = (w + 7).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                let mut next = move || {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    rng
-                };
+                let mut next = xorshift(w + 7);
                 let mut cx = Context::from_waker(Waker::noop());
                 let mut live: Vec<Pin<Box<Sleep>>> = Vec::new();
                 let (mut done, mut early, mut lost) = (0u64, 0u64, 0u64);
