@@ -125,7 +125,7 @@ fn the_event_fd_is_written_once_per_transition_not_per_event() {
     let owner = timers.owner();
     let fd = owner.event_fd().unwrap();
     for _ in 0..1000 {
-        let id = queue_timer(&owner, Duration::ZERO);
+        queue_timer(&owner, Duration::ZERO);
     }
     clock.advance(MS);
     assert_eq!(timers.poll(), 1000);
@@ -141,7 +141,7 @@ fn the_event_fd_is_written_once_per_transition_not_per_event() {
 fn an_event_fd_made_late_sees_what_is_queued_and_destroy_makes_it_readable() {
     let (clock, timers) = manual();
     let owner = timers.owner();
-    let id = queue_timer(&owner, Duration::ZERO);
+    queue_timer(&owner, Duration::ZERO);
     clock.advance(MS);
     timers.poll();
     let fd = owner.event_fd().unwrap();
@@ -158,7 +158,7 @@ fn an_event_fd_made_late_sees_what_is_queued_and_destroy_makes_it_readable() {
 fn the_event_fd_closes_with_the_owners_last_handle() {
     let (clock, timers) = manual();
     let owner = timers.owner();
-    let id = queue_timer(&owner, Duration::ZERO);
+    queue_timer(&owner, Duration::ZERO);
     clock.advance(MS);
     timers.poll();
     let raw = owner.event_fd().unwrap().as_raw_fd();
