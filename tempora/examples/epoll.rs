@@ -334,15 +334,10 @@ impl Demo {
         }
         // A wake-up with no event: a stale entry (a timer re-armed since it fired), or the
         // queue closed for good (the owner destroyed, the service failed), which keeps the fd
-        // readable but which `try_iter` cannot tell from empty. A zero-timeout receive says
-        // which.
+        // readable; `closed` says which.
         if empty {
-            match self.owner.recv_timeout(Duration::ZERO) {
-                Ok(None) => {}
-                // Only this thread polls, so nothing was queued since `try_iter` ended; were
-                // something queued, it would be handled like the rest.
-                Ok(Some(e)) => self.on_timer_event(e)?,
-                Err(e) => return Err(format!("no event can come any more: {e}")),
+            if let Some(e) = self.owner.closed() {
+                return Err(format!("no event can come any more: {e}"));
             }
         }
         Ok(())

@@ -148,8 +148,10 @@ fn an_event_fd_made_late_sees_what_is_queued_and_destroy_makes_it_readable() {
     assert!(readable(fd), "made after the event was queued");
     owner.try_recv().unwrap();
     assert!(!readable(fd));
+    assert_eq!(owner.closed(), None);
     owner.destroy();
     assert!(readable(fd), "readable for good once no event can come");
+    assert_eq!(owner.closed(), Some(Error::OwnerDeleted), "and says why");
     assert_eq!(owner.recv_timeout(Duration::ZERO), Err(Error::OwnerDeleted));
     assert!(readable(fd));
 }

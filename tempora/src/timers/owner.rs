@@ -233,7 +233,7 @@ impl Owner {
             if let Some(e) = self.try_recv() {
                 return Ok(Some(e));
             }
-            if let Some(e) = self.closed_error() {
+            if let Some(e) = self.closed() {
                 return Err(e);
             }
             if !self.sink().wait(deadline) {
@@ -242,9 +242,12 @@ impl Owner {
         }
     }
 
-    /// Why no event can come any more, if none can: the owner was destroyed, the service
-    /// stopped or failed, the queue is poisoned.
-    fn closed_error(&self) -> Option<Error> {
+    /// Why no event can come any more, if none can: [`Error::OwnerDeleted`] once the owner
+    /// is destroyed, [`Error::ServiceStopped`] or [`Error::Poisoned`] once its service stopped
+    /// or failed. `None` while events may still come. An event loop that finds the
+    /// [readiness fd](Owner::event_fd) readable and [`Owner::try_iter`] empty asks this: the
+    /// fd stays readable for good once the owner is closed.
+    pub fn closed(&self) -> Option<Error> {
         let closed = self.sink().closed();
         if closed & notify::CLOSED_OWNER != 0 {
             return Some(Error::OwnerDeleted);
@@ -292,7 +295,7 @@ impl Owner {
             if let Some(e) = self.try_recv() {
                 return Poll::Ready(Ok(e));
             }
-            if let Some(e) = self.closed_error() {
+            if let Some(e) = self.closed() {
                 return Poll::Ready(Err(e));
             }
             let mut replaced = None;
@@ -323,8 +326,7 @@ impl Owner {
     /// them, so a wake-up may find no event.
     ///
     /// It also becomes readable, for good, when no event can come any more (the owner is
-    /// destroyed, the service stopped or failed): a receive then returns why
-    /// ([`Owner::recv_timeout`] with a zero timeout, [`Owner::recv_async`]).
+    /// destroyed, the service stopped or failed): [`Owner::closed`] then says why.
     ///
     /// # Errors
     /// [`Error::Io`] if the eventfd cannot be made (the process's fd limit).
