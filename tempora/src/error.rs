@@ -31,7 +31,7 @@ pub enum Error {
     NotRestoring,
     /// The owner has been deleted. `EINVAL`.
     OwnerDeleted,
-    /// The owner's service is gone: the last [`crate::Timers`] handle was dropped, so nothing
+    /// The owner's service is gone: the last [`crate::Timers`] handle and the last [`crate::time::Sleep`] were dropped, so nothing
     /// fires any more. Arming calls and blocking receives fail with it; reading, deleting and
     /// checkpointing the owner's timers still work. `ESHUTDOWN`.
     ServiceStopped,

@@ -28,12 +28,18 @@
 //!   only stores it: the entry fires at the old deadline, finds the new one not reached and
 //!   waits again (at most one extra visit per refresh period). An earlier one moves the entry.
 //! * Dropping it takes its entry out of the wheel. If a poll has just popped the entry and is
-//!   delivering it, the drop waits for that delivery (microseconds at most, and only then).
+//!   delivering it, the drop waits for that delivery: the rest of that poll's batch (up to
+//!   [`Builder::batch`](crate::Builder::batch) entries), and only then.
 //! * It completes once the service's monotonic clock has reached its deadline, never before:
 //!   a poll that pops the entry early (after a later reset) places it again.
 //!
 //! A sleep keeps its service running: the drivers of a [`Timers`] stop when its last handle
-//! *and* its last sleep are gone, so a pending sleep always completes.
+//! *and* its last sleep are gone (any sleep, pending or not: also an [`Interval`] or a
+//! [`Timeout`] someone holds), so a pending sleep completes even if the `Timers` it came from
+//! was dropped. What it does not survive is a failed service ([`Timers::health`]): a sleep on
+//! a base whose driver died or that a panic poisoned does not complete; the failure is
+//! reported there (and by every owner's receivers), and a poll that would arm a sleep on a
+//! poisoned base panics with it.
 //!
 //! # The free functions
 //!
@@ -62,7 +68,11 @@ pub struct Sleep {
     /// The service (its drivers keep running while this handle exists).
     drivers: Arc<Drivers>,
     cell: SleepCell,
-    /// The wheel entry points at `cell` once polled.
+    /// The wheel entry points at `cell` once polled. `!Unpin` is also what makes the
+    /// holder's `Pin<&mut Sleep>` (and `&mut self` in `drop`) sound while a delivery on another
+    /// thread holds `&SleepCell`: references to `!Unpin` types are not assumed unique
+    /// (rustc emits no `noalias` for them, and Miri exempts them), as every intrusive future
+    /// relies on.
     _pinned: PhantomPinned,
 }
 
@@ -162,7 +172,8 @@ impl Sleep {
                     place(core, &this.cell, s);
                 }
             })
-        }
+        };
+        core.flush_halt();
     }
 
     /// [`Sleep::reset`] to `d` from now.
@@ -191,21 +202,10 @@ impl Future for Sleep {
         let core = this.core();
         let waker = cx.waker();
         // SAFETY: `Pin<&mut Self>`: the holder, alone.
-        if unsafe { !this.cell.polled(true) } {
-            // The first poll: no wheel entry and no waker yet, so nobody else has the cell's
-            // address and its lock is not needed; the entry is published with the state
-            // written (`Core::sleep_place`).
-            let waker = Some(waker.clone());
-            // SAFETY: as just said (`SleepCell::unlocked`).
-            unsafe {
-                this.cell.unlocked(|s| {
-                    s.body.waker = waker;
-                    place(core, &this.cell, s);
-                })
-            };
-            return Poll::Pending;
-        }
-        let mut fresh = None;
+        let first = unsafe { !this.cell.polled(true) };
+        // A first poll has no waker stored: clone it before taking the lock, which is then
+        // taken once.
+        let mut fresh = first.then(|| waker.clone());
         let mut old = None;
         loop {
             // SAFETY: `Pin<&mut Self>`: the holder, alone.
@@ -226,6 +226,7 @@ impl Future for Sleep {
                 })
             };
             drop(old.take());
+            core.flush_halt();
             match r {
                 Some(true) => return Poll::Ready(()),
                 Some(false) => return Poll::Pending,
@@ -255,6 +256,7 @@ impl Drop for Sleep {
             // hold it, that delivery is over (`timers/sleep.rs`). Poisoned: it ended too.
             drop(core.bases[b].delivery());
         }
+        core.flush_halt();
     }
 }
 

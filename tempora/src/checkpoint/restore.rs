@@ -61,6 +61,7 @@ impl Owner {
                     }
                     self.reg.set_counter(counter);
                     self.set_restore_ids(mode);
+                    core.flush_halt();
                     wake.into_iter().for_each(Waker::wake);
                     return Err(e);
                 }
@@ -68,6 +69,7 @@ impl Owner {
         }
         self.reg.set_counter(snapshot.counter);
         self.set_restore_ids(snapshot.restore_ids);
+        core.flush_halt();
         wake.into_iter().for_each(Waker::wake);
         Ok(())
     }

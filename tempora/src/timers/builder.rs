@@ -156,6 +156,7 @@ impl Builder {
             shutdown: AtomicBool::new(false),
             failure: OnceLock::new(),
             halted: AtomicBool::new(false),
+            halt_pending: AtomicBool::new(false),
             owners: std::sync::Mutex::new(Vec::new()),
             #[cfg(test)]
             crash_driver: AtomicBool::new(false),
@@ -204,6 +205,7 @@ impl Drivers {
                     let body = std::panic::AssertUnwindSafe(|| driver::run(&c, k, n));
                     if std::panic::catch_unwind(body).is_err() {
                         c.fail(DRIVER_DIED);
+                        c.flush_halt();
                     }
                 }),
             )?);

@@ -48,13 +48,15 @@ pub(crate) struct Core {
     /// The deadline fd of a service without drivers, made on first request
     /// (`Timers::deadline_fd`).
     pub(crate) deadline: OnceLock<DeadlineFd>,
-    /// The last `Timers` handle was dropped: drivers end, owners are told (`Core::halt`).
+    /// The last `Timers` handle and sleep were dropped: drivers end, owners are told (`Core::halt`).
     pub(crate) shutdown: AtomicBool,
     /// The first `Error::Poisoned` text the service met (a poisoned lock, a dead driver);
     /// set once, never cleared (`Core::fail`).
     pub(crate) failure: OnceLock<&'static str>,
     /// `shutdown || failure.is_some()`, in one byte for the arming calls' check.
     pub(crate) halted: AtomicBool,
+    /// A failure's `halt` has not run yet (`Core::fail`, `Core::flush_halt`).
+    pub(crate) halt_pending: AtomicBool,
     /// The event queue of every owner made by this service, for `halt` to wake their
     /// receivers. A `Weak<EventQueue>`, not the owner: upgrading it can never make this thread run
     /// an owner's teardown (which takes timer locks) from wherever the service failed. Dead
@@ -112,6 +114,8 @@ impl Service for Itimer {
 
     fn on_destroy(owner: &OwnerPart) {
         owner.sink.close(CLOSED_OWNER);
+        // The teardown's delete hooks may have met a failure; no lock is held now.
+        owner.core.flush_halt();
     }
 }
 
@@ -134,14 +138,36 @@ pub(crate) enum Call {
 const MONOTONIC: usize = ClockId::Monotonic.index();
 
 impl Core {
-    /// Marks the service failed for good (the first `what` is kept), wakes every receiver
-    /// (they return the error once their queue is empty) and returns the error to report.
+    /// Marks the service failed for good (the first `what` is kept) and returns the error to
+    /// report. Its receivers are told (`halt`: queues closed, waiting threads and tasks woken)
+    /// by [`Core::flush_halt`], which the public calls run once they hold no lock: `fail` is
+    /// called under timer, cell and delivery locks, and a task's waker is user code.
     #[cold]
     pub(crate) fn fail(&self, what: &'static str) -> Error {
         if self.failure.set(what).is_ok() {
-            self.halt();
+            self.halted.store(true, Ordering::Relaxed);
+            // Release: pairs with the Acquire in `flush_halt_now`.
+            self.halt_pending.store(true, Ordering::Release);
         }
         Error::Poisoned(self.failure.get().copied().unwrap_or(what))
+    }
+
+    /// Runs the `halt` a failure left pending; called with no tempora lock held, by every
+    /// public call that can meet a failure (a poll, settime, delete, a receive, a restore, an
+    /// owner's teardown, a sleep's poll, reset and drop, a dying driver).
+    #[inline]
+    pub(crate) fn flush_halt(&self) {
+        // Relaxed: a hint; the swap decides who halts.
+        if self.halt_pending.load(Ordering::Relaxed) {
+            self.flush_halt_now();
+        }
+    }
+
+    #[cold]
+    fn flush_halt_now(&self) {
+        if self.halt_pending.swap(false, Ordering::AcqRel) {
+            self.halt();
+        }
     }
 
     /// The service stopped or failed: arming calls fail from now on, and every owner's queue
@@ -405,6 +431,7 @@ impl Core {
             }
         }
         BATCH.with(|b| b.set(batch));
+        self.flush_halt();
         fired
     }
 
@@ -515,8 +542,13 @@ impl Core {
             s.at.armed = false;
             if now.get(ClockId::Monotonic) < s.body.deadline {
                 // Reset to a later deadline while in the wheel (`Sleep::reset`): wait again,
-                // on this base (the poll barrier). A poisoned base fails the service.
-                let _ = self.sleep_place(cell, s, b);
+                // on this base (the poll barrier). A poisoned base fails the service; the
+                // task is woken then, so that its next poll meets the failure (`place`).
+                if self.sleep_place(cell, s, b).is_err() {
+                    if let Some(w) = s.body.waker.take() {
+                        calls.push(Call::Wake(w));
+                    }
+                }
                 return false;
             }
             s.at.fired = true;
@@ -545,9 +577,8 @@ impl Core {
         let b = if here { usize::from(s.at.base) } else { b };
         let old = Key::from_bits(s.body.key);
         let target = Target::sleep(NonNull::from(cell));
-        // The state is written inside the base's critical section: a poll that pops the new
-        // entry (under that lock) sees it, which lets a first poll write it without the cell
-        // lock (`Sleep::poll`).
+        // The state is written inside the base's critical section, before anyone can pop
+        // the new entry.
         let placed = self.bases[b].locked_wheel(MONOTONIC, tick, |wheel| {
             let key = if !here {
                 wheel.insert_with(tick, Mode::PRECISE, target)

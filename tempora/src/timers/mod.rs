@@ -57,8 +57,8 @@
 //!
 //! # Lifetime and failure
 //!
-//! The service runs while a [`Timers`] handle exists. Dropping the last one stops and joins
-//! the drivers; owners may outlive it, to read, delete and checkpoint their timers and to
+//! The service runs while a [`Timers`] handle or a [`Sleep`](crate::time::Sleep) exists.
+//! Dropping the last of them stops and joins the drivers; owners may outlive it, to read, delete and checkpoint their timers and to
 //! receive events already queued, but nothing fires any more: `create` and `settime` fail
 //! with [`Error::ServiceStopped`], and `recv` returns it once the queue is empty instead of
 //! waiting forever.
@@ -277,8 +277,12 @@ impl Timers {
     /// `base.rs`). Like [`Timers::next_deadline`], it may fire early after timers were
     /// cancelled (a poll then fires nothing and re-arms it), never late.
     ///
-    /// Made on the first call (a service that never asks pays nothing); closed when the
-    /// service's last handle (and sleep) is gone.
+    /// Made on the first call (a service that never asks pays nothing); closed when the last
+    /// thing that holds the service's core is gone: its `Timers` handles, sleeps and owners.
+    ///
+    /// Without drivers there is no watch on the realtime clock: after the wall clock is set,
+    /// call [`Timers::clock_was_set`] (it makes the fd readable at once), or absolute
+    /// `CLOCK_REALTIME` timers fire when the monotonic time they were converted to comes.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] if the service has driver threads (they fire the timers) or

@@ -109,7 +109,7 @@ struct ReadyFd {
 
 /// The owner was destroyed.
 pub(crate) const CLOSED_OWNER: u8 = 1;
-/// The service stopped (its last `Timers` handle was dropped) or failed (a poisoned lock, a
+/// The service stopped (its last `Timers` handle and sleep were dropped) or failed (a poisoned lock, a
 /// dead driver): nothing will queue an event again.
 pub(crate) const CLOSED_SERVICE: u8 = 2;
 
@@ -192,7 +192,8 @@ impl<E> Sink<E> {
         Ok(e)
     }
 
-    /// Registers a task's waker to be woken by the next push or close, if the queue is empty
+    /// Registers a task's waker to be woken by the next push or close (linear in the tasks
+    /// waiting on this owner: meant for a few per owner, as a push wakes them all), if the queue is empty
     /// and open now (`Ok(false)` otherwise: the caller looks again instead of waiting).
     /// `token` names the task's registration (0: none yet); a registration with the same
     /// token is replaced. A waker to clone is asked for only when the registered one would not

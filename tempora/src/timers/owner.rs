@@ -129,8 +129,9 @@ impl Owner {
             let (state, published) = l.state_and_published();
             let (old, arm) = state.settime(published, &now, flags.is_abstime(), value, interval);
             core.apply(&mut l, arm).map(|()| old)
-        })??;
-        Ok(old.into())
+        });
+        core.flush_halt();
+        Ok(old??.into())
     }
 
     /// Timer `id`'s remaining time and interval. Zero for a disarmed or fired one-shot timer;
@@ -166,7 +167,9 @@ impl Owner {
     /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
     #[doc(alias = "timer_delete")]
     pub fn delete(&self, id: TimerId) -> Result<(), Error> {
-        self.reg.delete(id)
+        let r = self.reg.delete(id);
+        self.core().flush_halt();
+        r
     }
 
     /// The next event on the owner's queue, if one is pending. Consuming an event of a
@@ -197,9 +200,11 @@ impl Owner {
                 }
             });
             if let Ok(Some(Some(overrun))) = got {
+                core.flush_halt();
                 return Some(Event::new(ev.id, overrun));
             }
         }
+        core.flush_halt();
         None
     }
 
@@ -208,7 +213,7 @@ impl Owner {
     ///
     /// # Errors
     /// Once the queue is empty: [`Error::OwnerDeleted`] if the owner is destroyed,
-    /// [`Error::ServiceStopped`] if its [`Timers`](super::Timers) service was dropped, [`Error::Poisoned`] if
+    /// [`Error::ServiceStopped`] if its service stopped (its last [`Timers`](super::Timers) handle and [`Sleep`](crate::time::Sleep) dropped), [`Error::Poisoned`] if
     /// the service failed (see [`Timers::health`](super::Timers::health)). Never waits for an event that cannot come.
     pub fn recv(&self) -> Result<Event, Error> {
         loop {
@@ -318,8 +323,12 @@ impl Owner {
     /// asks pays nothing) and closed when the owner's last handle is dropped.
     ///
     /// It is *level-like*: readable while events are queued, whatever the loop did with the
-    /// last readiness, so it works with level- and edge-triggered epoll alike, provided the
-    /// loop drains the queue when it sees it readable ([`Owner::try_iter`] to the end). Do not
+    /// last readiness; the loop drains the queue when it sees it readable ([`Owner::try_iter`]
+    /// to the end). With level-triggered epoll that is all. Edge-triggered epoll also works
+    /// when the loop is the queue's only consumer; if other threads or tasks receive from the
+    /// same owner, one of them may empty the queue between a push and the fd's update, the fd
+    /// then shows no new edge for an event another push queued meanwhile, and only a
+    /// level-triggered wait sees it. Do not
     /// `read(2)` it: tempora drains it when the queue empties. tempora writes it at most once
     /// per transition of the queue from empty to non-empty, never once per event. Stale
     /// entries (of a timer re-set or deleted since) count as queued until a receive drops

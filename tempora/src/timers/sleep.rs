@@ -137,11 +137,9 @@ impl SleepCell {
     /// Runs `f` on the state without the lock.
     ///
     /// # Safety
-    /// No other reference to the state exists meanwhile: the lock is held; or it is poisoned
-    /// and the caller is the future's holder; or the caller is the holder and the cell has no
-    /// wheel entry yet (nobody else has its address), and whatever `f` publishes to a wheel
-    /// it writes under that wheel's base lock (`Core::sleep_place`).
-    pub(crate) unsafe fn unlocked<R>(&self, f: impl FnOnce(&mut SleepState<'_>) -> R) -> R {
+    /// No other reference to the state exists meanwhile: the lock is held, or it is poisoned
+    /// and the caller is the future's holder.
+    unsafe fn unlocked<R>(&self, f: impl FnOnce(&mut SleepState<'_>) -> R) -> R {
         self.head.with_mut(|h| {
             self.body.with_mut(|b| {
                 // SAFETY: the caller's promise; the two cells are distinct.

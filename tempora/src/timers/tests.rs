@@ -1549,3 +1549,74 @@ fn clock_was_set_makes_the_deadline_fd_readable() {
     timers.poll();
     assert!(!fd_readable(fd, 0));
 }
+
+/// A sleep keeps its service running after the last `Timers` handle is dropped (it would
+/// otherwise never complete); once it goes too, the service stops.
+#[test]
+fn a_sleep_keeps_its_service_running() {
+    let f = Fx::new();
+    let sleep = f.timers.sleep(ms(1));
+    let owner = f.owner.clone();
+    drop(f);
+    assert!(owner.create(ClockId::Monotonic, Notify::Queue).is_ok());
+    drop(sleep);
+    assert_eq!(
+        owner.create(ClockId::Monotonic, Notify::Queue).map(|_| ()),
+        Err(Error::ServiceStopped)
+    );
+}
+
+struct WakeProbe {
+    timers: Timers,
+    woken: AtomicUsize,
+    violated: AtomicUsize,
+}
+
+impl std::task::Wake for WakeProbe {
+    fn wake(self: Arc<Self>) {
+        self.woken.fetch_add(1, Ordering::SeqCst);
+        // A waker may call back into tempora: in debug builds the lock-order check panics if
+        // it runs under a tempora lock (release builds would deadlock on the delivery lock).
+        let t = self.timers.clone();
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.poll())).is_err() {
+            self.violated.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A failure met under locks (a poisoned event queue, during a delivery) closes the owners'
+/// queues and wakes their tasks only once the poll holds no lock.
+#[test]
+fn a_failure_wakes_waiting_tasks_with_no_lock_held() {
+    let f = Fx::new();
+    let other = f.timers.owner();
+    let probe = Arc::new(WakeProbe {
+        timers: f.timers.clone(),
+        woken: AtomicUsize::new(0),
+        violated: AtomicUsize::new(0),
+    });
+    let waker = std::task::Waker::from(probe.clone());
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut recv = Box::pin(other.recv_async());
+    assert!(recv.as_mut().poll(&mut cx).is_pending());
+    let t = f.queue(ClockId::Monotonic);
+    f.arm(t, ms(1), Duration::ZERO);
+    panic_inside(|boom| {
+        let _ = f.owner.sink().locked(|_| boom());
+    });
+    quiet_panics(|| {
+        f.clock.advance(ms(1));
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.timers.poll()));
+    });
+    assert!(f.timers.health().is_err());
+    assert_eq!(probe.woken.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        probe.violated.load(Ordering::SeqCst),
+        0,
+        "woken under a lock"
+    );
+    assert!(matches!(
+        recv.as_mut().poll(&mut cx),
+        std::task::Poll::Ready(Err(Error::Poisoned(_)))
+    ));
+}
