@@ -1,0 +1,86 @@
+/*
+ * tempora_posix.h: the POSIX timer calls, served by tempora. A program written against
+ * timer_create & co. switches by including this header after <signal.h> and <time.h> (or
+ * instead of them) and linking -ltempora; its calls then go to one process-wide tempora owner
+ * (tempora_default_owner(): the default service, one driver thread), with the errno values
+ * Linux sets and none of the kernel's per-user timer limit.
+ *
+ * What maps, and how it differs from the kernel's timers:
+ *   timer_create     SIGEV_NONE and SIGEV_THREAD (sigev_notify_function, sigev_value).
+ *                    SIGEV_THREAD's function runs on tempora's driver thread, not on a new
+ *                    thread per expiry (sigev_notify_attributes is ignored): keep it short.
+ *                    SIGEV_SIGNAL and SIGEV_THREAD_ID fail with ENOTSUP: tempora delivers no
+ *                    signals; use tempora.h's TEMPORA_SIGEV_QUEUE and the owner's event fd.
+ *                    A NULL sigevent (SIGEV_SIGNAL with SIGALRM) fails likewise.
+ *   timer_settime, timer_gettime, timer_getoverrun, timer_delete: as the kernel's.
+ *   timer_t          becomes tempora_timer_t (an int): IDs from 0 up, per process, as Linux's.
+ *
+ * Everything is a macro over a static inline function, so it works from C and C++; take the
+ * header out and the same source builds against the C library again.
+ */
+#ifndef TEMPORA_POSIX_H
+#define TEMPORA_POSIX_H
+
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "tempora.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+static inline int tempora_posix_timer_create(clockid_t clock, struct sigevent *sev,
+                                             tempora_timer_t *timerid)
+{
+    struct tempora_sigevent tsev = {0};
+    if (sev == NULL || (sev->sigev_notify != SIGEV_NONE && sev->sigev_notify != SIGEV_THREAD)) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    if (sev->sigev_notify == SIGEV_NONE) {
+        tsev.notify = TEMPORA_SIGEV_NONE;
+    } else {
+        tsev.notify = TEMPORA_SIGEV_THREAD;
+        tsev.value = sev->sigev_value;
+        tsev.notify_function = sev->sigev_notify_function;
+    }
+    return tempora_timer_create(tempora_default_owner(), clock, &tsev, timerid);
+}
+
+static inline int tempora_posix_timer_settime(tempora_timer_t timerid, int flags,
+                                              const struct itimerspec *new_value,
+                                              struct itimerspec *old_value)
+{
+    return tempora_timer_settime(tempora_default_owner(), timerid, flags, new_value, old_value);
+}
+
+static inline int tempora_posix_timer_gettime(tempora_timer_t timerid, struct itimerspec *curr)
+{
+    return tempora_timer_gettime(tempora_default_owner(), timerid, curr);
+}
+
+static inline int tempora_posix_timer_getoverrun(tempora_timer_t timerid)
+{
+    return tempora_timer_getoverrun(tempora_default_owner(), timerid);
+}
+
+static inline int tempora_posix_timer_delete(tempora_timer_t timerid)
+{
+    return tempora_timer_delete(tempora_default_owner(), timerid);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#define timer_t tempora_timer_t
+#define timer_create tempora_posix_timer_create
+#define timer_settime tempora_posix_timer_settime
+#define timer_gettime tempora_posix_timer_gettime
+#define timer_getoverrun tempora_posix_timer_getoverrun
+#define timer_delete tempora_posix_timer_delete
+
+#endif /* TEMPORA_POSIX_H */

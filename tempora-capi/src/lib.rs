@@ -1,0 +1,877 @@
+//! tempora's C ABI: the calls of `include/tempora.h`, shaped and failing like the POSIX timer
+//! calls they mirror, so that porting a C program is a rename (`include/tempora_posix.h` does
+//! the rename for a program written against `timer_create` & co.).
+//!
+//! # Conventions every function keeps
+//! - **Errors**: a call returns 0 (or the value it documents) on success and -1 with `errno`
+//!   set on failure, to what Linux sets for the POSIX call it mirrors ([`tempora::Error::errno`]
+//!   for tempora's own errors). A calls that returns a pointer returns NULL with `errno` set.
+//!   `tempora_last_error()` gives the failure's message, per thread.
+//! - **NULL pointers**: a NULL handle (`tempora_t *`, `tempora_owner_t *`) is `EINVAL`; a NULL
+//!   pointer Linux would fault on (an out-parameter it must write, a path) is `EFAULT`; a NULL
+//!   `new` in `tempora_timer_settime` is `EINVAL`, as in Linux.
+//! - **Out-parameters** are written only on success (an exact-ID create reads `*timerid` first,
+//!   as Linux's restore mode does).
+//! - **No panic crosses the boundary**: every entry runs inside `catch_unwind`; a panic inside
+//!   tempora fails the call with `ENOTRECOVERABLE`, never aborts the host program.
+//! - **Threads**: a `tempora_t` and a `tempora_owner_t` may be used from any number of threads
+//!   at once, as the Rust `Timers` and `Owner` are; only the `_free` calls need every other
+//!   call on that handle to have returned.
+//! - **Callbacks** (`TEMPORA_SIGEV_THREAD`) run on the thread that fires the timer (a driver
+//!   thread, or the caller of `tempora_poll`) with no tempora lock held: they may call any
+//!   function here, delete their own timer included, but should be short, as a signal handler
+//!   or a `SIGEV_THREAD` function should.
+//!
+//! The header is generated from this file by cbindgen (`tests/header.rs` checks it is current;
+//! `TEMPORA_BLESS=1 cargo test -p tempora-capi --test header` rewrites it), so the doc comments
+//! here are the header's comments.
+
+#![allow(non_camel_case_types)]
+
+use libc::{c_char, c_int, c_void, clockid_t, itimerspec, sigval, timespec};
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::ffi::{CStr, CString, OsStr};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::ptr;
+use std::sync::OnceLock;
+use std::time::Duration;
+use tempora::checkpoint::Snapshot;
+use tempora::clock::{ClockId, TimeSpec};
+use tempora::{Error, Notify, Owner, SetFlags, TimerId, Timers};
+
+/// A timer's ID within its owner (POSIX's `timer_t`): non-negative, unique per owner.
+pub type tempora_timer_t = i32;
+
+/// A timer service (bases, drivers, clocks): made by `tempora_new`, freed by `tempora_free`.
+pub struct tempora_t {
+    timers: Timers,
+}
+
+/// An owner: a namespace of timer IDs with its event queue (the analogue of a process). Made
+/// by `tempora_owner_new`, freed (with all its timers) by `tempora_owner_free`.
+pub struct tempora_owner_t {
+    owner: Owner,
+}
+
+/// A service's settings for `tempora_new`. Fill one with `tempora_config_init` and change
+/// what you need: an all-zero struct asks for no driver thread.
+#[repr(C)]
+pub struct tempora_config {
+    /// Bases (a lock and a wheel per clock each): 0 for one per CPU.
+    pub bases: u32,
+    /// Driver threads that fire timers: -1 for the default (one); 0 for none, where the
+    /// application fires them itself with `tempora_poll` (at `tempora_next_timeout`, or when
+    /// `tempora_deadline_fd` is readable).
+    pub drivers: i32,
+    /// The wheels' tick in nanoseconds (0 for the default, 1 µs). Timers still fire at their
+    /// exact nanosecond expiry or later; the tick only sets how expiries are bucketed.
+    pub tick_ns: u64,
+}
+
+/// The `notify` of a `tempora_sigevent`: an event on the owner's queue
+/// (`tempora_event_wait`, `tempora_event_try`, `tempora_owner_event_fd`), with the kernel's
+/// signal rules (one pending event per timer, overruns counted). `SIGEV_SIGNAL`'s value.
+pub const TEMPORA_SIGEV_QUEUE: c_int = 0;
+/// The `notify` of a `tempora_sigevent`: nothing is delivered; `tempora_timer_gettime`
+/// shows the timer's state. `SIGEV_NONE`'s value.
+pub const TEMPORA_SIGEV_NONE: c_int = 1;
+/// The `notify` of a `tempora_sigevent`: a function is called at each expiry, with the
+/// sigevent's `value`. `SIGEV_THREAD`'s value.
+pub const TEMPORA_SIGEV_THREAD: c_int = 2;
+
+/// `flags` of `tempora_timer_settime`: `it_value` is an absolute time on the timer's clock
+/// (`TIMER_ABSTIME`'s value). Other bits are ignored, as Linux ignores them.
+pub const TEMPORA_TIMER_ABSTIME: c_int = 1;
+
+/// `tempora_owner_restore_ids`: turn exact-ID mode off (`PR_TIMER_CREATE_RESTORE_IDS_OFF`).
+pub const TEMPORA_RESTORE_IDS_OFF: c_int = 0;
+/// `tempora_owner_restore_ids`: turn exact-ID mode on (`PR_TIMER_CREATE_RESTORE_IDS_ON`):
+/// `tempora_timer_create` then reads the ID it must create from `*timerid`.
+pub const TEMPORA_RESTORE_IDS_ON: c_int = 1;
+/// `tempora_owner_restore_ids`: return the mode, 0 or 1 (`PR_TIMER_CREATE_RESTORE_IDS_GET`).
+pub const TEMPORA_RESTORE_IDS_GET: c_int = 2;
+
+/// A `TEMPORA_SIGEV_THREAD` function with `SIGEV_THREAD`'s signature: the sigevent's `value`.
+pub type tempora_notify_fn = Option<unsafe extern "C" fn(value: sigval)>;
+
+/// A `TEMPORA_SIGEV_THREAD` function that is also told which timer fired and the periods it
+/// missed before this call (its overrun, as `tempora_timer_getoverrun` would return it).
+pub type tempora_callback_fn =
+    Option<unsafe extern "C" fn(timer: tempora_timer_t, overrun: c_int, value: sigval)>;
+
+/// How a timer reports its expiry (POSIX's `struct sigevent`). NULL at `tempora_timer_create`
+/// means `TEMPORA_SIGEV_QUEUE`.
+#[repr(C)]
+pub struct tempora_sigevent {
+    /// `TEMPORA_SIGEV_QUEUE`, `TEMPORA_SIGEV_NONE` or `TEMPORA_SIGEV_THREAD`.
+    pub notify: c_int,
+    /// Passed to the function of a `TEMPORA_SIGEV_THREAD` timer (`sigev_value`).
+    pub value: sigval,
+    /// `TEMPORA_SIGEV_THREAD`: the function to call, POSIX-shaped (`sigev_notify_function`).
+    /// Exactly one of `notify_function` and `callback` is set for such a timer.
+    pub notify_function: tempora_notify_fn,
+    /// `TEMPORA_SIGEV_THREAD`: the function to call, with the timer's ID and overrun.
+    pub callback: tempora_callback_fn,
+    /// `TEMPORA_SIGEV_THREAD`, optional (NULL for none): the name a checkpoint records the
+    /// callback under, for `tempora_owner_restore`'s resolver to map back to a function. At
+    /// most 65490 bytes of UTF-8, not `none` or `queue`. Copied at create. A callback without
+    /// a name is recorded as `callback`.
+    pub name: *const c_char,
+}
+
+/// An event from a `TEMPORA_SIGEV_QUEUE` timer.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct tempora_event {
+    /// The timer that fired.
+    pub timer: tempora_timer_t,
+    /// The periods it missed before this event was taken (`si_overrun`), capped at INT_MAX.
+    pub overrun: c_int,
+}
+
+/// `tempora_owner_restore`'s callback-name resolver: fill `*out` with the notification the
+/// timers recorded under `name` get (usually a `TEMPORA_SIGEV_THREAD` with the function and
+/// value of this process) and return 0, or return -1 if `name` is unknown (the restore then
+/// fails with `EINVAL` and restores nothing). `ctx` is the pointer given to the restore. The
+/// restored timers keep `name` for their next checkpoint; `out->name` is ignored.
+pub type tempora_resolver_fn = Option<
+    unsafe extern "C" fn(
+        name: *const c_char,
+        out: *mut tempora_sigevent,
+        ctx: *mut c_void,
+    ) -> c_int,
+>;
+
+// ---------------------------------------------------------------------------------------
+// Failure reporting.
+
+/// Why a call failed: the errno it sets and the message `tempora_last_error` returns.
+struct Failure {
+    errno: c_int,
+    message: Cow<'static, str>,
+}
+
+impl Failure {
+    fn new(errno: c_int, message: &'static str) -> Failure {
+        Failure {
+            errno,
+            message: Cow::Borrowed(message),
+        }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure {
+            errno: e.errno(),
+            message: Cow::Owned(e.to_string()),
+        }
+    }
+}
+
+thread_local! {
+    /// The message of this thread's last failed call.
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Sets `errno` and the thread's last message.
+fn report(f: Failure) {
+    let message = CString::new(f.message.replace('\0', " ")).unwrap_or_default();
+    // The thread-local is gone only while the thread exits; the errno is still set.
+    let _ = LAST_ERROR.try_with(|last| *last.borrow_mut() = message);
+    // SAFETY: `__errno_location` returns the calling thread's errno, valid for the thread's life.
+    unsafe { *libc::__errno_location() = f.errno };
+}
+
+/// Runs an entry point's body: its value on success; -1 (`fail`) with errno and the message
+/// set on failure; a panic is caught and fails the call with `ENOTRECOVERABLE`.
+fn entry<T>(fail: T, body: impl FnOnce() -> Result<T, Failure>) -> T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(f)) => {
+            report(f);
+            fail
+        }
+        Err(_) => {
+            report(Failure::new(
+                libc::ENOTRECOVERABLE,
+                "a panic inside tempora (a bug, or a failed allocation)",
+            ));
+            fail
+        }
+    }
+}
+
+/// A handle argument: NULL is `EINVAL` (an unknown timer or process, to Linux).
+///
+/// # Safety
+/// `p` is NULL or a live handle made by this library.
+unsafe fn handle<'a, T>(p: *const T, what: &'static str) -> Result<&'a T, Failure> {
+    // SAFETY: the caller passes NULL or a live handle.
+    unsafe { p.as_ref() }.ok_or(Failure::new(libc::EINVAL, what))
+}
+
+/// A pointer Linux would fault on: NULL is `EFAULT`.
+fn not_null<T>(p: *const T, what: &'static str) -> Result<*const T, Failure> {
+    if p.is_null() {
+        Err(Failure::new(libc::EFAULT, what))
+    } else {
+        Ok(p)
+    }
+}
+
+fn owner_of<'a>(owner: *const tempora_owner_t) -> Result<&'a Owner, Failure> {
+    // SAFETY: every entry taking an owner documents that it is NULL or live.
+    Ok(&unsafe { handle(owner, "NULL owner")? }.owner)
+}
+
+fn timers_of<'a>(t: *const tempora_t) -> Result<&'a Timers, Failure> {
+    // SAFETY: every entry taking a service documents that it is NULL or live.
+    Ok(&unsafe { handle(t, "NULL service")? }.timers)
+}
+
+fn timer_id(id: tempora_timer_t) -> Result<TimerId, Failure> {
+    // A negative ID names no timer: what Linux says of an unknown one.
+    TimerId::new(id).ok_or_else(|| Error::UnknownTimer.into())
+}
+
+fn spec_of(ts: &timespec) -> TimeSpec {
+    TimeSpec::new(ts.tv_sec, ts.tv_nsec)
+}
+
+fn timespec_of(ts: TimeSpec) -> timespec {
+    timespec {
+        tv_sec: ts.sec,
+        tv_nsec: ts.nsec,
+    }
+}
+
+fn itimerspec_of(spec: tempora::ItimerSpec) -> itimerspec {
+    itimerspec {
+        it_interval: timespec_of(spec.interval),
+        it_value: timespec_of(spec.value),
+    }
+}
+
+/// The clock tempora times for `clock`: Linux's clock IDs that tempora does not time are
+/// `EOPNOTSUPP`, unknown ones `EINVAL`, as `timer_create` distinguishes them.
+fn clock_of(clock: clockid_t) -> Result<ClockId, Failure> {
+    ClockId::from_raw(clock).ok_or(match clock {
+        // CPU-time, raw, coarse, alarm, TAI and auxiliary clocks.
+        2..=6 | 8 | 9 | 11 | 16..=23 => Failure::new(
+            libc::EOPNOTSUPP,
+            "tempora times CLOCK_REALTIME, CLOCK_MONOTONIC and CLOCK_BOOTTIME only",
+        ),
+        _ => Failure::new(libc::EINVAL, "unknown clock ID"),
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Notifications.
+
+/// The user's pointer-sized `sigval`, handed to the thread that runs a callback.
+#[derive(Clone, Copy)]
+struct SendValue(sigval);
+
+// SAFETY: a `sigval` is an integer or a pointer the C program chose to pass to its callback on
+// whatever thread fires the timer (as `SIGEV_THREAD` passes it to a thread of its own); tempora
+// never dereferences it.
+unsafe impl Send for SendValue {}
+// SAFETY: as for `Send`: tempora only copies the value.
+unsafe impl Sync for SendValue {}
+
+/// The Rust notification for a C sigevent, validated before anything is created (Linux checks
+/// the sigevent after allocating; a failed create here changes nothing at all). `keep_name`
+/// names a callback that has no name of its own (a restore keeps the snapshot's).
+///
+/// # Safety
+/// `sev` is NULL or points to a readable `tempora_sigevent` whose `name` is NULL or a
+/// NUL-terminated string.
+unsafe fn notify_of(
+    sev: *const tempora_sigevent,
+    keep_name: Option<&str>,
+) -> Result<Notify, Failure> {
+    // SAFETY: the caller's contract.
+    let Some(sev) = (unsafe { sev.as_ref() }) else {
+        return Ok(Notify::Queue);
+    };
+    match sev.notify {
+        TEMPORA_SIGEV_QUEUE => Ok(Notify::Queue),
+        TEMPORA_SIGEV_NONE => Ok(Notify::None),
+        TEMPORA_SIGEV_THREAD => {
+            let value = SendValue(sev.value);
+            let f: Box<dyn Fn(TimerId, i32) + Send + Sync> =
+                match (sev.notify_function, sev.callback) {
+                    (Some(f), None) => Box::new(move |_, _| {
+                        let v = value;
+                        // SAFETY: the C program gave this function for this timer's expiries.
+                        unsafe { f(v.0) }
+                    }),
+                    (None, Some(f)) => Box::new(move |id: TimerId, overrun| {
+                        let v = value;
+                        // SAFETY: as above.
+                        unsafe { f(id.get(), overrun, v.0) }
+                    }),
+                    _ => {
+                        return Err(Failure::new(
+                            libc::EINVAL,
+                            "a TEMPORA_SIGEV_THREAD sigevent sets exactly one of notify_function and callback",
+                        ))
+                    }
+                };
+            let name = if sev.name.is_null() {
+                keep_name.map(str::to_owned)
+            } else {
+                // SAFETY: the caller's contract: a NUL-terminated string.
+                let name = unsafe { CStr::from_ptr(sev.name) };
+                Some(
+                    name.to_str()
+                        .map_err(|_| Failure::new(libc::EINVAL, "a callback name must be UTF-8"))?
+                        .to_owned(),
+                )
+            };
+            Ok(match name {
+                Some(n) => Notify::callback_named(&n, f),
+                None => Notify::callback(f),
+            })
+        }
+        _ => Err(Failure::new(
+            libc::EINVAL,
+            "sigevent notify must be TEMPORA_SIGEV_QUEUE, _NONE or _THREAD",
+        )),
+    }
+}
+
+fn path_of<'a>(path: *const c_char) -> Result<&'a Path, Failure> {
+    not_null(path, "NULL path")?;
+    // SAFETY: a non-NULL path is a NUL-terminated string (the calls' contract).
+    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
+    Ok(Path::new(OsStr::from_bytes(bytes)))
+}
+
+// ---------------------------------------------------------------------------------------
+// The service and its owners.
+
+/// Fills `*config` with the defaults: a base per CPU, one driver thread, a 1 µs tick.
+/// Returns 0, or -1 with `errno` `EFAULT` if `config` is NULL.
+///
+/// # Safety
+/// `config` is NULL or points to writable memory for a `tempora_config`.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_config_init(config: *mut tempora_config) -> c_int {
+    entry(-1, || {
+        not_null(config, "NULL config")?;
+        // SAFETY: non-NULL, and the caller's contract makes it writable.
+        unsafe {
+            config.write(tempora_config {
+                bases: 0,
+                drivers: -1,
+                tick_ns: 0,
+            })
+        };
+        Ok(0)
+    })
+}
+
+/// Starts a timer service with `config` (NULL for the defaults). Returns it, to be freed with
+/// `tempora_free`, or NULL with `errno`: `EINVAL` for an invalid setting (a tick of more than
+/// a second, more bases than the ID space can serve...), `EAGAIN` or another OS errno if a
+/// driver thread cannot start.
+///
+/// # Safety
+/// `config` is NULL or points to a readable `tempora_config`.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_new(config: *const tempora_config) -> *mut tempora_t {
+    entry(ptr::null_mut(), || {
+        let mut b = Timers::builder();
+        // SAFETY: the caller's contract.
+        if let Some(c) = unsafe { config.as_ref() } {
+            if c.bases != 0 {
+                b.bases(c.bases as usize);
+            }
+            if c.drivers >= 0 {
+                b.drivers(c.drivers as usize);
+            }
+            if c.tick_ns != 0 {
+                b.tick(Duration::from_nanos(c.tick_ns));
+            }
+        }
+        let timers = b.build()?;
+        Ok(Box::into_raw(Box::new(tempora_t { timers })))
+    })
+}
+
+/// Frees a service handle (NULL is ignored). Its drivers stop once its owners are freed too:
+/// an owner that outlives its service keeps its timers readable (gettime, getoverrun, delete,
+/// checkpoint, queued events) but arming them fails with `ESHUTDOWN`.
+///
+/// # Safety
+/// `t` is NULL or a live handle from `tempora_new`, freed once, with no other call on it
+/// running or to come.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_free(t: *mut tempora_t) {
+    entry((), || {
+        if !t.is_null() {
+            // SAFETY: a live handle from `tempora_new`, freed once (the caller's contract).
+            drop(unsafe { Box::from_raw(t) });
+        }
+        Ok(())
+    })
+}
+
+/// A new owner of `t`: an empty namespace of timer IDs, with its event queue. Returns it, to
+/// be freed with `tempora_owner_free`, or NULL with `errno` `EINVAL` if `t` is NULL.
+///
+/// # Safety
+/// `t` is NULL or a live service handle.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_owner_new(t: *const tempora_t) -> *mut tempora_owner_t {
+    entry(ptr::null_mut(), || {
+        let owner = timers_of(t)?.owner();
+        Ok(Box::into_raw(Box::new(tempora_owner_t { owner })))
+    })
+}
+
+/// Deletes an owner with all its timers and frees its handle (NULL is ignored). Pending
+/// events are dropped; callbacks already running may still finish on their thread.
+///
+/// # Safety
+/// `owner` is NULL or a live handle from `tempora_owner_new`, freed once, with no other call
+/// on it running or to come.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_owner_free(owner: *mut tempora_owner_t) {
+    entry((), || {
+        if !owner.is_null() {
+            // SAFETY: a live handle from `tempora_owner_new`, freed once (the contract).
+            let owner = unsafe { Box::from_raw(owner) };
+            owner.owner.destroy();
+        }
+        Ok(())
+    })
+}
+
+/// The process-wide owner `tempora_posix.h` maps the POSIX calls onto: an owner of a service
+/// with the default configuration (one driver thread), made on first call and never freed (do
+/// not pass it to `tempora_owner_free`). Returns NULL with `errno` only if it cannot be made.
+#[no_mangle]
+pub extern "C" fn tempora_default_owner() -> *mut tempora_owner_t {
+    static DEFAULT: OnceLock<usize> = OnceLock::new();
+    entry(ptr::null_mut(), || {
+        let owner = DEFAULT.get_or_init(|| {
+            let owner = tempora::time::global().owner();
+            Box::into_raw(Box::new(tempora_owner_t { owner })) as usize
+        });
+        Ok(*owner as *mut tempora_owner_t)
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// The POSIX calls.
+
+/// `timer_create`: a disarmed timer on `clock` (`CLOCK_REALTIME`, `CLOCK_MONOTONIC`,
+/// `CLOCK_BOOTTIME`) that notifies as `sev` says (NULL: `TEMPORA_SIGEV_QUEUE`). Its ID is
+/// written to `*timerid`. With exact-ID mode on (`tempora_owner_restore_ids`), the ID to
+/// create is read from `*timerid` first.
+///
+/// Returns 0, or -1 with `errno`: `EINVAL` (NULL owner, unknown clock, invalid sigevent, a
+/// deleted owner, an exact ID that is negative or beyond the ID range), `EOPNOTSUPP` (a Linux
+/// clock tempora does not time: CPU-time, raw, coarse, alarm, TAI), `EFAULT` (NULL
+/// `timerid`), `EAGAIN` (every ID in use), `EBUSY` (the exact ID is in use), `ESHUTDOWN`
+/// (the service was freed).
+///
+/// # Safety
+/// `owner` is NULL or live; `sev` is NULL or a readable sigevent whose `name` is NULL or a
+/// string; `timerid` is NULL or readable and writable.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_timer_create(
+    owner: *const tempora_owner_t,
+    clock: clockid_t,
+    sev: *const tempora_sigevent,
+    timerid: *mut tempora_timer_t,
+) -> c_int {
+    entry(-1, || {
+        let owner = owner_of(owner)?;
+        not_null(timerid, "NULL timerid")?;
+        let clock = clock_of(clock)?;
+        // SAFETY: the caller's contract on `sev`.
+        let notify = unsafe { notify_of(sev, None) }?;
+        let id = if owner.restore_ids() {
+            // SAFETY: non-NULL and readable (the contract).
+            owner.create_with_id(unsafe { timerid.read() }, clock, notify)?
+        } else {
+            owner.create(clock, notify)?
+        };
+        // SAFETY: non-NULL and writable (the contract).
+        unsafe { timerid.write(id.get()) };
+        Ok(0)
+    })
+}
+
+/// `timer_settime`: arms timer `timer` to expire after `new->it_value` (at it on the timer's
+/// clock with `TEMPORA_TIMER_ABSTIME`, at once if that has passed), then every
+/// `new->it_interval` if it is not zero; a zero `it_value` disarms. Writes the previous
+/// setting to `*old` unless it is NULL. Voids an event still pending from the last arming and
+/// resets the overrun.
+///
+/// Returns 0, or -1 with `errno`: `EINVAL` (NULL owner or `new`, negative seconds or
+/// `tv_nsec` outside 0..999999999, an unknown timer), `ESHUTDOWN` (the service was freed).
+///
+/// # Safety
+/// `owner` is NULL or live; `new` is NULL or readable; `old` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_timer_settime(
+    owner: *const tempora_owner_t,
+    timer: tempora_timer_t,
+    flags: c_int,
+    new: *const itimerspec,
+    old: *mut itimerspec,
+) -> c_int {
+    entry(-1, || {
+        let owner = owner_of(owner)?;
+        // SAFETY: NULL or readable (the contract).
+        let new = unsafe { new.as_ref() }.ok_or(Failure::new(libc::EINVAL, "NULL new setting"))?;
+        let (value, interval) = (spec_of(&new.it_value), spec_of(&new.it_interval));
+        // Linux checks the times before the ID.
+        value.to_nanos()?;
+        interval.to_nanos()?;
+        let prev = owner.settime(timer_id(timer)?, SetFlags::from_raw(flags), value, interval)?;
+        if !old.is_null() {
+            // SAFETY: non-NULL and writable (the contract).
+            unsafe { old.write(itimerspec_of(prev)) };
+        }
+        Ok(0)
+    })
+}
+
+/// `timer_gettime`: writes timer `timer`'s remaining time and period to `*curr` (zero
+/// `it_value` when disarmed). Returns 0, or -1 with `errno`: `EINVAL` (NULL owner, an unknown
+/// timer), `EFAULT` (NULL `curr`).
+///
+/// # Safety
+/// `owner` is NULL or live; `curr` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_timer_gettime(
+    owner: *const tempora_owner_t,
+    timer: tempora_timer_t,
+    curr: *mut itimerspec,
+) -> c_int {
+    entry(-1, || {
+        let spec = owner_of(owner)?.gettime(timer_id(timer)?)?;
+        // Linux finds the timer before it copies out.
+        not_null(curr, "NULL curr")?;
+        // SAFETY: non-NULL and writable (the contract).
+        unsafe { curr.write(itimerspec_of(spec)) };
+        Ok(0)
+    })
+}
+
+/// `timer_getoverrun`: the overrun of timer `timer`'s last delivered event (periods missed
+/// before it was taken, capped at INT_MAX). Returns it, or -1 with `errno` `EINVAL` (NULL
+/// owner, an unknown timer).
+///
+/// # Safety
+/// `owner` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_timer_getoverrun(
+    owner: *const tempora_owner_t,
+    timer: tempora_timer_t,
+) -> c_int {
+    entry(-1, || Ok(owner_of(owner)?.getoverrun(timer_id(timer)?)?))
+}
+
+/// `timer_delete`: disarms and deletes timer `timer`; its pending event is dropped unseen.
+/// Returns 0, or -1 with `errno` `EINVAL` (NULL owner, an unknown timer).
+///
+/// # Safety
+/// `owner` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_timer_delete(
+    owner: *const tempora_owner_t,
+    timer: tempora_timer_t,
+) -> c_int {
+    entry(-1, || {
+        owner_of(owner)?.delete(timer_id(timer)?)?;
+        Ok(0)
+    })
+}
+
+/// `prctl(PR_TIMER_CREATE_RESTORE_IDS, op)` for one owner: `TEMPORA_RESTORE_IDS_ON` makes
+/// `tempora_timer_create` create the ID in `*timerid`, `_OFF` goes back to the next free ID
+/// (the one after the last exact ID), `_GET` returns the mode. Returns 0 (the mode for
+/// `_GET`), or -1 with `errno` `EINVAL` (NULL owner, another `op`).
+///
+/// # Safety
+/// `owner` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_owner_restore_ids(
+    owner: *const tempora_owner_t,
+    op: c_int,
+) -> c_int {
+    entry(-1, || {
+        let owner = owner_of(owner)?;
+        match op {
+            TEMPORA_RESTORE_IDS_OFF | TEMPORA_RESTORE_IDS_ON => {
+                owner.set_restore_ids(op == TEMPORA_RESTORE_IDS_ON);
+                Ok(0)
+            }
+            TEMPORA_RESTORE_IDS_GET => Ok(c_int::from(owner.restore_ids())),
+            _ => Err(Failure::new(
+                libc::EINVAL,
+                "op must be TEMPORA_RESTORE_IDS_OFF, _ON or _GET",
+            )),
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Events.
+
+/// Why an empty queue will stay empty, if it will.
+fn closed_failure(owner: &Owner) -> Failure {
+    match owner.closed() {
+        Some(e) => e.into(),
+        None => Failure::new(libc::EAGAIN, "no event is queued"),
+    }
+}
+
+fn write_event(out: *mut tempora_event, e: tempora::Event) {
+    // SAFETY: the entries check `out` is non-NULL; the contract makes it writable.
+    unsafe {
+        out.write(tempora_event {
+            timer: e.id.get(),
+            overrun: e.overrun,
+        })
+    };
+}
+
+/// Takes the next event of the owner's `TEMPORA_SIGEV_QUEUE` timers into `*event`, waiting
+/// for one up to `*timeout` (relative; NULL waits for as long as it takes), as `sigtimedwait`
+/// waits for a signal. Something must fire the timers meanwhile: a driver thread, or another
+/// thread's `tempora_poll`. Taking the event of a periodic timer re-arms it.
+///
+/// Returns 0, or -1 with `errno`: `EAGAIN` (the timeout passed first), `EINVAL` (NULL owner,
+/// an invalid timeout, the owner deleted), `EFAULT` (NULL `event`), `ESHUTDOWN` (the service
+/// was freed and the queue is empty), `ENOTRECOVERABLE` (the service failed).
+///
+/// # Safety
+/// `owner` is NULL or live; `timeout` is NULL or readable; `event` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_event_wait(
+    owner: *const tempora_owner_t,
+    timeout: *const timespec,
+    event: *mut tempora_event,
+) -> c_int {
+    entry(-1, || {
+        let owner = owner_of(owner)?;
+        not_null(event, "NULL event")?;
+        // SAFETY: NULL or readable (the contract).
+        let got = match unsafe { timeout.as_ref() } {
+            None => Some(owner.recv()?),
+            Some(t) => owner.recv_timeout(Duration::from_nanos(spec_of(t).to_nanos()?))?,
+        };
+        let e = got.ok_or(Failure::new(
+            libc::EAGAIN,
+            "no event came before the timeout",
+        ))?;
+        write_event(event, e);
+        Ok(0)
+    })
+}
+
+/// Takes the next event into `*event` without waiting. Returns 0, or -1 with `errno`:
+/// `EAGAIN` (no event is queued), `EFAULT` (NULL `event`), or, once no event can come any
+/// more, why: `EINVAL` (the owner was deleted), `ESHUTDOWN` (the service was freed),
+/// `ENOTRECOVERABLE` (it failed). An event loop drains the owner's event fd with it until
+/// `EAGAIN`.
+///
+/// # Safety
+/// `owner` is NULL or live; `event` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_event_try(
+    owner: *const tempora_owner_t,
+    event: *mut tempora_event,
+) -> c_int {
+    entry(-1, || {
+        let owner = owner_of(owner)?;
+        not_null(event, "NULL event")?;
+        let e = owner.try_recv().ok_or_else(|| closed_failure(owner))?;
+        write_event(event, e);
+        Ok(0)
+    })
+}
+
+/// The owner's readiness fd (an eventfd): readable exactly while its queue holds events (and
+/// for good once the owner is closed), as a signalfd is while signals are pending. It is
+/// level-like: wait for `EPOLLIN` (edge-triggered works for one consumer that drains), then
+/// call `tempora_event_try` until it fails with `EAGAIN`; never `read(2)` it. Made on the
+/// first call; the same fd after. The owner owns it: do not close it; it is closed with the
+/// owner. Returns the fd, or -1 with `errno` (`EINVAL` for NULL, or the OS's if it cannot be
+/// made).
+///
+/// # Safety
+/// `owner` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_owner_event_fd(owner: *const tempora_owner_t) -> c_int {
+    entry(-1, || Ok(owner_of(owner)?.event_fd()?.as_raw_fd()))
+}
+
+/// Fires every timer that is due: callbacks run on the calling thread, events are queued.
+/// Returns how many timers fired (capped at INT_MAX), or -1 with `errno` `EINVAL` for NULL.
+/// A service with drivers fires timers by itself; one made with `drivers = 0` needs this,
+/// at `tempora_next_timeout` or when `tempora_deadline_fd` is readable.
+///
+/// # Safety
+/// `t` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_poll(t: *const tempora_t) -> c_int {
+    entry(-1, || {
+        Ok(c_int::try_from(timers_of(t)?.poll()).unwrap_or(c_int::MAX))
+    })
+}
+
+/// For a service made with `drivers = 0`: a timerfd that is readable when a timer is due.
+/// Wait for it beside your sockets and call `tempora_poll` when it is readable, which re-arms
+/// it (do not `read(2)` it). The service owns it: do not close it. Returns the fd, or -1 with
+/// `errno`: `EINVAL` (NULL, or a service with driver threads), or the OS's if it cannot be
+/// made.
+///
+/// # Safety
+/// `t` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_deadline_fd(t: *const tempora_t) -> c_int {
+    entry(-1, || Ok(timers_of(t)?.deadline_fd()?.as_raw_fd()))
+}
+
+/// When `tempora_poll` next fires a timer, as a `CLOCK_MONOTONIC` time in `*deadline` (it
+/// may have passed: poll at once). Returns 1 with `*deadline` written, 0 if no timer is armed,
+/// or -1 with `errno` (`EINVAL` for a NULL service, `EFAULT` for a NULL `deadline`).
+///
+/// # Safety
+/// `t` is NULL or live; `deadline` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_next_deadline(
+    t: *const tempora_t,
+    deadline: *mut timespec,
+) -> c_int {
+    entry(-1, || {
+        let timers = timers_of(t)?;
+        not_null(deadline, "NULL deadline")?;
+        Ok(match timers.next_deadline() {
+            Some(ns) => {
+                // SAFETY: non-NULL and writable (the contract).
+                unsafe { deadline.write(timespec_of(TimeSpec::from_nanos(ns))) };
+                1
+            }
+            None => 0,
+        })
+    })
+}
+
+/// Milliseconds until `tempora_poll` next fires a timer, rounded up (never early), for
+/// `epoll_wait`'s and `poll`'s timeout: -1 if no timer is armed (wait for other events only),
+/// 0 if one is due, at most INT_MAX. Also -1, with `errno` `EINVAL`, for NULL.
+///
+/// # Safety
+/// `t` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_next_timeout(t: *const tempora_t) -> c_int {
+    entry(-1, || {
+        Ok(match timers_of(t)?.next_timeout() {
+            Some(d) => {
+                let ms = d.as_nanos().div_ceil(1_000_000);
+                c_int::try_from(ms).unwrap_or(c_int::MAX)
+            }
+            None => -1,
+        })
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Checkpoint and restore.
+
+/// Writes a snapshot of the owner's timers to `path` (atomically: a temporary file renamed
+/// over it): IDs, clocks, settings, remaining times, overruns, pending events, the ID counter
+/// and the exact-ID mode. Returns 0, or -1 with `errno`: `EINVAL` (NULL owner), `EFAULT` (NULL
+/// path), or the OS's (`EACCES`, `ENOENT`, `ENOSPC`...).
+///
+/// # Safety
+/// `owner` is NULL or live; `path` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_owner_checkpoint(
+    owner: *const tempora_owner_t,
+    path: *const c_char,
+) -> c_int {
+    entry(-1, || {
+        let owner = owner_of(owner)?;
+        owner.checkpoint().save_to(path_of(path)?)?;
+        Ok(0)
+    })
+}
+
+/// Recreates the snapshot at `path` in `owner`, which must have no timers: the same IDs,
+/// settings, remaining times, overruns and pending events. Callback timers are recorded by
+/// name; `resolver` (NULL if the snapshot has none) maps each name to this process's function.
+/// All or nothing: on failure the owner is as it was.
+///
+/// Returns 0, or -1 with `errno`: `EINVAL` (NULL owner, a corrupt or newer snapshot, a name
+/// the resolver does not know), `EBUSY` (the owner has timers), `EFAULT` (NULL path), or the
+/// OS's for the file (`ENOENT`...).
+///
+/// # Safety
+/// `owner` is NULL or live; `path` is NULL or a NUL-terminated string; `resolver` is NULL or a
+/// function that keeps its contract (`tempora_resolver_fn`) for `ctx`.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_owner_restore(
+    owner: *const tempora_owner_t,
+    path: *const c_char,
+    resolver: tempora_resolver_fn,
+    ctx: *mut c_void,
+) -> c_int {
+    entry(-1, || {
+        let owner = owner_of(owner)?;
+        let snapshot = Snapshot::load_from(path_of(path)?)?;
+        // The resolver's first invalid answer, reported instead of "unknown name".
+        let refused: RefCell<Option<Failure>> = RefCell::new(None);
+        let resolve = |name: &str| -> Option<Notify> {
+            let resolver = resolver?;
+            let cname = CString::new(name).ok()?;
+            // SAFETY: all-zero is a valid `tempora_sigevent` (integers, NULL pointers, `None`
+            // function pointers).
+            let mut sev: tempora_sigevent = unsafe { std::mem::zeroed() };
+            // SAFETY: the resolver's contract; `cname` and `sev` outlive the call.
+            if unsafe { resolver(cname.as_ptr(), &mut sev, ctx) } != 0 {
+                return None;
+            }
+            sev.name = ptr::null();
+            // The snapshot's name for a callback recorded without one stays unnamed.
+            let keep = (name != "callback").then_some(name);
+            // SAFETY: `sev` is a readable sigevent with a NULL name.
+            match unsafe { notify_of(&sev, keep) } {
+                Ok(n) => Some(n),
+                Err(f) => {
+                    refused.borrow_mut().get_or_insert(f);
+                    None
+                }
+            }
+        };
+        let r = owner.restore(&snapshot, resolve);
+        match (r, refused.into_inner()) {
+            (Ok(()), _) => Ok(0),
+            (Err(_), Some(f)) => Err(f),
+            (Err(e), None) => Err(e.into()),
+        }
+    })
+}
+
+/// The message of the calling thread's last failed call (what `errno` alone does not say:
+/// which argument, which rule). Valid until that thread's next failed call; never NULL.
+#[no_mangle]
+pub extern "C" fn tempora_last_error() -> *const c_char {
+    LAST_ERROR
+        .try_with(|last| last.borrow().as_ptr())
+        .unwrap_or(c"".as_ptr())
+}

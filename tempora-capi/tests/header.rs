@@ -1,0 +1,30 @@
+//! `include/tempora.h` is what cbindgen makes of `src/lib.rs` today: a changed signature or doc
+//! comment fails here until the header is regenerated (`TEMPORA_BLESS=1 cargo test -p
+//! tempora-capi --test header`) and committed with it.
+
+use std::path::Path;
+
+#[test]
+fn header_is_current() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = cbindgen::Config::from_file(dir.join("cbindgen.toml")).expect("cbindgen.toml");
+    let mut generated = Vec::new();
+    cbindgen::Builder::new()
+        .with_crate(dir)
+        .with_config(config)
+        .generate()
+        .expect("cbindgen generates the header")
+        .write(&mut generated);
+    let generated = String::from_utf8(generated).expect("UTF-8");
+    let path = dir.join("include/tempora.h");
+    if std::env::var_os("TEMPORA_BLESS").is_some() {
+        std::fs::write(&path, &generated).expect("write include/tempora.h");
+        return;
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        checked_in == generated,
+        "include/tempora.h is not what cbindgen makes of src/lib.rs: run \
+         `TEMPORA_BLESS=1 cargo test -p tempora-capi --test header` and commit the header"
+    );
+}
