@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Runs the tempora crate's examples as a user would (release build). Each checks what it
-# demonstrates and exits non-zero, saying what went wrong, if that did not happen.
+# Runs the examples as a user would (release build): the tempora crate's Rust examples, then
+# the C examples (`make -C examples/c`: the C library staged, each example built against
+# libtempora.a and run). Each checks what it demonstrates and exits non-zero, saying what went
+# wrong, if that did not happen.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for example in epoll tokio_timeouts; do
   printf -- '--- example %s\n' "$example"
   cargo run --release -p tempora --example "$example"
 done
+printf -- '--- examples/c (make)\n'
+make -C examples/c
