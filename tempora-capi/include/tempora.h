@@ -17,6 +17,10 @@
 #include <stdint.h>
 #include <signal.h>
 #include <time.h>
+#if defined(__STRICT_ANSI__) && !defined(_POSIX_C_SOURCE) && !defined(_XOPEN_SOURCE) \
+    && !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE)
+#error "tempora.h needs POSIX's clockid_t, struct itimerspec and union sigval: define _POSIX_C_SOURCE 200809L before the first #include, or build with -std=gnu11"
+#endif
 
 /*
  The `notify` of a `tempora_sigevent`: an event on the owner's queue
@@ -90,6 +94,12 @@ typedef struct tempora_config {
      exact nanosecond expiry or later; the tick only sets how expiries are bucketed.
      */
     uint64_t tick_ns;
+    /*
+     Timer IDs are `0 .. 2^id_bits` in each owner (1 ..= 31; 0 for the default, 31: all
+     of `tempora_timer_t`'s non-negative values). A smaller space caps each owner's timers:
+     a create then fails with `EAGAIN` when every ID is in use.
+     */
+    uint32_t id_bits;
 } tempora_config;
 
 /*
@@ -167,7 +177,8 @@ extern "C" {
 #endif // __cplusplus
 
 /*
- Fills `*config` with the defaults: a base per CPU, one driver thread, a 1 µs tick.
+ Fills `*config` with the defaults: a base per CPU, one driver thread, a 1 µs tick, 31-bit
+ IDs.
  Returns 0, or -1 with `errno` `EFAULT` if `config` is NULL.
 
  # Safety
@@ -177,8 +188,8 @@ int tempora_config_init(struct tempora_config *config);
 
 /*
  Starts a timer service with `config` (NULL for the defaults). Returns it, to be freed with
- `tempora_free`, or NULL with `errno`: `EINVAL` for an invalid setting (a tick of more than
- a second, more bases than the ID space can serve...), `EAGAIN` or another OS errno if a
+ `tempora_free`, or NULL with `errno`: `EINVAL` for an invalid setting (`drivers` below -1
+ or more than the bases, more than 65536 bases, `id_bits` above 31), `EAGAIN` or another OS errno if a
  driver thread cannot start.
 
  # Safety
@@ -229,9 +240,10 @@ struct tempora_owner_t *tempora_default_owner(void);
  written to `*timerid`. With exact-ID mode on (`tempora_owner_restore_ids`), the ID to
  create is read from `*timerid` first.
 
- Returns 0, or -1 with `errno`: `EINVAL` (NULL owner, unknown clock, invalid sigevent, a
- deleted owner, an exact ID that is negative or beyond the ID range), `EOPNOTSUPP` (a Linux
- clock tempora does not time: CPU-time, raw, coarse, alarm, TAI), `EFAULT` (NULL
+ Returns 0, or -1 with `errno`: `EINVAL` (NULL owner, a clock ID the kernel does not know,
+ invalid sigevent, a deleted owner, an exact ID that is negative or beyond the ID range),
+ `EOPNOTSUPP` (a clock tempora does not time: CPU-time, raw, coarse, alarm, TAI; for such a
+ clock the errno is the kernel's own, which tempora asks it for), `EFAULT` (NULL
  `timerid`), `EAGAIN` (every ID in use), `EBUSY` (the exact ID is in use), `ESHUTDOWN`
  (the service was freed).
 

@@ -5,7 +5,7 @@
 //! # Conventions every function keeps
 //! - **Errors**: a call returns 0 (or the value it documents) on success and -1 with `errno`
 //!   set on failure, to what Linux sets for the POSIX call it mirrors ([`tempora::Error::errno`]
-//!   for tempora's own errors). A calls that returns a pointer returns NULL with `errno` set.
+//!   for tempora's own errors). A call that returns a pointer returns NULL with `errno` set.
 //!   `tempora_last_error()` gives the failure's message, per thread.
 //! - **NULL pointers**: a NULL handle (`tempora_t *`, `tempora_owner_t *`) is `EINVAL`; a NULL
 //!   pointer Linux would fault on (an out-parameter it must write, a path) is `EFAULT`; a NULL
@@ -70,6 +70,10 @@ pub struct tempora_config {
     /// The wheels' tick in nanoseconds (0 for the default, 1 µs). Timers still fire at their
     /// exact nanosecond expiry or later; the tick only sets how expiries are bucketed.
     pub tick_ns: u64,
+    /// Timer IDs are `0 .. 2^id_bits` in each owner (1 ..= 31; 0 for the default, 31: all
+    /// of `tempora_timer_t`'s non-negative values). A smaller space caps each owner's timers:
+    /// a create then fails with `EAGAIN` when every ID is in use.
+    pub id_bits: u32,
 }
 
 /// The `notify` of a `tempora_sigevent`: an event on the owner's queue
@@ -257,17 +261,39 @@ fn itimerspec_of(spec: tempora::ItimerSpec) -> itimerspec {
     }
 }
 
-/// The clock tempora times for `clock`: Linux's clock IDs that tempora does not time are
-/// `EOPNOTSUPP`, unknown ones `EINVAL`, as `timer_create` distinguishes them.
+/// The clock tempora times for `clock`. For any other clock ID the answer is the kernel's:
+/// tempora asks it (a `SIGEV_NONE` timer created and deleted at once, on this error path only)
+/// and fails with `EOPNOTSUPP` where the kernel would time the clock (CPU-time clocks, TAI),
+/// with the kernel's own errno where it would not (`EOPNOTSUPP` for raw, coarse and alarm
+/// clocks, `EINVAL` for IDs it does not know). A table could not be exact: which clocks exist
+/// (auxiliary clocks, alarm clocks without an RTC, CPU clocks of other processes) depends on
+/// the kernel's configuration and the machine.
 fn clock_of(clock: clockid_t) -> Result<ClockId, Failure> {
-    ClockId::from_raw(clock).ok_or(match clock {
-        // CPU-time, raw, coarse, alarm, TAI and auxiliary clocks.
-        2..=6 | 8 | 9 | 11 | 16..=23 => Failure::new(
-            libc::EOPNOTSUPP,
-            "tempora times CLOCK_REALTIME, CLOCK_MONOTONIC and CLOCK_BOOTTIME only",
-        ),
-        _ => Failure::new(libc::EINVAL, "unknown clock ID"),
-    })
+    if let Some(c) = ClockId::from_raw(clock) {
+        return Ok(c);
+    }
+    let unsupported = Failure::new(
+        libc::EOPNOTSUPP,
+        "tempora times CLOCK_REALTIME, CLOCK_MONOTONIC and CLOCK_BOOTTIME only",
+    );
+    // SAFETY: all-zero is a valid `sigevent`; SIGEV_NONE delivers nothing.
+    let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
+    sev.sigev_notify = libc::SIGEV_NONE;
+    let mut id: libc::timer_t = ptr::null_mut();
+    // SAFETY: `sev` and `id` are valid for the call; a created timer is deleted at once.
+    if unsafe { libc::timer_create(clock, &mut sev, &mut id) } == 0 {
+        // SAFETY: `id` was just created by this thread and is deleted once.
+        unsafe { libc::timer_delete(id) };
+        return Err(unsupported);
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        // The kernel knows the clock and is only out of timers.
+        Some(libc::EAGAIN) | Some(libc::EOPNOTSUPP) | None => Err(unsupported),
+        Some(e) => Err(Failure::new(
+            e,
+            "the kernel refuses timers on this clock ID (its errno)",
+        )),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -356,7 +382,8 @@ fn path_of<'a>(path: *const c_char) -> Result<&'a Path, Failure> {
 // ---------------------------------------------------------------------------------------
 // The service and its owners.
 
-/// Fills `*config` with the defaults: a base per CPU, one driver thread, a 1 µs tick.
+/// Fills `*config` with the defaults: a base per CPU, one driver thread, a 1 µs tick, 31-bit
+/// IDs.
 /// Returns 0, or -1 with `errno` `EFAULT` if `config` is NULL.
 ///
 /// # Safety
@@ -371,6 +398,7 @@ pub unsafe extern "C" fn tempora_config_init(config: *mut tempora_config) -> c_i
                 bases: 0,
                 drivers: -1,
                 tick_ns: 0,
+                id_bits: 0,
             })
         };
         Ok(0)
@@ -378,8 +406,8 @@ pub unsafe extern "C" fn tempora_config_init(config: *mut tempora_config) -> c_i
 }
 
 /// Starts a timer service with `config` (NULL for the defaults). Returns it, to be freed with
-/// `tempora_free`, or NULL with `errno`: `EINVAL` for an invalid setting (a tick of more than
-/// a second, more bases than the ID space can serve...), `EAGAIN` or another OS errno if a
+/// `tempora_free`, or NULL with `errno`: `EINVAL` for an invalid setting (`drivers` below -1
+/// or more than the bases, more than 65536 bases, `id_bits` above 31), `EAGAIN` or another OS errno if a
 /// driver thread cannot start.
 ///
 /// # Safety
@@ -393,11 +421,23 @@ pub unsafe extern "C" fn tempora_new(config: *const tempora_config) -> *mut temp
             if c.bases != 0 {
                 b.bases(c.bases as usize);
             }
-            if c.drivers >= 0 {
-                b.drivers(c.drivers as usize);
+            match c.drivers {
+                -1 => {}
+                n if n >= 0 => {
+                    b.drivers(n as usize);
+                }
+                _ => {
+                    return Err(Failure::new(
+                        libc::EINVAL,
+                        "drivers must be -1 or at least 0",
+                    ))
+                }
             }
             if c.tick_ns != 0 {
                 b.tick(Duration::from_nanos(c.tick_ns));
+            }
+            if c.id_bits != 0 {
+                b.id_bits(c.id_bits);
             }
         }
         let timers = b.build()?;
@@ -477,9 +517,10 @@ pub extern "C" fn tempora_default_owner() -> *mut tempora_owner_t {
 /// written to `*timerid`. With exact-ID mode on (`tempora_owner_restore_ids`), the ID to
 /// create is read from `*timerid` first.
 ///
-/// Returns 0, or -1 with `errno`: `EINVAL` (NULL owner, unknown clock, invalid sigevent, a
-/// deleted owner, an exact ID that is negative or beyond the ID range), `EOPNOTSUPP` (a Linux
-/// clock tempora does not time: CPU-time, raw, coarse, alarm, TAI), `EFAULT` (NULL
+/// Returns 0, or -1 with `errno`: `EINVAL` (NULL owner, a clock ID the kernel does not know,
+/// invalid sigevent, a deleted owner, an exact ID that is negative or beyond the ID range),
+/// `EOPNOTSUPP` (a clock tempora does not time: CPU-time, raw, coarse, alarm, TAI; for such a
+/// clock the errno is the kernel's own, which tempora asks it for), `EFAULT` (NULL
 /// `timerid`), `EAGAIN` (every ID in use), `EBUSY` (the exact ID is in use), `ESHUTDOWN`
 /// (the service was freed).
 ///
@@ -495,10 +536,11 @@ pub unsafe extern "C" fn tempora_timer_create(
 ) -> c_int {
     entry(-1, || {
         let owner = owner_of(owner)?;
-        not_null(timerid, "NULL timerid")?;
+        // Linux's order: the clock, the sigevent, then the ID's address.
         let clock = clock_of(clock)?;
         // SAFETY: the caller's contract on `sev`.
         let notify = unsafe { notify_of(sev, None) }?;
+        not_null(timerid, "NULL timerid")?;
         let id = if owner.restore_ids() {
             // SAFETY: non-NULL and readable (the contract).
             owner.create_with_id(unsafe { timerid.read() }, clock, notify)?
