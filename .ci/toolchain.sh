@@ -9,10 +9,12 @@ for c in rustfmt clippy; do
   if ! cargo "${c/rustfmt/fmt}" --version >/dev/null 2>&1; then rustup component add "$c"; fi
 done
 cargo --version
-# The C ABI's tests and examples compile C: a C compiler, make and pkg-config.
-if ! command -v cc >/dev/null 2>&1 || ! command -v make >/dev/null 2>&1 || ! command -v pkg-config >/dev/null 2>&1; then
+# The C ABI's tests and examples compile C (and one C++ program): C and C++ compilers, make
+# and pkg-config.
+if ! command -v cc >/dev/null 2>&1 || ! command -v c++ >/dev/null 2>&1 \
+   || ! command -v make >/dev/null 2>&1 || ! command -v pkg-config >/dev/null 2>&1; then
   sudo=""; if [ "$(id -u)" != 0 ]; then sudo=sudo; fi
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq gcc make pkg-config libc6-dev >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq gcc g++ make pkg-config libc6-dev >/dev/null
 fi
 cc --version | head -1

@@ -477,7 +477,8 @@ pub unsafe extern "C" fn tempora_owner_new(t: *const tempora_t) -> *mut tempora_
 }
 
 /// Deletes an owner with all its timers and frees its handle (NULL is ignored). Pending
-/// events are dropped; callbacks already running may still finish on their thread.
+/// events are dropped. Callback calls already taken by a firing thread are not waited for and
+/// may run after this returns (see `tempora_timer_delete`).
 ///
 /// # Safety
 /// `owner` is NULL or a live handle from `tempora_owner_new`, freed once, with no other call
@@ -626,6 +627,9 @@ pub unsafe extern "C" fn tempora_timer_getoverrun(
 }
 
 /// `timer_delete`: disarms and deletes timer `timer`; its pending event is dropped unseen.
+/// A call of its `TEMPORA_SIGEV_THREAD` function that a firing thread has already taken is
+/// not waited for: it may run, or still be running, after this returns, as with
+/// `SIGEV_THREAD`. Free what that function uses only once it has said that it is done.
 /// Returns 0, or -1 with `errno` `EINVAL` (NULL owner, an unknown timer).
 ///
 /// # Safety

@@ -65,9 +65,10 @@ enum Link {
     None,
 }
 
-/// The system's C compiler with the flags the suite builds with.
-fn compiler() -> Command {
+/// The system's C compiler (C++ with `cpp`) with the flags the suite builds with.
+fn compiler(cpp: bool) -> Command {
     let tool = cc::Build::new()
+        .cpp(cpp)
         .cargo_metadata(false)
         .cargo_warnings(false)
         .target(env!("TEMPORA_CAPI_TARGET"))
@@ -77,7 +78,8 @@ fn compiler() -> Command {
         .warnings(false)
         .get_compiler();
     let mut cmd = tool.to_command();
-    cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread"]);
+    cmd.arg(if cpp { "-std=c++17" } else { "-std=c11" });
+    cmd.args(["-Wall", "-Wextra", "-Werror"]);
     if let Ok(s) = std::env::var("TEMPORA_C_SANITIZE") {
         if !s.is_empty() {
             cmd.arg(format!("-fsanitize={s}"))
@@ -87,18 +89,28 @@ fn compiler() -> Command {
     cmd
 }
 
-/// Compiles `tests/c/<name>.c` (with `defines`) into `<name><suffix>` and returns its path.
+/// Compiles `tests/c/<name>.c` (`.cpp`: as C++) with `defines` into `<name><suffix>` and
+/// returns its path.
 fn build(name: &str, suffix: &str, link: Link, defines: &[&str]) -> PathBuf {
     let prefix = prefix();
-    let exe = prefix.join("tests").join(format!("{name}{suffix}"));
+    let (stem, cpp) = match name.strip_suffix(".cpp") {
+        Some(stem) => (stem, true),
+        None => (name, false),
+    };
+    let exe = prefix.join("tests").join(format!("{stem}{suffix}"));
     std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
-    let mut cmd = compiler();
+    let mut cmd = compiler(cpp);
+    cmd.arg("-pthread");
     cmd.arg("-I")
         .arg(prefix.join("include"))
         .arg("-I")
         .arg(here().join("tests/c"))
         .args(defines.iter().map(|d| format!("-D{d}")))
-        .arg(here().join("tests/c").join(format!("{name}.c")))
+        .arg(here().join("tests/c").join(if cpp {
+            name.to_owned()
+        } else {
+            format!("{name}.c")
+        }))
         .arg("-o")
         .arg(&exe);
     let lib = prefix.join("lib");
@@ -175,4 +187,77 @@ fn every_errno_path() {
 fn pthread_churn_and_callbacks_that_delete_themselves() {
     let out = run(&build("threads", "", Link::Shared, &[]), &[]);
     assert!(out.contains("threads ok"), "{out}");
+}
+
+#[test]
+fn the_fds_in_an_epoll_loop() {
+    let out = run(&build("epoll", "", Link::Shared, &[]), &[]);
+    assert!(out.contains("epoll ok"), "{out}");
+}
+
+#[test]
+fn checkpoint_in_one_process_restore_in_another() {
+    let exe = build("checkpoint", "", Link::Shared, &[]);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-suite-checkpoint");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("snapshot-{}", std::process::id()));
+    let path = path.to_str().expect("utf-8 path");
+    let saved = run(&exe, &["save", path]);
+    assert!(saved.contains("saved 5 timers"), "{saved}");
+    let restored = run(&exe, &["restore", path]);
+    assert!(
+        restored.contains("restored 5 timers with their IDs"),
+        "{restored}"
+    );
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn a_posix_program_prints_the_same_on_libc_and_on_tempora() {
+    let libc = run(&build("dropin", "-libc", Link::None, &[]), &[]);
+    let tempora = run(
+        &build("dropin", "-tempora", Link::Shared, &["USE_TEMPORA"]),
+        &[],
+    );
+    assert!(libc.lines().count() > 20, "{libc}");
+    assert_eq!(
+        libc, tempora,
+        "\n--- libc\n{libc}--- tempora_posix.h\n{tempora}"
+    );
+}
+
+#[test]
+fn a_cxx_program_uses_the_header() {
+    let out = run(&build("cxx.cpp", "", Link::Shared, &[]), &[]);
+    assert!(out.contains("c++ ok"), "{out}");
+}
+
+#[test]
+fn a_strict_iso_c_build_is_told_what_tempora_h_needs() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-suite-strict");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("strict.c");
+    std::fs::write(&src, "#include <tempora.h>\nint main(void) { return 0; }\n").unwrap();
+    // No -pthread here: it defines _REENTRANT, which makes glibc declare POSIX.1c.
+    let out = compiler(false)
+        .arg("-fsyntax-only")
+        .arg("-I")
+        .arg(prefix().join("include"))
+        .arg(&src)
+        .output()
+        .expect("run the C compiler");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("define _POSIX_C_SOURCE 200809L"),
+        "{}",
+        text(&out)
+    );
+    // The fix it names works.
+    let out = compiler(false)
+        .args(["-fsyntax-only", "-D_POSIX_C_SOURCE=200809L", "-I"])
+        .arg(prefix().join("include"))
+        .arg(&src)
+        .output()
+        .expect("run the C compiler");
+    assert!(out.status.success(), "{}", text(&out));
 }

@@ -161,7 +161,9 @@ impl Owner {
     }
 
     /// Deletes timer `id`: it is disarmed, an event of it still queued is dropped unseen, its
-    /// callback is released, and its ID becomes free.
+    /// callback is released, and its ID becomes free. A call of its callback that a poll has
+    /// already taken (a driver thread's, or another thread's `poll`) is not waited for: it may
+    /// run, or still be running, after `delete` returns; the closure is dropped after it.
     ///
     /// # Errors
     /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
