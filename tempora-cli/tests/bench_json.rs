@@ -254,3 +254,45 @@ fn checkpoint_suite_json_lines_cover_tempora_and_the_kernels_two_ways() {
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+#[test]
+fn capi_suite_json_lines_cover_every_case_for_c_rust_and_the_kernel() {
+    let (stdout, rows) = bench_json(&["--suite", "capi", "--n", "2000", "--reps", "1"]);
+    for case in ["settime", "gettime", "create-delete"] {
+        for imp in ["tempora-c", "tempora", "kernel-c"] {
+            let row = rows
+                .iter()
+                .find(|r| r["case"] == case && r["impl"] == imp)
+                .unwrap_or_else(|| panic!("no row for {case}/{imp}"));
+            assert_eq!(row["suite"], "capi");
+            assert_eq!(row["n"], 2000);
+            assert_eq!(row["threads"], 1);
+            if imp.starts_with("tempora") {
+                assert_eq!(row["ok"], true, "{row}");
+            }
+            if row["ok"] == true {
+                assert!(row["ns_per_op"].as_f64().unwrap() > 0.0, "{row}");
+                // A run is many passes over the n timers (calls per run, a multiple of n).
+                let ops = row["ops"].as_u64().unwrap();
+                assert!(ops >= 100_000 && ops % 2000 == 0, "{row}");
+            } else {
+                assert!(
+                    row["error"].as_str().is_some_and(|e| !e.is_empty()),
+                    "{row}"
+                );
+            }
+        }
+    }
+    // `--impl tempora` alone still runs the interleaved step, and only the Rust side.
+    let (_, rows) = bench_json(&[
+        "--suite", "capi", "--n", "2000", "--reps", "1", "--impl", "tempora",
+    ]);
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows.iter().all(|r| r["impl"] == "tempora"));
+    let check = check_json("capi", &stdout);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}

@@ -14,6 +14,7 @@
 //! than a time budget once it has one run), `--full` (up to 10M timers, every repetition).
 
 mod async_;
+mod capi;
 mod checkpoint;
 mod compare;
 mod drivers;
@@ -76,6 +77,7 @@ pub enum SuiteArg {
     Service,
     Checkpoint,
     Async,
+    Capi,
 }
 
 /// What a run was asked to do.
@@ -84,7 +86,8 @@ pub struct RunOpts {
     /// Which suites (comma-separated): seed (the registry: the seed's Tests 1-5), wheel,
     /// service (the POSIX calls, event delivery and drivers, against the kernel's POSIX
     /// timers), checkpoint, async (sleep futures in a tokio runtime, against tokio's and
-    /// async-io's timers), or all.
+    /// async-io's timers), capi (the C ABI called from C, against the same calls from Rust
+    /// and the kernel's POSIX timers from C), or all.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
     pub suite: Vec<SuiteArg>,
     /// Small sizes only, the whole run in under a minute (CI's smoke run).
@@ -236,6 +239,8 @@ pub struct Step<'a> {
     suite: Suite,
     cases: Vec<&'static str>,
     imp: String,
+    /// Implementations this step records besides `imp`, measured interleaved with it.
+    also: Vec<&'static str>,
     n: usize,
     threads: usize,
     cost: f64,
@@ -260,6 +265,7 @@ impl<'a> Step<'a> {
             suite,
             cases: cases.to_vec(),
             imp: imp.to_string(),
+            also: Vec::new(),
             n,
             threads,
             cost: cost.max(1.0),
@@ -274,6 +280,14 @@ impl<'a> Step<'a> {
         self
     }
 
+    /// This step with `imp` recorded too: the step measures both implementations run by run
+    /// in turn, so that the difference between them is not the machine's drift between two
+    /// steps. The step runs if `--impl` selects either; it measures only what is selected.
+    pub fn also(mut self, imp: &'static str) -> Step<'a> {
+        self.also.push(imp);
+        self
+    }
+
     fn describe(&self) -> String {
         let cases = match self.cases.as_slice() {
             [one] => one.to_string(),
@@ -285,11 +299,14 @@ impl<'a> Step<'a> {
         } else {
             String::new()
         };
+        let imps = std::iter::once(self.imp.as_str())
+            .chain(self.also.iter().copied())
+            .collect::<Vec<_>>()
+            .join("+");
         format!(
-            "{} {} {} n={}{threads} {}",
+            "{} {} {imps} n={}{threads} {}",
             self.suite.name(),
             cases,
-            self.imp,
             self.n,
             self.detail
         )
@@ -306,7 +323,8 @@ impl<'a> Plan<'a> {
     /// Adds `step` if `--case` and `--impl` select it.
     pub fn add(&mut self, step: Step<'a>) {
         let s = self.settings;
-        if s.wants_impl(&step.imp) && step.cases.iter().any(|c| s.wants_case(c)) {
+        let imp = s.wants_impl(&step.imp) || step.also.iter().any(|i| s.wants_impl(i));
+        if imp && step.cases.iter().any(|c| s.wants_case(c)) {
             self.steps.push(step);
         }
     }
@@ -583,6 +601,7 @@ pub fn run(opts: &RunOpts) {
                             | (SuiteArg::Service, Suite::Service)
                             | (SuiteArg::Checkpoint, Suite::Checkpoint)
                             | (SuiteArg::Async, Suite::Async)
+                            | (SuiteArg::Capi, Suite::Capi)
                     )
                 })
             })
@@ -607,6 +626,7 @@ pub fn run(opts: &RunOpts) {
             }
             Suite::Checkpoint => checkpoint::plan(&mut plan),
             Suite::Async => async_::plan(&mut plan),
+            Suite::Capi => capi::plan(&mut plan),
         }
     }
     rep.execute(plan);

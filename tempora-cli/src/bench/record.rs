@@ -34,16 +34,20 @@ pub enum Suite {
     Checkpoint,
     /// Async sleeps inside a tokio runtime, against tokio's and async-io's timers.
     Async,
+    /// The C ABI (`tempora.h`) called from C, against the same calls from Rust and the
+    /// kernel's POSIX timers called from C.
+    Capi,
 }
 
 impl Suite {
     /// Every suite, in the order a run takes them.
-    pub const ALL: [Suite; 5] = [
+    pub const ALL: [Suite; 6] = [
         Suite::Seed,
         Suite::Wheel,
         Suite::Service,
         Suite::Checkpoint,
         Suite::Async,
+        Suite::Capi,
     ];
 
     /// The JSON name.
@@ -54,6 +58,7 @@ impl Suite {
             Suite::Service => "service",
             Suite::Checkpoint => "checkpoint",
             Suite::Async => "async",
+            Suite::Capi => "capi",
         }
     }
 }
@@ -85,7 +90,8 @@ pub enum Field {
     WorstCallUs,
     /// wheel burst: whether the implementation can bound one poll.
     Bounded,
-    /// Operations per timed run (wheel next-expiry: churn ops; async: sleeps created or reset).
+    /// Operations per timed run (wheel next-expiry: churn ops; async: sleeps created or reset;
+    /// capi: calls, n per pass).
     Ops,
     /// wheel next-expiry: ns per churn op plus next_expiry.
     PairNs,

@@ -282,6 +282,10 @@ pub fn html(records: &[Record], machine: &Machine, verdict: &[Verdict]) -> Strin
             Status::NotMet => ("notmet", "not met".to_string()),
             Status::NotMeasured(why) => ("na", format!("not measured: {why}")),
         };
+        let status = match &v.note {
+            Some(note) => format!("{status} ({note})"),
+            None => status,
+        };
         let _ = write!(
             h,
             "<tr class=\"{class}\"><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td>\
@@ -371,8 +375,8 @@ const H: u32 = 380;
 fn colour(imp: &str) -> RGBColor {
     match imp {
         "tempora" => RGBColor(214, 39, 40),
-        "tempora-coarse" | "tempora-per-base" => RGBColor(255, 127, 14),
-        "kernel" => RGBColor(70, 70, 70),
+        "tempora-coarse" | "tempora-per-base" | "tempora-c" => RGBColor(255, 127, 14),
+        "kernel" | "kernel-c" => RGBColor(70, 70, 70),
         "kernel-exact-id" => RGBColor(110, 110, 110),
         "kernel-dance" => RGBColor(160, 160, 160),
         "binary-heap" | "global-lock" => RGBColor(31, 119, 180),

@@ -11,6 +11,11 @@
 //! The ratio is always `reference / tempora` for a figure where lower is better: 12x means
 //! tempora's time (or wake-ups, lateness, bytes) is a twelfth of the reference's. A target is met
 //! when the ratio is at least its goal.
+//!
+//! One kind of target bounds a difference instead: [`Reference::Within`] holds one of
+//! tempora's implementations (the C ABI's `tempora-c`) against another of its own (`tempora`)
+//! plus a fixed allowance, so "at most 5 ns slower" is the ratio
+//! `(tempora + 5 ns) / tempora-c >= 1`, and the verdict prints the difference beside it.
 
 use super::machine::Machine;
 use super::record::{Field, Record, Suite};
@@ -41,12 +46,19 @@ pub enum Reference {
     OwnField(Field),
     /// A fixed limit, in the figure's unit.
     Limit(f64),
+    /// Another implementation's row of the same case and size (one of tempora's own too) plus
+    /// an allowance in the figure's unit: with goal 1 the target is met when tempora's figure
+    /// exceeds that row's by at most the allowance.
+    Within(&'static str, f64),
 }
 
 /// One headline target.
 #[derive(Debug, Clone, Copy)]
 pub struct Target {
     pub what: &'static str,
+    /// The implementation whose row is tempora's figure: `tempora`, or another of tempora's
+    /// own (`tempora-c`).
+    pub imp: &'static str,
     pub suite: Suite,
     pub case: &'static str,
     pub size: Size,
@@ -69,6 +81,7 @@ const fn target(
 ) -> Target {
     Target {
         what,
+        imp: "tempora",
         suite,
         case,
         size,
@@ -91,15 +104,21 @@ const fn in_dist(mut t: Target, dist: &'static str) -> Target {
     t
 }
 
+/// `t` read from `imp`'s rows instead of `tempora`'s.
+const fn of_impl(mut t: Target, imp: &'static str) -> Target {
+    t.imp = imp;
+    t
+}
+
 const fn on(mut t: Target, figure: Field, unit: &'static str) -> Target {
     t.figure = Figure::Field(figure);
     t.unit = unit;
     t
 }
 
-use Reference::{BestPeer, Impl, Limit, OwnField};
+use Reference::{BestPeer, Impl, Limit, OwnField, Within};
 use Size::{Exact, Largest};
-use Suite::{Async, Checkpoint, Seed, Service, Wheel};
+use Suite::{Async, Capi, Checkpoint, Seed, Service, Wheel};
 
 /// The wheel's arm+cancel target, judged on two distributions: at least even with the best
 /// peer (within 5%).
@@ -111,6 +130,14 @@ const ARM_CANCEL: Target = target(
     BestPeer,
     0.95,
 );
+
+/// The C ABI's overhead target for one case at one n: the C loop's `ns_per_op` (`tempora-c`)
+/// at most 5 ns per call above the same loop's in Rust on `tempora::Owner` (`tempora`),
+/// measured in the same step; `calls` ABI calls make one op (2 for a create+delete pair).
+const fn abi_overhead(what: &'static str, case: &'static str, n: u64, calls: f64) -> Target {
+    let within = Within("tempora", 5.0 * calls);
+    of_impl(target(what, Capi, case, Exact(n), within, 1.0), "tempora-c")
+}
 
 /// The headline targets, in the order the verdict prints them.
 pub const TARGETS: &[Target] = &[
@@ -371,6 +398,24 @@ pub const TARGETS: &[Target] = &[
         Field::BytesPerTimer,
         "B",
     ),
+    // The C ABI: what a C program pays per call over Rust's, tempora-c − tempora, < 5 ns
+    // (< 10 ns for a create+delete pair).
+    abi_overhead("C ABI over Rust < 5 ns: settime", "settime", 1_000, 1.0),
+    abi_overhead("C ABI over Rust < 5 ns: settime", "settime", 10_000, 1.0),
+    abi_overhead("C ABI over Rust < 5 ns: gettime", "gettime", 1_000, 1.0),
+    abi_overhead("C ABI over Rust < 5 ns: gettime", "gettime", 10_000, 1.0),
+    abi_overhead(
+        "C ABI over Rust < 5 ns: create+delete",
+        "create-delete",
+        1_000,
+        2.0,
+    ),
+    abi_overhead(
+        "C ABI over Rust < 5 ns: create+delete",
+        "create-delete",
+        10_000,
+        2.0,
+    ),
 ];
 
 /// Met, not met, or not measured in this run (and why).
@@ -392,6 +437,9 @@ pub struct Verdict {
     pub reference: Option<(String, f64)>,
     pub ratio: Option<f64>,
     pub status: Status,
+    /// What the verdict prints after the status: for a [`Reference::Within`] target, the
+    /// difference itself (`tempora-c − tempora = 2.1 ns`).
+    pub note: Option<String>,
 }
 
 fn value(r: &Record, figure: Figure) -> Option<f64> {
@@ -416,7 +464,7 @@ fn evaluate(t: &Target, records: &[Record]) -> Verdict {
             && r.threads == t.threads
             && t.dist.is_none_or(|d| r.dist() == d)
     };
-    let ours = |r: &&Record| same_case(r) && r.imp == "tempora";
+    let ours = |r: &&Record| same_case(r) && r.imp == t.imp;
     let n = match t.size {
         Size::Exact(n) => Some(n),
         Size::Largest => records.iter().filter(ours).map(|r| r.n).max(),
@@ -435,6 +483,7 @@ fn evaluate(t: &Target, records: &[Record]) -> Verdict {
         reference: None,
         ratio: None,
         status: Status::NotMeasured("not in this run".into()),
+        note: None,
     };
     let Some(n) = n else { return v };
     let Some(mine) = records.iter().filter(ours).find(|r| r.n == n) else {
@@ -470,6 +519,20 @@ fn evaluate(t: &Target, records: &[Record]) -> Verdict {
             .map(|x| (f.key().replace('_', " "), x))
             .ok_or_else(|| format!("no {}", f.key())),
         Reference::Limit(l) => Ok(("limit".to_string(), l)),
+        Reference::Within(name, allowance) => {
+            let other = |r: &&Record| same_case(r) && r.n == n && r.imp == name;
+            match records
+                .iter()
+                .filter(other)
+                .find_map(|r| value(r, t.figure))
+            {
+                Some(x) => {
+                    v.note = Some(format!("{} − {name} = {}", t.imp, show(figure - x, t.unit)));
+                    Ok((format!("{name}+{allowance}{}", t.unit), x + allowance))
+                }
+                None => Err(format!("no {name} row")),
+            }
+        }
     };
     match reference {
         Ok((name, x)) => {
@@ -537,6 +600,10 @@ pub fn verdict_text(verdict: &[Verdict], machine: &Machine) -> String {
             }
             Status::NotMeasured(why) => format!("not measured: {why}"),
         };
+        let status = match &v.note {
+            Some(note) => format!("{status} ({note})"),
+            None => status,
+        };
         out += &format!(
             "  {:<38} {:<22} {:>10} {:>28} {:>8} {:>7}  {status}\n",
             t.what,
@@ -582,6 +649,46 @@ mod tests {
         assert_eq!(v[0].ratio, Some(20.0));
         assert_eq!(v[1].status, Status::NotMet);
         assert!(matches!(v[2].status, Status::NotMeasured(_)));
+    }
+
+    #[test]
+    fn a_within_target_bounds_the_difference_to_another_of_temporas_rows() {
+        let capi = |imp: &str, ns: f64| {
+            Row::new(
+                "settime",
+                imp,
+                1000,
+                1,
+                Measured::per_op(ns, 1000, Fields::default()),
+            )
+            .into_record(Capi)
+        };
+        let settime = TARGETS
+            .iter()
+            .find(|t| t.suite == Capi && t.case == "settime" && matches!(t.size, Exact(1000)))
+            .unwrap();
+        // 3 ns over: met; the figure is tempora-c's, the reference tempora's plus 5 ns.
+        let v = evaluate(settime, &[capi("tempora", 50.0), capi("tempora-c", 53.0)]);
+        assert_eq!(v.status, Status::Met);
+        assert_eq!(v.figure, Some(53.0));
+        assert_eq!(v.reference, Some(("tempora+5ns".to_string(), 55.0)));
+        assert_eq!(v.note.as_deref(), Some("tempora-c − tempora = 3.00 ns"));
+        // 7 ns over: not met.
+        let v = evaluate(settime, &[capi("tempora", 50.0), capi("tempora-c", 57.0)]);
+        assert_eq!(v.status, Status::NotMet);
+        // Faster through C than from Rust (noise): met, not a negative ratio.
+        let v = evaluate(settime, &[capi("tempora", 50.0), capi("tempora-c", 49.0)]);
+        assert_eq!(v.status, Status::Met);
+        assert!(v.ratio.unwrap() > 1.0);
+        // Without the Rust row there is nothing to hold it against.
+        let v = evaluate(settime, &[capi("tempora-c", 53.0)]);
+        assert!(matches!(v.status, Status::NotMeasured(_)));
+        // A create+delete pair is two calls: 10 ns allowed.
+        let pair = TARGETS
+            .iter()
+            .find(|t| t.suite == Capi && t.case == "create-delete")
+            .unwrap();
+        assert!(matches!(pair.reference, Within("tempora", a) if a == 10.0));
     }
 
     #[test]

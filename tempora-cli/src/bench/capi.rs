@@ -1,0 +1,494 @@
+//! The capi suite: tempora's C ABI (`tempora.h`) called from C, beside the same calls made
+//! from Rust on [`tempora::Owner`] and the kernel's POSIX timers called from C, in one process
+//! and run, one thread. The difference between the first two is what the ABI costs a C
+//! program per call: `catch_unwind`, the handle and pointer checks, the `int` ID's check, the
+//! `itimerspec` conversions and validation, the old setting written out, the errno plumbing
+//! (on failure only) and a call that cannot be inlined.
+//!
+//! This module owns the Rust side of the harness (the C loops are in `capi.c`, which
+//! `build.rs` compiles at `-O2` and the binary links with the `tempora_capi` rlib, so their
+//! `tempora_*` calls are the functions `libtempora.so` exports) and the suite's plan.
+//!
+//! - `settime`: re-arm each of n armed timers with a relative one-shot of 1 s plus a spread
+//!   below 1 s (the service suite's `spread` at pass 0), reading the old setting back. Every
+//!   pass moves each expiry later by the time the previous pass took; nothing fires.
+//! - `gettime`: read each of n armed timers (re-armed, untimed, before every run, so every
+//!   timer read is armed).
+//! - `create-delete`: create a timer (`CLOCK_MONOTONIC`, queued events; the kernel's as below)
+//!   and delete it, n times, with the n others live. `ns_per_op` is per create+delete pair.
+//!
+//! Implementations (JSON `impl`):
+//! - `tempora-c`: the C loop on `tempora_timer_settime`, `tempora_timer_gettime`,
+//!   `tempora_timer_create` + `tempora_timer_delete` of a service made with
+//!   `tempora_new` (every `tempora_config` field 0: a base per CPU, the default tick and IDs,
+//!   no driver thread) and an owner of it.
+//! - `tempora`: the same loop written in Rust on an [`Owner`] of a service built the same way
+//!   (`Timers::builder().drivers(0)`), the same arithmetic, the same times, the old setting
+//!   read the same way.
+//! - `kernel-c`: the C loop on `timer_settime`, `timer_gettime`, `timer_create` +
+//!   `timer_delete` through libc, on kernel timers that signal this thread only
+//!   (`SIGEV_THREAD_ID`) with a real-time signal it keeps blocked, as the service suite's, so
+//!   that arming really queues an hrtimer.
+//!
+//! No driver thread on either tempora side (as in the service suite's POSIX calls): a driver
+//! would only sleep here, since nothing comes due, and with none neither side can be slowed by
+//! another thread's wake-up. Each loop times itself with `clock_gettime(CLOCK_MONOTONIC)` (the
+//! Rust loop with `Instant`, the same clock) around `passes` passes over its n timers, so a run
+//! is about 200k calls (`--quick` 100k, `--full` 1M), long enough for a clock read at each
+//! end to vanish. `tempora-c` and `tempora` are one step: each run times one pass set of each, in
+//! alternating order, so both see the same stretch of a shared machine, and `ns_per_op` is
+//! each one's median run. The two services have their own timers of the same settings; both
+//! fit in the cache at these sizes.
+//!
+//! What favours whom: the Rust loop may inline parts of `Owner`'s calls into itself (the C
+//! loop cannot see into the ABI's functions), which is part of what the ABI costs. The loop
+//! bodies themselves do not tilt it: the ABI's functions called from a Rust loop like
+//! `tempora`'s cost what they cost from the C loop, within half a nanosecond (measured when the
+//! suite was written). `kernel-c` goes through glibc's thin wrappers, one syscall per call.
+
+use std::ffi::{c_int, c_void};
+use std::hint::black_box;
+use std::ptr;
+use std::time::Instant;
+
+use tempora::clock::{ClockId, TimeSpec};
+use tempora::{Notify, Owner, SetFlags, TimerId, Timers};
+use tempora_capi::{tempora_config, tempora_owner_t, tempora_t};
+
+use super::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+
+const CASES: [&str; 3] = ["settime", "gettime", "create-delete"];
+
+// The loops of `capi.c` (compiled by build.rs). Each returns ns per call, or minus the errno
+// of the first call that failed. Owners are passed as `*const c_void`: the C side sees them as
+// `const tempora_owner_t *`, an opaque handle.
+extern "C" {
+    fn capi_settime_tempora(owner: *const c_void, ids: *const i32, n: usize, passes: c_int) -> f64;
+    fn capi_gettime_tempora(owner: *const c_void, ids: *const i32, n: usize, passes: c_int) -> f64;
+    fn capi_create_delete_tempora(owner: *const c_void, n: usize, passes: c_int) -> f64;
+    fn capi_kernel_create(out: *mut libc::timer_t, n: usize, signo: c_int, tid: c_int) -> usize;
+    fn capi_kernel_delete(timers: *const libc::timer_t, n: usize);
+    fn capi_settime_kernel(timers: *const libc::timer_t, n: usize, passes: c_int) -> f64;
+    fn capi_gettime_kernel(timers: *const libc::timer_t, n: usize, passes: c_int) -> f64;
+    fn capi_create_delete_kernel(n: usize, passes: c_int, signo: c_int, tid: c_int) -> f64;
+}
+
+/// The `tv_nsec` of timer `i`'s arming (its `tv_sec` is 1): `capi.c`'s `capi_spread_nsec`,
+/// the service suite's `spread` at pass 0.
+#[inline]
+fn spread_nsec(i: usize) -> i64 {
+    ((i * 7919) % 1_000_000) as i64 * 1_000
+}
+
+/// A C loop's result: ns per call, or the errno it failed with.
+fn from_c(what: &str, ns: f64) -> Result<f64, String> {
+    if ns >= 0.0 {
+        Ok(ns)
+    } else {
+        let errno = -ns as i32;
+        let e = std::io::Error::from_raw_os_error(errno);
+        Err(format!("{what}: errno {errno} ({e})"))
+    }
+}
+
+/// One implementation's n live timers and the suite's loops over them.
+trait Side {
+    fn name(&self) -> &'static str;
+    /// Re-arms each timer, `passes` times over; ns per call.
+    fn settime(&mut self, passes: usize) -> Result<f64, String>;
+    /// Reads each timer, `passes` times over; ns per call.
+    fn gettime(&mut self, passes: usize) -> Result<f64, String>;
+    /// Creates and deletes a timer n times per pass; ns per pair.
+    fn create_delete(&mut self, passes: usize) -> Result<f64, String>;
+}
+
+/// `tempora-c`: a service and owner made through the C ABI, driven by `capi.c`'s loops.
+struct TemporaC {
+    service: *mut tempora_t,
+    owner: *mut tempora_owner_t,
+    ids: Vec<i32>,
+}
+
+impl TemporaC {
+    fn new(n: usize) -> Result<TemporaC, String> {
+        let last = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+        // All zero: a base per CPU, no driver thread, the default tick and ID space.
+        let config = tempora_config {
+            bases: 0,
+            drivers: 0,
+            tick_ns: 0,
+            id_bits: 0,
+        };
+        // SAFETY: `config` is a readable `tempora_config` for the call.
+        let service = unsafe { tempora_capi::tempora_new(&config) };
+        if service.is_null() {
+            return Err(last("tempora_new"));
+        }
+        let mut side = TemporaC {
+            service,
+            owner: ptr::null_mut(),
+            ids: Vec::with_capacity(n),
+        };
+        // SAFETY: `service` is the live handle just made; `Drop` frees both handles.
+        side.owner = unsafe { tempora_capi::tempora_owner_new(side.service) };
+        if side.owner.is_null() {
+            return Err(last("tempora_owner_new"));
+        }
+        for _ in 0..n {
+            let mut id = 0;
+            // SAFETY: `owner` is live; a NULL sigevent asks for queued events; `id` is
+            // writable for the call.
+            let r = unsafe {
+                tempora_capi::tempora_timer_create(
+                    side.owner,
+                    libc::CLOCK_MONOTONIC,
+                    ptr::null(),
+                    &mut id,
+                )
+            };
+            if r != 0 {
+                return Err(last("tempora_timer_create"));
+            }
+            side.ids.push(id);
+        }
+        Ok(side)
+    }
+
+    fn owner(&self) -> *const c_void {
+        self.owner.cast_const().cast()
+    }
+}
+
+impl Drop for TemporaC {
+    fn drop(&mut self) {
+        // SAFETY: each handle is NULL or live, made by `new`, freed once here with no other
+        // call on it running; the owner (and its timers) before its service.
+        unsafe {
+            tempora_capi::tempora_owner_free(self.owner);
+            tempora_capi::tempora_free(self.service);
+        }
+    }
+}
+
+impl Side for TemporaC {
+    fn name(&self) -> &'static str {
+        "tempora-c"
+    }
+    fn settime(&mut self, passes: usize) -> Result<f64, String> {
+        let (ids, n) = (self.ids.as_ptr(), self.ids.len());
+        // SAFETY: the owner is live and `ids` holds n of its timers for the call.
+        let ns = unsafe { capi_settime_tempora(self.owner(), ids, n, passes as c_int) };
+        from_c("tempora_timer_settime", ns)
+    }
+    fn gettime(&mut self, passes: usize) -> Result<f64, String> {
+        let (ids, n) = (self.ids.as_ptr(), self.ids.len());
+        // SAFETY: as for `settime`.
+        let ns = unsafe { capi_gettime_tempora(self.owner(), ids, n, passes as c_int) };
+        from_c("tempora_timer_gettime", ns)
+    }
+    fn create_delete(&mut self, passes: usize) -> Result<f64, String> {
+        let n = self.ids.len();
+        // SAFETY: the owner is live.
+        let ns = unsafe { capi_create_delete_tempora(self.owner(), n, passes as c_int) };
+        from_c("tempora_timer_create/delete", ns)
+    }
+}
+
+/// `tempora`: the same loops in Rust on an [`Owner`] of a service built as `TemporaC`'s.
+struct TemporaRust {
+    owner: Owner,
+    ids: Vec<TimerId>,
+    _timers: Timers,
+}
+
+impl TemporaRust {
+    fn new(n: usize) -> Result<TemporaRust, String> {
+        let timers = Timers::builder()
+            .drivers(0)
+            .build()
+            .map_err(|e| format!("Timers::build: {e}"))?;
+        let owner = timers.owner();
+        let ids = (0..n)
+            .map(|_| owner.create(ClockId::Monotonic, Notify::Queue))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("Owner::create: {e}"))?;
+        Ok(TemporaRust {
+            owner,
+            ids,
+            _timers: timers,
+        })
+    }
+}
+
+impl Drop for TemporaRust {
+    fn drop(&mut self) {
+        for &id in &self.ids {
+            let _ = self.owner.delete(id);
+        }
+    }
+}
+
+impl Side for TemporaRust {
+    fn name(&self) -> &'static str {
+        "tempora"
+    }
+    fn settime(&mut self, passes: usize) -> Result<f64, String> {
+        let mut sum = 0u64;
+        let start = Instant::now();
+        for _ in 0..passes {
+            for (i, &id) in self.ids.iter().enumerate() {
+                let old = self
+                    .owner
+                    .settime(
+                        id,
+                        SetFlags::RELATIVE,
+                        TimeSpec::new(1, spread_nsec(i)),
+                        TimeSpec::new(0, 0),
+                    )
+                    .map_err(|e| format!("Owner::settime: {e}"))?;
+                sum = sum.wrapping_add(old.value.nsec as u64);
+            }
+        }
+        let ns = start.elapsed().as_nanos() as f64 / (self.ids.len() * passes) as f64;
+        black_box(sum);
+        Ok(ns)
+    }
+    fn gettime(&mut self, passes: usize) -> Result<f64, String> {
+        let mut sum = 0u64;
+        let start = Instant::now();
+        for _ in 0..passes {
+            for &id in &self.ids {
+                let cur = self
+                    .owner
+                    .gettime(id)
+                    .map_err(|e| format!("Owner::gettime: {e}"))?;
+                sum = sum.wrapping_add(cur.value.nsec as u64);
+            }
+        }
+        let ns = start.elapsed().as_nanos() as f64 / (self.ids.len() * passes) as f64;
+        black_box(sum);
+        Ok(ns)
+    }
+    fn create_delete(&mut self, passes: usize) -> Result<f64, String> {
+        let mut sum = 0u64;
+        let n = self.ids.len();
+        let start = Instant::now();
+        for _ in 0..passes {
+            for _ in 0..n {
+                let id = self
+                    .owner
+                    .create(ClockId::Monotonic, Notify::Queue)
+                    .map_err(|e| format!("Owner::create: {e}"))?;
+                self.owner
+                    .delete(id)
+                    .map_err(|e| format!("Owner::delete: {e}"))?;
+                sum = sum.wrapping_add(id.get() as u64);
+            }
+        }
+        let ns = start.elapsed().as_nanos() as f64 / (n * passes) as f64;
+        black_box(sum);
+        Ok(ns)
+    }
+}
+
+/// `kernel-c`: n kernel POSIX timers made through libc, driven by `capi.c`'s loops.
+struct KernelC {
+    timers: Vec<libc::timer_t>,
+    signo: c_int,
+    tid: c_int,
+}
+
+impl KernelC {
+    /// n timers signalling `signo` to this thread, which must keep `signo` blocked.
+    fn new(n: usize, signo: c_int) -> Result<KernelC, String> {
+        let tid = tempora_kernel::gettid();
+        let mut timers = vec![ptr::null_mut(); n];
+        // SAFETY: `timers` has room for the n timers the call writes.
+        let made = unsafe { capi_kernel_create(timers.as_mut_ptr(), n, signo, tid) };
+        let err = std::io::Error::last_os_error();
+        timers.truncate(made);
+        let side = KernelC { timers, signo, tid };
+        if made < n {
+            let limit = tempora_kernel::rlimit_sigpending()
+                .map_or_else(|| "unknown".into(), |l| l.to_string());
+            return Err(format!(
+                "timer_create: errno {} after {made} timers (RLIMIT_SIGPENDING {limit})",
+                err.raw_os_error().unwrap_or(0)
+            ));
+        }
+        Ok(side)
+    }
+}
+
+impl Drop for KernelC {
+    fn drop(&mut self) {
+        // SAFETY: `timers` holds live timers made by `new`, deleted once here.
+        unsafe { capi_kernel_delete(self.timers.as_ptr(), self.timers.len()) };
+        // Whatever fired anyway (a run slower than a second) is pending on this thread.
+        while let Ok(Some(_)) = tempora_kernel::take_signal(self.signo) {}
+    }
+}
+
+impl Side for KernelC {
+    fn name(&self) -> &'static str {
+        "kernel-c"
+    }
+    fn settime(&mut self, passes: usize) -> Result<f64, String> {
+        let (t, n) = (self.timers.as_ptr(), self.timers.len());
+        // SAFETY: `t` holds n live kernel timers for the call.
+        from_c("timer_settime", unsafe {
+            capi_settime_kernel(t, n, passes as c_int)
+        })
+    }
+    fn gettime(&mut self, passes: usize) -> Result<f64, String> {
+        let (t, n) = (self.timers.as_ptr(), self.timers.len());
+        // SAFETY: as for `settime`.
+        from_c("timer_gettime", unsafe {
+            capi_gettime_kernel(t, n, passes as c_int)
+        })
+    }
+    fn create_delete(&mut self, passes: usize) -> Result<f64, String> {
+        let n = self.timers.len();
+        // SAFETY: plain values; the timers it makes are deleted before it returns.
+        from_c("timer_create/delete", unsafe {
+            capi_create_delete_kernel(n, passes as c_int, self.signo, self.tid)
+        })
+    }
+}
+
+/// One untimed or timed set of `passes` passes of `case` on `side`.
+fn pass_set(side: &mut dyn Side, case: &str, passes: usize) -> Result<f64, String> {
+    match case {
+        "settime" => side.settime(passes),
+        "gettime" => {
+            // Every timer read is armed, whatever the previous runs took.
+            side.settime(1)?;
+            side.gettime(passes)
+        }
+        "create-delete" => side.create_delete(passes),
+        _ => unreachable!("unknown capi case {case}"),
+    }
+}
+
+/// The rows of every selected case for `sides` (each with the same n live timers): one
+/// untimed pass, then runs of `passes` passes each, every run timing each side in turn (the
+/// order reversed every other run); `ns_per_op` is each side's median run.
+fn measure(
+    sides: &mut [Box<dyn Side>],
+    n: usize,
+    passes: usize,
+    reps: usize,
+    settings: &Settings,
+) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for case in CASES {
+        if !settings.wants_case(case) {
+            continue;
+        }
+        let mut runs: Vec<Result<Vec<f64>, String>> = sides
+            .iter_mut()
+            .map(|s| pass_set(s.as_mut(), case, 1).map(|_| Vec::new()))
+            .collect();
+        for run in settings.runs(reps, 1) {
+            let mut order: Vec<usize> = (0..sides.len()).collect();
+            if run % 2 == 1 {
+                order.reverse();
+            }
+            for i in order {
+                if let Ok(v) = &mut runs[i] {
+                    match pass_set(sides[i].as_mut(), case, passes) {
+                        Ok(ns) => v.push(ns),
+                        Err(e) => runs[i] = Err(e),
+                    }
+                }
+            }
+        }
+        for (side, r) in sides.iter().zip(runs) {
+            let m = match r {
+                Ok(mut v) => {
+                    let fields = Fields::default()
+                        .with(Field::Ops, n * passes)
+                        .with(Field::Runs, v.len());
+                    Measured::per_op(median(&mut v), n * passes, fields)
+                }
+                Err(e) => Measured::failed(e),
+            };
+            rows.push(Row::new(case, side.name(), n, 1, m));
+        }
+    }
+    rows
+}
+
+/// Failed rows of every case for `imp`.
+fn failed(imp: &str, n: usize, why: &str) -> Vec<Row> {
+    CASES
+        .iter()
+        .map(|c| Row::new(c, imp, n, 1, Measured::failed(why)))
+        .collect()
+}
+
+/// The suite's steps: at each n, `tempora-c` and `tempora` in one step (interleaved runs),
+/// then `kernel-c`.
+pub fn plan<'a>(plan: &mut Plan<'a>) {
+    let settings: &Settings = plan.settings;
+    let sizes = settings.sizes(&[1_000, 10_000], &[1_000, 10_000], &[1_000, 10_000]);
+    let reps = settings.reps(5, 9);
+    // Calls per run: ~15 ms of tempora's calls.
+    let calls: usize = settings.pick(100_000, 200_000, 1_000_000);
+    // The service suite's signal for its kernel timers (they are all gone by now).
+    let signo = libc::SIGRTMIN() + 4;
+    for n in sizes {
+        let passes = calls.div_ceil(n).max(1);
+        let ops = (n * passes) as f64;
+        let cost = 3.0 * 2.0 * reps as f64 * ops * 80e-6 + n as f64 * 1e-3;
+        let step = Step::new(Suite::Capi, &CASES, "tempora-c", n, 1, cost, move || {
+            let (mut sides, mut rows): (Vec<Box<dyn Side>>, _) = (Vec::new(), Vec::new());
+            if settings.wants_impl("tempora-c") {
+                match TemporaC::new(n) {
+                    Ok(s) => sides.push(Box::new(s)),
+                    Err(e) => rows.extend(failed("tempora-c", n, &e)),
+                }
+            }
+            if settings.wants_impl("tempora") {
+                match TemporaRust::new(n) {
+                    Ok(s) => sides.push(Box::new(s)),
+                    Err(e) => rows.extend(failed("tempora", n, &e)),
+                }
+            }
+            rows.extend(measure(&mut sides, n, passes, reps, settings));
+            rows
+        })
+        .also("tempora");
+        plan.add(step);
+        // The kernel's calls are ~20x slower: a run takes long enough that the time budget,
+        // not the repetitions, usually ends the measurement.
+        let kernel_cost = 3.0 * (reps as f64 * ops * 1.5e-3).min(1500.0);
+        plan.add(Step::new(
+            Suite::Capi,
+            &CASES,
+            "kernel-c",
+            n,
+            1,
+            kernel_cost,
+            move || {
+                if let Err(e) = tempora_kernel::block_signal(signo) {
+                    return failed(
+                        "kernel-c",
+                        n,
+                        &format!("cannot block signal {signo}: errno {e}"),
+                    );
+                }
+                match KernelC::new(n, signo) {
+                    Ok(k) => measure(
+                        &mut [Box::new(k) as Box<dyn Side>],
+                        n,
+                        passes,
+                        reps,
+                        settings,
+                    ),
+                    Err(e) => failed("kernel-c", n, &e),
+                }
+            },
+        ));
+    }
+}
