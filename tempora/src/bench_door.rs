@@ -109,3 +109,16 @@ impl Owner {
         self.0.delete(id)
     }
 }
+
+/// The statistics flush, for the benchmark's `flush` case: the slots it aggregated and its
+/// longest list-lock hold in ns.
+pub fn stats_flush(timers: &crate::Timers) -> (usize, u64) {
+    let r = timers.core.stats.flush();
+    (r.slots, r.max_hold_ns)
+}
+
+/// Makes the service's flushes aggregate under the list locks, as before seed 004 (the
+/// benchmark's `naive-flush`).
+pub fn stats_naive_flush(timers: &crate::Timers, on: bool) {
+    timers.core.stats.set_naive(on);
+}

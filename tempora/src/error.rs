@@ -27,6 +27,11 @@ pub enum Error {
     IdInUse,
     /// Every timer ID of the owner is in use. `EAGAIN`, as `timer_create` returns.
     NoFreeId,
+    /// A group the owner is in has as many timers as its limit allows
+    /// ([`Group::set_max_timers`](crate::timers::Group::set_max_timers)); the text is the
+    /// group's path. `EAGAIN`, as `timer_create` returns when the kernel's per-user cap on
+    /// pending signals (`RLIMIT_SIGPENDING`) is reached.
+    LimitReached(String),
     /// An exact-ID create while the owner's restore mode is off. `EINVAL`.
     NotRestoring,
     /// The owner has been deleted. `EINVAL`.
@@ -80,7 +85,7 @@ impl Error {
             Error::ServiceStopped => libc::ESHUTDOWN,
             Error::Poisoned(_) => libc::ENOTRECOVERABLE,
             Error::IdInUse => libc::EBUSY,
-            Error::NoFreeId => libc::EAGAIN,
+            Error::NoFreeId | Error::LimitReached(_) => libc::EAGAIN,
             Error::Io(e) => e.errno(),
         }
     }
@@ -98,6 +103,10 @@ impl fmt::Display for Error {
             Error::InvalidId => f.write_str("timer ID out of range (EINVAL)"),
             Error::IdInUse => f.write_str("timer ID already in use (EBUSY)"),
             Error::NoFreeId => f.write_str("every timer ID of the owner is in use (EAGAIN)"),
+            Error::LimitReached(group) => write!(
+                f,
+                "group {group:?} has as many timers as its max_timers allows (EAGAIN)"
+            ),
             Error::NotRestoring => {
                 f.write_str("exact-ID create needs the owner's restore mode on (EINVAL)")
             }

@@ -44,6 +44,7 @@ pub mod checkpoint;
 pub mod clock;
 mod error;
 pub(crate) mod registry;
+pub mod stats;
 pub(crate) mod sync;
 pub mod time;
 pub mod timers;
@@ -53,7 +54,8 @@ pub mod wheel;
 pub mod bench_door;
 
 pub use error::{Error, IoError};
+pub use stats::Stats;
 pub use timers::{
-    Builder, Event, ItimerSpec, Notify, NotifyKind, Owner, SetFlags, Status, TimerHandle, TimerId,
-    TimerInfo, Timers,
+    Builder, Event, Group, ItimerSpec, Notify, NotifyKind, Owner, SetFlags, Status, TimerHandle,
+    TimerId, TimerInfo, Timers,
 };

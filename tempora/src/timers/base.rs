@@ -128,6 +128,56 @@ pub(crate) struct Base {
     state: UnsafeCell<BaseState>,
     /// Held by a poller from the pop of a batch until its delivery (module doc).
     delivery: Mutex<()>,
+    /// Written by the holder of `delivery` only (`BaseCounters`).
+    pub(crate) counters: BaseCounters,
+}
+
+/// A base's statistics ([`crate::stats::BaseStats`]). Each field has one writer at a time,
+/// the poller holding the base's delivery lock (whose hand-over orders successive writers),
+/// so it adds with a load and a store; readers load.
+#[derive(Debug, Default)]
+pub(crate) struct BaseCounters {
+    polls: AtomicU64,
+    fired: AtomicU64,
+    batches: AtomicU64,
+    max_hold_ns: AtomicU64,
+}
+
+impl BaseCounters {
+    /// Counts one poll of the base. The caller holds the delivery lock.
+    pub(crate) fn poll(&self) {
+        bump(&self.polls, 1);
+    }
+
+    /// Counts a batch of `fired` firings whose pop held the base lock `held_ns` (if timed).
+    /// The caller holds the delivery lock.
+    pub(crate) fn batch(&self, fired: u64, held_ns: Option<u64>) {
+        bump(&self.batches, 1);
+        bump(&self.fired, fired);
+        if let Some(h) = held_ns {
+            // Relaxed: one writer (above).
+            if h > self.max_hold_ns.load(Ordering::Relaxed) {
+                self.max_hold_ns.store(h, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub(crate) fn read(&self, base: usize) -> crate::stats::BaseStats {
+        // Relaxed: a reading of counters.
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        crate::stats::BaseStats {
+            base,
+            polls: r(&self.polls),
+            fired: r(&self.fired),
+            batches: r(&self.batches),
+            max_pop_hold_ns: r(&self.max_hold_ns),
+        }
+    }
+}
+
+fn bump(a: &AtomicU64, n: u64) {
+    // Relaxed: one writer (`BaseCounters`).
+    a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
 }
 
 /// What the base lock covers.
@@ -163,6 +213,7 @@ impl Base {
                 ring_lowers: false,
             }),
             delivery: Mutex::new(()),
+            counters: BaseCounters::default(),
         }
     }
 

@@ -8,6 +8,7 @@ use super::Timers;
 use crate::clock::{ClockSource, OsClock, Resolution, ALL_CLOCKS};
 use crate::error::Error;
 use crate::registry;
+use crate::stats::tally::Hub;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use std::fmt;
@@ -25,6 +26,7 @@ pub struct Builder {
     batch: usize,
     clock: Arc<dyn ClockSource>,
     registry: registry::Builder,
+    stats: bool,
 }
 
 impl fmt::Debug for Builder {
@@ -35,6 +37,7 @@ impl fmt::Debug for Builder {
             .field("tick", &self.tick)
             .field("batch", &self.batch)
             .field("registry", &self.registry)
+            .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
 }
@@ -48,6 +51,7 @@ impl Default for Builder {
             batch: 64,
             clock: Arc::new(OsClock),
             registry: registry::Builder::default(),
+            stats: true,
         }
     }
 }
@@ -118,6 +122,14 @@ impl Builder {
         self
     }
 
+    /// Whether the service keeps statistics ([`crate::stats`]; default on). Off, every
+    /// counter update is one predictable branch and [`Timers::stats`](super::Timers::stats)
+    /// reads zeros; group limits work either way.
+    pub fn stats(&mut self, on: bool) -> &mut Self {
+        self.stats = on;
+        self
+    }
+
     /// Builds the service.
     ///
     /// # Errors
@@ -158,6 +170,7 @@ impl Builder {
             halted: AtomicBool::new(false),
             halt_pending: AtomicBool::new(false),
             owners: std::sync::Mutex::new(Vec::new()),
+            stats: Hub::new(self.stats),
             #[cfg(test)]
             crash_driver: AtomicBool::new(false),
             driver_wakeups: AtomicU64::new(0),

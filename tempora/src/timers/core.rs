@@ -19,6 +19,8 @@ use crate::clock::{ClockId, ClockSource, LazyNow, Resolution, ALL_CLOCKS, CLOCKS
 use crate::error::Error;
 use crate::registry::Service;
 use crate::registry::{Registry, Timer, TimerId, TIMER_POISONED};
+use crate::stats::tally::{Hub, Tally};
+use crate::stats::Counter;
 use crate::sync::{thread_index, AtomicBool, AtomicU64, Ordering, Poisoned};
 use crate::wheel::{Key, Mode};
 use crossbeam_utils::CachePadded;
@@ -63,6 +65,8 @@ pub(crate) struct Core {
     /// entries are pruned as the list grows.
     pub(crate) owners: std::sync::Mutex<Vec<Weak<EventQueue>>>,
     pub(crate) driver_wakeups: AtomicU64,
+    /// Statistics: updated lists, flush, the group tree (`stats/`).
+    pub(crate) stats: Arc<Hub>,
     /// Test hook: the next driver loop iteration panics (a driver dying outside a callback).
     #[cfg(test)]
     pub(crate) crash_driver: AtomicBool,
@@ -100,6 +104,9 @@ impl Service for Itimer {
     }
 
     fn on_delete(owner: &OwnerPart, l: &mut LockedTimer<'_>) -> Option<Box<CallbackCell>> {
+        let tally = &owner.sink.tally;
+        tally.add(Counter::Deleted, 1);
+        tally.group.uncharge();
         owner.core.disarm(l);
         l.state.delete();
         // Relaxed: under the timer's lock, which every reader of `callback` holds.
@@ -130,7 +137,8 @@ thread_local! {
 /// What a poll runs once it holds no lock: a callback, or a wake-up of a sleep's or a
 /// receiver's task (a waker is user code too).
 pub(crate) enum Call {
-    Callback(Callback, TimerId, i32),
+    /// A callback, its timer and overrun, and its owner's tally (a panic is counted there).
+    Callback(Callback, TimerId, i32, Arc<Tally>),
     Wake(Waker),
 }
 
@@ -382,9 +390,11 @@ impl Core {
         let mut fired = 0;
         let n = self.bases.len();
         let first = self.my_base();
+        let timed = self.stats.enabled;
         for i in 0..n {
             let b = (first + i) % n;
             let base = &self.bases[b];
+            let mut counted = false;
             loop {
                 // Held from the pop until the batch is delivered: the poll barrier (`base.rs`).
                 let Ok(delivering) = base.delivery() else {
@@ -394,7 +404,13 @@ impl Core {
                 // Pinned from before the pop until the entries are delivered (`timers/mod.rs`,
                 // "Safety of the timer addresses").
                 let guard = crossbeam_epoch::pin();
+                if !counted {
+                    base.counters.poll();
+                    counted = true;
+                }
                 let popped = base.locked(|st| {
+                    // The hold is timed inside the lock: from taking it to letting it go.
+                    let start = timed.then(std::time::Instant::now);
                     let mut complete = true;
                     for (w, wheel) in st.wheels.iter_mut().enumerate() {
                         if ticks[w] < wheel.now() {
@@ -412,15 +428,20 @@ impl Core {
                         });
                         complete &= adv.complete;
                     }
-                    complete
+                    (complete, start.map(|s| s.elapsed().as_nanos() as u64))
                 });
-                let Ok(complete) = popped else {
+                let Ok((complete, held)) = popped else {
                     self.fail(BASE_POISONED);
                     break;
                 };
+                let mut here = 0;
                 for &(w, key, target) in &batch {
-                    fired += self.deliver(b, w, key, target, &lazy, &mut calls);
+                    here += self.deliver(b, w, key, target, &lazy, &mut calls);
                 }
+                if !batch.is_empty() {
+                    base.counters.batch(here as u64, held);
+                }
+                fired += here;
                 batch.clear();
                 drop(guard);
                 drop(delivering);
@@ -479,9 +500,13 @@ impl Core {
                 let _ = self.apply_on(&mut l, Arm::At { clock, expiry }, b);
                 return false;
             }
+            let expiry = l.state.expiry;
             let Some(event) = l.state.expire() else {
                 return false;
             };
+            let tally = &sink_of(&l).tally;
+            tally.add(Counter::Expired, 1);
+            tally.late(now.get(clock).saturating_sub(expiry));
             match l.state.notify {
                 NotifyKind::Queue => {
                     enqueue(self, &mut l, event.seq(), |w| calls.push(Call::Wake(w)))
@@ -494,7 +519,10 @@ impl Core {
                         // Its next period, on the base it came from (the poll barrier).
                         let _ = self.apply_on(&mut l, rearm, b);
                         if let Some(cell) = callback_of(&l) {
-                            calls.push(Call::Callback(cell.f.clone(), l.id(), overrun));
+                            let tally = sink_of(&l).tally.clone();
+                            tally.add(Counter::Delivered, 1);
+                            tally.add(Counter::Overruns, overrun.max(0) as u64);
+                            calls.push(Call::Callback(cell.f.clone(), l.id(), overrun, tally));
                         }
                     }
                 }
@@ -513,12 +541,21 @@ impl Core {
 
     fn run_calls(&self, calls: &mut Vec<Call>) {
         for call in calls.drain(..) {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match call {
-                Call::Callback(cb, id, overrun) => cb(id, overrun),
-                Call::Wake(w) => w.wake(),
-            }));
+            let (r, tally) = match call {
+                Call::Callback(cb, id, overrun, tally) => (
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(id, overrun))),
+                    Some(tally),
+                ),
+                Call::Wake(w) => (
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake())),
+                    None,
+                ),
+            };
             if r.is_err() {
                 self.callback_panics.fetch_add(1, Ordering::Relaxed);
+                if let Some(t) = tally {
+                    t.add(Counter::CallbackPanics, 1);
+                }
             }
         }
     }

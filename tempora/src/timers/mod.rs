@@ -114,12 +114,16 @@ pub use builder::Builder;
 pub use handle::TimerHandle;
 pub use notify::Event;
 pub use owner::{Events, Owner, Recv};
+
 pub use types::{Callback, ItimerSpec, Notify, NotifyKind, SetFlags, Status, TimerInfo};
 
 use self::core::Core;
 use self::core::OwnerPart;
 use crate::clock::ClockId;
 use crate::error::Error;
+use crate::stats::group::GroupNode;
+use crate::stats::tally::Tally;
+use crate::stats::{GroupStats, Stats};
 use crate::sync::Ordering;
 use base::NO_EXPIRY;
 use builder::Drivers;
@@ -168,25 +172,26 @@ impl Timers {
         Builder::default()
     }
 
-    /// A new owner: a namespace of timer IDs with its own event queue.
+    /// A new owner: a namespace of timer IDs with its own event queue, directly under the
+    /// service (in no group).
     pub fn owner(&self) -> Owner {
-        let sink = Arc::new(EventQueue::default());
-        let mut owners = self.core.owners();
-        if owners.len() == owners.capacity() {
-            owners.retain(|o| o.strong_count() > 0);
-        }
-        owners.push(Arc::downgrade(&sink));
-        drop(owners);
-        if self.core.failure.get().is_some() {
-            sink.close(notify::CLOSED_SERVICE);
-        }
-        let part = OwnerPart {
-            core: self.core.clone(),
-            sink,
-        };
-        Owner {
-            reg: self.core.registry.owner(part),
-        }
+        new_owner(&self.core, &self.core.stats.root)
+    }
+
+    /// The top-level group named `name`, made if it does not exist ([`crate::stats`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a name that is empty, longer than 64 bytes, or holds a
+    /// `/`, a `"`, a `\` or a control character.
+    pub fn group(&self, name: &str) -> Result<Group, Error> {
+        Group::child_of(&self.core, &self.core.stats.root, name)
+    }
+
+    /// The service's statistics: every owner's and group's counts and lateness, and the
+    /// bases', flushed first (every update made before the call is in them). Reading takes
+    /// the updated lists' locks only to detach them ([`crate::stats`]).
+    pub fn stats(&self) -> Stats {
+        stats_of(&self.core)
     }
 
     /// The current time on `clock`, from the service's clock source, in ns.
@@ -344,5 +349,121 @@ impl Timers {
         let at = self.next_deadline()?;
         let now = self.core.clock.now(ClockId::Monotonic);
         Some(Duration::from_nanos(at.saturating_sub(now)))
+    }
+}
+
+/// A new owner of `core` in `group`.
+fn new_owner(core: &Arc<Core>, group: &Arc<GroupNode>) -> Owner {
+    let tally = Tally::new(&core.stats, group, core.stats.next_owner_id());
+    let sink = Arc::new(EventQueue::new(tally));
+    let mut owners = core.owners();
+    if owners.len() == owners.capacity() {
+        owners.retain(|o| o.strong_count() > 0);
+    }
+    owners.push(Arc::downgrade(&sink));
+    drop(owners);
+    if core.failure.get().is_some() {
+        sink.close(notify::CLOSED_SERVICE);
+    }
+    let part = OwnerPart {
+        core: core.clone(),
+        sink,
+    };
+    Owner {
+        reg: core.registry.owner(part),
+    }
+}
+
+/// `Timers::stats`.
+fn stats_of(core: &Core) -> Stats {
+    core.stats.flush();
+    let bases = core
+        .bases
+        .iter()
+        .enumerate()
+        .map(|(i, b)| b.counters.read(i))
+        .collect();
+    Stats::of(&core.stats, bases)
+}
+
+/// A group of owners ([`crate::stats`]): its statistics are the sums over its subtree, and it
+/// may cap the timers living in it. Cloning shares it; a group lives as long as its service's
+/// core (the tree keeps it), whether or not a handle does.
+#[derive(Clone)]
+pub struct Group {
+    core: Arc<Core>,
+    node: Arc<GroupNode>,
+}
+
+impl fmt::Debug for Group {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Group")
+            .field("path", &self.node.path)
+            .field("max_timers", &self.node.max_timers())
+            .field("live", &self.node.live())
+            .finish()
+    }
+}
+
+impl Group {
+    fn child_of(core: &Arc<Core>, parent: &Arc<GroupNode>, name: &str) -> Result<Group, Error> {
+        let bad = name.is_empty()
+            || name.len() > 64
+            || name
+                .chars()
+                .any(|c| c == '/' || c == '"' || c == '\\' || c.is_control());
+        if bad {
+            return Err(Error::InvalidConfig(
+                "a group name is 1 to 64 bytes with no '/', '\"', '\\' or control character",
+            ));
+        }
+        Ok(Group {
+            core: core.clone(),
+            node: parent.child(name),
+        })
+    }
+
+    /// The subgroup named `name`, made if it does not exist.
+    ///
+    /// # Errors
+    /// As [`Timers::group`].
+    pub fn subgroup(&self, name: &str) -> Result<Group, Error> {
+        Group::child_of(&self.core, &self.node, name)
+    }
+
+    /// A new owner in this group.
+    pub fn owner(&self) -> Owner {
+        new_owner(&self.core, &self.node)
+    }
+
+    /// The names from the top-level group down to this one, joined by `/`.
+    pub fn path(&self) -> &str {
+        &self.node.path
+    }
+
+    /// Caps the timers living in this group's subtree (`None`: no cap, the default). A
+    /// create that would pass the cap of this group or of any group above it fails with
+    /// [`Error::LimitReached`] (`EAGAIN`) and changes nothing; concurrent creates never pass
+    /// it. Lowering it below [`Group::live_timers`] deletes nothing: creates fail until
+    /// deletes bring the subtree under it.
+    pub fn set_max_timers(&self, max: Option<u64>) {
+        self.node.set_max_timers(max);
+    }
+
+    /// The cap set by [`Group::set_max_timers`].
+    pub fn max_timers(&self) -> Option<u64> {
+        self.node.max_timers()
+    }
+
+    /// The timers living in the subtree now: exact, kept by every create and delete for the
+    /// cap, with no flush.
+    pub fn live_timers(&self) -> u64 {
+        self.node.live().unwrap_or(0)
+    }
+
+    /// The group's statistics, flushed first: sums over its subtree, and its members.
+    pub fn stats(&self) -> GroupStats {
+        self.core.stats.flush();
+        GroupStats::of(&self.node)
     }
 }

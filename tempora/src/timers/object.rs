@@ -22,6 +22,7 @@ use super::types::{Callback, NotifyKind};
 use crate::clock::ClockId;
 use crate::registry::{Locked, Zeroable};
 use crate::registry::{Timer, TimerId};
+use crate::stats::tally::Tally;
 use crate::sync::{AtomicPtr, Ordering};
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -45,7 +46,28 @@ pub(crate) struct EventRef {
 unsafe impl Send for EventRef {}
 
 /// An owner's event queue: entries name their timers.
-pub(crate) type EventQueue = Sink<EventRef>;
+/// An owner's event queue, and its statistics: what every timer of the owner points at (its
+/// `sink`). It derefs to the queue.
+pub(crate) struct EventQueue {
+    pub(crate) queue: Sink<EventRef>,
+    pub(crate) tally: Arc<Tally>,
+}
+
+impl EventQueue {
+    pub(crate) fn new(tally: Arc<Tally>) -> EventQueue {
+        EventQueue {
+            queue: Sink::default(),
+            tally,
+        }
+    }
+}
+
+impl std::ops::Deref for EventQueue {
+    type Target = Sink<EventRef>;
+    fn deref(&self) -> &Sink<EventRef> {
+        &self.queue
+    }
+}
 
 /// Set at create, read by whoever holds the timer's lock.
 #[derive(Debug, Default)]

@@ -8,6 +8,7 @@ use super::types::{self, ItimerSpec, Notify, SetFlags, TimerInfo};
 use crate::clock::{ClockId, LazyNow, TimeSpec};
 use crate::error::Error;
 use crate::registry::{self, TimerId};
+use crate::stats::{Counter, OwnerStats};
 use crate::sync::{Ordering, Poisoned};
 use std::fmt;
 use std::future::Future;
@@ -37,7 +38,9 @@ impl Owner {
     /// Creates a disarmed timer on `clock` with the next free ID.
     ///
     /// # Errors
-    /// [`Error::NoFreeId`] (`EAGAIN`) when every ID is in use; [`Error::OwnerDeleted`].
+    /// [`Error::NoFreeId`] (`EAGAIN`) when every ID is in use; [`Error::LimitReached`]
+    /// (`EAGAIN`) when a group the owner is in is at its
+    /// [`max_timers`](super::Group::set_max_timers); [`Error::OwnerDeleted`].
     #[doc(alias = "timer_create")]
     pub fn create(&self, clock: ClockId, notify: Notify) -> Result<TimerId, Error> {
         self.create_then(None, clock, notify, None)
@@ -48,8 +51,8 @@ impl Owner {
     /// # Errors
     /// [`Error::NotRestoring`] if restore mode is off; [`Error::InvalidId`] for a negative ID
     /// or one beyond the ID limit ([`Builder::id_bits`](super::Builder::id_bits));
-    /// [`Error::IdInUse`] if this owner has a timer `id`; [`Error::OwnerDeleted`]. Nothing is
-    /// allocated or changed on error.
+    /// [`Error::IdInUse`] if this owner has a timer `id`; [`Error::LimitReached`];
+    /// [`Error::OwnerDeleted`]. Nothing is allocated or changed on error.
     #[doc(alias = "timer_create")]
     #[doc(alias = "PR_TIMER_CREATE_RESTORE_IDS")]
     pub fn create_with_id(
@@ -89,7 +92,32 @@ impl Owner {
             callback,
             sink: Arc::as_ptr(self.sink()),
         };
-        self.reg.create(requested, init, then)
+        let tally = &self.sink().tally;
+        // Charged before the create and given back if it fails, so that concurrent creates
+        // never pass a limit (`stats/group.rs`, "Limits").
+        if let Err(group) = tally.group.charge() {
+            tally.add(Counter::Refused, 1);
+            return Err(Error::LimitReached(group));
+        }
+        let r = self.reg.create(requested, init, then);
+        match r {
+            Ok(_) => tally.add(Counter::Created, 1),
+            Err(_) => tally.group.uncharge(),
+        }
+        r
+    }
+
+    /// The owner's ID: unique among the owners its service ever made (the `owner` of its
+    /// [`OwnerStats`] and of the `owner` label in [`Stats::to_prometheus`](crate::Stats::to_prometheus)).
+    pub fn id(&self) -> u64 {
+        self.sink().tally.key()
+    }
+
+    /// The owner's statistics, flushed first ([`crate::stats`]).
+    pub fn stats(&self) -> OwnerStats {
+        let tally = &self.sink().tally;
+        tally.hub().flush();
+        OwnerStats::of(tally)
     }
 
     /// The service's core.
@@ -131,7 +159,14 @@ impl Owner {
             core.apply(&mut l, arm).map(|()| old)
         });
         core.flush_halt();
-        Ok(old??.into())
+        let old = old??;
+        let what = if value == 0 {
+            Counter::Disarmed
+        } else {
+            Counter::Armed
+        };
+        self.sink().tally.add(what, 1);
+        Ok(old.into())
     }
 
     /// Timer `id`'s remaining time and interval. Zero for a disarmed or fired one-shot timer;
@@ -201,10 +236,14 @@ impl Owner {
                     }
                 }
             });
+            let tally = &self.sink().tally;
             if let Ok(Some(Some(overrun))) = got {
                 core.flush_halt();
+                tally.add(Counter::Delivered, 1);
+                tally.add(Counter::Overruns, overrun.max(0) as u64);
                 return Some(Event::new(ev.id, overrun));
             }
+            tally.add(Counter::StaleDropped, 1);
         }
         core.flush_halt();
         None

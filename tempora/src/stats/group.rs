@@ -1,0 +1,174 @@
+//! Groups of owners: a tree whose nodes sum their subtree's statistics and may cap the timers
+//! living in it (`max_timers`, like a cgroup's `pids.max`).
+//!
+//! # Sums
+//!
+//! A flush adds each owner's deltas to its own totals and to every group on its path to the
+//! root (`Tally::absorb`), so a group's totals are the sum over its subtree of everything ever
+//! flushed, deleted owners included, and a flush touches only the paths that had updates.
+//!
+//! # Limits
+//!
+//! Every group but the root keeps `live`, the exact number of timers in its subtree: a create
+//! charges each group on its owner's path (an atomic add, O(depth), no lock), a delete gives
+//! it back. A charge that finds a group already at its limit undoes its adds and fails; since
+//! each add is atomic and only an add that found room is kept, concurrent creators never push
+//! a group past its limit. One may fail while another's charge is being undone (a create near
+//! the limit can be refused while there would be room a moment later), as with `pids.max`.
+//! Owners directly under the root pay nothing: the root keeps no count and has no limit.
+
+use super::hist::Buckets;
+use super::tally::{Tally, Totals, COUNTERS};
+use crate::sync::{AtomicU64, Mutex, Ordering};
+use std::sync::{Arc, Weak};
+
+/// No limit.
+const UNLIMITED: u64 = u64::MAX;
+
+/// A node of the group tree.
+pub(crate) struct GroupNode {
+    /// The name given at creation; "" for the root.
+    pub(crate) name: String,
+    /// The names from below the root, joined by `/` ("" for the root).
+    pub(crate) path: String,
+    pub(crate) parent: Option<Arc<GroupNode>>,
+    children: Mutex<Vec<Arc<GroupNode>>>,
+    owners: Mutex<Vec<Weak<Tally>>>,
+    totals: Mutex<Totals>,
+    /// Timers living in the subtree (not kept by the root).
+    live: AtomicU64,
+    max: AtomicU64,
+}
+
+impl GroupNode {
+    pub(crate) fn root() -> Arc<GroupNode> {
+        Arc::new(GroupNode::new(String::new(), String::new(), None))
+    }
+
+    fn new(name: String, path: String, parent: Option<Arc<GroupNode>>) -> GroupNode {
+        GroupNode {
+            name,
+            path,
+            parent,
+            children: Mutex::new(Vec::new()),
+            owners: Mutex::new(Vec::new()),
+            totals: Mutex::new(Totals::default()),
+            live: AtomicU64::new(0),
+            max: AtomicU64::new(UNLIMITED),
+        }
+    }
+
+    /// Whether this is the root.
+    pub(crate) fn is_root(&self) -> bool {
+        self.parent.is_none()
+    }
+
+    /// The child named `name`, made if it does not exist.
+    pub(crate) fn child(self: &Arc<GroupNode>, name: &str) -> Arc<GroupNode> {
+        let mut children = lock(&self.children);
+        if let Some(c) = children.iter().find(|c| c.name == name) {
+            return c.clone();
+        }
+        let path = if self.is_root() {
+            name.to_owned()
+        } else {
+            format!("{}/{}", self.path, name)
+        };
+        let c = Arc::new(GroupNode::new(name.to_owned(), path, Some(self.clone())));
+        children.push(c.clone());
+        c
+    }
+
+    /// The children, in creation order.
+    pub(crate) fn children(&self) -> Vec<Arc<GroupNode>> {
+        lock(&self.children).clone()
+    }
+
+    /// Records `tally` as a member (weakly: the group does not keep owners alive).
+    pub(crate) fn adopt(&self, tally: &Arc<Tally>) {
+        let mut owners = lock(&self.owners);
+        if owners.len() == owners.capacity() {
+            owners.retain(|o| o.strong_count() > 0);
+        }
+        owners.push(Arc::downgrade(tally));
+    }
+
+    /// The member owners still alive.
+    pub(crate) fn owners(&self) -> Vec<Arc<Tally>> {
+        lock(&self.owners)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
+    pub(crate) fn absorb(&self, delta: &[u64; COUNTERS], late: Option<&Buckets>) {
+        lock(&self.totals).add(delta, late);
+    }
+
+    /// The flushed totals.
+    pub(crate) fn totals(&self) -> Totals {
+        lock(&self.totals).clone()
+    }
+
+    /// The limit, if one is set.
+    pub(crate) fn max_timers(&self) -> Option<u64> {
+        // Relaxed: a setting; charges read it again.
+        let max = self.max.load(Ordering::Relaxed);
+        (max != UNLIMITED).then_some(max)
+    }
+
+    /// Sets or clears the limit. Lowering it below `live` refuses creates until deletes bring
+    /// the subtree under it; no timer is deleted.
+    pub(crate) fn set_max_timers(&self, max: Option<u64>) {
+        // Relaxed: a setting; a create racing it is judged by either value.
+        self.max.store(max.unwrap_or(UNLIMITED), Ordering::Relaxed);
+    }
+
+    /// Timers living in the subtree right now (exact; the root keeps no count).
+    pub(crate) fn live(&self) -> Option<u64> {
+        // Relaxed: a reading.
+        (!self.is_root()).then(|| self.live.load(Ordering::Relaxed))
+    }
+
+    /// Charges one timer to every group from this one up to the root, or to none: the path
+    /// of the group that is at its limit.
+    pub(crate) fn charge(self: &Arc<GroupNode>) -> Result<(), String> {
+        let mut g = self;
+        while let Some(parent) = &g.parent {
+            // Relaxed: the count's atomicity is all the limit needs; nothing is published.
+            let before = g.live.fetch_add(1, Ordering::Relaxed);
+            if before >= g.max.load(Ordering::Relaxed) {
+                g.live.fetch_sub(1, Ordering::Relaxed);
+                self.uncharge_until(g);
+                return Err(g.path.clone());
+            }
+            g = parent;
+        }
+        Ok(())
+    }
+
+    /// Gives back one timer's charge from this group up to the root.
+    pub(crate) fn uncharge(self: &Arc<GroupNode>) {
+        let mut g = self;
+        while let Some(parent) = &g.parent {
+            // Relaxed: as in `charge`.
+            g.live.fetch_sub(1, Ordering::Relaxed);
+            g = parent;
+        }
+    }
+
+    /// Gives back the charges from this group up to `stop` (not included).
+    fn uncharge_until(self: &Arc<GroupNode>, stop: &GroupNode) {
+        let mut g = self;
+        while !std::ptr::eq(&**g, stop) {
+            // Relaxed: as in `charge`.
+            g.live.fetch_sub(1, Ordering::Relaxed);
+            g = g.parent.as_ref().expect("`stop` is above");
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> crate::sync::MutexGuard<'_, T> {
+    // The sections only push, clone and add integers; a panic in one leaves consistent data.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,228 @@
+//! The lateness histogram: log-linear buckets of nanoseconds, HdrHistogram's layout with three
+//! sub-bucket bits.
+//!
+//! ```text
+//!  value (ns)        bucket                      width
+//!  0 ..= 15          the value itself            1
+//!  2^e .. 2^(e+1)    (e - 2) * 8 + (v >> (e-3))&7   2^(e-3)   for e = 4 ..= 35
+//!  >= 2^36 (68.7 s)  the last bucket (272)
+//! ```
+//!
+//! Every bucket above 15 ns spans an eighth of its power of two, so a quantile read from the
+//! buckets is within 12.5% of the true value (reported as the bucket's highest value, never
+//! below the truth). The exact maximum is kept beside the buckets.
+//!
+//! A writer's cells (`Cells`) are per thread slot and counted with atomic adds; a flush swaps
+//! the non-zero ones to 0 and adds them to a total's `Buckets` (plain integers under the
+//! total's lock).
+
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+
+/// Sub-bucket bits: 8 buckets per power of two.
+const SUB_BITS: u32 = 3;
+const SUB: usize = 1 << SUB_BITS;
+/// Values below this have a bucket each.
+const LINEAR: u64 = 2 * SUB as u64;
+/// The highest power of two with buckets of its own (2^35 ns ≈ 34 s .. 68.7 s).
+const TOP_EXP: u32 = 35;
+/// Buckets in a histogram: the linear ones, 8 per power of two up to `TOP_EXP`, and one for
+/// everything above.
+pub(crate) const BUCKETS: usize = (TOP_EXP as usize - 2) * SUB + SUB + 1;
+
+/// The bucket of `v` ns.
+#[inline]
+pub(crate) fn bucket(v: u64) -> usize {
+    if v < LINEAR {
+        return v as usize;
+    }
+    let e = 63 - v.leading_zeros();
+    if e > TOP_EXP {
+        return BUCKETS - 1;
+    }
+    (e as usize - 2) * SUB + ((v >> (e - SUB_BITS)) as usize & (SUB - 1))
+}
+
+/// The highest value bucket `i` holds (`u64::MAX` for the last, which holds everything above).
+pub(crate) fn bucket_high(i: usize) -> u64 {
+    if i < LINEAR as usize {
+        return i as u64;
+    }
+    if i == BUCKETS - 1 {
+        return u64::MAX;
+    }
+    let e = (i / SUB + 2) as u32;
+    let sub = (i % SUB) as u64;
+    let low = (SUB as u64 + sub) << (e - SUB_BITS);
+    low + (1 << (e - SUB_BITS)) - 1
+}
+
+/// One writer slot's cells, allocated on the slot's first lateness sample.
+pub(crate) struct Cells {
+    counts: [AtomicU32; BUCKETS],
+    sum: AtomicU64,
+    max: AtomicU64,
+}
+
+impl Cells {
+    pub(crate) fn new() -> Box<Cells> {
+        Box::new(Cells {
+            counts: std::array::from_fn(|_| AtomicU32::new(0)),
+            sum: AtomicU64::new(0),
+            max: AtomicU64::new(0),
+        })
+    }
+
+    /// Counts one sample of `v` ns.
+    #[inline]
+    pub(crate) fn record(&self, v: u64) {
+        // Relaxed: counts are read by a flush after its fence (`tally.rs`); an atomic add, as
+        // a flush swaps the cells to 0 while the writer goes on.
+        self.counts[bucket(v)].fetch_add(1, Ordering::Relaxed);
+        self.sum.fetch_add(v, Ordering::Relaxed);
+        if v > self.max.load(Ordering::Relaxed) {
+            self.max.fetch_max(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Moves the counts into `into` (the cells are left at 0; the maximum stays).
+    pub(crate) fn drain_into(&self, into: &mut Buckets) {
+        for (i, c) in self.counts.iter().enumerate() {
+            // Relaxed: a load first, so an idle bucket costs no write.
+            if c.load(Ordering::Relaxed) != 0 {
+                into.add(i, u64::from(c.swap(0, Ordering::Relaxed)));
+            }
+        }
+        // Relaxed: as the counts.
+        into.sum = into.sum.wrapping_add(self.sum.swap(0, Ordering::Relaxed));
+        into.max = into.max.max(self.max.load(Ordering::Relaxed));
+    }
+}
+
+/// A flushed histogram: counts per bucket and the maximum.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Buckets {
+    counts: Box<[u64; BUCKETS]>,
+    total: u64,
+    sum: u64,
+    max: u64,
+}
+
+impl Default for Buckets {
+    fn default() -> Buckets {
+        Buckets {
+            counts: Box::new([0; BUCKETS]),
+            total: 0,
+            sum: 0,
+            max: 0,
+        }
+    }
+}
+
+impl Buckets {
+    fn add(&mut self, i: usize, n: u64) {
+        self.counts[i] += n;
+        self.total += n;
+    }
+
+    /// Adds every count of `other`.
+    pub(crate) fn merge(&mut self, other: &Buckets) {
+        if other.total == 0 && other.max == 0 {
+            return;
+        }
+        for (i, &n) in other.counts.iter().enumerate() {
+            if n != 0 {
+                self.add(i, n);
+            }
+        }
+        self.sum = self.sum.wrapping_add(other.sum);
+        self.max = self.max.max(other.max);
+    }
+
+    /// The sum of the samples, in ns.
+    pub(crate) fn sum(&self) -> u64 {
+        self.sum
+    }
+
+    /// The samples counted.
+    pub(crate) fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// The exact maximum.
+    pub(crate) fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// The value at quantile `q` (0 ..= 1): the highest value of the bucket holding the
+    /// `ceil(q * total)`-th sample, capped at the maximum; 0 with no samples.
+    pub(crate) fn quantile(&self, q: f64) -> u64 {
+        if self.total == 0 {
+            return 0;
+        }
+        let rank = ((q * self.total as f64).ceil() as u64).clamp(1, self.total);
+        let mut seen = 0;
+        for (i, &n) in self.counts.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return bucket_high(i).min(self.max);
+            }
+        }
+        self.max
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn buckets_cover_the_range_in_order() {
+        let mut prev = None;
+        for i in 0..BUCKETS {
+            let high = bucket_high(i);
+            assert_eq!(bucket(high.min(1 << 40)), i, "bucket {i}");
+            if let Some(p) = prev {
+                assert!(high > p);
+                assert_eq!(bucket(p + 1), i, "the value after bucket {}'s top", i - 1);
+            }
+            prev = Some(high);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_value_is_within_an_eighth_of_its_bucket_top(v in 0u64..(1 << 36)) {
+            let high = bucket_high(bucket(v));
+            prop_assert!(high >= v);
+            prop_assert!(high - v <= v / 8, "{v} -> {high}");
+        }
+    }
+
+    #[test]
+    fn quantiles_never_understate() {
+        let cells = Cells::new();
+        for v in 1..=1000u64 {
+            cells.record(v * 1000);
+        }
+        let mut b = Buckets::default();
+        cells.drain_into(&mut b);
+        assert_eq!(b.total(), 1000);
+        assert_eq!(b.max(), 1_000_000);
+        for (q, truth) in [
+            (0.5, 500_000u64),
+            (0.99, 990_000),
+            (0.999, 999_000),
+            (1.0, 1_000_000),
+        ] {
+            let got = b.quantile(q);
+            assert!(
+                got >= truth && got - truth <= truth / 8,
+                "q {q}: {got} vs {truth}"
+            );
+        }
+        let mut again = Buckets::default();
+        cells.drain_into(&mut again);
+        assert_eq!(again.total(), 0, "a drain leaves the cells at 0");
+    }
+}

@@ -1,0 +1,580 @@
+//! Per-owner counters written per thread, and the flush that aggregates them (seed 004's rule:
+//! a lock is held only to detach an updated list, never while aggregating).
+//!
+//! ```text
+//!  Hub (one per service)
+//!   ├─ lists[i]   one per thread slot i: ByteLock + head of the slots updated since the flush
+//!   ├─ flushing   Mutex: one flush at a time; guards every slot's `last` and the flush log
+//!   └─ root       the root group (group.rs)
+//!
+//!  Tally (one per owner) ─ slots[i] ─ Slot: counts[COUNTERS], lateness cells, on_list, next,
+//!                        │                  last[COUNTERS] (the flush's previous reading)
+//!                        ├─ totals (Mutex): everything flushed so far
+//!                        └─ group: the group the owner belongs to
+//! ```
+//!
+//! # Updating
+//!
+//! A thread with index `i` below [`SLOTS`] is the only writer of slot `i` of every tally (see
+//! `sync::thread_index`), so it adds with a plain load and store; threads beyond share the
+//! overflow slot and add atomically. Then it checks the slot's `on_list` flag and, the first
+//! time since the slot was last flushed, pushes the slot on list `i` under that list's lock
+//! (the push takes a strong reference to the tally, so a listed slot outlives its owner).
+//! Nothing else on that path writes a line another thread writes.
+//!
+//! # Flushing
+//!
+//! A flush, for each list: takes its lock, detaches the whole chain, releases it (the hold
+//! is recorded); then clears `on_list` of every slot it took, issues one heavy fence, and only
+//! then reads each slot's counts, takes the difference from `last`, and adds it to the owner's
+//! totals and to every group above it. No list lock is held while aggregating, so an updater
+//! never waits behind one.
+//!
+//! # Why no update is lost
+//!
+//! The updater does `store count; fence A; load on_list`; the flush does `store on_list =
+//! false; fence B; load count`. With A and B both `SeqCst` fences, one of the loads sees the
+//! other side's store: either the flush reads the new count, or the updater sees the flag
+//! cleared and pushes the slot again, for the next flush. Fence A is on every update, so it is
+//! made free: after `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` is registered, A is a
+//! compiler fence and B is the `membarrier` call, which runs a full barrier on every CPU that
+//! runs a thread of this process (and a descheduled thread passed one when it was switched
+//! out), so each updater's store-then-load has a full barrier either between them or after
+//! both. Where `membarrier` is refused, A and B are `SeqCst` fences. The loom model
+//! `loom_update_racing_a_flush_is_never_lost` checks the protocol with the symmetric fences.
+//!
+//! A slot whose flag was cleared may be pushed again while the flush still reads it; the
+//! flush does not follow its `next` after clearing the flag, and `last` belongs to whoever
+//! holds `flushing`.
+
+use super::group::GroupNode;
+use super::hist::{Buckets, Cells};
+use super::Counter;
+use crate::sync::{
+    fence, lock_order, thread_index, AtomicBool, AtomicPtr, AtomicU64, ByteLock, Mutex, Ordering,
+    UnsafeCell,
+};
+use crossbeam_utils::CachePadded;
+use std::ptr;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Counters per slot.
+pub(crate) const COUNTERS: usize = Counter::ALL.len();
+
+/// Thread slots with a single writer; index `SLOTS` is the shared overflow slot.
+#[cfg(not(loom))]
+pub(crate) const SLOTS: usize = 64;
+#[cfg(loom)]
+pub(crate) const SLOTS: usize = 2;
+
+/// The slot an update from thread index `i` goes to, and whether that slot has one writer.
+#[inline]
+fn slot_of(i: usize) -> (usize, bool) {
+    if i < SLOTS {
+        (i, true)
+    } else {
+        (SLOTS, false)
+    }
+}
+
+/// One thread slot of one tally.
+struct Slot {
+    counts: [AtomicU64; COUNTERS],
+    /// Lateness cells, allocated on the slot's first sample.
+    late: AtomicPtr<Cells>,
+    /// On its list (set under the list's lock, cleared by a flush).
+    on_list: AtomicBool,
+    /// The next slot on the list (under the list's lock; the detaching flush reads it).
+    next: UnsafeCell<*const Slot>,
+    /// The tally this slot belongs to.
+    tally: *const Tally,
+    /// The counts the last flush read (under `Hub::flushing`).
+    last: UnsafeCell<[u64; COUNTERS]>,
+}
+
+impl Slot {
+    fn new(tally: *const Tally) -> Slot {
+        Slot {
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
+            late: AtomicPtr::new(ptr::null_mut()),
+            on_list: AtomicBool::new(false),
+            next: UnsafeCell::new(ptr::null()),
+            tally,
+            last: UnsafeCell::new([0; COUNTERS]),
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // Relaxed: `&mut self`, nothing else can reach the slot.
+        let late = self.late.load(Ordering::Relaxed);
+        if !late.is_null() {
+            // SAFETY: `late` is a `Box<Cells>` leaked by `Tally::late` and freed only here.
+            drop(unsafe { Box::from_raw(late) });
+        }
+    }
+}
+
+/// An updated list: the slots of one thread index updated since the last flush.
+struct List {
+    lock: ByteLock,
+    head: UnsafeCell<*const Slot>,
+}
+
+// SAFETY: `head` is read and written only under `lock`; it points at slots whose tallies the
+// list holds strong references to.
+unsafe impl Sync for List {}
+// SAFETY: as above.
+unsafe impl Send for List {}
+
+impl List {
+    fn new() -> List {
+        List {
+            lock: ByteLock::new(),
+            head: UnsafeCell::new(ptr::null()),
+        }
+    }
+}
+
+/// How the two sides of the update/flush race are fenced (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fences {
+    /// Updaters: a compiler fence; flush: `membarrier`.
+    Asymmetric,
+    /// `SeqCst` fences on both sides.
+    Symmetric,
+}
+
+/// Registers this process for expedited private `membarrier`s, once; whether it worked.
+#[cfg(all(not(loom), target_os = "linux"))]
+fn membarrier_ready() -> bool {
+    static READY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *READY.get_or_init(|| {
+        // SAFETY: `membarrier` with a command and flags 0 reads and writes no memory of ours.
+        let query = unsafe { libc::syscall(libc::SYS_membarrier, libc::MEMBARRIER_CMD_QUERY, 0) };
+        let need = libc::MEMBARRIER_CMD_PRIVATE_EXPEDITED
+            | libc::MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED;
+        query >= 0
+            && (query as libc::c_int & need) == need
+            // SAFETY: as above.
+            && unsafe {
+                libc::syscall(
+                    libc::SYS_membarrier,
+                    libc::MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+                    0,
+                )
+            } == 0
+    })
+}
+
+#[cfg(any(loom, not(target_os = "linux")))]
+fn membarrier_ready() -> bool {
+    false
+}
+
+/// What a flush measured.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct FlushReport {
+    /// Slots aggregated.
+    pub(crate) slots: usize,
+    /// The longest list-lock hold of this flush, in ns.
+    pub(crate) max_hold_ns: u64,
+}
+
+/// The statistics of one service: the updated lists and the flush.
+pub(crate) struct Hub {
+    pub(crate) enabled: bool,
+    fences: Fences,
+    lists: Box<[CachePadded<List>]>,
+    /// One flush at a time; guards every slot's `last`.
+    flushing: Mutex<()>,
+    pub(crate) root: Arc<GroupNode>,
+    /// Aggregate under the list locks (the benchmark's `naive-flush`, the seed's "before").
+    naive: AtomicBool,
+    next_owner: AtomicU64,
+}
+
+impl Hub {
+    /// A hub; `enabled: false` makes every update a no-op.
+    pub(crate) fn new(enabled: bool) -> Arc<Hub> {
+        let fences = if membarrier_ready() {
+            Fences::Asymmetric
+        } else {
+            Fences::Symmetric
+        };
+        Arc::new(Hub {
+            enabled,
+            fences,
+            lists: (0..=SLOTS).map(|_| CachePadded::new(List::new())).collect(),
+            flushing: Mutex::new(()),
+            root: GroupNode::root(),
+            naive: AtomicBool::new(false),
+            next_owner: AtomicU64::new(1),
+        })
+    }
+
+    /// The next owner ID (from 1).
+    pub(crate) fn next_owner_id(&self) -> u64 {
+        // Relaxed: uniqueness comes from the atomic add.
+        self.next_owner.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Aggregates while holding each list's lock, as a flush did before seed 004 (for the
+    /// benchmark's `naive-flush` only).
+    #[doc(hidden)]
+    pub(crate) fn set_naive(&self, on: bool) {
+        // Relaxed: a benchmark setting read by later flushes.
+        self.naive.store(on, Ordering::Relaxed);
+    }
+
+    /// Fence A of the update side (module doc).
+    #[inline]
+    fn fence_update(&self) {
+        match self.fences {
+            Fences::Asymmetric => std::sync::atomic::compiler_fence(Ordering::SeqCst),
+            Fences::Symmetric => fence(Ordering::SeqCst),
+        }
+    }
+
+    /// Fence B of the flush side (module doc).
+    fn fence_flush(&self) {
+        #[cfg(all(not(loom), target_os = "linux"))]
+        if self.fences == Fences::Asymmetric {
+            fence(Ordering::SeqCst);
+            // SAFETY: as in `membarrier_ready`; this process registered for the command.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_membarrier,
+                    libc::MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+                    0,
+                )
+            };
+            // Registered, so it cannot fail but for a kernel bug; a failure here could lose an
+            // update, so it is a panic rather than a silent miss.
+            assert_eq!(r, 0, "membarrier failed after registration");
+            fence(Ordering::SeqCst);
+            return;
+        }
+        fence(Ordering::SeqCst);
+    }
+
+    /// Aggregates every update made before it started into owners' and groups' totals.
+    pub(crate) fn flush(&self) -> FlushReport {
+        let _one = self.flushing.lock().unwrap_or_else(|e| e.into_inner());
+        // Relaxed: a benchmark setting.
+        let naive = self.naive.load(Ordering::Relaxed);
+        let mut report = FlushReport::default();
+        let mut taken: Vec<*const Slot> = Vec::new();
+        for list in self.lists.iter() {
+            let start = Instant::now();
+            let _order = lock_order::enter(lock_order::STATS_LIST);
+            let detached = list.lock.with(|| {
+                let head = list.head.with_mut(|h| {
+                    // SAFETY: under the list's lock.
+                    unsafe { std::mem::replace(&mut *h, ptr::null()) }
+                });
+                let from = taken.len();
+                collect(head, &mut taken);
+                if naive {
+                    // The seed's "before": aggregation under the lock that updaters take to
+                    // push.
+                    self.settle(&taken[from..]);
+                }
+                from
+            });
+            report.max_hold_ns = report.max_hold_ns.max(start.elapsed().as_nanos() as u64);
+            if naive {
+                if let Ok(from) = detached {
+                    taken.truncate(from);
+                }
+            }
+        }
+        report.slots = taken.len();
+        self.settle(&taken);
+        report
+    }
+
+    /// Clears the flags of `slots`, fences, then aggregates each and drops its list's
+    /// reference to its tally. The caller holds `flushing`.
+    fn settle(&self, slots: &[*const Slot]) {
+        if slots.is_empty() {
+            return;
+        }
+        for &s in slots {
+            // SAFETY: a detached slot is kept alive by the strong reference its push took.
+            let slot = unsafe { &*s };
+            // Relaxed: ordered by the fence below (module doc, "Why no update is lost").
+            slot.on_list.store(false, Ordering::Relaxed);
+        }
+        self.fence_flush();
+        for &s in slots {
+            // SAFETY: as above; the reference is dropped only at the end of this iteration.
+            let slot = unsafe { &*s };
+            // SAFETY: `tally` outlives its slots.
+            let tally = unsafe { &*slot.tally };
+            let mut delta = [0u64; COUNTERS];
+            slot.last.with_mut(|last| {
+                // SAFETY: `last` is touched only by the holder of `flushing`, which we are.
+                let last = unsafe { &mut *last };
+                for (c, d) in delta.iter_mut().enumerate() {
+                    // Relaxed: ordered by the fence above.
+                    let now = slot.counts[c].load(Ordering::Relaxed);
+                    *d = now.wrapping_sub(last[c]);
+                    last[c] = now;
+                }
+            });
+            // Acquire: pairs with the Release of the cells' installation (`Tally::late`).
+            let late = slot.late.load(Ordering::Acquire);
+            let mut buckets = None;
+            if !late.is_null() {
+                let mut b = Buckets::default();
+                // SAFETY: installed cells live as long as their slot.
+                unsafe { &*late }.drain_into(&mut b);
+                buckets = Some(b);
+            }
+            tally.absorb(&delta, buckets.as_ref());
+            // SAFETY: the strong reference `Tally::push` took for this listing, given back once.
+            unsafe { Arc::decrement_strong_count(slot.tally) };
+        }
+    }
+}
+
+/// Appends the chain from `head` to `out`. The caller detached it under its list's lock,
+/// before any of its flags were cleared, so no `next` changes meanwhile.
+fn collect(mut head: *const Slot, out: &mut Vec<*const Slot>) {
+    while !head.is_null() {
+        out.push(head);
+        // SAFETY: a listed slot is alive (its push took a strong reference to its tally);
+        // `next` is written only by a push, which needs the flag this flush has not cleared.
+        head = unsafe { &*head }.next.with(|n| unsafe { *n });
+    }
+}
+
+/// Totals of an owner or a group: what flushes have added.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Totals {
+    pub(crate) counts: [u64; COUNTERS],
+    pub(crate) late: Buckets,
+}
+
+impl Totals {
+    pub(crate) fn add(&mut self, delta: &[u64; COUNTERS], late: Option<&Buckets>) {
+        for (t, d) in self.counts.iter_mut().zip(delta) {
+            *t = t.wrapping_add(*d);
+        }
+        if let Some(b) = late {
+            self.late.merge(b);
+        }
+    }
+}
+
+/// One owner's statistics.
+pub(crate) struct Tally {
+    /// Whether updates count at all (`Hub::enabled`, copied next to the slots).
+    on: bool,
+    key: u64,
+    hub: Arc<Hub>,
+    pub(crate) group: Arc<GroupNode>,
+    slots: Box<[AtomicPtr<CachePadded<Slot>>]>,
+    totals: Mutex<Totals>,
+}
+
+// SAFETY: slots are shared only through atomics and the locks the module doc names.
+unsafe impl Send for Tally {}
+// SAFETY: as above.
+unsafe impl Sync for Tally {}
+
+impl Tally {
+    /// A tally for owner `key` in `group` (registered there for the tree).
+    pub(crate) fn new(hub: &Arc<Hub>, group: &Arc<GroupNode>, key: u64) -> Arc<Tally> {
+        let tally = Arc::new(Tally {
+            on: hub.enabled,
+            key,
+            hub: hub.clone(),
+            group: group.clone(),
+            slots: (0..=SLOTS)
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
+                .collect(),
+            totals: Mutex::new(Totals::default()),
+        });
+        group.adopt(&tally);
+        tally
+    }
+
+    /// The owner's key.
+    pub(crate) fn key(&self) -> u64 {
+        self.key
+    }
+
+    /// Adds `n` to counter `c` for the calling thread.
+    #[inline]
+    pub(crate) fn add(&self, c: Counter, n: u64) {
+        if self.on {
+            self.add_as(thread_index(), c, n);
+        }
+    }
+
+    /// `add` for thread index `i`.
+    #[inline]
+    pub(crate) fn add_as(&self, i: usize, c: Counter, n: u64) {
+        let (i, single) = slot_of(i);
+        let slot = self.slot(i);
+        let cell = &slot.counts[c as usize];
+        if single {
+            // Relaxed: this thread is the slot's only writer (module doc); the flush reads
+            // after its fence.
+            cell.store(
+                cell.load(Ordering::Relaxed).wrapping_add(n),
+                Ordering::Relaxed,
+            );
+        } else {
+            // Relaxed: as above, with other overflow writers.
+            cell.fetch_add(n, Ordering::Relaxed);
+        }
+        self.mark(slot, i);
+    }
+
+    /// Records a lateness sample of `ns` for the calling thread.
+    #[inline]
+    pub(crate) fn late(&self, ns: u64) {
+        if !self.on {
+            return;
+        }
+        let (i, _) = slot_of(thread_index());
+        let slot = self.slot(i);
+        // Acquire: pairs with the Release of the installation below.
+        let mut cells = slot.late.load(Ordering::Acquire);
+        if cells.is_null() {
+            cells = install_cells(&slot.late);
+        }
+        // SAFETY: installed cells live as long as their slot.
+        unsafe { &*cells }.record(ns);
+        self.mark(slot, i);
+    }
+
+    /// Pushes `slot` on list `i` if this is its first update since it was flushed.
+    #[inline]
+    fn mark(&self, slot: &Slot, i: usize) {
+        self.hub.fence_update();
+        // Relaxed: ordered by the fences (module doc).
+        if !slot.on_list.load(Ordering::Relaxed) {
+            self.push(slot, i);
+        }
+    }
+
+    #[cold]
+    fn push(&self, slot: &Slot, i: usize) {
+        let list = &self.hub.lists[i];
+        let _order = lock_order::enter(lock_order::STATS_LIST);
+        // A list lock's section cannot panic (pointer moves only), so it is never poisoned.
+        let _ = list.lock.with(|| {
+            // Relaxed: under the list's lock, which every setter holds.
+            if slot.on_list.load(Ordering::Relaxed) {
+                return; // another overflow writer listed it
+            }
+            slot.on_list.store(true, Ordering::Relaxed);
+            // SAFETY: every tally lives in an `Arc` (`Tally::new`); the list keeps this strong
+            // reference until a flush settles the slot.
+            unsafe { Arc::increment_strong_count(self as *const Tally) };
+            let head = list.head.with_mut(|h| {
+                // SAFETY: under the list's lock.
+                unsafe { std::mem::replace(&mut *h, slot as *const Slot) }
+            });
+            // SAFETY: `next` is written under the list's lock, while the slot is unlisted.
+            slot.next.with_mut(|n| unsafe { *n = head });
+        });
+    }
+
+    /// Slot `i`, allocated on first use.
+    #[inline]
+    fn slot(&self, i: usize) -> &Slot {
+        // Acquire: pairs with the Release of the installing compare-exchange.
+        let p = self.slots[i].load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: installed slots are freed only when the tally is dropped.
+            return unsafe { &*p };
+        }
+        self.new_slot(i)
+    }
+
+    #[cold]
+    fn new_slot(&self, i: usize) -> &Slot {
+        let fresh = Box::into_raw(Box::new(CachePadded::new(Slot::new(self as *const Tally))));
+        // AcqRel: publishes the slot (Release); sees a winner's (Acquire).
+        match self.slots[i].compare_exchange(
+            ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: installed; freed only when the tally is dropped.
+            Ok(_) => unsafe { &*fresh },
+            Err(winner) => {
+                // SAFETY: `fresh` was never shared; `winner` is installed.
+                drop(unsafe { Box::from_raw(fresh) });
+                // SAFETY: as above.
+                unsafe { &*winner }
+            }
+        }
+    }
+
+    /// Adds flushed deltas to the owner's totals and to each group above it.
+    fn absorb(&self, delta: &[u64; COUNTERS], late: Option<&Buckets>) {
+        if delta.iter().all(|&d| d == 0) && late.is_none_or(|b| b.total() == 0) {
+            return;
+        }
+        self.totals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(delta, late);
+        let mut g = Some(&self.group);
+        while let Some(group) = g {
+            group.absorb(delta, late);
+            g = group.parent.as_ref();
+        }
+    }
+
+    /// The flushed totals (flush first for current ones).
+    pub(crate) fn totals(&self) -> Totals {
+        self.totals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The hub the tally reports to.
+    pub(crate) fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+}
+
+#[cold]
+fn install_cells(at: &AtomicPtr<Cells>) -> *mut Cells {
+    let fresh = Box::into_raw(Cells::new());
+    // AcqRel: publishes the cells (Release); sees a winner's (Acquire).
+    match at.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => fresh,
+        Err(winner) => {
+            // SAFETY: `fresh` was never shared.
+            drop(unsafe { Box::from_raw(fresh) });
+            winner
+        }
+    }
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        // No slot is listed (a listed slot holds a strong reference), so every update was
+        // flushed into the totals and the groups'.
+        for p in self.slots.iter() {
+            // Relaxed: `&mut self`, nothing else can reach the tally.
+            let p = p.load(Ordering::Relaxed);
+            if !p.is_null() {
+                // SAFETY: installed by `new_slot`, freed once, here.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+    }
+}
