@@ -175,12 +175,12 @@ fn membarrier_ready() -> bool {
 }
 
 /// What a flush measured.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct FlushReport {
     /// Slots aggregated.
     pub(crate) slots: usize,
-    /// The longest list-lock hold of this flush, in ns.
-    pub(crate) max_hold_ns: u64,
+    /// The list-lock hold of each list that had slots to detach, in ns.
+    pub(crate) holds_ns: Vec<u64>,
 }
 
 /// The statistics of one service: the updated lists and the flush.
@@ -284,14 +284,19 @@ impl Hub {
                 }
                 from
             });
-            report.max_hold_ns = report.max_hold_ns.max(start.elapsed().as_nanos() as u64);
-            if naive {
-                if let Ok(from) = detached {
+            let held = start.elapsed().as_nanos() as u64;
+            if let Ok(from) = detached {
+                if taken.len() > from {
+                    report.holds_ns.push(held);
+                }
+                if naive {
+                    // Settled under the lock already.
+                    report.slots += taken.len() - from;
                     taken.truncate(from);
                 }
             }
         }
-        report.slots = taken.len();
+        report.slots += taken.len();
         self.settle(&taken);
         report
     }
