@@ -18,3 +18,10 @@ if ! command -v cc >/dev/null 2>&1 || ! command -v c++ >/dev/null 2>&1 \
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq gcc g++ make pkg-config libc6-dev >/dev/null
 fi
 cc --version | head -1
+# `tempora top`'s test drives it in a terminal multiplexer.
+if ! command -v tmux >/dev/null 2>&1; then
+  sudo=""; if [ "$(id -u)" != 0 ]; then sudo=sudo; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq tmux >/dev/null
+fi
+tmux -V

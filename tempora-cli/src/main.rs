@@ -1,9 +1,11 @@
 //! The `tempora` command: `tempora bench` runs the benchmark suites side by side with peers;
-//! `tempora checkpoint` shows and inspects owner snapshots.
+//! `tempora checkpoint` shows and inspects owner snapshots; `tempora top --demo` shows a live
+//! view of a service's statistics.
 
 mod alloc;
 mod bench;
 mod checkpoint;
+mod top;
 
 use clap::{Parser, Subcommand};
 
@@ -29,6 +31,9 @@ enum Command {
     /// Checkpoint and restore: `demo` (across two processes) and `inspect FILE`.
     #[command(subcommand)]
     Checkpoint(checkpoint::Cmd),
+    /// A live view of statistics: groups and owners with live timers, arms/s, fires/s,
+    /// overruns/s and lateness (`top --demo` runs a demo workload to watch).
+    Top(top::Opts),
     /// Check a `bench --json` output file: every line a result with the required fields, no
     /// tempora result failed. Exits 1 with the first problem.
     #[command(hide = true)]
@@ -44,6 +49,7 @@ fn main() {
     match cli.command {
         Command::Bench(opts) => std::process::exit(bench::main(&opts)),
         Command::Checkpoint(cmd) => std::process::exit(checkpoint::run(cmd)),
+        Command::Top(opts) => std::process::exit(top::main(&opts)),
         Command::CheckJson { file } => match bench::check_json(&file) {
             Ok(count) => println!("{count} result lines ok"),
             Err(err) => {
