@@ -404,3 +404,83 @@ fn json_has_the_same_tree() {
     assert_eq!(v["root"]["groups"][0]["owners"][0]["owner"], o.id());
     assert_eq!(v["root"]["groups"][0]["owners"][0]["counts"]["live"], 1);
 }
+
+/// Owners come and go (each drop may free a tally a flush has just listed) while their timers
+/// fire on a driver thread and a flusher runs without pause, under the tests' poisoning
+/// allocator (freed memory is overwritten). After quiescence every count equals what the
+/// threads did. `TEMPORA_SOAK_SECS` runs it longer (default 0.5 s).
+#[test]
+fn churn_of_owners_racing_flushes_and_a_driver_loses_nothing() {
+    let secs: f64 = std::env::var("TEMPORA_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.5);
+    let timers = Timers::builder().drivers(1).build().unwrap();
+    let top = timers.group("top").unwrap();
+    let leaves = [top.subgroup("a").unwrap(), top.subgroup("b").unwrap()];
+    let done = AtomicBool::new(false);
+    let (created, armed, delivered) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let deadline = std::time::Instant::now() + Duration::from_secs_f64(secs);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                let st = timers.stats();
+                // A group never counts more than its subtree's owners did (deleted ones
+                // included), nor deletes more than creates.
+                let g = st.root.find("top").unwrap();
+                assert!(g.counts.deleted <= g.counts.created);
+            }
+        });
+        let workers: Vec<_> = (0..2)
+            .map(|t| {
+                let (leaves, created, armed, delivered) = (&leaves, &created, &armed, &delivered);
+                s.spawn(move || {
+                    let mut round = 0usize;
+                    while std::time::Instant::now() < deadline {
+                        round += 1;
+                        let o = leaves[(round + t) % 2].owner();
+                        let ids: Vec<_> = (0..16)
+                            .map(|_| o.create(ClockId::Monotonic, Notify::Queue).unwrap())
+                            .collect();
+                        created.fetch_add(16, Ordering::Relaxed);
+                        for &id in &ids {
+                            o.settime(id, SetFlags::RELATIVE, Duration::from_micros(200), ZERO)
+                                .unwrap();
+                        }
+                        armed.fetch_add(16, Ordering::Relaxed);
+                        let mut got = 0;
+                        while let Ok(Some(_)) = o.recv_timeout(Duration::from_millis(20)) {
+                            got += 1;
+                            if got == 8 {
+                                break;
+                            }
+                        }
+                        delivered.fetch_add(got, Ordering::Relaxed);
+                        if round % 2 == 0 {
+                            for id in ids {
+                                o.delete(id).unwrap();
+                            }
+                        }
+                        // Dropped: the rest are deleted by its teardown.
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    let c = timers.stats().root.counts;
+    let created = created.load(Ordering::Relaxed);
+    assert!(created > 0);
+    assert_eq!(c.created, created);
+    assert_eq!(c.deleted, created, "every owner was dropped: all deleted");
+    assert_eq!(c.live, 0);
+    assert_eq!(c.armed, armed.load(Ordering::Relaxed));
+    assert_eq!(c.delivered, delivered.load(Ordering::Relaxed));
+    assert!(c.expired >= c.delivered);
+    assert_eq!(leaves[0].live_timers() + leaves[1].live_timers(), 0);
+    let top = timers.stats().root.find("top").unwrap().counts;
+    assert_eq!(top, c, "every owner was in top's subtree");
+}
