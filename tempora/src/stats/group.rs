@@ -10,11 +10,13 @@
 //! # Limits
 //!
 //! Every group but the root keeps `live`, the exact number of timers in its subtree: a create
-//! charges each group on its owner's path (an atomic add, O(depth), no lock), a delete gives
-//! it back. A charge that finds a group already at its limit undoes its adds and fails; since
-//! each add is atomic and only an add that found room is kept, concurrent creators never push
-//! a group past its limit. One may fail while another's charge is being undone (a create near
-//! the limit can be refused while there would be room a moment later), as with `pids.max`.
+//! charges each group on its owner's path (O(depth) atomic updates, no lock), a delete gives
+//! it back. In a group with a limit the charge is a compare-and-swap that adds only while
+//! `live` is below the limit, so `live` never exceeds it, even for an instant, however many
+//! creators race. A charge that finds a group full undoes what it added below it and fails;
+//! meanwhile that undone add holds room, so a racing create may be refused while there would
+//! be room a moment later (as with `pids.max`). Groups without a limit count with a plain
+//! atomic add.
 //! Owners directly under the root pay nothing: the root keeps no count and has no limit.
 
 use super::hist::Buckets;
@@ -135,10 +137,18 @@ impl GroupNode {
     pub(crate) fn charge(self: &Arc<GroupNode>) -> Result<(), String> {
         let mut g = self;
         while let Some(parent) = &g.parent {
-            // Relaxed: the count's atomicity is all the limit needs; nothing is published.
-            let before = g.live.fetch_add(1, Ordering::Relaxed);
-            if before >= g.max.load(Ordering::Relaxed) {
-                g.live.fetch_sub(1, Ordering::Relaxed);
+            // Relaxed (all): the count's atomicity is all the limit needs; nothing is
+            // published through it.
+            let max = g.max.load(Ordering::Relaxed);
+            if max == UNLIMITED {
+                g.live.fetch_add(1, Ordering::Relaxed);
+            } else if g
+                .live
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |live| {
+                    (live < max).then_some(live + 1)
+                })
+                .is_err()
+            {
                 self.uncharge_until(g);
                 return Err(g.path.clone());
             }

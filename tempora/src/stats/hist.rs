@@ -98,40 +98,29 @@ impl Cells {
     }
 }
 
-/// A flushed histogram: counts per bucket and the maximum.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A flushed histogram: counts per bucket and the maximum. The buckets are allocated with the
+/// first sample (an owner whose timers never fire pays nothing for them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Buckets {
-    counts: Box<[u64; BUCKETS]>,
+    counts: Option<Box<[u64; BUCKETS]>>,
     total: u64,
     sum: u64,
     max: u64,
 }
 
-impl Default for Buckets {
-    fn default() -> Buckets {
-        Buckets {
-            counts: Box::new([0; BUCKETS]),
-            total: 0,
-            sum: 0,
-            max: 0,
-        }
-    }
-}
-
 impl Buckets {
     fn add(&mut self, i: usize, n: u64) {
-        self.counts[i] += n;
+        self.counts.get_or_insert_with(|| Box::new([0; BUCKETS]))[i] += n;
         self.total += n;
     }
 
     /// Adds every count of `other`.
     pub(crate) fn merge(&mut self, other: &Buckets) {
-        if other.total == 0 && other.max == 0 {
-            return;
-        }
-        for (i, &n) in other.counts.iter().enumerate() {
-            if n != 0 {
-                self.add(i, n);
+        if let Some(counts) = &other.counts {
+            for (i, &n) in counts.iter().enumerate() {
+                if n != 0 {
+                    self.add(i, n);
+                }
             }
         }
         self.sum = self.sum.wrapping_add(other.sum);
@@ -161,7 +150,7 @@ impl Buckets {
         }
         let rank = ((q * self.total as f64).ceil() as u64).clamp(1, self.total);
         let mut seen = 0;
-        for (i, &n) in self.counts.iter().enumerate() {
+        for (i, &n) in self.counts.iter().flat_map(|c| c.iter()).enumerate() {
             seen += n;
             if seen >= rank {
                 return bucket_high(i).min(self.max);
