@@ -284,7 +284,12 @@ fn a_flush_racing_updates_loses_nothing() {
         let workers: Vec<_> = (0..3)
             .map(|t| {
                 let (owners, ids) = (&owners, &ids);
+                let flushes = &flushes;
                 s.spawn(move || {
+                    // Start once the flusher runs, so that flushes race the updates.
+                    while flushes.load(Ordering::Relaxed) == 0 {
+                        std::thread::yield_now();
+                    }
                     for r in 0..ROUNDS {
                         let k = (r as usize * 7 + t) % owners.len();
                         owners[k]
