@@ -20,9 +20,9 @@
 //! Owners directly under the root pay nothing: the root keeps no count and has no limit.
 
 use super::hist::Buckets;
-use super::tally::{Tally, Totals, COUNTERS};
+use super::totals::{Totals, COUNTERS};
 use crate::sync::{AtomicU64, Mutex, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 /// No limit.
 const UNLIMITED: u64 = u64::MAX;
@@ -35,7 +35,6 @@ pub(crate) struct GroupNode {
     pub(crate) path: String,
     pub(crate) parent: Option<Arc<GroupNode>>,
     children: Mutex<Vec<Arc<GroupNode>>>,
-    owners: Mutex<Vec<Weak<Tally>>>,
     totals: Mutex<Totals>,
     /// Timers living in the subtree (not kept by the root).
     live: AtomicU64,
@@ -53,7 +52,6 @@ impl GroupNode {
             path,
             parent,
             children: Mutex::new(Vec::new()),
-            owners: Mutex::new(Vec::new()),
             totals: Mutex::new(Totals::default()),
             live: AtomicU64::new(0),
             max: AtomicU64::new(UNLIMITED),
@@ -84,23 +82,6 @@ impl GroupNode {
     /// The children, in creation order.
     pub(crate) fn children(&self) -> Vec<Arc<GroupNode>> {
         lock(&self.children).clone()
-    }
-
-    /// Records `tally` as a member (weakly: the group does not keep owners alive).
-    pub(crate) fn adopt(&self, tally: &Arc<Tally>) {
-        let mut owners = lock(&self.owners);
-        if owners.len() == owners.capacity() {
-            owners.retain(|o| o.strong_count() > 0);
-        }
-        owners.push(Arc::downgrade(tally));
-    }
-
-    /// The member owners still alive.
-    pub(crate) fn owners(&self) -> Vec<Arc<Tally>> {
-        lock(&self.owners)
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect()
     }
 
     pub(crate) fn absorb(&self, delta: &[u64; COUNTERS], late: Option<&Buckets>) {

@@ -49,43 +49,16 @@ mod loom_tests;
 pub(crate) mod tally;
 #[cfg(all(test, not(loom)))]
 mod tests;
+pub(crate) mod totals;
 
 use group::GroupNode;
 use hist::Buckets;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::sync::Arc;
-use tally::{Tally, Totals};
-
-/// What a tally counts; the index of each in a slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(usize)]
-pub(crate) enum Counter {
-    Created,
-    Deleted,
-    Armed,
-    Disarmed,
-    Expired,
-    Delivered,
-    Overruns,
-    StaleDropped,
-    CallbackPanics,
-    Refused,
-}
-
-impl Counter {
-    pub(crate) const ALL: [Counter; 10] = [
-        Counter::Created,
-        Counter::Deleted,
-        Counter::Armed,
-        Counter::Disarmed,
-        Counter::Expired,
-        Counter::Delivered,
-        Counter::Overruns,
-        Counter::StaleDropped,
-        Counter::CallbackPanics,
-        Counter::Refused,
-    ];
-}
+use tally::Tally;
+pub(crate) use totals::Counter;
+use totals::Totals;
 
 /// An owner's counts, or their sums over a group's subtree (the table in [`crate::stats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -204,10 +177,27 @@ pub struct GroupStats {
     pub owners: Vec<OwnerStats>,
 }
 
+/// The live owners of each group, keyed by the group's address.
+type Members = HashMap<*const GroupNode, Vec<Arc<Tally>>>;
+
 impl GroupStats {
-    pub(crate) fn of(g: &GroupNode) -> GroupStats {
+    /// Group `g`'s statistics and subtree, with the members `hub` lists.
+    pub(crate) fn of(hub: &tally::Hub, g: &GroupNode) -> GroupStats {
+        let mut members = Members::new();
+        for t in hub.members() {
+            members.entry(Arc::as_ptr(&t.group)).or_default().push(t);
+        }
+        GroupStats::build(g, &members)
+    }
+
+    fn build(g: &GroupNode, members: &Members) -> GroupStats {
         let totals = g.totals();
-        let mut owners: Vec<OwnerStats> = g.owners().iter().map(|t| OwnerStats::of(t)).collect();
+        let mut owners: Vec<OwnerStats> = members
+            .get(&(g as *const GroupNode))
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .map(|t| OwnerStats::of(t))
+            .collect();
         owners.sort_by_key(|o| o.owner);
         GroupStats {
             name: g.name.clone(),
@@ -215,7 +205,11 @@ impl GroupStats {
             max_timers: g.max_timers(),
             counts: Counts::of(&totals),
             lateness: Lateness::of(&totals.late),
-            groups: g.children().iter().map(|c| GroupStats::of(c)).collect(),
+            groups: g
+                .children()
+                .iter()
+                .map(|c| GroupStats::build(c, members))
+                .collect(),
             owners,
         }
     }
@@ -273,7 +267,7 @@ impl Stats {
     pub(crate) fn of(hub: &Arc<tally::Hub>, bases: Vec<BaseStats>) -> Stats {
         Stats {
             enabled: hub.enabled,
-            root: GroupStats::of(&hub.root),
+            root: GroupStats::of(hub, &hub.root),
             bases,
         }
     }

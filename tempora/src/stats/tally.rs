@@ -49,18 +49,15 @@
 
 use super::group::GroupNode;
 use super::hist::{Buckets, Cells};
-use super::Counter;
+use super::totals::{Counter, Totals, COUNTERS};
 use crate::sync::{
     fence, lock_order, thread_index, AtomicBool, AtomicPtr, AtomicU64, ByteLock, Mutex, Ordering,
     UnsafeCell,
 };
 use crossbeam_utils::CachePadded;
 use std::ptr;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
-
-/// Counters per slot.
-pub(crate) const COUNTERS: usize = Counter::ALL.len();
 
 /// Thread slots with a single writer; index `SLOTS` is the shared overflow slot.
 #[cfg(not(loom))]
@@ -194,6 +191,8 @@ pub(crate) struct Hub {
     /// Aggregate under the list locks (the benchmark's `naive-flush`, the seed's "before").
     naive: AtomicBool,
     next_owner: AtomicU64,
+    /// Every tally made here (weakly: owners are not kept alive), for the tree's members.
+    members: Mutex<Vec<Weak<Tally>>>,
 }
 
 impl Hub {
@@ -212,7 +211,18 @@ impl Hub {
             root: GroupNode::root(),
             naive: AtomicBool::new(false),
             next_owner: AtomicU64::new(1),
+            members: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The owners alive, each with its group.
+    pub(crate) fn members(&self) -> Vec<Arc<Tally>> {
+        self.members
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
     }
 
     /// The next owner ID (from 1).
@@ -357,24 +367,6 @@ fn collect(mut head: *const Slot, out: &mut Vec<*const Slot>) {
     }
 }
 
-/// Totals of an owner or a group: what flushes have added.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Totals {
-    pub(crate) counts: [u64; COUNTERS],
-    pub(crate) late: Buckets,
-}
-
-impl Totals {
-    pub(crate) fn add(&mut self, delta: &[u64; COUNTERS], late: Option<&Buckets>) {
-        for (t, d) in self.counts.iter_mut().zip(delta) {
-            *t = t.wrapping_add(*d);
-        }
-        if let Some(b) = late {
-            self.late.merge(b);
-        }
-    }
-}
-
 /// One owner's statistics.
 pub(crate) struct Tally {
     /// Whether updates count at all (`Hub::enabled`, copied next to the slots).
@@ -392,7 +384,7 @@ unsafe impl Send for Tally {}
 unsafe impl Sync for Tally {}
 
 impl Tally {
-    /// A tally for owner `key` in `group` (registered there for the tree).
+    /// A tally for owner `key` in `group` (listed in the hub's members, for the tree).
     pub(crate) fn new(hub: &Arc<Hub>, group: &Arc<GroupNode>, key: u64) -> Arc<Tally> {
         let tally = Arc::new(Tally {
             on: hub.enabled,
@@ -404,7 +396,12 @@ impl Tally {
                 .collect(),
             totals: Mutex::new(Totals::default()),
         });
-        group.adopt(&tally);
+        let mut members = hub.members.lock().unwrap_or_else(|e| e.into_inner());
+        if members.len() == members.capacity() {
+            members.retain(|o| o.strong_count() > 0);
+        }
+        members.push(Arc::downgrade(&tally));
+        drop(members);
         tally
     }
 

@@ -464,6 +464,6 @@ impl Group {
     /// The group's statistics, flushed first: sums over its subtree, and its members.
     pub fn stats(&self) -> GroupStats {
         self.core.stats.flush();
-        GroupStats::of(&self.node)
+        GroupStats::of(&self.core.stats, &self.node)
     }
 }
