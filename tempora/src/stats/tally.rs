@@ -40,7 +40,10 @@
 //! compiler fence and B is the `membarrier` call, which runs a full barrier on every CPU that
 //! runs a thread of this process (and a descheduled thread passed one when it was switched
 //! out), so each updater's store-then-load has a full barrier either between them or after
-//! both. Where `membarrier` is refused, A and B are `SeqCst` fences. The loom model
+//! both. Where `membarrier` is refused (a seccomp filter, a kernel before 4.14), A and B are
+//! `SeqCst` fences, and every update pays a full fence (tens of cycles). The price of the
+//! asymmetric form is on the flush: one `membarrier` interrupts each CPU that is running a
+//! thread of this process, once per flush. The loom model
 //! `loom_update_racing_a_flush_is_never_lost` checks the protocol with the symmetric fences.
 //!
 //! A slot whose flag was cleared may be pushed again while the flush still reads it; the
