@@ -242,15 +242,6 @@ impl Hub {
         self.naive.store(on, Ordering::Relaxed);
     }
 
-    /// Fence A of the update side (module doc).
-    #[inline]
-    fn fence_update(&self) {
-        match self.fences {
-            Fences::Asymmetric => std::sync::atomic::compiler_fence(Ordering::SeqCst),
-            Fences::Symmetric => fence(Ordering::SeqCst),
-        }
-    }
-
     /// Fence B of the flush side (module doc).
     fn fence_flush(&self) {
         #[cfg(all(not(loom), target_os = "linux"))]
@@ -359,6 +350,23 @@ impl Hub {
     }
 }
 
+impl Drop for Hub {
+    /// Gives back the references the lists hold to their slots' tallies (the counts not yet
+    /// flushed go with the service).
+    fn drop(&mut self) {
+        let mut taken = Vec::new();
+        for list in self.lists.iter() {
+            // SAFETY: `&mut self`: no push or flush runs.
+            let head = list.head.with(|h| unsafe { *h });
+            collect(head, &mut taken);
+        }
+        for s in taken {
+            // SAFETY: the listed slot's strong reference (`Tally::push`), given back once.
+            unsafe { Arc::decrement_strong_count((*s).tally) };
+        }
+    }
+}
+
 /// Appends the chain from `head` to `out`. The caller detached it under its list's lock,
 /// before any of its flags were cleared, so no `next` changes meanwhile.
 fn collect(mut head: *const Slot, out: &mut Vec<*const Slot>) {
@@ -375,7 +383,11 @@ pub(crate) struct Tally {
     /// Whether updates count at all (`Hub::enabled`, copied next to the slots).
     on: bool,
     key: u64,
-    hub: Arc<Hub>,
+    /// The hub's fence form, copied here for the update path.
+    fences: Fences,
+    /// Weak: a listed slot holds its tally strongly, and the hub holds the lists, so a strong
+    /// reference back would keep a dropped service's hub alive (`Hub`'s `Drop`).
+    hub: Weak<Hub>,
     pub(crate) group: Arc<GroupNode>,
     slots: Box<[AtomicPtr<CachePadded<Slot>>]>,
     totals: Mutex<Totals>,
@@ -392,7 +404,8 @@ impl Tally {
         let tally = Arc::new(Tally {
             on: hub.enabled,
             key,
-            hub: hub.clone(),
+            fences: hub.fences,
+            hub: Arc::downgrade(hub),
             group: group.clone(),
             slots: (0..=SLOTS)
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
@@ -462,7 +475,10 @@ impl Tally {
     /// Pushes `slot` on list `i` if this is its first update since it was flushed.
     #[inline]
     fn mark(&self, slot: &Slot, i: usize) {
-        self.hub.fence_update();
+        match self.fences {
+            Fences::Asymmetric => std::sync::atomic::compiler_fence(Ordering::SeqCst),
+            Fences::Symmetric => fence(Ordering::SeqCst),
+        }
         // Relaxed: ordered by the fences (module doc).
         if !slot.on_list.load(Ordering::Relaxed) {
             self.push(slot, i);
@@ -471,7 +487,11 @@ impl Tally {
 
     #[cold]
     fn push(&self, slot: &Slot, i: usize) {
-        let list = &self.hub.lists[i];
+        // The service is gone: nobody flushes any more.
+        let Some(hub) = self.hub.upgrade() else {
+            return;
+        };
+        let list = &hub.lists[i];
         let _order = lock_order::enter(lock_order::STATS_LIST);
         // A list lock's section cannot panic (pointer moves only), so it is never poisoned.
         let _ = list.lock.with(|| {
@@ -547,11 +567,6 @@ impl Tally {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-    }
-
-    /// The hub the tally reports to.
-    pub(crate) fn hub(&self) -> &Arc<Hub> {
-        &self.hub
     }
 }
 

@@ -497,3 +497,19 @@ fn churn_of_owners_racing_flushes_and_a_driver_loses_nothing() {
     let top = timers.stats().root.find("top").unwrap().counts;
     assert_eq!(top, c, "every owner was in top's subtree");
 }
+
+/// A service dropped with updates not yet flushed frees its statistics: a listed slot's
+/// reference to its tally must not keep the hub alive through the tally.
+#[test]
+fn a_dropped_service_frees_its_statistics() {
+    let (timers, _clock) = service();
+    let hub = Arc::downgrade(&timers.core.stats);
+    let o = timers.group("g").unwrap().owner();
+    let id = o.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    o.settime(id, SetFlags::RELATIVE, MS, ZERO).unwrap();
+    let tally = Arc::downgrade(&o.sink().tally);
+    drop(o);
+    drop(timers);
+    assert!(tally.upgrade().is_none(), "the owner's tally leaked");
+    assert!(hub.upgrade().is_none(), "the hub leaked");
+}

@@ -116,7 +116,7 @@ impl Owner {
     /// The owner's statistics, flushed first ([`crate::stats`]).
     pub fn stats(&self) -> OwnerStats {
         let tally = &self.sink().tally;
-        tally.hub().flush();
+        self.core().stats.flush();
         OwnerStats::of(tally)
     }
 
