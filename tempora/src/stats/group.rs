@@ -79,6 +79,17 @@ impl GroupNode {
         c
     }
 
+    /// Lets go of the subtree's downward links (each child's of its children, then its own),
+    /// for a service being dropped: a child holds its parent, so a tree whose parents also
+    /// held their children would never be freed. Nodes still held (by an owner's tally or a
+    /// `Group` handle) keep their path up.
+    pub(crate) fn release_children(&self) {
+        let children = std::mem::take(&mut *lock(&self.children));
+        for c in &children {
+            c.release_children();
+        }
+    }
+
     /// The children, in creation order.
     pub(crate) fn children(&self) -> Vec<Arc<GroupNode>> {
         lock(&self.children).clone()

@@ -364,6 +364,7 @@ impl Drop for Hub {
             // SAFETY: the listed slot's strong reference (`Tally::push`), given back once.
             unsafe { Arc::decrement_strong_count((*s).tally) };
         }
+        self.root.release_children();
     }
 }
 

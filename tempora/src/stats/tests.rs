@@ -508,8 +508,10 @@ fn a_dropped_service_frees_its_statistics() {
     let id = o.create(ClockId::Monotonic, Notify::Queue).unwrap();
     o.settime(id, SetFlags::RELATIVE, MS, ZERO).unwrap();
     let tally = Arc::downgrade(&o.sink().tally);
+    let group = Arc::downgrade(&o.sink().tally.group);
     drop(o);
     drop(timers);
     assert!(tally.upgrade().is_none(), "the owner's tally leaked");
+    assert!(group.upgrade().is_none(), "the group tree leaked");
     assert!(hub.upgrade().is_none(), "the hub leaked");
 }
