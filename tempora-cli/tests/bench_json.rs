@@ -296,3 +296,43 @@ fn capi_suite_json_lines_cover_every_case_for_c_rust_and_the_kernel() {
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+#[test]
+fn stats_suite_json_lines_cover_arm_cancel_and_flush() {
+    let (stdout, rows) = bench_json(&["--suite", "stats", "--n", "2000", "--reps", "1"]);
+    let row = |case: &str, imp: &str| {
+        rows.iter()
+            .find(|r| r["case"] == case && r["impl"] == imp)
+            .unwrap_or_else(|| panic!("no row for {case}/{imp}"))
+            .clone()
+    };
+    for imp in ["tempora", "tempora-stats"] {
+        let r = row("arm-cancel", imp);
+        assert_eq!(
+            (r["suite"].as_str(), r["n"].as_u64()),
+            (Some("stats"), Some(2000))
+        );
+        assert_eq!(r["ok"], true, "{r}");
+        assert!(r["ns_per_op"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    for imp in ["tempora", "naive-flush"] {
+        let r = row("flush", imp);
+        assert_eq!(
+            (r["n"].as_u64(), r["threads"].as_u64()),
+            (Some(2000), Some(2))
+        );
+        assert_eq!(r["ok"], true, "{r}");
+        assert!(r["flushes"].as_u64().unwrap() > 0, "{r}");
+        let (max, p99) = (
+            r["max_hold_ns"].as_u64().unwrap(),
+            r["p99_hold_ns"].as_u64().unwrap(),
+        );
+        assert!(max >= p99 && p99 > 0, "{r}");
+    }
+    let check = check_json("stats", &stdout);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}

@@ -26,6 +26,7 @@ mod registries;
 mod report;
 mod seed;
 mod service;
+mod stats;
 mod targets;
 mod wheel;
 
@@ -78,6 +79,7 @@ pub enum SuiteArg {
     Checkpoint,
     Async,
     Capi,
+    Stats,
 }
 
 /// What a run was asked to do.
@@ -87,7 +89,8 @@ pub struct RunOpts {
     /// service (the POSIX calls, event delivery and drivers, against the kernel's POSIX
     /// timers), checkpoint, async (sleep futures in a tokio runtime, against tokio's and
     /// async-io's timers), capi (the C ABI called from C, against the same calls from Rust
-    /// and the kernel's POSIX timers from C), or all.
+    /// and the kernel's POSIX timers from C), stats (statistics' cost on arm+cancel, and a
+    /// flush's lock holds against a naive flush), or all.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
     pub suite: Vec<SuiteArg>,
     /// Small sizes only, the whole run in under a minute (CI's smoke run).
@@ -602,6 +605,7 @@ pub fn run(opts: &RunOpts) {
                             | (SuiteArg::Checkpoint, Suite::Checkpoint)
                             | (SuiteArg::Async, Suite::Async)
                             | (SuiteArg::Capi, Suite::Capi)
+                            | (SuiteArg::Stats, Suite::Stats)
                     )
                 })
             })
@@ -627,6 +631,7 @@ pub fn run(opts: &RunOpts) {
             Suite::Checkpoint => checkpoint::plan(&mut plan),
             Suite::Async => async_::plan(&mut plan),
             Suite::Capi => capi::plan(&mut plan),
+            Suite::Stats => stats::plan(&mut plan),
         }
     }
     rep.execute(plan);

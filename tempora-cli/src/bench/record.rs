@@ -37,17 +37,20 @@ pub enum Suite {
     /// The C ABI (`tempora.h`) called from C, against the same calls from Rust and the
     /// kernel's POSIX timers called from C.
     Capi,
+    /// Statistics: their cost on arm+cancel, and a flush's lock holds against the naive flush.
+    Stats,
 }
 
 impl Suite {
     /// Every suite, in the order a run takes them.
-    pub const ALL: [Suite; 6] = [
+    pub const ALL: [Suite; 7] = [
         Suite::Seed,
         Suite::Wheel,
         Suite::Service,
         Suite::Checkpoint,
         Suite::Async,
         Suite::Capi,
+        Suite::Stats,
     ];
 
     /// The JSON name.
@@ -59,6 +62,7 @@ impl Suite {
             Suite::Checkpoint => "checkpoint",
             Suite::Async => "async",
             Suite::Capi => "capi",
+            Suite::Stats => "stats",
         }
     }
 }
@@ -115,6 +119,12 @@ pub enum Field {
     P50Us,
     /// async fire: 99th percentile, µs.
     P99Us,
+    /// stats flush: the longest list-lock hold of any flush, ns.
+    MaxHoldNs,
+    /// stats flush: the 99th percentile of the list-lock holds, ns.
+    P99HoldNs,
+    /// stats flush: flushes in the measurement.
+    Flushes,
 }
 
 impl Field {
@@ -145,6 +155,9 @@ impl Field {
             Field::P999Ns => "p999_ns",
             Field::P50Us => "p50_us",
             Field::P99Us => "p99_us",
+            Field::MaxHoldNs => "max_hold_ns",
+            Field::P99HoldNs => "p99_hold_ns",
+            Field::Flushes => "flushes",
         }
     }
 }

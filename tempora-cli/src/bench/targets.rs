@@ -118,7 +118,7 @@ const fn on(mut t: Target, figure: Field, unit: &'static str) -> Target {
 
 use Reference::{BestPeer, Impl, Limit, OwnField, Within};
 use Size::{Exact, Largest};
-use Suite::{Async, Capi, Checkpoint, Seed, Service, Wheel};
+use Suite::{Async, Capi, Checkpoint, Seed, Service, Stats, Wheel};
 
 /// The wheel's arm+cancel target, judged on two distributions: at least even with the best
 /// peer (within 5%).
@@ -137,6 +137,23 @@ const ARM_CANCEL: Target = target(
 const fn abi_overhead(what: &'static str, case: &'static str, n: u64, calls: f64) -> Target {
     let within = Within("tempora", 5.0 * calls);
     of_impl(target(what, Capi, case, Exact(n), within, 1.0), "tempora-c")
+}
+
+/// The statistics' cost target at one n: arm+cancel with stats on (`tempora-stats`) at most
+/// 3 ns above the same loop with stats off (`tempora`), measured in the same step.
+const fn stats_cost(n: u64) -> Target {
+    let within = Within("tempora", 3.0);
+    of_impl(
+        target(
+            "stats on: arm+cancel < 3 ns more",
+            Stats,
+            "arm-cancel",
+            Exact(n),
+            within,
+            1.0,
+        ),
+        "tempora-stats",
+    )
 }
 
 /// The headline targets, in the order the verdict prints them.
@@ -415,6 +432,40 @@ pub const TARGETS: &[Target] = &[
         "create-delete",
         10_000,
         2.0,
+    ),
+    // Statistics: nearly free to keep, and a flush that never makes updaters wait long (seed
+    // 004: holds an order of magnitude shorter than aggregating under the lock).
+    stats_cost(10_000),
+    stats_cost(100_000),
+    threaded(
+        on(
+            target(
+                "stats flush: longest lock hold vs naive",
+                Stats,
+                "flush",
+                Exact(10_000),
+                Impl("naive-flush"),
+                1.0,
+            ),
+            Field::MaxHoldNs,
+            "ns",
+        ),
+        2,
+    ),
+    threaded(
+        on(
+            target(
+                "stats flush: p99 lock hold vs naive",
+                Stats,
+                "flush",
+                Exact(10_000),
+                Impl("naive-flush"),
+                10.0,
+            ),
+            Field::P99HoldNs,
+            "ns",
+        ),
+        2,
     ),
 ];
 

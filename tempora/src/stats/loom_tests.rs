@@ -66,3 +66,28 @@ fn loom_two_slots_racing_a_flush_count_once() {
 fn group_armed(g: &Arc<GroupNode>) -> u64 {
     g.totals().counts[Counter::Armed as usize]
 }
+
+/// Two owners' slots of one thread index pushed on the same list at once (each by its own
+/// thread), racing a flush's swap: both updates are counted once.
+#[test]
+fn loom_two_pushes_on_one_list_racing_a_flush() {
+    loom::model(|| {
+        let hub = Hub::new(true);
+        let a = Tally::new(&hub, &hub.root.clone(), 1);
+        let b = Tally::new(&hub, &hub.root.clone(), 2);
+        let spawn = |t: &Arc<Tally>| {
+            let t = t.clone();
+            loom::thread::spawn(move || t.add_as(0, Counter::Armed, 1))
+        };
+        let (ta, tb) = (spawn(&a), spawn(&b));
+        let h = hub.clone();
+        let flusher = loom::thread::spawn(move || {
+            h.flush();
+        });
+        ta.join().unwrap();
+        tb.join().unwrap();
+        flusher.join().unwrap();
+        hub.flush();
+        assert_eq!((armed(&a), armed(&b)), (1, 1));
+    });
+}

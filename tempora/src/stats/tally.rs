@@ -1,9 +1,11 @@
-//! Per-owner counters written per thread, and the flush that aggregates them (seed 004's rule:
-//! a lock is held only to detach an updated list, never while aggregating).
+//! Per-owner counters written per thread, and the flush that aggregates them (seed 004's rule,
+//! taken one step further: the seed's flush holds a per-CPU lock only to detach an updated
+//! list, never while aggregating; here detaching is one atomic swap and no lock is held at
+//! all, as the kernel's `llist`).
 //!
 //! ```text
 //!  Hub (one per service)
-//!   ├─ lists[i]   one per thread slot i: ByteLock + head of the slots updated since the flush
+//!   ├─ lists[i]   one per thread slot i: the lockless chain of slots updated since the flush
 //!   ├─ flushing   Mutex: one flush at a time; guards every slot's `last` and the flush log
 //!   └─ root       the root group (group.rs)
 //!
@@ -18,17 +20,19 @@
 //! A thread with index `i` below [`SLOTS`] is the only writer of slot `i` of every tally (see
 //! `sync::thread_index`), so it adds with a plain load and store; threads beyond share the
 //! overflow slot and add atomically. Then it checks the slot's `on_list` flag and, the first
-//! time since the slot was last flushed, pushes the slot on list `i` under that list's lock
+//! time since the slot was last flushed, links the slot into list `i` with a compare-exchange
 //! (the push takes a strong reference to the tally, so a listed slot outlives its owner).
-//! Nothing else on that path writes a line another thread writes.
+//! Nothing else on that path writes a line another thread writes, and nothing waits.
 //!
 //! # Flushing
 //!
-//! A flush, for each list: takes its lock, detaches the whole chain, releases it (the hold
-//! is recorded); then clears `on_list` of every slot it took, issues one heavy fence, and only
-//! then reads each slot's counts, takes the difference from `last`, and adds it to the owner's
-//! totals and to every group above it. No list lock is held while aggregating, so an updater
-//! never waits behind one.
+//! A flush, for each list: takes the whole chain with one swap (timed: the benchmark's
+//! "hold"), and walks it; then clears `on_list` of every slot it took, issues one heavy fence,
+//! and only then reads each slot's counts, takes the difference from `last`, and adds it to
+//! the owner's totals and to every group above it. An updater never waits for a flush. (A
+//! list lock existed in the first version: the flusher, preempted while holding it on a busy
+//! machine, made pushers spin for a whole scheduler time slice, 4 ms in `bench --suite stats`;
+//! it is kept only for the benchmark's `naive-flush`, which aggregates under it.)
 //!
 //! # Why no update is lost
 //!
@@ -48,7 +52,8 @@
 //!
 //! A slot whose flag was cleared may be pushed again while the flush still reads it; the
 //! flush does not follow its `next` after clearing the flag, and `last` belongs to whoever
-//! holds `flushing`.
+//! holds `flushing`. A chain is walked only by the flush that took it: no slot on it can be
+//! pushed again before that flush clears its flag, so no `next` on it changes meanwhile.
 
 use super::group::GroupNode;
 use super::hist::{Buckets, Cells};
@@ -85,8 +90,9 @@ struct Slot {
     late: AtomicPtr<Cells>,
     /// On its list (set under the list's lock, cleared by a flush).
     on_list: AtomicBool,
-    /// The next slot on the list (under the list's lock; the detaching flush reads it).
-    next: UnsafeCell<*const Slot>,
+    /// The next slot on the list: written by the push that lists the slot, before its
+    /// publishing compare-exchange; read by the flush that detached the chain.
+    next: AtomicPtr<Slot>,
     /// The tally this slot belongs to.
     tally: *const Tally,
     /// The counts the last flush read (under `Hub::flushing`).
@@ -99,7 +105,7 @@ impl Slot {
             counts: std::array::from_fn(|_| AtomicU64::new(0)),
             late: AtomicPtr::new(ptr::null_mut()),
             on_list: AtomicBool::new(false),
-            next: UnsafeCell::new(ptr::null()),
+            next: AtomicPtr::new(ptr::null_mut()),
             tally,
             last: UnsafeCell::new([0; COUNTERS]),
         }
@@ -117,24 +123,48 @@ impl Drop for Slot {
     }
 }
 
-/// An updated list: the slots of one thread index updated since the last flush.
+/// An updated list: the slots of one thread index updated since the last flush. Lockless,
+/// as the kernel's `llist`: a push links the slot in with a compare-exchange on `head`, a
+/// flush takes the whole chain with one swap; neither waits for the other. `naive` is taken
+/// only in the benchmark's naive mode, by pushes and by the flush around its aggregation.
 struct List {
-    lock: ByteLock,
-    head: UnsafeCell<*const Slot>,
+    head: AtomicPtr<Slot>,
+    naive: ByteLock,
 }
-
-// SAFETY: `head` is read and written only under `lock`; it points at slots whose tallies the
-// list holds strong references to.
-unsafe impl Sync for List {}
-// SAFETY: as above.
-unsafe impl Send for List {}
 
 impl List {
     fn new() -> List {
         List {
-            lock: ByteLock::new(),
-            head: UnsafeCell::new(ptr::null()),
+            head: AtomicPtr::new(ptr::null_mut()),
+            naive: ByteLock::new(),
         }
+    }
+
+    /// Links `slot` in. The caller owns the slot's listing (it set `on_list`).
+    fn push(&self, slot: &Slot) {
+        let me = slot as *const Slot as *mut Slot;
+        // Relaxed: a first guess; the compare-exchange decides.
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            // Relaxed: published by the Release compare-exchange below.
+            slot.next.store(head, Ordering::Relaxed);
+            // Release: the `next` above (and the counts before the push) are visible to the
+            // flush that takes the chain with Acquire; later pushes are compare-exchanges on
+            // `head`, so they continue this release sequence.
+            match self
+                .head
+                .compare_exchange_weak(head, me, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    /// Takes the whole chain.
+    fn take(&self) -> *const Slot {
+        // Acquire: pairs with the Release of every push whose slot is on the chain.
+        self.head.swap(ptr::null_mut(), Ordering::Acquire)
     }
 }
 
@@ -272,32 +302,32 @@ impl Hub {
         let mut report = FlushReport::default();
         let mut taken: Vec<*const Slot> = Vec::new();
         for list in self.lists.iter() {
-            let start = Instant::now();
-            let _order = lock_order::enter(lock_order::STATS_LIST);
-            let detached = list.lock.with(|| {
-                let head = list.head.with_mut(|h| {
-                    // SAFETY: under the list's lock.
-                    unsafe { std::mem::replace(&mut *h, ptr::null()) }
-                });
-                let from = taken.len();
-                collect(head, &mut taken);
-                if naive {
-                    // The seed's "before": aggregation under the lock that updaters take to
-                    // push.
+            if naive {
+                // The seed's "before": the detach, the walk and the aggregation under the lock
+                // that updaters take to push.
+                let _order = lock_order::enter(lock_order::STATS_LIST);
+                let held = list.naive.with(|| {
+                    let start = Instant::now();
+                    let from = taken.len();
+                    collect(list.take(), &mut taken);
                     self.settle(&taken[from..]);
-                }
-                from
-            });
-            let held = start.elapsed().as_nanos() as u64;
-            if let Ok(from) = detached {
-                if taken.len() > from {
-                    report.holds_ns.push(held);
-                }
-                if naive {
-                    // Settled under the lock already.
                     report.slots += taken.len() - from;
+                    let got = taken.len() > from;
                     taken.truncate(from);
+                    got.then(|| start.elapsed().as_nanos() as u64)
+                });
+                if let Ok(Some(h)) = held {
+                    report.holds_ns.push(h);
                 }
+                continue;
+            }
+            // What stands for a hold here: the swap that detaches the chain (no lock).
+            let start = Instant::now();
+            let head = list.take();
+            let held = start.elapsed().as_nanos() as u64;
+            if !head.is_null() {
+                report.holds_ns.push(held);
+                collect(head, &mut taken);
             }
         }
         report.slots += taken.len();
@@ -356,9 +386,8 @@ impl Drop for Hub {
     fn drop(&mut self) {
         let mut taken = Vec::new();
         for list in self.lists.iter() {
-            // SAFETY: `&mut self`: no push or flush runs.
-            let head = list.head.with(|h| unsafe { *h });
-            collect(head, &mut taken);
+            // `&mut self`: no push or flush runs.
+            collect(list.take(), &mut taken);
         }
         for s in taken {
             // SAFETY: the listed slot's strong reference (`Tally::push`), given back once.
@@ -373,9 +402,10 @@ impl Drop for Hub {
 fn collect(mut head: *const Slot, out: &mut Vec<*const Slot>) {
     while !head.is_null() {
         out.push(head);
-        // SAFETY: a listed slot is alive (its push took a strong reference to its tally);
-        // `next` is written only by a push, which needs the flag this flush has not cleared.
-        head = unsafe { &*head }.next.with(|n| unsafe { *n });
+        // SAFETY: a listed slot is alive (its push took a strong reference to its tally).
+        // Relaxed: ordered by the Acquire swap that took the chain; `next` is written only by
+        // a push, which needs the flag this flush has not cleared yet.
+        head = unsafe { &*head }.next.load(Ordering::Relaxed);
     }
 }
 
@@ -492,25 +522,23 @@ impl Tally {
         let Some(hub) = self.hub.upgrade() else {
             return;
         };
+        // Relaxed: the flag only says who lists the slot (the overflow slot has several
+        // writers); the list's compare-exchange publishes.
+        if slot.on_list.swap(true, Ordering::Relaxed) {
+            return; // another overflow writer listed it
+        }
+        // SAFETY: every tally lives in an `Arc` (`Tally::new`); the list keeps this strong
+        // reference until a flush settles the slot.
+        unsafe { Arc::increment_strong_count(self as *const Tally) };
         let list = &hub.lists[i];
-        let _order = lock_order::enter(lock_order::STATS_LIST);
-        // A list lock's section cannot panic (pointer moves only), so it is never poisoned.
-        let _ = list.lock.with(|| {
-            // Relaxed: under the list's lock, which every setter holds.
-            if slot.on_list.load(Ordering::Relaxed) {
-                return; // another overflow writer listed it
-            }
-            slot.on_list.store(true, Ordering::Relaxed);
-            // SAFETY: every tally lives in an `Arc` (`Tally::new`); the list keeps this strong
-            // reference until a flush settles the slot.
-            unsafe { Arc::increment_strong_count(self as *const Tally) };
-            let head = list.head.with_mut(|h| {
-                // SAFETY: under the list's lock.
-                unsafe { std::mem::replace(&mut *h, slot as *const Slot) }
-            });
-            // SAFETY: `next` is written under the list's lock, while the slot is unlisted.
-            slot.next.with_mut(|n| unsafe { *n = head });
-        });
+        // Relaxed: a benchmark setting.
+        if hub.naive.load(Ordering::Relaxed) {
+            let _order = lock_order::enter(lock_order::STATS_LIST);
+            // The section cannot panic (pointer moves only), so the lock is never poisoned.
+            let _ = list.naive.with(|| list.push(slot));
+        } else {
+            list.push(slot);
+        }
     }
 
     /// Slot `i`, allocated on first use.
