@@ -111,7 +111,8 @@ impl Owner {
 }
 
 /// The statistics flush, for the benchmark's `flush` case: the slots it aggregated and the
-/// list-lock hold, in ns, of each list it detached slots from.
+/// hold, in ns, of each list it detached slots from (the detaching swap; under the naive flush,
+/// the list lock's hold).
 pub fn stats_flush(timers: &crate::Timers) -> (usize, Vec<u64>) {
     let r = timers.core.stats.flush();
     (r.slots, r.holds_ns)

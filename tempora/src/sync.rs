@@ -208,7 +208,7 @@ pub(crate) fn cpus() -> usize {
 /// | 1 | an owner's ID shard (`registry`); a base's delivery lock (`timers/base.rs`) | nothing |
 /// | 2 | a timer (`registry/timer.rs`); a sleep's cell (`timers/sleep.rs`) | a delivery lock (a poll delivering), or nothing |
 /// | 3 | the service's deadline-fd lock (`timers/base.rs`) | a timer or cell (a ring), or nothing |
-/// | 4 | a hash bucket, a base, an owner's event queue, its readiness-fd lock (`timers/notify.rs`), a statistics updated list (`stats/tally.rs`) | a shard (bucket), a timer or cell (base, queue, fd), the deadline-fd lock (base), or nothing |
+/// | 4 | a hash bucket, a base, an owner's event queue, its readiness-fd lock (`timers/notify.rs`), a statistics list's naive-flush lock (`stats/tally.rs`, benchmark only) | a shard (bucket), a timer or cell (base, queue, fd), the deadline-fd lock (base), or nothing |
 ///
 /// Bucket locks are the one exception to "never two of one rank": a table split holds the old
 /// bucket and then the two future buckets (old table before future table). The page-directory
@@ -236,8 +236,9 @@ pub(crate) mod lock_order {
     /// Rank 4: an owner's readiness-fd lock (it takes its event queue's lock, which has no
     /// rank: that lock takes nothing).
     pub(crate) const READY_FD: u8 = 4;
-    /// Rank 4: a statistics updated list (`stats/tally.rs`): pushed under a timer lock (an
-    /// expiry counted), detached by a flush holding no tempora lock; it takes nothing.
+    /// Rank 4: a statistics updated list's naive-flush lock (`stats/tally.rs`; taken only in
+    /// the benchmark's naive mode): by a push under a timer lock (an expiry counted), and by a
+    /// flush holding no tempora lock; it takes nothing.
     pub(crate) const STATS_LIST: u8 = 4;
 
     #[cfg(all(debug_assertions, not(loom)))]

@@ -10,8 +10,9 @@
 //! update made before the read began is in what it returns. The flush follows the rule of
 //! the kernel's rstat after seed 004: updates are counted per thread, a thread's first update
 //! of an owner since the last flush puts the owner's slot on that thread's updated list, and a
-//! flush holds a list's lock only to detach it, aggregating with no lock held (`tally.rs`
-//! argues why no update is lost). A build with `Builder::stats(false)` counts nothing.
+//! flush detaches each list and aggregates with no lock held. The lists are lockless (a push
+//! is a compare-exchange, a detach one swap), so a reader never makes an updater wait
+//! (`tally.rs` argues why no update is lost). A build with `Builder::stats(false)` counts nothing.
 //!
 //! What is counted, per owner (a group's figures are the sums over its subtree, owners that
 //! were deleted included):

@@ -188,8 +188,8 @@ impl Timers {
     }
 
     /// The service's statistics: every owner's and group's counts and lateness, and the
-    /// bases', flushed first (every update made before the call is in them). Reading takes
-    /// the updated lists' locks only to detach them ([`crate::stats`]).
+    /// bases', flushed first (every update made before the call is in them). Reading never
+    /// makes a thread that arms or fires timers wait ([`crate::stats`]).
     pub fn stats(&self) -> Stats {
         stats_of(&self.core)
     }
