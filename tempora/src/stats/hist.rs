@@ -12,11 +12,10 @@
 //! buckets is within 12.5% of the true value (reported as the bucket's highest value, never
 //! below the truth). The exact maximum is kept beside the buckets.
 //!
-//! A writer's cells (`Cells`) are per thread slot and counted with atomic adds; a flush swaps
-//! the non-zero ones to 0 and adds them to a total's `Buckets` (plain integers under the
-//! total's lock).
+//! A writer's cells (`Cells`) are per thread slot and only grow; a flush adds what they gained
+//! since its last reading to a total's `Buckets` (plain integers under the total's lock).
 
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
 
 /// Sub-bucket bits: 8 buckets per power of two.
 const SUB_BITS: u32 = 3;
@@ -56,11 +55,16 @@ pub(crate) fn bucket_high(i: usize) -> u64 {
     low + (1 << (e - SUB_BITS)) - 1
 }
 
-/// One writer slot's cells, allocated on the slot's first lateness sample.
+/// One writer slot's cells, allocated on the slot's first lateness sample. Like the slot's
+/// counters (`tally.rs`), they only grow: a single writer adds with a load and a store, the
+/// overflow slot's writers atomically, and a flush takes the difference from what it read
+/// last (`last`, the flush's alone).
 pub(crate) struct Cells {
     counts: [AtomicU32; BUCKETS],
     sum: AtomicU64,
     max: AtomicU64,
+    /// The counts and sum the last flush read (under the hub's `flushing`).
+    last: UnsafeCell<([u32; BUCKETS], u64)>,
 }
 
 impl Cells {
@@ -69,31 +73,51 @@ impl Cells {
             counts: std::array::from_fn(|_| AtomicU32::new(0)),
             sum: AtomicU64::new(0),
             max: AtomicU64::new(0),
+            last: UnsafeCell::new(([0; BUCKETS], 0)),
         })
     }
 
-    /// Counts one sample of `v` ns.
+    /// Counts one sample of `v` ns; `single`: the caller is the cells' only writer.
     #[inline]
-    pub(crate) fn record(&self, v: u64) {
-        // Relaxed: counts are read by a flush after its fence (`tally.rs`); an atomic add, as
-        // a flush swaps the cells to 0 while the writer goes on.
-        self.counts[bucket(v)].fetch_add(1, Ordering::Relaxed);
-        self.sum.fetch_add(v, Ordering::Relaxed);
-        if v > self.max.load(Ordering::Relaxed) {
+    pub(crate) fn record(&self, v: u64, single: bool) {
+        // Relaxed (all): read by a flush after its fence (`tally.rs`).
+        let c = &self.counts[bucket(v)];
+        if single {
+            c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+            let sum = self.sum.load(Ordering::Relaxed).wrapping_add(v);
+            self.sum.store(sum, Ordering::Relaxed);
+            if v > self.max.load(Ordering::Relaxed) {
+                self.max.store(v, Ordering::Relaxed);
+            }
+        } else {
+            c.fetch_add(1, Ordering::Relaxed);
+            self.sum.fetch_add(v, Ordering::Relaxed);
             self.max.fetch_max(v, Ordering::Relaxed);
         }
     }
 
-    /// Moves the counts into `into` (the cells are left at 0; the maximum stays).
-    pub(crate) fn drain_into(&self, into: &mut Buckets) {
-        for (i, c) in self.counts.iter().enumerate() {
-            // Relaxed: a load first, so an idle bucket costs no write.
-            if c.load(Ordering::Relaxed) != 0 {
-                into.add(i, u64::from(c.swap(0, Ordering::Relaxed)));
+    /// Adds what was recorded since the last call to `into`.
+    ///
+    /// # Safety
+    /// The caller holds the hub's `flushing` lock (it alone touches `last`).
+    pub(crate) unsafe fn drain_into(&self, into: &mut Buckets) {
+        self.last.with_mut(|last| {
+            // SAFETY: the caller's contract.
+            let (counts, sum) = unsafe { &mut *last };
+            for (i, c) in self.counts.iter().enumerate() {
+                // Relaxed: ordered by the flush's fence.
+                let now = c.load(Ordering::Relaxed);
+                if now != counts[i] {
+                    into.add(i, u64::from(now.wrapping_sub(counts[i])));
+                    counts[i] = now;
+                }
             }
-        }
+            // Relaxed: as the counts.
+            let now = self.sum.load(Ordering::Relaxed);
+            into.sum = into.sum.wrapping_add(now.wrapping_sub(*sum));
+            *sum = now;
+        });
         // Relaxed: as the counts.
-        into.sum = into.sum.wrapping_add(self.sum.swap(0, Ordering::Relaxed));
         into.max = into.max.max(self.max.load(Ordering::Relaxed));
     }
 }
@@ -192,10 +216,11 @@ mod tests {
     fn quantiles_never_understate() {
         let cells = Cells::new();
         for v in 1..=1000u64 {
-            cells.record(v * 1000);
+            cells.record(v * 1000, v % 2 == 0);
         }
         let mut b = Buckets::default();
-        cells.drain_into(&mut b);
+        // SAFETY: no other flush.
+        unsafe { cells.drain_into(&mut b) };
         assert_eq!(b.total(), 1000);
         assert_eq!(b.max(), 1_000_000);
         for (q, truth) in [
@@ -211,7 +236,12 @@ mod tests {
             );
         }
         let mut again = Buckets::default();
-        cells.drain_into(&mut again);
-        assert_eq!(again.total(), 0, "a drain leaves the cells at 0");
+        // SAFETY: no other flush.
+        unsafe { cells.drain_into(&mut again) };
+        assert_eq!(again.total(), 0, "a drain takes only what is new");
+        cells.record(7, true);
+        // SAFETY: as above.
+        unsafe { cells.drain_into(&mut again) };
+        assert_eq!((again.total(), again.sum()), (1, 7));
     }
 }

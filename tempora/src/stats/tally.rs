@@ -369,8 +369,8 @@ impl Hub {
             let mut buckets = None;
             if !late.is_null() {
                 let mut b = Buckets::default();
-                // SAFETY: installed cells live as long as their slot.
-                unsafe { &*late }.drain_into(&mut b);
+                // SAFETY: installed cells live as long as their slot; we hold `flushing`.
+                unsafe { (*late).drain_into(&mut b) };
                 buckets = Some(b);
             }
             tally.absorb(&delta, buckets.as_ref());
@@ -470,36 +470,47 @@ impl Tally {
     pub(crate) fn add_as(&self, i: usize, c: Counter, n: u64) {
         let (i, single) = slot_of(i);
         let slot = self.slot(i);
-        let cell = &slot.counts[c as usize];
-        if single {
-            // Relaxed: this thread is the slot's only writer (module doc); the flush reads
-            // after its fence.
-            cell.store(
-                cell.load(Ordering::Relaxed).wrapping_add(n),
-                Ordering::Relaxed,
-            );
-        } else {
-            // Relaxed: as above, with other overflow writers.
-            cell.fetch_add(n, Ordering::Relaxed);
-        }
+        bump(&slot.counts[c as usize], n, single);
         self.mark(slot, i);
     }
 
-    /// Records a lateness sample of `ns` for the calling thread.
+    /// Counts an expiration `late_ns` after its expiry, for the calling thread: the
+    /// `Expired` counter and the lateness histogram, one slot lookup and one mark.
     #[inline]
-    pub(crate) fn late(&self, ns: u64) {
+    pub(crate) fn expired(&self, late_ns: u64) {
         if !self.on {
             return;
         }
-        let (i, _) = slot_of(thread_index());
+        let (i, single) = slot_of(thread_index());
         let slot = self.slot(i);
+        bump(&slot.counts[Counter::Expired as usize], 1, single);
         // Acquire: pairs with the Release of the installation below.
         let mut cells = slot.late.load(Ordering::Acquire);
         if cells.is_null() {
             cells = install_cells(&slot.late);
         }
         // SAFETY: installed cells live as long as their slot.
-        unsafe { &*cells }.record(ns);
+        unsafe { &*cells }.record(late_ns, single);
+        self.mark(slot, i);
+    }
+
+    /// Counts an event handed to the application with `overrun`, for the calling thread:
+    /// `Delivered` and `Overruns`, one slot lookup and one mark.
+    #[inline]
+    pub(crate) fn delivered(&self, overrun: i32) {
+        if !self.on {
+            return;
+        }
+        let (i, single) = slot_of(thread_index());
+        let slot = self.slot(i);
+        bump(&slot.counts[Counter::Delivered as usize], 1, single);
+        if overrun > 0 {
+            bump(
+                &slot.counts[Counter::Overruns as usize],
+                overrun as u64,
+                single,
+            );
+        }
         self.mark(slot, i);
     }
 
@@ -596,6 +607,22 @@ impl Tally {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+}
+
+/// Adds `n` to a slot's counter; `single`: the caller is the slot's only writer.
+#[inline]
+fn bump(cell: &AtomicU64, n: u64, single: bool) {
+    if single {
+        // Relaxed: this thread is the slot's only writer (module doc); the flush reads after
+        // its fence.
+        cell.store(
+            cell.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
+    } else {
+        // Relaxed: as above, with other overflow writers.
+        cell.fetch_add(n, Ordering::Relaxed);
     }
 }
 

@@ -505,8 +505,7 @@ impl Core {
                 return false;
             };
             let tally = &sink_of(&l).tally;
-            tally.add(Counter::Expired, 1);
-            tally.late(now.get(clock).saturating_sub(expiry));
+            tally.expired(now.get(clock).saturating_sub(expiry));
             match l.state.notify {
                 NotifyKind::Queue => {
                     enqueue(self, &mut l, event.seq(), |w| calls.push(Call::Wake(w)))
@@ -520,8 +519,7 @@ impl Core {
                         let _ = self.apply_on(&mut l, rearm, b);
                         if let Some(cell) = callback_of(&l) {
                             let tally = sink_of(&l).tally.clone();
-                            tally.add(Counter::Delivered, 1);
-                            tally.add(Counter::Overruns, overrun.max(0) as u64);
+                            tally.delivered(overrun);
                             calls.push(Call::Callback(cell.f.clone(), l.id(), overrun, tally));
                         }
                     }

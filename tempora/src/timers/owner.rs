@@ -239,8 +239,7 @@ impl Owner {
             let tally = &self.sink().tally;
             if let Ok(Some(Some(overrun))) = got {
                 core.flush_halt();
-                tally.add(Counter::Delivered, 1);
-                tally.add(Counter::Overruns, overrun.max(0) as u64);
+                tally.delivered(overrun);
                 return Some(Event::new(ev.id, overrun));
             }
             tally.add(Counter::StaleDropped, 1);
