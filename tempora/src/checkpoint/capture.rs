@@ -5,7 +5,7 @@ use super::{Expiry, Snapshot, TimerRecord, NOTIFY_NONE, NOTIFY_QUEUE};
 use crate::clock::ClockId;
 use crate::sync::Ordering;
 use crate::timers::object::{callback_of, CallbackCell};
-use crate::timers::{NotifyKind, Owner};
+use crate::timers::{NotifyKind, Owner, Precision};
 
 impl Owner {
     /// A snapshot of the owner's logical state (see [`crate::checkpoint`] for what it holds and
@@ -51,6 +51,7 @@ impl Owner {
                 interval: st.interval.min(i64::MAX as u64) as i64,
                 overrun: st.overrun.max(-1),
                 overrun_last: l.published().overrun_last.load(Ordering::Relaxed),
+                precision: Precision::unpack(l.fixed().precision.load(Ordering::Relaxed)),
             });
         });
         if let Err(e) = walked {

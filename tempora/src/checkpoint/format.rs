@@ -4,6 +4,7 @@
 use super::{corrupt, Expiry, Snapshot, TimerRecord, MAGIC, MAX_PAYLOAD, VERSION};
 use crate::clock::ClockId;
 use crate::error::Error;
+use crate::timers::Precision;
 use crate::timers::{Status, TimerId};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -14,13 +15,15 @@ pub(super) const HEADER: usize = 24;
 pub(super) const OWNER_FIELDS: usize = 4 + 1 + 4;
 /// A timer record's fields, after its `len` and before its name.
 pub(super) const TIMER_FIELDS: usize = 4 + 4 + 1 + 1 + 1 + 4 + 8 + 8 + 8 + 4 + 2;
+/// A timer record's fields after its name (minor version 1: the precision).
+pub(super) const TIMER_TAIL: usize = 8;
 
 /// Bytes the owner record takes in the payload, its `len` field included.
 pub(super) const OWNER_RECORD: u64 = (2 + OWNER_FIELDS) as u64;
 
 /// Bytes `t`'s record takes in the payload, its `len` field included.
 pub(super) fn timer_record_len(t: &TimerRecord) -> u64 {
-    (2 + TIMER_FIELDS + t.notify.len()) as u64
+    (2 + TIMER_FIELDS + t.notify.len() + TIMER_TAIL) as u64
 }
 
 /// `expiry_kind`: no expiry stored.
@@ -124,15 +127,16 @@ impl Snapshot {
     /// The bytes, with no check: every length fits its field only for a valid snapshot (tests
     /// use it to build bytes that `decode` must refuse).
     pub(super) fn encode_unchecked(&self) -> Vec<u8> {
-        let mut p =
-            Vec::with_capacity(2 + OWNER_FIELDS + self.timers.len() * (2 + TIMER_FIELDS + 8));
+        let mut p = Vec::with_capacity(
+            2 + OWNER_FIELDS + self.timers.len() * (2 + TIMER_FIELDS + TIMER_TAIL + 8),
+        );
         p.extend_from_slice(&(OWNER_FIELDS as u16).to_le_bytes());
         p.extend_from_slice(&self.counter.to_le_bytes());
         p.push(u8::from(self.restore_ids));
         p.extend_from_slice(&(self.timers.len() as u32).to_le_bytes());
         for t in &self.timers {
             let name = t.notify.as_bytes();
-            p.extend_from_slice(&((TIMER_FIELDS + name.len()) as u16).to_le_bytes());
+            p.extend_from_slice(&((TIMER_FIELDS + name.len() + TIMER_TAIL) as u16).to_le_bytes());
             p.extend_from_slice(&t.id.get().to_le_bytes());
             p.extend_from_slice(&clock_to_disk(t.clock).to_le_bytes());
             p.push(status_to_disk(t.status));
@@ -146,6 +150,7 @@ impl Snapshot {
             p.extend_from_slice(&t.overrun_last.to_le_bytes());
             p.extend_from_slice(&(name.len() as u16).to_le_bytes());
             p.extend_from_slice(name);
+            p.extend_from_slice(&t.precision.pack().to_le_bytes());
         }
         let mut out = Vec::with_capacity(HEADER + p.len());
         out.extend_from_slice(&MAGIC);
@@ -430,6 +435,12 @@ impl<'a> Reader<'a> {
         let name = std::str::from_utf8(self.take(name_len)?)
             .map_err(|_| corrupt("notification name is not UTF-8"))?
             .to_string();
+        // Minor version 1; a record of version 1.0 has none: the owner's default.
+        let precision = if self.left() >= TIMER_TAIL {
+            Precision::unpack(self.u64()?)
+        } else {
+            Precision::Default
+        };
         Ok(TimerRecord {
             id,
             clock,
@@ -440,6 +451,7 @@ impl<'a> Reader<'a> {
             interval,
             overrun,
             overrun_last,
+            precision,
         })
     }
 }

@@ -38,7 +38,7 @@
 //! offset  size  field
 //!      0     8  magic       "TEMPORA\x1a"
 //!      8     2  major       1: a reader refuses a greater major version
-//!     10     2  minor       0: a greater minor version may append fields to records
+//!     10     2  minor       1: a greater minor version may append fields to records
 //!     12     8  length      bytes of payload that follow the header, at most MAX_PAYLOAD
 //!     20     4  crc32c      CRC-32C (Castagnoli) of the payload
 //!     24        payload     one owner record, then `count` timer records
@@ -48,12 +48,15 @@
 //!                | expiry_kind u8 (0 none, 1 remaining on expiry_clock, 2 realtime absolute)
 //!                | expiry_clock i32 | expiry i64 (ns) | interval i64 (ns) | overrun i64
 //!                | overrun_last i32 | name_len u16 | name (UTF-8)
+//!                | precision u64 (minor 1; absent in 1.0 records, read as Default)
 //!
 //! clock, expiry_clock  clockid_t: 0 CLOCK_REALTIME, 1 CLOCK_MONOTONIC, 7 CLOCK_BOOTTIME
 //!                      (expiry_kind 0 writes expiry_clock and expiry as 0, kind 2 writes
 //!                      expiry_clock as 0; a reader ignores the fields its kind does not use)
 //! status               0 Disarmed, 1 Armed, 2 RequeuePending
 //! restore_ids, pending 0 no, 1 yes
+//! precision            bits 63-62: 0 Default, 1 Precise, 2 Slack (bits 61-0: the slack
+//!                      in ns), 3 Deferrable
 //! ```
 //!
 //! Each record starts with its own length (the bytes after the `len` field), so a reader skips
@@ -83,7 +86,7 @@ use std::collections::HashSet;
 /// The magic at the start of every snapshot.
 pub const MAGIC: [u8; 8] = *b"TEMPORA\x1a";
 /// The format version this build writes.
-pub const VERSION: (u16, u16) = (1, 0);
+pub const VERSION: (u16, u16) = (1, 1);
 
 /// The largest payload (the bytes after the 24-byte header) a snapshot may declare: 4 GiB,
 /// about 80 million timers with short names, more than an owner holds in memory (each timer
@@ -95,7 +98,7 @@ pub const MAX_PAYLOAD: u64 = 1 << 32;
 /// so every timer can be checkpointed.
 pub const MAX_NAME: usize = crate::timers::types::MAX_NAME;
 const _: () = assert!(
-    MAX_NAME == u16::MAX as usize - format::TIMER_FIELDS,
+    MAX_NAME == u16::MAX as usize - format::TIMER_FIELDS - format::TIMER_TAIL,
     "the service's longest callback name is exactly what a timer record holds"
 );
 pub(crate) use crate::timers::types::{NOTIFY_NONE, NOTIFY_QUEUE};
@@ -138,6 +141,9 @@ pub struct TimerRecord {
     pub overrun: i64,
     /// What `getoverrun` returns.
     pub overrun_last: i32,
+    /// When it may fire after its expiry ([`Owner::set_precision`](crate::Owner::set_precision));
+    /// `Default` for a record of format 1.0.
+    pub precision: crate::timers::Precision,
 }
 
 /// The logical state of an owner (see the module doc).

@@ -5,6 +5,7 @@ use super::{Expiry, Snapshot, TimerRecord, NOTIFY_NONE, NOTIFY_QUEUE};
 use crate::clock::ClockId;
 use crate::clock::CLOCKS;
 use crate::error::Error;
+use crate::sync::Ordering;
 use crate::timers::core::{enqueue, Core};
 use crate::timers::object::LockedTimer;
 use crate::timers::{Notify, NotifyKind, Owner};
@@ -91,6 +92,10 @@ fn restore_state(
         }
         Expiry::Realtime(ns) => (ClockId::Realtime, ns as u64),
     };
+    // Relaxed: under the new timer's lock, before anyone else can see it.
+    l.fixed()
+        .precision
+        .store(rec.precision.pack(), Ordering::Relaxed);
     let (state, published) = l.state_and_published();
     let interval = rec.interval as u64;
     let (status, overrun, latched) = (rec.status, rec.overrun, rec.overrun_last);

@@ -7,7 +7,7 @@ use super::format::{
 };
 use super::*;
 use crate::clock::{ClockSource, ManualClock};
-use crate::{Event, Notify, Owner, SetFlags, Timers};
+use crate::{Event, Notify, Owner, Precision, SetFlags, Timers};
 use proptest::prelude::*;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -298,7 +298,7 @@ fn wrong_magic_newer_major_and_newer_minor() {
         matches!(
             e,
             Error::UnsupportedSnapshot {
-                found: (2, 0),
+                found: (2, 1),
                 supported: 1
             }
         ),
@@ -306,7 +306,7 @@ fn wrong_magic_newer_major_and_newer_minor() {
     );
     assert_eq!(
         e.to_string(),
-        "snapshot format 2.0 is newer than this build reads (1.x)"
+        "snapshot format 2.1 is newer than this build reads (1.x)"
     );
     assert_eq!(e.errno(), libc::EINVAL);
     // A newer minor version appends a field to every record: this reader skips it.
@@ -587,7 +587,7 @@ fn encoded(s: &Snapshot) -> Result<Vec<u8>, Error> {
 /// to the same snapshot, or encoding refuses; it never writes bytes decode refuses.
 #[test]
 fn long_and_multibyte_names_encode_exactly_or_are_refused() {
-    let max = u16::MAX as usize - TIMER_FIELDS;
+    let max = u16::MAX as usize - TIMER_FIELDS - 8;
     for unit in ["a", "é", "€", "𝄞"] {
         for len in [
             max - 4,
@@ -797,9 +797,11 @@ fn record_bytes(
     overrun: i64,
     overrun_last: i32,
     name: &str,
+    precision: Option<u64>,
 ) -> Vec<u8> {
     let mut r = Vec::new();
-    r.extend_from_slice(&(45 + name.len() as u16).to_le_bytes());
+    let tail = if precision.is_some() { 8 } else { 0 };
+    r.extend_from_slice(&(45 + name.len() as u16 + tail).to_le_bytes());
     r.extend_from_slice(&id.to_le_bytes());
     r.extend_from_slice(&clock.to_le_bytes());
     r.push(status);
@@ -812,6 +814,9 @@ fn record_bytes(
     r.extend_from_slice(&overrun_last.to_le_bytes());
     r.extend_from_slice(&(name.len() as u16).to_le_bytes());
     r.extend_from_slice(name.as_bytes());
+    if let Some(p) = precision {
+        r.extend_from_slice(&p.to_le_bytes());
+    }
     r
 }
 
@@ -835,6 +840,7 @@ fn encoding_matches_the_documented_table_byte_for_byte() {
                 interval: 0,
                 overrun: -1,
                 overrun_last: 0,
+                precision: Precision::Default,
             },
             TimerRecord {
                 id: id(5),
@@ -849,6 +855,7 @@ fn encoding_matches_the_documented_table_byte_for_byte() {
                 interval: 0,
                 overrun: -1,
                 overrun_last: 0,
+                precision: Precision::Precise,
             },
             TimerRecord {
                 id: id(7),
@@ -863,6 +870,7 @@ fn encoding_matches_the_documented_table_byte_for_byte() {
                 interval: 10,
                 overrun: 2,
                 overrun_last: 1,
+                precision: Precision::Slack(Duration::from_millis(5)),
             },
             TimerRecord {
                 id: id(9),
@@ -874,33 +882,57 @@ fn encoding_matches_the_documented_table_byte_for_byte() {
                 interval: 0,
                 overrun: -1,
                 overrun_last: 3,
+                precision: Precision::Deferrable,
             },
         ],
     };
-    let mut p = vec![9, 0, 42, 0, 0, 0, 1, 4, 0, 0, 0];
-    p.extend(record_bytes(3, 1, 0, 0, 0, 0, 0, 0, -1, 0, "none"));
-    p.extend(record_bytes(5, 0, 1, 0, 1, 1, 1_500, 0, -1, 0, "queue"));
-    p.extend(record_bytes(7, 7, 2, 1, 1, 7, -20, 10, 2, 1, "tick"));
-    p.extend(record_bytes(
-        9,
-        0,
-        1,
-        0,
-        2,
-        0,
-        1_767_225_600_000_000_000,
-        0,
-        -1,
-        3,
-        "é",
-    ));
-    let mut want = b"TEMPORA\x1a".to_vec();
-    want.extend_from_slice(&[1, 0, 0, 0]);
-    want.extend_from_slice(&(p.len() as u64).to_le_bytes());
-    want.extend_from_slice(&crc32c::crc32c(&p).to_le_bytes());
-    want.extend_from_slice(&p);
+    // Format 1.1, and the same records in 1.0 (no precision: read as `Default`).
+    let tails = [
+        Some(0),
+        Some(1 << 62),
+        Some(2 << 62 | 5_000_000),
+        Some(3 << 62),
+    ];
+    let bytes = |tails: [Option<u64>; 4], minor: u8| {
+        let mut p = vec![9, 0, 42, 0, 0, 0, 1, 4, 0, 0, 0];
+        p.extend(record_bytes(
+            3, 1, 0, 0, 0, 0, 0, 0, -1, 0, "none", tails[0],
+        ));
+        p.extend(record_bytes(
+            5, 0, 1, 0, 1, 1, 1_500, 0, -1, 0, "queue", tails[1],
+        ));
+        p.extend(record_bytes(
+            7, 7, 2, 1, 1, 7, -20, 10, 2, 1, "tick", tails[2],
+        ));
+        p.extend(record_bytes(
+            9,
+            0,
+            1,
+            0,
+            2,
+            0,
+            1_767_225_600_000_000_000,
+            0,
+            -1,
+            3,
+            "é",
+            tails[3],
+        ));
+        let mut want = b"TEMPORA\x1a".to_vec();
+        want.extend_from_slice(&[1, 0, minor, 0]);
+        want.extend_from_slice(&(p.len() as u64).to_le_bytes());
+        want.extend_from_slice(&crc32c::crc32c(&p).to_le_bytes());
+        want.extend_from_slice(&p);
+        want
+    };
+    let want = bytes(tails, 1);
     assert_eq!(snap.try_encode().unwrap(), want);
     assert_eq!(Snapshot::decode(&want).unwrap(), snap);
+    let mut old = snap.clone();
+    old.timers
+        .iter_mut()
+        .for_each(|t| t.precision = Precision::Default);
+    assert_eq!(Snapshot::decode(&bytes([None; 4], 0)).unwrap(), old);
 }
 
 /// Every stored enum's on-disk value, as the module doc's table documents it, both ways; any

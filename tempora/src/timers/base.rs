@@ -261,13 +261,26 @@ impl Base {
     }
 }
 
-/// The monotonic time (ns) of the earliest firing in a base's wheels (`Wheel::next_fire`,
-/// not the next re-placement visit), with the clocks at `now`; `NO_EXPIRY` if none.
-pub(crate) fn earliest_fire(res: Resolution, st: &BaseState, now: &[u64; CLOCKS]) -> u64 {
+/// The monotonic time (ns) by which a sleeper must wake for a base's wheels, with the clocks
+/// at `now`: their earliest firing (`Wheel::next_fire`, not the next re-placement visit), or
+/// `max_deferral` ns after their earliest deferrable firing if that is sooner (a deferrable
+/// timer never wakes anyone before its bound); `NO_EXPIRY` if none.
+pub(crate) fn earliest_fire(
+    res: Resolution,
+    max_deferral: u64,
+    st: &BaseState,
+    now: &[u64; CLOCKS],
+) -> u64 {
     st.wheels
         .iter()
         .enumerate()
-        .filter_map(|(w, wheel)| Some(to_monotonic(res, w, wheel.next_fire()?, now)))
+        .flat_map(|(w, wheel)| {
+            let fire = wheel.next_fire().map(|t| to_monotonic(res, w, t, now));
+            let deferred = wheel
+                .next_deferred_fire()
+                .map(|t| to_monotonic(res, w, t, now).saturating_add(max_deferral));
+            fire.into_iter().chain(deferred)
+        })
         .min()
         .unwrap_or(NO_EXPIRY)
 }

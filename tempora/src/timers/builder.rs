@@ -17,6 +17,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use strength_reduce::StrengthReducedUsize;
 
+/// `Builder::max_deferral`'s default.
+const DEFAULT_MAX_DEFERRAL: Duration = Duration::from_secs(1);
+/// `Builder::spare_drivers`' default.
+const DEFAULT_SPARE_DRIVERS: usize = 4;
+
 /// Configures [`Timers`].
 #[derive(Clone)]
 pub struct Builder {
@@ -27,6 +32,8 @@ pub struct Builder {
     clock: Arc<dyn ClockSource>,
     registry: registry::Builder,
     stats: bool,
+    max_deferral: Duration,
+    spare_drivers: usize,
 }
 
 impl fmt::Debug for Builder {
@@ -38,6 +45,8 @@ impl fmt::Debug for Builder {
             .field("batch", &self.batch)
             .field("registry", &self.registry)
             .field("stats", &self.stats)
+            .field("max_deferral", &self.max_deferral)
+            .field("spare_drivers", &self.spare_drivers)
             .finish_non_exhaustive()
     }
 }
@@ -49,6 +58,8 @@ impl Default for Builder {
             drivers: None,
             tick: Duration::from_micros(1),
             batch: 64,
+            max_deferral: DEFAULT_MAX_DEFERRAL,
+            spare_drivers: DEFAULT_SPARE_DRIVERS,
             clock: Arc::new(OsClock),
             registry: registry::Builder::default(),
             stats: true,
@@ -77,6 +88,27 @@ impl Builder {
     /// its expiry, never before.
     pub fn tick(&mut self, tick: Duration) -> &mut Self {
         self.tick = tick;
+        self
+    }
+
+    /// How long after its expiry a [`Precision::Deferrable`](super::Precision::Deferrable)
+    /// timer may wait for a driver that is awake anyway (default 1 s). A driver with only
+    /// deferrable timers due sleeps until the earliest of them plus this, so it wakes for them
+    /// at most once per `max_deferral`; [`Duration::MAX`] lets them wait for as long as no
+    /// other timer wakes a driver (the kernel's rule).
+    pub fn max_deferral(&mut self, d: Duration) -> &mut Self {
+        self.max_deferral = d;
+        self
+    }
+
+    /// Threads per driver that stand by to take its place while it runs callbacks (default
+    /// 4; 0: none). A driver runs the callbacks it fires itself; while it does, a spare
+    /// waits to take over at the next expiry (or an arm earlier than it), so a callback that
+    /// blocks delays no other timer. Spares are started on first need and then wait, costing
+    /// no wake-ups; more than this many callbacks blocked at once delay the rest. See the
+    /// `driver` module doc, "Callbacks that block".
+    pub fn spare_drivers(&mut self, n: usize) -> &mut Self {
+        self.spare_drivers = n;
         self
     }
 
@@ -171,6 +203,8 @@ impl Builder {
             halt_pending: AtomicBool::new(false),
             owners: std::sync::Mutex::new(Vec::new()),
             stats: Hub::new(self.stats),
+            max_deferral: u64::try_from(self.max_deferral.as_nanos()).unwrap_or(u64::MAX),
+            coarse_lag: self.clock.coarse_lag(crate::clock::ClockId::Monotonic),
             #[cfg(test)]
             crash_driver: AtomicBool::new(false),
             driver_wakeups: AtomicU64::new(0),

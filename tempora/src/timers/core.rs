@@ -14,7 +14,7 @@ use super::object::{
     LockedTimer,
 };
 use super::sleep::{SleepCell, SleepState};
-use super::types::{Callback, NotifyKind};
+use super::types::{Callback, NotifyKind, Placement};
 use crate::clock::{ClockId, ClockSource, LazyNow, Resolution, ALL_CLOCKS, CLOCKS};
 use crate::error::Error;
 use crate::registry::Service;
@@ -65,6 +65,11 @@ pub(crate) struct Core {
     /// entries are pruned as the list grows.
     pub(crate) owners: std::sync::Mutex<Vec<Weak<EventQueue>>>,
     pub(crate) driver_wakeups: AtomicU64,
+    /// `Builder::max_deferral`, in ns: how long after its expiry a deferrable timer may wait.
+    pub(crate) max_deferral: u64,
+    /// How far the clock source's coarse monotonic clock may lag (`ClockSource::coarse_lag`):
+    /// a slack timer arms from it when its slack is at least twice this.
+    pub(crate) coarse_lag: u64,
     /// Statistics: updated lists, flush, the group tree (`stats/`).
     pub(crate) stats: Arc<Hub>,
     /// Test hook: the next driver loop iteration panics (a driver dying outside a callback).
@@ -100,6 +105,7 @@ impl Service for Itimer {
         fixed.sink.store(init.sink.cast_mut(), Ordering::Relaxed);
         let callback = init.callback.map_or(std::ptr::null_mut(), Box::into_raw);
         fixed.callback.store(callback, Ordering::Relaxed);
+        fixed.precision.store(0, Ordering::Relaxed);
         state.create(published, init.clock, init.notify);
     }
 
@@ -268,7 +274,7 @@ impl Core {
             // A poisoned base fires nothing again: it has no deadline.
             let _ = base.locked(|st| {
                 st.ring_lowers = true;
-                deadline = deadline.min(earliest_fire(self.res, st, &now));
+                deadline = deadline.min(earliest_fire(self.res, self.max_deferral, st, &now));
                 for w in 0..CLOCKS {
                     st.sleep[w] = from_monotonic(self.res, w, deadline, &now);
                 }
@@ -294,14 +300,64 @@ impl Core {
     /// [`Error::Poisoned`] if the base is (the service has then failed: `Core::fail`).
     #[inline]
     pub(crate) fn apply(&self, l: &mut LockedTimer<'_>, arm: Arm) -> Result<(), Error> {
-        self.place(l, arm, || self.my_base())
+        self.place(l, arm, 0, || self.my_base())
+    }
+
+    /// `apply` for an expiry computed from a clock reading up to `spent` ns after the time
+    /// (the coarse clock: `Owner::settime`), which a slack timer takes out of its slack.
+    #[inline]
+    pub(crate) fn apply_spent(
+        &self,
+        l: &mut LockedTimer<'_>,
+        arm: Arm,
+        spent: u64,
+    ) -> Result<(), Error> {
+        self.place(l, arm, spent, || self.my_base())
     }
 
     /// `apply`, arming on base `b` (a delivery re-arms on the base it popped the timer from:
     /// see "Delivery and the poll barrier" in `base.rs`).
     #[inline]
     fn apply_on(&self, l: &mut LockedTimer<'_>, arm: Arm, b: usize) -> Result<(), Error> {
-        self.place(l, arm, || b)
+        self.place(l, arm, 0, || b)
+    }
+
+    /// Where an arming at `expiry` (ns) goes: the wheel tick, the entry's mode, and the tick
+    /// by which a sleeper must wake for it (the ring test).
+    ///
+    /// - precise: the expiry's tick (`ticks_ceil`);
+    /// - slack `s`: that tick rounded up to a multiple of `g`, the largest power of 8 with
+    ///   `g` ticks at most `s - spent` ns (at least 1), so the entry fires less than `g` ticks
+    ///   after its expiry, at an instant it shares with every slack timer of that `g` due
+    ///   then; its level's granularity divides the tick once `g` does, so it is never moved
+    ///   from a level of granularity `g` or finer;
+    /// - deferrable: the expiry's tick in the deferrable lane; a sleeper must wake for it
+    ///   only `max_deferral` later.
+    #[inline]
+    pub(crate) fn placed(&self, placement: Placement, expiry: u64, spent: u64) -> (u64, Mode, u64) {
+        let tick = self.res.ticks_ceil(expiry);
+        match placement {
+            Placement::Precise => (tick, Mode::PRECISE, tick),
+            Placement::Slack(slack) => {
+                let room = slack.saturating_sub(spent) / self.res.nanos();
+                let tick = if room >= 8 {
+                    // 8^k <= room: k = floor(log2(room) / 3).
+                    let g = 1u64 << (room.ilog2() / 3 * 3);
+                    tick.div_ceil(g).saturating_mul(g)
+                } else {
+                    tick
+                };
+                (tick, Mode::PRECISE, tick)
+            }
+            Placement::Deferrable => {
+                let bound = self.res.ticks_ceil(self.max_deferral);
+                (
+                    tick,
+                    Mode::PRECISE | Mode::DEFERRABLE,
+                    tick.saturating_add(bound),
+                )
+            }
+        }
     }
 
     /// `apply` on the base `base` names, asked only if the timer must move (a disarm, and a
@@ -311,6 +367,7 @@ impl Core {
         &self,
         l: &mut LockedTimer<'_>,
         arm: Arm,
+        spent: u64,
         base: impl FnOnce() -> usize,
     ) -> Result<(), Error> {
         let Arm::At { clock, expiry } = arm else {
@@ -318,12 +375,13 @@ impl Core {
             return Ok(());
         };
         let w = clock.index();
-        let tick = self.res.ticks_ceil(expiry);
+        let (tick, mode, fires_at) = self.placed(placement_of(l), expiry, spent);
         if usize::from(l.state.wheel) == w + 1 && tick >= l.state.wheel_tick {
             // A re-arm to a later time (the timeout refresh): the entry stays where it is and
             // fires early, and the poll that finds the timer not yet due places it again
             // (`deliver`). One base-lock round trip per refresh saved, for at most one extra
-            // visit per timeout period.
+            // visit per timeout period. (The entry's lane is right: a precision changes
+            // lanes only through `Owner::set_precision`, which takes the entry out.)
             return Ok(());
         }
         let b = base();
@@ -335,11 +393,11 @@ impl Core {
             self.disarm(l);
         }
         let old = Key::from_bits(l.state.wheel_key);
-        let placed = self.bases[b].locked_wheel(w, tick, |wheel| {
+        let placed = self.bases[b].locked_wheel(w, fires_at, |wheel| {
             if here && wheel.reschedule(old, tick).is_ok() {
                 old
             } else {
-                wheel.insert_with(tick, Mode::PRECISE, timer)
+                wheel.insert_with(tick, mode, timer)
             }
         });
         let Ok((key, ring)) = placed else {
@@ -348,7 +406,7 @@ impl Core {
             return Err(self.fail(BASE_POISONED));
         };
         if ring {
-            self.ring(b, w, tick);
+            self.ring(b, w, fires_at);
         }
         l.state.base = b as u16;
         l.state.wheel = w as u8 + 1;
@@ -682,4 +740,18 @@ pub(crate) fn enqueue(core: &Core, l: &mut LockedTimer<'_>, seq: u32, wake: impl
     if pushed.is_err() {
         core.fail(QUEUE_POISONED);
     }
+}
+
+/// A locked timer's precision with its owner's default applied.
+#[inline]
+pub(crate) fn placement_of(l: &LockedTimer<'_>) -> Placement {
+    // Relaxed (both): written under the timer's lock, which `l` holds (`set_precision`), or
+    // at create; the owner's default is a setting read at each arming, with no other data.
+    let p = l.fixed().precision.load(Ordering::Relaxed);
+    let default = if p == 0 {
+        sink_of(l).default_slack.load(Ordering::Relaxed)
+    } else {
+        0
+    };
+    Placement::of(p, default)
 }

@@ -64,7 +64,7 @@ pub(crate) fn run(core: &Core, k: usize, n: usize) {
             for &b in &mine {
                 // A poisoned base (the poll just reported it) fires nothing again.
                 let _ = core.bases[b].locked(|st| {
-                    deadline = deadline.min(earliest_fire(core.res, st, &now));
+                    deadline = deadline.min(earliest_fire(core.res, core.max_deferral, st, &now));
                     for w in 0..CLOCKS {
                         st.sleep[w] = from_monotonic(core.res, w, deadline, &now);
                     }

@@ -107,6 +107,8 @@ pub(crate) mod sleep;
 pub(crate) mod types;
 
 #[cfg(all(test, not(loom)))]
+mod precision_tests;
+#[cfg(all(test, not(loom)))]
 mod tests;
 
 pub use crate::registry::TimerId;
@@ -115,7 +117,7 @@ pub use handle::TimerHandle;
 pub use notify::Event;
 pub use owner::{Events, Owner, Recv};
 
-pub use types::{Callback, ItimerSpec, Notify, NotifyKind, SetFlags, Status, TimerInfo};
+pub use types::{Callback, ItimerSpec, Notify, NotifyKind, Precision, SetFlags, Status, TimerInfo};
 
 use self::core::Core;
 use self::core::OwnerPart;
@@ -335,7 +337,7 @@ impl Timers {
             .iter()
             // A poisoned base fires nothing again: it has no deadline.
             .filter_map(|base| {
-                base.locked(|st| base::earliest_fire(core.res, st, &now))
+                base.locked(|st| base::earliest_fire(core.res, core.max_deferral, st, &now))
                     .ok()
             })
             .min()

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!  timer object (registry/timer.rs)          the service's parts
-//!   line 1 ... fixed      ItimerFixed         sink (the owner's event queue), callback
+//!   line 1 ... fixed      ItimerFixed         sink (the owner's event queue), callback,
+//!                                             precision (`Owner::set_precision`)
 //!   line 2  lock, published ItimerPublished   overrun_last (getoverrun reads it lock-free)
 //!           state         ItimerState         the itimer rules' state (`itimer.rs`), where
 //!                                             the timer waits (base, wheel, key, tick), its
@@ -23,7 +24,7 @@ use crate::clock::ClockId;
 use crate::registry::{Locked, Zeroable};
 use crate::registry::{Timer, TimerId};
 use crate::stats::tally::Tally;
-use crate::sync::{AtomicPtr, Ordering};
+use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -51,6 +52,9 @@ unsafe impl Send for EventRef {}
 pub(crate) struct EventQueue {
     pub(crate) queue: Sink<EventRef>,
     pub(crate) tally: Arc<Tally>,
+    /// The slack (ns, 0: none) of the owner's timers whose precision is `Default`
+    /// (`Owner::set_default_slack`), read at each of their armings.
+    pub(crate) default_slack: AtomicU64,
 }
 
 impl EventQueue {
@@ -58,6 +62,7 @@ impl EventQueue {
         EventQueue {
             queue: Sink::default(),
             tally,
+            default_slack: AtomicU64::new(0),
         }
     }
 }
@@ -77,6 +82,10 @@ pub(crate) struct ItimerFixed {
     /// The callback of a `Callback` timer (a leaked `Box`), null otherwise. Cleared, and the
     /// box taken back, only by the delete hook under the timer's lock.
     pub(crate) callback: AtomicPtr<CallbackCell>,
+    /// The timer's [`Precision`](super::types::Precision), packed: zeroed at create (the
+    /// owner's default) and written by `Owner::set_precision` under the timer's lock, which
+    /// every reader holds. The one field of line 1 written after create, and rarely.
+    pub(crate) precision: AtomicU64,
 }
 
 /// A callback timer's closure and the name a checkpoint records.
@@ -104,7 +113,7 @@ pub(crate) fn sink_of<'l>(l: &'l LockedTimer<'_>) -> &'l EventQueue {
     unsafe { &*sink }
 }
 
-// SAFETY: two atomic pointers; zero is null, the default (see `Zeroable` for loom).
+// SAFETY: two atomic pointers and an atomic integer; zero is null and `Precision::Default`, the defaults (see `Zeroable` for loom).
 unsafe impl Zeroable for ItimerFixed {}
 
 /// The callback cell of a locked callback timer, if any.
@@ -128,7 +137,7 @@ mod tests {
     #[test]
     fn the_service_parts_fit_the_two_lines() {
         assert_eq!(size_of::<Timer<Itimer>>(), 128);
-        assert_eq!(size_of::<ItimerFixed>(), 16);
+        assert_eq!(size_of::<ItimerFixed>(), 24);
         assert_eq!(size_of::<ItimerPublished>(), 4);
         assert_eq!(size_of::<ItimerState>(), 56);
         assert_eq!(offset_of!(ItimerState, expiry), 8);

@@ -1,10 +1,10 @@
 //! An owner's calls: the POSIX timer calls on its timers, and receiving their events.
 
-use super::core::{Core, QUEUE_POISONED};
+use super::core::{placement_of, Core, QUEUE_POISONED};
 use super::itimer::{self, Consumed};
 use super::notify::{self, Event, Registered};
 use super::object::{CallbackCell, EventQueue, Itimer, ItimerInit, LockedTimer};
-use super::types::{self, ItimerSpec, Notify, SetFlags, TimerInfo};
+use super::types::{self, ItimerSpec, Notify, Placement, Precision, SetFlags, TimerInfo};
 use crate::clock::{ClockId, LazyNow, TimeSpec};
 use crate::error::Error;
 use crate::registry::{self, TimerId};
@@ -154,9 +154,16 @@ impl Owner {
         core.check()?;
         let now = LazyNow::new(&*core.clock);
         let old = self.reg.with_timer(id, |mut l| {
+            if let Placement::Slack(slack) = placement_of(&l) {
+                // Room in the slack for the coarse clock's lag, with as much again to spare
+                // for grouping (`Precision`): read the coarse clock, an upper bound.
+                if value != 0 && slack / 2 >= core.coarse_lag {
+                    now.coarse();
+                }
+            }
             let (state, published) = l.state_and_published();
             let (old, arm) = state.settime(published, &now, flags.is_abstime(), value, interval);
-            core.apply(&mut l, arm).map(|()| old)
+            core.apply_spent(&mut l, arm, now.spent()).map(|()| old)
         });
         core.flush_halt();
         let old = old??;
@@ -167,6 +174,63 @@ impl Owner {
         };
         self.sink().tally.add(what, 1);
         Ok(old.into())
+    }
+
+    /// Sets when timer `id` may fire after its expiry ([`Precision`]). An armed timer is
+    /// placed again at once under the new precision; one whose expiry is being delivered
+    /// takes it at its next arming.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`];
+    /// [`Error::Poisoned`] if the service has failed.
+    pub fn set_precision(&self, id: TimerId, precision: Precision) -> Result<(), Error> {
+        let core = self.core();
+        core.check()?;
+        let r = self.reg.with_timer(id, |mut l| {
+            // Relaxed: read under this lock (`placement_of`).
+            l.fixed()
+                .precision
+                .store(precision.pack(), Ordering::Relaxed);
+            if l.state.wheel == 0 {
+                return Ok(());
+            }
+            // In a wheel: take it out (the lane may change) and place it as it is now.
+            core.disarm(&mut l);
+            let arm = itimer::Arm::At {
+                clock: l.state.expiry_clock(),
+                expiry: l.state.expiry,
+            };
+            core.apply(&mut l, arm)
+        });
+        core.flush_halt();
+        r?
+    }
+
+    /// Timer `id`'s precision, as last set ([`Precision::Default`] if never).
+    ///
+    /// # Errors
+    /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
+    pub fn precision(&self, id: TimerId) -> Result<Precision, Error> {
+        self.reg.with_timer(id, |l| {
+            // Relaxed: written under this lock.
+            Precision::unpack(l.fixed().precision.load(Ordering::Relaxed))
+        })
+    }
+
+    /// The slack of this owner's timers whose precision is [`Precision::Default`] (`None` or
+    /// zero: precise), applied at each of their armings from now on: a per-owner
+    /// `PR_SET_TIMERSLACK`. Timers already armed keep their placement until re-armed.
+    pub fn set_default_slack(&self, slack: Option<Duration>) {
+        let ns = slack.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        // Relaxed: a setting read at each arming (`placement_of`).
+        self.sink().default_slack.store(ns, Ordering::Relaxed);
+    }
+
+    /// The owner's default slack ([`Owner::set_default_slack`]); `None` if precise.
+    pub fn default_slack(&self) -> Option<Duration> {
+        // Relaxed: see `set_default_slack`.
+        let ns = self.sink().default_slack.load(Ordering::Relaxed);
+        (ns != 0).then(|| Duration::from_nanos(ns))
     }
 
     /// Timer `id`'s remaining time and interval. Zero for a disarmed or fired one-shot timer;

@@ -143,9 +143,9 @@ pub struct TimerInfo {
 }
 
 /// The longest callback name, in bytes, a create accepts: what a checkpoint's timer record
-/// holds (its length is a `u16` that also counts the record's 45 bytes of other fields;
+/// holds (its length is a `u16` that also counts the record's 53 bytes of other fields;
 /// `crate::checkpoint` asserts the two agree). Public as `checkpoint::MAX_NAME`.
-pub(crate) const MAX_NAME: usize = u16::MAX as usize - 45;
+pub(crate) const MAX_NAME: usize = u16::MAX as usize - 53;
 /// The notification name a checkpoint gives a `SIGEV_NONE` timer (`Notify::None`); no
 /// callback may take it.
 pub(crate) const NOTIFY_NONE: &str = "none";
@@ -163,5 +163,100 @@ pub(crate) fn callback_name_error(name: &str) -> Option<&'static str> {
         Some("a callback name longer than a snapshot can hold")
     } else {
         None
+    }
+}
+
+/// When a timer may fire after its expiry ([`Owner::set_precision`](super::Owner::set_precision)):
+/// the kernel's choices between exact hrtimers, timer slack and deferrable timers. No timer
+/// ever fires before its expiry, whatever its precision.
+///
+/// | precision | fires in | wakes a driver by itself |
+/// |---|---|---|
+/// | `Precise` | `[expiry, expiry + tick)` | yes |
+/// | `Slack(d)` | `[expiry, expiry + max(d, tick))` | yes, at instants shared with other slack timers |
+/// | `Deferrable` | `[expiry, expiry + max_deferral]` | no: it fires when a driver is awake anyway, at the latest [`max_deferral`](super::Builder::max_deferral) after its expiry |
+///
+/// (Plus the time a driver takes to wake up and reach the timer, which no mode bounds.)
+///
+/// A slack timer's expiry is rounded up to a multiple of the largest wheel granularity
+/// (`8^k` ticks) that fits in its slack, so slack timers due close together fire together,
+/// on one wake-up, and a timer whose wheel level is at most that granularity is placed once
+/// and never moved; a precise one is moved one level finer as its bucket comes due. A slack
+/// of at least twice the coarse clock's resolution also lets `settime` read the coarse clock
+/// ([`ClockSource::now_coarse`](crate::clock::ClockSource::now_coarse)) plus that resolution,
+/// an upper bound of the time, so its expiry is still never early; such a timer's
+/// [`gettime`](super::Owner::gettime) may then read up to one coarse resolution short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Precision {
+    /// The owner's default ([`Owner::set_default_slack`](super::Owner::set_default_slack)),
+    /// read at each arming: precise unless the owner has a default slack.
+    #[default]
+    Default,
+    /// Fires within one tick of its expiry.
+    Precise,
+    /// May fire up to this long after its expiry (Linux's `PR_SET_TIMERSLACK`, per timer).
+    Slack(std::time::Duration),
+    /// Never causes a wake-up by itself (the kernel's `TIMER_DEFERRABLE`).
+    Deferrable,
+}
+
+/// The top two bits of a packed precision: its kind; the other 62 bits: the slack in ns.
+const PRECISION_SHIFT: u32 = 62;
+const SLACK_MASK: u64 = (1 << PRECISION_SHIFT) - 1;
+
+impl Precision {
+    /// One word (a timer's `ItimerFixed::precision`): 0 is `Default`, so a zeroed slot reads it.
+    pub(crate) fn pack(self) -> u64 {
+        match self {
+            Precision::Default => 0,
+            Precision::Precise => 1 << PRECISION_SHIFT,
+            Precision::Slack(d) => {
+                let ns = u64::try_from(d.as_nanos())
+                    .unwrap_or(u64::MAX)
+                    .min(SLACK_MASK);
+                2 << PRECISION_SHIFT | ns
+            }
+            Precision::Deferrable => 3 << PRECISION_SHIFT,
+        }
+    }
+
+    /// The inverse of [`Precision::pack`].
+    pub(crate) fn unpack(bits: u64) -> Precision {
+        match bits >> PRECISION_SHIFT {
+            0 => Precision::Default,
+            1 => Precision::Precise,
+            2 => Precision::Slack(std::time::Duration::from_nanos(bits & SLACK_MASK)),
+            _ => Precision::Deferrable,
+        }
+    }
+}
+
+/// A precision with the owner's default applied: how one arming is placed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placement {
+    Precise,
+    /// Slack in ns (non-zero).
+    Slack(u64),
+    Deferrable,
+}
+
+impl Placement {
+    /// `precision` (packed) for an owner whose default slack is `default_slack` ns (0: none).
+    #[inline]
+    pub(crate) fn of(precision: u64, default_slack: u64) -> Placement {
+        let slack = |ns| {
+            if ns == 0 {
+                Placement::Precise
+            } else {
+                Placement::Slack(ns)
+            }
+        };
+        match precision >> PRECISION_SHIFT {
+            0 => slack(default_slack),
+            1 => Placement::Precise,
+            2 => slack(precision & SLACK_MASK),
+            _ => Placement::Deferrable,
+        }
     }
 }

@@ -664,7 +664,20 @@ impl<T> Wheel<T> {
     ///
     /// Cost: O(levels) bitmap operations (not cached).
     pub fn next_fire(&self) -> Option<u64> {
-        let ln = &self.lanes[0];
+        self.lane_next_fire(0)
+    }
+
+    /// The tick at which the wheel next fires a **deferrable** entry, if any would fire were
+    /// the wheel advanced: what [`Wheel::next_fire`] is for the other entries (same bound, same
+    /// cost). Deferrable entries never cause a wake-up on their own; a caller that bounds how
+    /// long they may wait ("at most so long after their expiry") sleeps no later than this
+    /// plus its bound.
+    pub fn next_deferred_fire(&self) -> Option<u64> {
+        self.lane_next_fire(1)
+    }
+
+    fn lane_next_fire(&self, lane: usize) -> Option<u64> {
+        let ln = &self.lanes[lane];
         if ln.ready_head() != NIL {
             return Some(self.clk);
         }
@@ -676,7 +689,7 @@ impl<T> Wheel<T> {
         // Precise entries of a level's first bucket expire in [visit, visit + gran) and every
         // later bucket of the level is visited after that: the level's earliest firing is in
         // its first bucket.
-        let (best, _) = self.scan_levels(0, (parked, 0), |visit, bucket| {
+        let (best, _) = self.scan_levels(lane, (parked, 0), |visit, bucket| {
             visit.max(ln.min_fire[bucket])
         });
         (best != NONE).then_some(best)

@@ -1,0 +1,301 @@
+//! Precision (`Precision`): precise, slack and deferrable timers under a manual clock, driven
+//! by a simulated driver that sleeps until `Timers::next_deadline`, as a background driver
+//! does. Each test fails if its rule is broken.
+
+use super::*;
+use crate::clock::{ClockSource, ManualClock};
+use proptest::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering as O};
+use std::sync::Mutex;
+
+const MS: u64 = 1_000_000;
+const TICK: u64 = 1_000;
+const MAX_DEFERRAL: u64 = 50 * MS;
+/// How far the test clock's coarse readings lag.
+const LAG: u64 = 4 * MS;
+
+/// A manual clock whose coarse readings lag it by a pseudo-random amount in `0..=LAG`, as an
+/// OS coarse clock does: a slack timer armed from them must still never fire early.
+struct Lagging {
+    inner: ManualClock,
+    seed: AtomicU64,
+}
+
+impl ClockSource for Lagging {
+    fn now(&self, clock: ClockId) -> u64 {
+        self.inner.now(clock)
+    }
+    fn is_os_time(&self) -> bool {
+        false
+    }
+    fn now_coarse(&self, clock: ClockId) -> Option<u64> {
+        let x = self.seed.fetch_add(0x9E37_79B9_7F4A_7C15, O::Relaxed);
+        let lag = (x ^ (x >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9) % (LAG + 1);
+        Some(self.inner.now(clock).saturating_sub(lag))
+    }
+    fn coarse_lag(&self, _: ClockId) -> u64 {
+        LAG
+    }
+}
+
+struct Sim {
+    clock: ManualClock,
+    timers: Timers,
+    owner: Owner,
+    /// (timer, monotonic time of its callback)
+    fired: Arc<Mutex<Vec<(TimerId, u64)>>>,
+    wakeups: u64,
+}
+
+impl Sim {
+    fn new() -> Sim {
+        let clock = ManualClock::new();
+        let timers = Timers::builder()
+            .clock(Lagging {
+                inner: clock.clone(),
+                seed: AtomicU64::new(1),
+            })
+            .bases(2)
+            .max_deferral(Duration::from_nanos(MAX_DEFERRAL))
+            .build()
+            .unwrap();
+        let owner = timers.owner();
+        Sim {
+            clock,
+            timers,
+            owner,
+            fired: Arc::default(),
+            wakeups: 0,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.clock.now(ClockId::Monotonic)
+    }
+
+    fn create(&self, p: Precision) -> TimerId {
+        let (fired, clock) = (self.fired.clone(), self.clock.clone());
+        let id = self
+            .owner
+            .create(
+                ClockId::Monotonic,
+                Notify::callback(move |id, _| {
+                    fired
+                        .lock()
+                        .unwrap()
+                        .push((id, clock.now(ClockId::Monotonic)))
+                }),
+            )
+            .unwrap();
+        self.owner.set_precision(id, p).unwrap();
+        id
+    }
+
+    fn arm(&self, id: TimerId, ns: u64) -> u64 {
+        let at = self.now() + ns;
+        self.owner
+            .settime(
+                id,
+                SetFlags::RELATIVE,
+                Duration::from_nanos(ns),
+                Duration::ZERO,
+            )
+            .unwrap();
+        at
+    }
+
+    /// One driver sleep: to `next_deadline` (or `until`, if earlier: woken for another
+    /// reason), then a poll.
+    fn step(&mut self, until: Option<u64>) -> bool {
+        let Some(d) = self.timers.next_deadline() else {
+            return false;
+        };
+        let to = until.map_or(d, |u| u.min(d)).max(self.now());
+        self.clock.advance(Duration::from_nanos(to - self.now()));
+        self.wakeups += 1;
+        self.timers.poll();
+        true
+    }
+}
+
+/// The latest a timer of precision `p` may fire after its expiry (exclusive for precise and
+/// slack, inclusive for deferrable).
+fn bound(p: Precision) -> u64 {
+    match p {
+        Precision::Slack(d) => (d.as_nanos() as u64).max(TICK),
+        Precision::Deferrable => MAX_DEFERRAL + TICK,
+        _ => TICK,
+    }
+}
+
+fn precision() -> impl Strategy<Value = Precision> {
+    prop_oneof![
+        Just(Precision::Precise),
+        (0u64..200 * MS).prop_map(|ns| Precision::Slack(Duration::from_nanos(ns))),
+        Just(Precision::Deferrable),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Every timer fires exactly once, never before its expiry and within its precision's
+    /// bound, with the driver waking only at `next_deadline` (plus random extra wake-ups),
+    /// across a re-arm of some timers midway (later, earlier, or after they fired).
+    #[test]
+    fn no_precision_fires_early_and_each_fires_within_its_bound(
+        timers in prop::collection::vec((precision(), 1u64..3_000 * MS), 1..30),
+        rearm in prop::collection::vec((any::<prop::sample::Index>(), 1u64..3_000 * MS), 0..10),
+        midway in 1u64..2_000 * MS,
+        extra in prop::collection::vec(1u64..500 * MS, 0..8),
+    ) {
+        let mut sim = Sim::new();
+        let ids: Vec<_> = timers.iter().map(|&(p, _)| sim.create(p)).collect();
+        // (expiry, armed at) of each timer's current arming.
+        let mut due: Vec<u64> = timers.iter().zip(&ids).map(|(&(_, v), &id)| sim.arm(id, v)).collect();
+        let start = sim.now();
+        let mut extra = extra.into_iter();
+        while sim.now() < start + midway {
+            let until = extra.next().map(|e| sim.now() + e).unwrap_or(start + midway);
+            if !sim.step(Some(until.min(start + midway))) {
+                break;
+            }
+        }
+        // Check and clear what fired in phase one, then re-arm some timers.
+        let mut fired_once = vec![false; ids.len()];
+        let check = |fired: &[(TimerId, u64)], due: &[u64], fired_once: &mut Vec<bool>| -> Result<(), TestCaseError> {
+            for &(id, at) in fired {
+                let i = ids.iter().position(|&x| x == id).unwrap();
+                let p = timers[i].0;
+                prop_assert!(!fired_once[i], "timer {i} fired twice");
+                fired_once[i] = true;
+                prop_assert!(at >= due[i], "{p:?} timer {i} fired {} ns early", due[i] - at);
+                let late = at - due[i];
+                match p {
+                    Precision::Deferrable => prop_assert!(late <= bound(p), "{p:?} {late} ns late"),
+                    _ => prop_assert!(late < bound(p), "{p:?} {late} ns late"),
+                }
+            }
+            Ok(())
+        };
+        let phase1 = std::mem::take(&mut *sim.fired.lock().unwrap());
+        check(&phase1, &due, &mut fired_once)?;
+        for (ix, v) in &rearm {
+            let i = ix.index(ids.len());
+            due[i] = sim.arm(ids[i], *v);
+            fired_once[i] = false;
+        }
+        while sim.step(None) {}
+        let phase2 = std::mem::take(&mut *sim.fired.lock().unwrap());
+        check(&phase2, &due, &mut fired_once)?;
+        prop_assert!(fired_once.iter().all(|&f| f), "a timer never fired: {fired_once:?}");
+    }
+}
+
+/// A deferrable timer never makes the next deadline earlier than its bound; a precise one
+/// does at its expiry.
+#[test]
+fn a_deferrable_timer_wakes_nobody_before_its_bound() {
+    let sim = Sim::new();
+    let d = sim.create(Precision::Deferrable);
+    let at = sim.arm(d, 10 * MS);
+    assert_eq!(sim.timers.next_deadline(), Some(at + MAX_DEFERRAL));
+    let p = sim.create(Precision::Precise);
+    let at_p = sim.arm(p, 20 * MS);
+    assert_eq!(sim.timers.next_deadline(), Some(at_p));
+    // Awake for the precise timer: the deferrable one, due by then, fires in the same poll.
+    sim.clock.advance(Duration::from_nanos(at_p - sim.now()));
+    assert_eq!(sim.timers.poll(), 2);
+    assert_eq!(sim.timers.next_deadline(), None);
+}
+
+/// Slack timers due within one granule fire together: one wake-up for all of them, where
+/// precise ones take one each.
+#[test]
+fn slack_timers_share_wake_ups() {
+    let count = |p: Precision| {
+        let mut sim = Sim::new();
+        for i in 0..100 {
+            let id = sim.create(p);
+            sim.arm(id, 1_000 * MS + i * 3 * MS + 7);
+        }
+        while sim.step(None) {}
+        assert_eq!(sim.fired.lock().unwrap().len(), 100);
+        sim.wakeups
+    };
+    assert_eq!(count(Precision::Precise), 100);
+    // 300 ms of expiries, a slack of 100 ms: granules of 8^5 ticks (32.8 ms) at a 1 µs tick.
+    let slack = count(Precision::Slack(Duration::from_millis(100)));
+    assert!(slack <= 300 / 32 + 2, "{slack} wake-ups");
+    let deferrable = count(Precision::Deferrable);
+    assert!(deferrable <= 300 / 50 + 2, "{deferrable} wake-ups");
+}
+
+/// The owner's default slack applies to timers that do not say, from their next arming; an
+/// explicit precision overrides it; `precision` reads back what was set.
+#[test]
+fn the_owner_default_slack_applies_to_default_timers() {
+    let sim = Sim::new();
+    let a = sim.create(Precision::Default);
+    let b = sim.create(Precision::Precise);
+    assert_eq!(sim.owner.precision(a).unwrap(), Precision::Default);
+    assert_eq!(sim.owner.default_slack(), None);
+    sim.owner
+        .set_default_slack(Some(Duration::from_millis(100)));
+    assert_eq!(sim.owner.default_slack(), Some(Duration::from_millis(100)));
+    let t = sim.now();
+    sim.arm(a, 1_000 * MS + 7);
+    sim.arm(b, 1_000 * MS + 7);
+    // The precise timer's expiry is the earliest deadline; the slack one's is a granule
+    // boundary after it.
+    let tick_of = |ns: u64| ns.div_ceil(TICK) * TICK;
+    assert_eq!(
+        sim.timers.next_deadline(),
+        Some(tick_of(t + 1_000 * MS + 7))
+    );
+    sim.owner.delete(b).unwrap();
+    let d = sim.timers.next_deadline().unwrap();
+    assert!(d > t + 1_000 * MS + 7 && d < t + 1_100 * MS, "{d}");
+    assert_eq!(d % (32_768 * TICK), 0, "on a 8^5-tick boundary");
+    assert_eq!(
+        sim.owner
+            .set_precision(TimerId::new(999).unwrap(), Precision::Precise),
+        Err(Error::UnknownTimer)
+    );
+}
+
+/// `set_precision` on an armed timer places it again at once: a precise timer made
+/// deferrable stops setting the deadline, and back.
+#[test]
+fn set_precision_moves_an_armed_timer() {
+    let sim = Sim::new();
+    let id = sim.create(Precision::Precise);
+    let at = sim.arm(id, 10 * MS);
+    assert_eq!(sim.timers.next_deadline(), Some(at));
+    sim.owner.set_precision(id, Precision::Deferrable).unwrap();
+    assert_eq!(sim.timers.next_deadline(), Some(at + MAX_DEFERRAL));
+    sim.owner.set_precision(id, Precision::Precise).unwrap();
+    assert_eq!(sim.timers.next_deadline(), Some(at));
+}
+
+/// A checkpoint records each timer's precision and a restore sets it again.
+#[test]
+fn checkpoint_keeps_the_precision() {
+    let sim = Sim::new();
+    let ps = [
+        Precision::Default,
+        Precision::Precise,
+        Precision::Slack(Duration::from_millis(7)),
+        Precision::Deferrable,
+    ];
+    let ids: Vec<_> = ps.iter().map(|&p| sim.create(p)).collect();
+    let snap = sim.owner.checkpoint();
+    let bytes = snap.encode();
+    let back = crate::checkpoint::Snapshot::decode(&bytes).unwrap();
+    let fresh = sim.timers.owner();
+    let cb = Notify::callback(|_, _| ());
+    fresh.restore(&back, |_| Some(cb.clone())).unwrap();
+    for (id, p) in ids.iter().zip(ps) {
+        assert_eq!(fresh.precision(*id).unwrap(), p);
+    }
+}
