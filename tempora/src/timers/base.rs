@@ -420,9 +420,16 @@ impl Doorbell {
     /// Wakes the driver (R).
     pub(crate) fn ring(&self) {
         // Release: the wheel change that made the ring necessary is visible to the driver
-        // (it also re-reads the wheels under the base lock).
-        self.seq.fetch_add(1, Ordering::Release);
+        // (it also re-reads the wheels under the base lock). SeqCst: a driver running
+        // callbacks re-reads `seq` after flagging it (`driver::Standby::run`), and the ringer
+        // then checks the flag (`Standby::kick`): one of the two must see the other.
+        self.seq.fetch_add(1, Ordering::SeqCst);
         self.queue.wake_all();
+    }
+
+    /// The ring count now, ordered after the caller's earlier SeqCst store (`Standby::run`).
+    pub(crate) fn seq_seqcst(&self) -> u64 {
+        self.seq.load(Ordering::SeqCst)
     }
 
     /// Sleeps until rung (since `token` was taken) or until `deadline` (V).

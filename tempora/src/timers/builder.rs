@@ -203,6 +203,17 @@ impl Builder {
             halt_pending: AtomicBool::new(false),
             owners: std::sync::Mutex::new(Vec::new()),
             stats: Hub::new(self.stats),
+            #[cfg(not(loom))]
+            standby: if self.spare_drivers > 0 && self.clock.is_os_time() {
+                (0..drivers)
+                    .map(|_| driver::Standby::new().map(CachePadded::new))
+                    .collect::<Result<_, _>>()?
+            } else {
+                Box::default()
+            },
+            spare_limit: self.spare_drivers,
+            spares: std::sync::Mutex::new(Vec::new()),
+            takeovers: AtomicU64::new(0),
             max_deferral: u64::try_from(self.max_deferral.as_nanos()).unwrap_or(u64::MAX),
             coarse_lag: self.clock.coarse_lag(crate::clock::ClockId::Monotonic),
             #[cfg(test)]
@@ -282,8 +293,17 @@ impl Drop for Drivers {
         if let Some(w) = &self.watch {
             w.stop();
         }
+        #[cfg(not(loom))]
+        self.core.standby.iter().for_each(|s| s.stop());
         let me = std::thread::current().id();
-        for t in self.threads.drain(..) {
+        let spares = std::mem::take(
+            &mut *self
+                .core
+                .spares
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for t in self.threads.drain(..).chain(spares) {
             // A callback on a driver that drops the last `Timers` cannot join its own thread;
             // that driver sees `shutdown` and ends by itself.
             if t.thread().id() != me {

@@ -65,6 +65,16 @@ pub(crate) struct Core {
     /// entries are pruned as the list grows.
     pub(crate) owners: std::sync::Mutex<Vec<Weak<EventQueue>>>,
     pub(crate) driver_wakeups: AtomicU64,
+    /// One per driver: the spares standing by while it runs callbacks (`driver.rs`,
+    /// "Callbacks that block"); empty without spares.
+    #[cfg(not(loom))]
+    pub(crate) standby: Box<[CachePadded<super::driver::Standby>]>,
+    /// `Builder::spare_drivers`: spares each driver may start.
+    pub(crate) spare_limit: usize,
+    /// The spares' threads, joined when the service stops.
+    pub(crate) spares: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Times a spare took over from a driver busy in a callback.
+    pub(crate) takeovers: AtomicU64,
     /// `Builder::max_deferral`, in ns: how long after its expiry a deferrable timer may wait.
     pub(crate) max_deferral: u64,
     /// How far the clock source's coarse monotonic clock may lag (`ClockSource::coarse_lag`):
@@ -237,6 +247,8 @@ impl Core {
         self.rings
             .fetch_add(self.bells.len() as u64, Ordering::Relaxed);
         (0..self.bells.len()).for_each(|k| self.bells[k].ring());
+        #[cfg(not(loom))]
+        self.standby.iter().for_each(|s| s.kick());
         if let Some(d) = self.deadline.get() {
             d.lower(0);
         }
@@ -250,7 +262,12 @@ impl Core {
         #[cfg(test)]
         self.rings.fetch_add(1, Ordering::Relaxed);
         if !self.bells.is_empty() {
-            self.bells[b % self.bells.len()].ring();
+            let k = b % self.bells.len();
+            self.bells[k].ring();
+            #[cfg(not(loom))]
+            if let Some(s) = self.standby.get(k) {
+                s.kick();
+            }
         } else if let Some(d) = self.deadline.get() {
             let at = if w == MONOTONIC {
                 self.res.tick_start(tick)
@@ -437,6 +454,17 @@ impl Core {
     }
 
     fn poll(&self, now: [u64; CLOCKS]) -> usize {
+        self.poll_then(now, &mut |calls| self.run_calls(calls))
+    }
+
+    /// A poll that leaves what it would run (callbacks, wake-ups) in `out`, for the caller to
+    /// run (a driver runs them after publishing its next deadline: `driver.rs`).
+    pub(crate) fn poll_collect(&self, out: &mut Vec<Call>) -> usize {
+        self.poll_then(self.now_all(), &mut |calls| out.append(calls))
+    }
+
+    /// Polls every base, handing each batch's calls to `after` once no lock is held.
+    fn poll_then(&self, now: [u64; CLOCKS], after: &mut dyn FnMut(&mut Vec<Call>)) -> usize {
         let ticks = now.map(|n| self.res.ticks_floor(n));
         let lazy = LazyNow::from(&*self.clock, now);
         // The thread's batch buffer, taken out for this poll (a callback that polls again
@@ -503,7 +531,7 @@ impl Core {
                 batch.clear();
                 drop(guard);
                 drop(delivering);
-                self.run_calls(&mut calls);
+                after(&mut calls);
                 if complete {
                     break;
                 }
@@ -596,22 +624,25 @@ impl Core {
     }
 
     fn run_calls(&self, calls: &mut Vec<Call>) {
-        for call in calls.drain(..) {
-            let (r, tally) = match call {
-                Call::Callback(cb, id, overrun, tally) => (
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(id, overrun))),
-                    Some(tally),
-                ),
-                Call::Wake(w) => (
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake())),
-                    None,
-                ),
-            };
-            if r.is_err() {
-                self.callback_panics.fetch_add(1, Ordering::Relaxed);
-                if let Some(t) = tally {
-                    t.add(Counter::CallbackPanics, 1);
-                }
+        calls.drain(..).for_each(|c| self.run_call(c));
+    }
+
+    /// Runs one callback or wake-up; a panic in it is caught and counted.
+    pub(crate) fn run_call(&self, call: Call) {
+        let (r, tally) = match call {
+            Call::Callback(cb, id, overrun, tally) => (
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(id, overrun))),
+                Some(tally),
+            ),
+            Call::Wake(w) => (
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake())),
+                None,
+            ),
+        };
+        if r.is_err() {
+            self.callback_panics.fetch_add(1, Ordering::Relaxed);
+            if let Some(t) = tally {
+                t.add(Counter::CallbackPanics, 1);
             }
         }
     }

@@ -1,6 +1,6 @@
 //! The file descriptors an event loop waits on: an eventfd (an owner's readiness fd) and a
 //! timerfd (the service's deadline fd, the realtime-clock watch), as thin calls on `OwnedFd`.
-//! Every call is non-blocking (the fds are made `O_NONBLOCK`) and none allocates.
+//! Every call but `wait` is non-blocking and none allocates.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -62,4 +62,35 @@ pub(crate) fn arm(fd: &OwnedFd, flags: libc::c_int, ns: u64) -> bool {
     };
     // SAFETY: a valid fd we own and a valid itimerspec; the old value is not asked for.
     unsafe { libc::timerfd_settime(fd.as_raw_fd(), flags, &spec, std::ptr::null_mut()) == 0 }
+}
+
+/// Arms a timerfd to fire 1 ns from now and then every `interval_ns` (relative), until
+/// re-armed: what wakes every thread blocked reading it, one expiry each.
+pub(crate) fn arm_every(fd: &OwnedFd, interval_ns: u64) -> bool {
+    const NS: u64 = 1_000_000_000;
+    let ts = |ns: u64| libc::timespec {
+        tv_sec: (ns / NS) as libc::time_t,
+        tv_nsec: (ns % NS) as libc::c_long,
+    };
+    let spec = libc::itimerspec {
+        it_interval: ts(interval_ns),
+        it_value: ts(1),
+    };
+    // SAFETY: a valid fd we own and a valid itimerspec; the old value is not asked for.
+    unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) == 0 }
+}
+
+/// Blocks until a blocking timerfd expires (retrying on `EINTR`); false on any other error.
+pub(crate) fn wait(fd: &OwnedFd) -> bool {
+    let mut buf = [0u8; 8];
+    loop {
+        // SAFETY: reads at most 8 bytes into `buf`, which lives for the call.
+        let r = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if r >= 0 {
+            return true;
+        }
+        if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return false;
+        }
+    }
 }

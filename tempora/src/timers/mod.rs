@@ -107,6 +107,8 @@ pub(crate) mod sleep;
 pub(crate) mod types;
 
 #[cfg(all(test, not(loom)))]
+mod blocking_tests;
+#[cfg(all(test, not(loom)))]
 mod precision_tests;
 #[cfg(all(test, not(loom)))]
 mod tests;
@@ -234,6 +236,21 @@ impl Timers {
     /// Times a driver thread woke from sleep (each an OS wake-up), since build.
     pub fn driver_wakeups(&self) -> u64 {
         self.core.driver_wakeups.load(Ordering::Relaxed)
+    }
+
+    /// Times a spare driver took the place of a driver that was running callbacks past its
+    /// next deadline (or past an earlier arm), since build ([`Builder::spare_drivers`]).
+    pub fn spare_takeovers(&self) -> u64 {
+        self.core.takeovers.load(Ordering::Relaxed)
+    }
+
+    /// Spare driver threads started so far (they stay, waiting, until the service stops).
+    pub fn spare_threads(&self) -> usize {
+        self.core
+            .spares
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
     }
 
     /// Number of background driver threads.
