@@ -108,3 +108,81 @@ fn without_spares_a_blocked_callback_delays_the_others() {
     assert_eq!(takeovers, 0);
     assert!(max >= BOUND, "only {} ms late", max / MS);
 }
+
+/// A periodic timer whose callback blocks for longer than its period: while the callback
+/// runs, a spare takes over and meets the timer due again. The callback must not run twice at
+/// once (the next call waits, its overrun counting the periods it folds), and once the call
+/// has deleted its own timer, no call of it follows (the folded expiry is dropped, as a
+/// delete drops a queued event). Before calls were serialized per timer, the spare ran the
+/// callback beside itself and the second call's delete failed with `UnknownTimer`.
+#[test]
+fn a_timers_callback_never_runs_beside_itself() {
+    let timers = Timers::builder().build().unwrap();
+    let owner = Arc::new(timers.owner());
+    let inside = Arc::new(AtomicU64::new(0));
+    let overlaps = Arc::new(AtomicU64::new(0));
+    let calls = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let folded = Arc::new(AtomicU64::new(0));
+    let periodic = |o: &Arc<Owner>, delete_after: u64| {
+        let (inside, overlaps, calls, failed, folded) = (
+            inside.clone(),
+            overlaps.clone(),
+            calls.clone(),
+            failed.clone(),
+            folded.clone(),
+        );
+        let me = Arc::downgrade(o);
+        let id = o
+            .create(
+                ClockId::Monotonic,
+                Notify::callback(move |id, overrun| {
+                    if inside.fetch_add(1, O::SeqCst) != 0 {
+                        overlaps.fetch_add(1, O::Relaxed);
+                    }
+                    folded.fetch_add(overrun as u64, O::Relaxed);
+                    std::thread::sleep(Duration::from_millis(3));
+                    let n = calls.fetch_add(1, O::Relaxed) + 1;
+                    if n % delete_after == 0 {
+                        if let Some(o) = me.upgrade() {
+                            if o.delete(id).is_err() {
+                                failed.fetch_add(1, O::Relaxed);
+                            }
+                        }
+                    }
+                    inside.fetch_sub(1, O::SeqCst);
+                }),
+            )
+            .unwrap();
+        // Due every 50 µs: due again many times over while a call sleeps.
+        o.settime(
+            id,
+            SetFlags::RELATIVE,
+            Duration::from_micros(50),
+            Duration::from_micros(50),
+        )
+        .unwrap();
+    };
+    for round in 0..20 {
+        periodic(&owner, 1);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while calls.load(O::Relaxed) < round + 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Calls of a deleted timer still in flight would show here.
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(overlaps.load(O::Relaxed), 0, "a callback ran beside itself");
+    assert_eq!(
+        failed.load(O::Relaxed),
+        0,
+        "a call followed its timer's delete"
+    );
+    assert_eq!(
+        calls.load(O::Relaxed),
+        20,
+        "one call per timer, then its delete"
+    );
+    assert!(timers.spare_takeovers() >= 1, "no spare took over");
+    let _ = folded;
+}

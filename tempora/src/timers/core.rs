@@ -13,8 +13,9 @@ use super::object::{
     callback_of, sink_of, CallbackCell, EventQueue, EventRef, Itimer, ItimerFixed, ItimerInit,
     LockedTimer,
 };
+use super::serial;
 use super::sleep::{SleepCell, SleepState};
-use super::types::{Callback, NotifyKind, Placement};
+use super::types::{NotifyKind, Placement};
 use crate::clock::{ClockId, ClockSource, LazyNow, Resolution, ALL_CLOCKS, CLOCKS};
 use crate::error::Error;
 use crate::registry::Service;
@@ -125,6 +126,10 @@ impl Service for Itimer {
         tally.group.uncharge();
         owner.core.disarm(l);
         l.state.delete();
+        if let Some(cell) = callback_of(l) {
+            // Expiries folded into a running call are stale now (`serial.rs`).
+            cell.serial.drop_folded();
+        }
         // Relaxed: under the timer's lock, which every reader of `callback` holds.
         let cb = l
             .fixed()
@@ -153,8 +158,9 @@ thread_local! {
 /// What a poll runs once it holds no lock: a callback, or a wake-up of a sleep's or a
 /// receiver's task (a waker is user code too).
 pub(crate) enum Call {
-    /// A callback, its timer and overrun, and its owner's tally (a panic is counted there).
-    Callback(Callback, TimerId, i32, Arc<Tally>),
+    /// A callback's call (`serial.rs`), its timer and overrun, and its owner's tally (a panic
+    /// and the deliveries of folded expiries are counted there).
+    Callback(serial::Call, TimerId, i32, Arc<Tally>),
     Wake(Waker),
 }
 
@@ -604,9 +610,13 @@ impl Core {
                         // Its next period, on the base it came from (the poll barrier).
                         let _ = self.apply_on(&mut l, rearm, b);
                         if let Some(cell) = callback_of(&l) {
-                            let tally = sink_of(&l).tally.clone();
-                            tally.delivered(overrun);
-                            calls.push(Call::Callback(cell.f.clone(), l.id(), overrun, tally));
+                            // None: a call of this timer runs (another poller's); it runs the
+                            // callback again for this expiry when it returns.
+                            if let Some(call) = cell.serial.take(overrun) {
+                                let tally = sink_of(&l).tally.clone();
+                                tally.delivered(overrun);
+                                calls.push(Call::Callback(call, l.id(), overrun, tally));
+                            }
                         }
                     }
                 }
@@ -629,20 +639,25 @@ impl Core {
 
     /// Runs one callback or wake-up; a panic in it is caught and counted.
     pub(crate) fn run_call(&self, call: Call) {
-        let (r, tally) = match call {
-            Call::Callback(cb, id, overrun, tally) => (
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(id, overrun))),
-                Some(tally),
-            ),
-            Call::Wake(w) => (
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake())),
-                None,
-            ),
-        };
-        if r.is_err() {
-            self.callback_panics.fetch_add(1, Ordering::Relaxed);
-            if let Some(t) = tally {
-                t.add(Counter::CallbackPanics, 1);
+        match call {
+            Call::Callback(call, id, overrun, tally) => {
+                let mut first = true;
+                call.run(id, overrun, &mut |overrun, panicked| {
+                    if !std::mem::take(&mut first) {
+                        // A run for expiries folded while the call before it ran.
+                        tally.delivered(overrun);
+                    }
+                    if panicked {
+                        self.callback_panics.fetch_add(1, Ordering::Relaxed);
+                        tally.add(Counter::CallbackPanics, 1);
+                    }
+                });
+            }
+            Call::Wake(w) => {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
+                if r.is_err() {
+                    self.callback_panics.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
     }

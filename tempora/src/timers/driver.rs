@@ -26,7 +26,9 @@
 //! usual, and the ring also fires the timerfd at once (`Standby::kick`). The spare then
 //! leads (polls, sleeps, runs callbacks with a spare of its own standing by); the driver,
 //! when its callback returns, finds it was replaced and follows. Callbacks the driver
-//! collected and had not started are in a shared list that the new leader runs too.
+//! collected and had not started are in a shared list that the new leader runs too. A
+//! timer the new leader finds due while its own callback still runs on the old one is not
+//! called beside it: the expiry is folded into that call (`serial.rs`).
 //!
 //! So while fewer than `spare_drivers + 1` callbacks of one driver block at once, a blocked
 //! callback delays no other timer, queue or callback, beyond a thread wake-up (about 1 ms in

@@ -42,7 +42,10 @@
 //!   nothing after its first expiry.
 //! * `Callback` (`SIGEV_THREAD`): a closure run by whoever polls, with no tempora lock held, so
 //!   it may call settime or delete on its own timer. The event is consumed as it is delivered:
-//!   the overrun it gets counts the periods the poll itself was late by.
+//!   the overrun it gets counts the periods the poll itself was late by. A timer's callback
+//!   never runs beside itself, whoever polls: an expiry taken while a call runs is folded into
+//!   one more call when it returns (its overrun counts the folded periods), and dropped if the
+//!   running call set or deleted the timer (`serial.rs`).
 //!
 //! # Firing
 //!
@@ -103,6 +106,7 @@ pub(crate) mod itimer;
 mod notify;
 pub(crate) mod object;
 mod owner;
+mod serial;
 pub(crate) mod sleep;
 pub(crate) mod types;
 

@@ -19,7 +19,8 @@
 //! closes its event queue.
 
 use super::notify::Sink;
-use super::types::{Callback, NotifyKind};
+use super::serial::Serial;
+use super::types::NotifyKind;
 use crate::clock::ClockId;
 use crate::registry::{Locked, Zeroable};
 use crate::registry::{Timer, TimerId};
@@ -88,9 +89,10 @@ pub(crate) struct ItimerFixed {
     pub(crate) precision: AtomicU64,
 }
 
-/// A callback timer's closure and the name a checkpoint records.
+/// A callback timer's closure (with its calls' state: one at a time, `serial.rs`) and the
+/// name a checkpoint records.
 pub(crate) struct CallbackCell {
-    pub(crate) f: Callback,
+    pub(crate) serial: Arc<Serial>,
     pub(crate) name: Option<Arc<str>>,
 }
 

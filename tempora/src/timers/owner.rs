@@ -3,8 +3,11 @@
 use super::core::{placement_of, Core, QUEUE_POISONED};
 use super::itimer::{self, Consumed};
 use super::notify::{self, Event, Registered};
-use super::object::{CallbackCell, EventQueue, Itimer, ItimerInit, LockedTimer};
-use super::types::{self, ItimerSpec, Notify, Placement, Precision, SetFlags, TimerInfo};
+use super::object::{callback_of, CallbackCell, EventQueue, Itimer, ItimerInit, LockedTimer};
+use super::serial::Serial;
+use super::types::{
+    self, ItimerSpec, Notify, NotifyKind, Placement, Precision, SetFlags, TimerInfo,
+};
 use crate::clock::{ClockId, LazyNow, TimeSpec};
 use crate::error::Error;
 use crate::registry::{self, TimerId};
@@ -80,7 +83,10 @@ impl Owner {
             }
         }
         let kind = notify.kind();
-        let cell = |f, name| Some(Box::new(CallbackCell { f, name }));
+        let cell = |f, name| {
+            let serial = Serial::new(f);
+            Some(Box::new(CallbackCell { serial, name }))
+        };
         let callback = match notify {
             Notify::Callback(f) => cell(f, None),
             Notify::NamedCallback(name, f) => cell(f, Some(name)),
@@ -159,6 +165,11 @@ impl Owner {
                 // for grouping (`Precision`): read the coarse clock, an upper bound.
                 if value != 0 && slack / 2 >= core.coarse_lag {
                     now.coarse();
+                }
+            }
+            if l.state.notify == NotifyKind::Callback {
+                if let Some(cell) = callback_of(&l) {
+                    cell.serial.drop_folded();
                 }
             }
             let (state, published) = l.state_and_published();
@@ -263,6 +274,8 @@ impl Owner {
     /// callback is released, and its ID becomes free. A call of its callback that a poll has
     /// already taken (a driver thread's, or another thread's `poll`) is not waited for: it may
     /// run, or still be running, after `delete` returns; the closure is dropped after it.
+    /// Expiries taken while a call runs, and folded into it, are dropped: a callback that
+    /// deletes its own timer is not called again.
     ///
     /// # Errors
     /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
