@@ -420,16 +420,16 @@ impl Doorbell {
     /// Wakes the driver (R).
     pub(crate) fn ring(&self) {
         // Release: the wheel change that made the ring necessary is visible to the driver
-        // (it also re-reads the wheels under the base lock). SeqCst: a driver running
-        // callbacks re-reads `seq` after flagging it (`driver::Standby::run`), and the ringer
-        // then checks the flag (`Standby::kick`): one of the two must see the other.
-        self.seq.fetch_add(1, Ordering::SeqCst);
+        // (it also re-reads the wheels under the base lock). A driver running callbacks
+        // re-reads `seq` after flagging it, and the ringer then checks the flag, each with a
+        // SeqCst fence between (`driver::Handover`): one of the two sees the other.
+        self.seq.fetch_add(1, Ordering::Release);
         self.queue.wake_all();
     }
 
-    /// The ring count now, ordered after the caller's earlier SeqCst store (`Standby::run`).
-    pub(crate) fn seq_seqcst(&self) -> u64 {
-        self.seq.load(Ordering::SeqCst)
+    /// The ring count, read after a SeqCst fence (`driver::Handover::enter`).
+    pub(crate) fn seq_after_fence(&self) -> u64 {
+        self.seq.load(Ordering::Relaxed)
     }
 
     /// Sleeps until rung (since `token` was taken) or until `deadline` (V).

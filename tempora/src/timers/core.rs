@@ -71,6 +71,7 @@ pub(crate) struct Core {
     #[cfg(not(loom))]
     pub(crate) standby: Box<[CachePadded<super::driver::Standby>]>,
     /// `Builder::spare_drivers`: spares each driver may start.
+    #[cfg_attr(loom, allow(dead_code))] // spares are not modelled
     pub(crate) spare_limit: usize,
     /// The spares' threads, joined when the service stops.
     pub(crate) spares: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>,

@@ -51,7 +51,7 @@ use super::core::{Call, Core};
 #[cfg(not(loom))]
 use super::fd;
 use crate::clock::{ClockId, CLOCKS};
-use crate::sync::Ordering;
+use crate::sync::{fence, AtomicU64, Ordering};
 use std::cell::{Cell, RefCell};
 #[cfg(not(loom))]
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -182,7 +182,7 @@ fn follow(core: &Arc<Core>, k: usize) -> bool {
     if let Some(s) = core.standby.get(k) {
         return s.follow(core);
     }
-    let _ = k;
+    let _ = (core, k);
     false
 }
 
@@ -195,16 +195,72 @@ fn set_timer_slack() {
     }
 }
 
+/// The hand-over word of a driver's standby: `generation << 1 | IN_CALLBACKS`. The leader
+/// sets `IN_CALLBACKS` before it runs callbacks and clears it after (a compare-exchange that
+/// fails if a spare took over); a spare takes over with a compare-exchange that clears it and
+/// bumps the generation, so a leader's clear can never succeed after a take-over, even once
+/// the new leader has set the flag again. Loom: `loom_handover_*` below.
+#[derive(Default)]
+pub(crate) struct Handover {
+    state: AtomicU64,
+}
+
+const IN_CALLBACKS: u64 = 1;
+
+impl Handover {
+    /// The leader is about to run callbacks: sets the flag, then re-reads the doorbell, with
+    /// a SeqCst fence between, as the ringer has between its ring and `in_callbacks` (store
+    /// buffering: with the two fences, one of the two sees the other). The word to `leave`
+    /// with, and whether the doorbell rang since `token` (an arm earlier than the deadline
+    /// the leader published).
+    pub(crate) fn enter(&self, bell: &Doorbell, token: u64) -> (u64, bool) {
+        let held = self.state.load(Ordering::Relaxed) | IN_CALLBACKS;
+        self.state.store(held, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        (held, bell.seq_after_fence() != token)
+    }
+
+    /// The leader's callbacks returned: `true` if it still leads.
+    pub(crate) fn leave(&self, held: u64) -> bool {
+        self.state
+            .compare_exchange(
+                held,
+                held & !IN_CALLBACKS,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    /// A ringer's check, after its ring: is the leader running callbacks? (The fence: see
+    /// `enter`.)
+    pub(crate) fn in_callbacks(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.state.load(Ordering::Relaxed) & IN_CALLBACKS != 0
+    }
+
+    /// A spare woken by the fd: takes over if the leader is still running callbacks.
+    pub(crate) fn take_over(&self) -> bool {
+        let cur = self.state.load(Ordering::SeqCst);
+        cur & IN_CALLBACKS != 0
+            && self
+                .state
+                .compare_exchange(
+                    cur,
+                    (cur + 2) & !IN_CALLBACKS,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+    }
+}
+
 /// Driver `k`'s standby ("Callbacks that block" in the module doc): the spares following it,
 /// the timerfd they wait on, and the callbacks it has not run yet.
 #[cfg(not(loom))]
 pub(crate) struct Standby {
-    /// `generation << 1 | IN_CALLBACKS`. The leader sets `IN_CALLBACKS` before it runs
-    /// callbacks and clears it after (a compare-exchange that fails if a spare took over);
-    /// a spare takes over with a compare-exchange that clears it and bumps the generation,
-    /// so a leader's clear can never succeed after a takeover, even once the new leader has
-    /// set the flag again.
-    state: std::sync::atomic::AtomicU64,
+    /// Who leads: `Handover`.
+    state: Handover,
     /// Threads following (blocked on `fd`, or about to be).
     following: std::sync::atomic::AtomicUsize,
     /// Spares started for this driver (at most `Core::spare_limit`).
@@ -218,9 +274,6 @@ pub(crate) struct Standby {
     /// so a leader finishing its callbacks cannot disarm the fd the stop left firing.
     stopped: std::sync::Mutex<bool>,
 }
-
-#[cfg(not(loom))]
-const IN_CALLBACKS: u64 = 1;
 
 #[cfg(not(loom))]
 impl Standby {
@@ -249,10 +302,9 @@ impl Standby {
 
     /// An arm rang the driver: if it is running callbacks, a follower takes over now.
     pub(crate) fn kick(&self) {
-        // SeqCst: with the leader's store of `IN_CALLBACKS` and its re-read of the doorbell
-        // (`run`), and the ring's SeqCst increment before this load, either this load sees
-        // the flag or the leader sees the ring (store buffering: one of them must).
-        if self.state.load(std::sync::atomic::Ordering::SeqCst) & IN_CALLBACKS != 0 {
+        // After the ring's SeqCst increment: either this sees the flag or the leader sees
+        // the ring (`Handover::enter`).
+        if self.state.in_callbacks() {
             self.arm(0, 1);
         }
     }
@@ -285,15 +337,16 @@ impl Standby {
         token: u64,
         deadline: u64,
     ) -> bool {
-        use std::sync::atomic::Ordering::{AcqRel, Relaxed, SeqCst};
+        use std::sync::atomic::Ordering::Relaxed;
         if calls.is_empty() && self.pending().is_empty() {
             return true;
         }
         let guarded = self.following.load(Relaxed) > 0 || self.start_spare(core, k);
-        let held = self.state.load(Relaxed) | IN_CALLBACKS;
+        let mut held = 0;
         if guarded {
-            self.state.store(held, SeqCst);
-            if core.bells[k].seq_seqcst() != token {
+            let rung;
+            (held, rung) = self.state.enter(&core.bells[k], token);
+            if rung {
                 // Rung since the token: something earlier than `deadline` was armed.
                 self.arm(0, 1);
             } else if deadline != NO_EXPIRY {
@@ -312,10 +365,7 @@ impl Standby {
             return true;
         }
         self.arm(0, 0);
-        let kept = self
-            .state
-            .compare_exchange(held, held & !IN_CALLBACKS, AcqRel, Relaxed)
-            .is_ok();
+        let kept = self.state.leave(held);
         if !kept {
             self.following.fetch_add(1, Relaxed);
         }
@@ -325,18 +375,12 @@ impl Standby {
     /// Blocks until the fd fires while the leader runs callbacks, then takes over: `true`;
     /// `false` once the service stops.
     fn follow(&self, core: &Arc<Core>) -> bool {
-        use std::sync::atomic::Ordering::{AcqRel, Relaxed, SeqCst};
+        use std::sync::atomic::Ordering::Relaxed;
         loop {
             if !fd::wait(&self.fd) || core.shutdown.load(Ordering::Acquire) {
                 return false;
             }
-            let cur = self.state.load(SeqCst);
-            if cur & IN_CALLBACKS != 0
-                && self
-                    .state
-                    .compare_exchange(cur, (cur + 2) & !IN_CALLBACKS, AcqRel, Relaxed)
-                    .is_ok()
-            {
+            if self.state.take_over() {
                 self.following.fetch_sub(1, Relaxed);
                 core.takeovers.fetch_add(1, Relaxed);
                 return true;
@@ -489,6 +533,60 @@ mod tests {
                 |_, _| true,
             );
             armer.join().unwrap();
+        });
+    }
+
+    /// A leader about to run callbacks races an arm that rings its doorbell (after the
+    /// leader's token): the leader sees the ring or the ringer sees the leader in callbacks,
+    /// so the spare's timerfd is fired by one of them. Removing either SeqCst fence fails
+    /// it. (The first version used SeqCst loads and stores instead of fences, which the
+    /// memory model also allows; loom models SeqCst accesses as acquire/release only, so it
+    /// could not check that one.)
+    #[test]
+    fn loom_handover_a_ring_is_never_missed() {
+        loom::model(|| {
+            let bell = Arc::new(Doorbell::default());
+            let h = Arc::new(Handover::default());
+            let token = bell.token();
+            let (bell2, h2) = (bell.clone(), h.clone());
+            let ringer = loom::thread::spawn(move || {
+                bell2.ring();
+                h2.in_callbacks()
+            });
+            let (held, rung) = h.enter(&bell, token);
+            let saw = ringer.join().unwrap();
+            assert!(rung || saw, "the ring was missed by both");
+            assert!(h.leave(held));
+        });
+    }
+
+    /// A spare woken by the timerfd races the leader returning from its callbacks: exactly
+    /// one leads afterwards, and a leader replaced once cannot clear the flag of the new
+    /// leader's own callbacks.
+    #[test]
+    fn loom_handover_exactly_one_leads() {
+        loom::model(|| {
+            let bell = Doorbell::default();
+            let h = Arc::new(Handover::default());
+            let (held, _) = h.enter(&bell, bell.token());
+            let h2 = h.clone();
+            let spare = loom::thread::spawn(move || {
+                let took = h2.take_over();
+                if took {
+                    // The new leader runs callbacks of its own.
+                    let bell = Doorbell::default();
+                    let (held2, _) = h2.enter(&bell, bell.token());
+                    (true, Some(held2))
+                } else {
+                    (false, None)
+                }
+            });
+            let kept = h.leave(held);
+            let (took, held2) = spare.join().unwrap();
+            assert!(kept != took, "kept {kept}, took {took}");
+            if let Some(held2) = held2 {
+                assert!(h.leave(held2), "the new leader lost its own flag");
+            }
         });
     }
 }

@@ -66,6 +66,7 @@ pub(crate) fn arm(fd: &OwnedFd, flags: libc::c_int, ns: u64) -> bool {
 
 /// Arms a timerfd to fire 1 ns from now and then every `interval_ns` (relative), until
 /// re-armed: what wakes every thread blocked reading it, one expiry each.
+#[cfg_attr(loom, allow(dead_code))] // the spares' (`driver.rs`)
 pub(crate) fn arm_every(fd: &OwnedFd, interval_ns: u64) -> bool {
     const NS: u64 = 1_000_000_000;
     let ts = |ns: u64| libc::timespec {
@@ -81,6 +82,7 @@ pub(crate) fn arm_every(fd: &OwnedFd, interval_ns: u64) -> bool {
 }
 
 /// Blocks until a blocking timerfd expires (retrying on `EINTR`); false on any other error.
+#[cfg_attr(loom, allow(dead_code))] // the spares' (`driver.rs`)
 pub(crate) fn wait(fd: &OwnedFd) -> bool {
     let mut buf = [0u8; 8];
     loop {
