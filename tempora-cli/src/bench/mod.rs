@@ -18,6 +18,7 @@ mod capi;
 mod checkpoint;
 mod compare;
 mod drivers;
+mod firing;
 mod fork;
 mod machine;
 mod queues;
@@ -627,6 +628,7 @@ pub fn run(opts: &RunOpts) {
             Suite::Service => {
                 service::plan(&mut plan);
                 drivers::plan(&mut plan);
+                firing::plan(&mut plan);
             }
             Suite::Checkpoint => checkpoint::plan(&mut plan),
             Suite::Async => async_::plan(&mut plan),

@@ -125,6 +125,14 @@ pub enum Field {
     P99HoldNs,
     /// stats flush: flushes in the measurement.
     Flushes,
+    /// service server-timeouts: CPU time of the timer threads per second of the run, ms.
+    CpuMsPerS,
+    /// service idle: CPU time of the timer threads over the run, ms.
+    CpuMs,
+    /// service slow-callback: the latest fire, ns.
+    MaxNs,
+    /// service server-timeouts: timers whose expiry fell within the run.
+    Due,
 }
 
 impl Field {
@@ -158,6 +166,10 @@ impl Field {
             Field::MaxHoldNs => "max_hold_ns",
             Field::P99HoldNs => "p99_hold_ns",
             Field::Flushes => "flushes",
+            Field::CpuMsPerS => "cpu_ms_per_s",
+            Field::CpuMs => "cpu_ms",
+            Field::MaxNs => "max_ns",
+            Field::Due => "due",
         }
     }
 }

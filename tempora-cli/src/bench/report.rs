@@ -299,7 +299,7 @@ pub fn html(records: &[Record], machine: &Machine, verdict: &[Verdict]) -> Strin
                     "{n} {}",
                     show(*x, t.unit)
                 ))),
-            v.ratio.map_or("-".into(), |r| format!("{r:.2}x")),
+            v.ratio.map_or("-".into(), super::targets::show_ratio),
             t.goal,
             esc(&status)
         );

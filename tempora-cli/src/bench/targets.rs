@@ -50,6 +50,9 @@ pub enum Reference {
     /// an allowance in the figure's unit: with goal 1 the target is met when tempora's figure
     /// exceeds that row's by at most the allowance.
     Within(&'static str, f64),
+    /// Another of tempora's own implementations' rows of the same case and size (`tempora`,
+    /// precise, against `tempora-slack`'s wake-ups).
+    Own(&'static str),
 }
 
 /// One headline target.
@@ -116,7 +119,7 @@ const fn on(mut t: Target, figure: Field, unit: &'static str) -> Target {
     t
 }
 
-use Reference::{BestPeer, Impl, Limit, OwnField, Within};
+use Reference::{BestPeer, Impl, Limit, Own, OwnField, Within};
 use Size::{Exact, Largest};
 use Suite::{Async, Capi, Checkpoint, Seed, Service, Stats, Wheel};
 
@@ -153,6 +156,25 @@ const fn stats_cost(n: u64) -> Target {
             1.0,
         ),
         "tempora-stats",
+    )
+}
+
+/// A `server-timeouts` target on `imp`'s rows.
+const fn firing(
+    what: &'static str,
+    imp: &'static str,
+    reference: Reference,
+    goal: f64,
+    figure: Field,
+    unit: &'static str,
+) -> Target {
+    of_impl(
+        on(
+            target(what, Service, "server-timeouts", Largest, reference, goal),
+            figure,
+            unit,
+        ),
+        imp,
     )
 }
 
@@ -467,6 +489,65 @@ pub const TARGETS: &[Target] = &[
         ),
         2,
     ),
+    // When timers fire: slack and deferrable timers cut a server's timeout wake-ups 10x, never
+    // early; far-future timers cost no wake-up; a blocked callback delays no other timer past
+    // the documented bound (150 ms, `driver.rs`).
+    firing(
+        "slack wake-ups vs precise",
+        "tempora-slack",
+        Own("tempora"),
+        10.0,
+        Field::WakeupsPerS,
+        "/s",
+    ),
+    firing(
+        "deferrable wake-ups vs precise",
+        "tempora-deferrable",
+        Own("tempora"),
+        10.0,
+        Field::WakeupsPerS,
+        "/s",
+    ),
+    firing(
+        "slack: no early fire",
+        "tempora-slack",
+        Limit(0.5),
+        1.0,
+        Field::Early,
+        "",
+    ),
+    firing(
+        "deferrable: no early fire",
+        "tempora-deferrable",
+        Limit(0.5),
+        1.0,
+        Field::Early,
+        "",
+    ),
+    on(
+        target(
+            "idle: no wake-ups",
+            Service,
+            "idle",
+            Largest,
+            Limit(0.5),
+            1.0,
+        ),
+        Field::Wakeups,
+        "",
+    ),
+    on(
+        target(
+            "blocked callback: others' p99 < 150 ms",
+            Service,
+            "slow-callback",
+            Largest,
+            Limit(150e6),
+            1.0,
+        ),
+        Field::P99Ns,
+        "ns",
+    ),
 ];
 
 /// Met, not met, or not measured in this run (and why).
@@ -570,6 +651,15 @@ fn evaluate(t: &Target, records: &[Record]) -> Verdict {
             .map(|x| (f.key().replace('_', " "), x))
             .ok_or_else(|| format!("no {}", f.key())),
         Reference::Limit(l) => Ok(("limit".to_string(), l)),
+        Reference::Own(name) => {
+            let other = |r: &&Record| same_case(r) && r.n == n && r.imp == name;
+            records
+                .iter()
+                .filter(other)
+                .find_map(|r| value(r, t.figure))
+                .map(|x| (name.to_string(), x))
+                .ok_or_else(|| format!("no {name} row"))
+        }
         Reference::Within(name, allowance) => {
             let other = |r: &&Record| same_case(r) && r.n == n && r.imp == name;
             match records
@@ -624,6 +714,16 @@ pub fn show(x: f64, unit: &str) -> String {
     }
 }
 
+/// A ratio as the verdict prints it: `12.00x`, or `∞` against a figure of 0 (no wake-up, no
+/// early fire).
+pub fn show_ratio(r: f64) -> String {
+    if r.is_infinite() {
+        "∞".into()
+    } else {
+        format!("{r:.2}x")
+    }
+}
+
 /// The verdict block as the terminal shows it.
 pub fn verdict_text(verdict: &[Verdict], machine: &Machine) -> String {
     let mut out = String::from("verdict: tempora against its targets, figures of this run only\n");
@@ -638,7 +738,7 @@ pub fn verdict_text(verdict: &[Verdict], machine: &Machine) -> String {
         let reference = v.reference.as_ref().map_or("-".into(), |(name, x)| {
             format!("{name} {}", show(*x, t.unit))
         });
-        let ratio = v.ratio.map_or("-".into(), |r| format!("{r:.2}x"));
+        let ratio = v.ratio.map_or("-".into(), show_ratio);
         let status = match &v.status {
             Status::Met => {
                 met += 1;
@@ -740,6 +840,41 @@ mod tests {
             .find(|t| t.suite == Capi && t.case == "create-delete")
             .unwrap();
         assert!(matches!(pair.reference, Within("tempora", a) if a == 10.0));
+    }
+
+    #[test]
+    fn firing_targets_read_temporas_own_rows_and_a_zero_meets_a_zero_limit() {
+        let row = |imp: &str, wakeups: f64, early: u64| {
+            let fields = Fields::default()
+                .with(Field::WakeupsPerS, wakeups)
+                .with(Field::Early, early);
+            Row::new(
+                "server-timeouts",
+                imp,
+                100_000,
+                1,
+                Measured::per_op(300.0, 1, fields),
+            )
+            .into_record(Service)
+        };
+        let records = vec![
+            row("tempora", 200.0, 0),
+            row("tempora-slack", 0.5, 0),
+            row("tempora-deferrable", 25.0, 1),
+        ];
+        let v = verdict(&records);
+        let find = |what: &str| v.iter().find(|v| v.target.what == what).unwrap();
+        let slack = find("slack wake-ups vs precise");
+        assert_eq!(slack.status, Status::Met);
+        assert_eq!(slack.ratio, Some(400.0));
+        assert_eq!(
+            find("deferrable wake-ups vs precise").status,
+            Status::NotMet
+        );
+        let early = find("slack: no early fire");
+        assert_eq!(early.status, Status::Met);
+        assert_eq!(show_ratio(early.ratio.unwrap()), "∞");
+        assert_eq!(find("deferrable: no early fire").status, Status::NotMet);
     }
 
     #[test]
