@@ -206,7 +206,7 @@ impl Builder {
             #[cfg(not(loom))]
             standby: if self.spare_drivers > 0 && self.clock.is_os_time() {
                 (0..drivers)
-                    .map(|_| driver::Standby::new().map(CachePadded::new))
+                    .map(|_| super::standby::Standby::new().map(CachePadded::new))
                     .collect::<Result<_, _>>()?
             } else {
                 Box::default()

@@ -13,14 +13,14 @@ use super::object::{
     callback_of, sink_of, CallbackCell, EventQueue, EventRef, Itimer, ItimerFixed, ItimerInit,
     LockedTimer,
 };
-use super::serial;
+use super::serial::Call;
 use super::sleep::{SleepCell, SleepState};
 use super::types::{NotifyKind, Placement};
 use crate::clock::{ClockId, ClockSource, LazyNow, Resolution, ALL_CLOCKS, CLOCKS};
 use crate::error::Error;
 use crate::registry::Service;
-use crate::registry::{Registry, Timer, TimerId, TIMER_POISONED};
-use crate::stats::tally::{Hub, Tally};
+use crate::registry::{Registry, Timer, TIMER_POISONED};
+use crate::stats::tally::Hub;
 use crate::stats::Counter;
 use crate::sync::{thread_index, AtomicBool, AtomicU64, Ordering, Poisoned};
 use crate::wheel::{Key, Mode};
@@ -69,7 +69,7 @@ pub(crate) struct Core {
     /// One per driver: the spares standing by while it runs callbacks (`driver.rs`,
     /// "Callbacks that block"); empty without spares.
     #[cfg(not(loom))]
-    pub(crate) standby: Box<[CachePadded<super::driver::Standby>]>,
+    pub(crate) standby: Box<[CachePadded<super::standby::Standby>]>,
     /// `Builder::spare_drivers`: spares each driver may start.
     #[cfg_attr(loom, allow(dead_code))] // spares are not modelled
     pub(crate) spare_limit: usize,
@@ -154,15 +154,6 @@ type Popped = (usize, Key, Target);
 thread_local! {
     /// Each thread's buffer of popped entries (`Core::poll`).
     static BATCH: Cell<Vec<Popped>> = const { Cell::new(Vec::new()) };
-}
-
-/// What a poll runs once it holds no lock: a callback, or a wake-up of a sleep's or a
-/// receiver's task (a waker is user code too).
-pub(crate) enum Call {
-    /// A callback's call (`serial.rs`), its timer and overrun, and its owner's tally (a panic
-    /// and the deliveries of folded expiries are counted there).
-    Callback(serial::Call, TimerId, i32, Arc<Tally>),
-    Wake(Waker),
 }
 
 /// The monotonic wheel's index: sleeps wait there.

@@ -37,21 +37,25 @@
 //! Costs: two `timerfd_settime` calls per wake-up that runs callbacks, none when it runs
 //! none (queue timers), and no wake-up of anyone unless a callback outlives the deadline.
 //!
-//! The hand-over is decided by one word (`Standby::state`: a generation and an
+//! The hand-over is decided by one word (`standby::Handover`: a generation and an
 //! "in callbacks" bit): the leader sets the bit before its callbacks and clears it after with
 //! a compare-exchange; a spare takes over with a compare-exchange that clears it and bumps
 //! the generation. Exactly one succeeds, and a leader's clear fails after any takeover, even
 //! once the new leader has set the bit again. A ring cannot slip between the deadline the
 //! leader armed and its callbacks: the leader sets the bit and then re-reads the doorbell,
-//! the ringer increments the doorbell and then reads the bit (both SeqCst), so one of them
-//! sees the other and the timerfd fires at once.
+//! the ringer increments the doorbell and then reads the bit, a SeqCst fence between each,
+//! so one of them sees the other and the timerfd fires at once (loom: `standby.rs`). The
+//! standby's state lives in `standby.rs`; this module runs the protocol.
 
 use super::base::{earliest_fire, from_monotonic, Doorbell, NO_EXPIRY};
-use super::core::{Call, Core};
+use super::core::Core;
 #[cfg(not(loom))]
 use super::fd;
+use super::serial::Call;
+#[cfg(not(loom))]
+use super::standby::Standby;
 use crate::clock::{ClockId, CLOCKS};
-use crate::sync::{fence, AtomicU64, Ordering};
+use crate::sync::Ordering;
 use std::cell::{Cell, RefCell};
 #[cfg(not(loom))]
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -168,7 +172,7 @@ fn lead(core: &Arc<Core>, k: usize, n: usize) -> bool {
 fn run_calls(core: &Arc<Core>, k: usize, calls: &mut Vec<Call>, token: u64, deadline: u64) -> bool {
     #[cfg(not(loom))]
     if let Some(s) = core.standby.get(k) {
-        return s.run(core, k, calls, token, deadline);
+        return lead_calls(s, core, k, calls, token, deadline);
     }
     let _ = (k, token, deadline);
     calls.drain(..).for_each(|c| core.run_call(c));
@@ -180,7 +184,7 @@ fn run_calls(core: &Arc<Core>, k: usize, calls: &mut Vec<Call>, token: u64, dead
 fn follow(core: &Arc<Core>, k: usize) -> bool {
     #[cfg(not(loom))]
     if let Some(s) = core.standby.get(k) {
-        return s.follow(core);
+        return follow_standby(s, core);
     }
     let _ = (core, k);
     false
@@ -195,237 +199,108 @@ fn set_timer_slack() {
     }
 }
 
-/// The hand-over word of a driver's standby: `generation << 1 | IN_CALLBACKS`. The leader
-/// sets `IN_CALLBACKS` before it runs callbacks and clears it after (a compare-exchange that
-/// fails if a spare took over); a spare takes over with a compare-exchange that clears it and
-/// bumps the generation, so a leader's clear can never succeed after a take-over, even once
-/// the new leader has set the flag again. Loom: `loom_handover_*` below.
-#[derive(Default)]
-pub(crate) struct Handover {
-    state: AtomicU64,
-}
-
-const IN_CALLBACKS: u64 = 1;
-
-impl Handover {
-    /// The leader is about to run callbacks: sets the flag, then re-reads the doorbell, with
-    /// a SeqCst fence between, as the ringer has between its ring and `in_callbacks` (store
-    /// buffering: with the two fences, one of the two sees the other). The word to `leave`
-    /// with, and whether the doorbell rang since `token` (an arm earlier than the deadline
-    /// the leader published).
-    pub(crate) fn enter(&self, bell: &Doorbell, token: u64) -> (u64, bool) {
-        let held = self.state.load(Ordering::Relaxed) | IN_CALLBACKS;
-        self.state.store(held, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        (held, bell.seq_after_fence() != token)
-    }
-
-    /// The leader's callbacks returned: `true` if it still leads.
-    pub(crate) fn leave(&self, held: u64) -> bool {
-        self.state
-            .compare_exchange(
-                held,
-                held & !IN_CALLBACKS,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            )
-            .is_ok()
-    }
-
-    /// A ringer's check, after its ring: is the leader running callbacks? (The fence: see
-    /// `enter`.)
-    pub(crate) fn in_callbacks(&self) -> bool {
-        fence(Ordering::SeqCst);
-        self.state.load(Ordering::Relaxed) & IN_CALLBACKS != 0
-    }
-
-    /// A spare woken by the fd: takes over if the leader is still running callbacks.
-    pub(crate) fn take_over(&self) -> bool {
-        let cur = self.state.load(Ordering::SeqCst);
-        cur & IN_CALLBACKS != 0
-            && self
-                .state
-                .compare_exchange(
-                    cur,
-                    (cur + 2) & !IN_CALLBACKS,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-    }
-}
-
-/// Driver `k`'s standby ("Callbacks that block" in the module doc): the spares following it,
-/// the timerfd they wait on, and the callbacks it has not run yet.
 #[cfg(not(loom))]
-pub(crate) struct Standby {
-    /// Who leads: `Handover`.
-    state: Handover,
-    /// Threads following (blocked on `fd`, or about to be).
-    following: std::sync::atomic::AtomicUsize,
-    /// Spares started for this driver (at most `Core::spare_limit`).
-    started: std::sync::atomic::AtomicUsize,
-    /// Callbacks collected and not yet run: whoever leads or led runs them, one at a time.
-    pending: std::sync::Mutex<std::collections::VecDeque<Call>>,
-    /// A blocking timerfd on `CLOCK_MONOTONIC`, armed at the leader's deadline while it runs
-    /// callbacks; a follower blocked reading it takes over when it fires.
-    fd: OwnedFd,
-    /// Set by `stop`: every arm of `fd` is made under this lock, and none after it is set,
-    /// so a leader finishing its callbacks cannot disarm the fd the stop left firing.
-    stopped: std::sync::Mutex<bool>,
+/// The leader runs `calls` (and any left by a leader before it) with a follower standing
+/// by, armed to take over at `deadline` (monotonic ns; `NO_EXPIRY`: only if rung).
+/// `false` if one took over (the caller follows from now on).
+fn lead_calls(
+    s: &Standby,
+    core: &Arc<Core>,
+    k: usize,
+    calls: &mut Vec<Call>,
+    token: u64,
+    deadline: u64,
+) -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    if calls.is_empty() && s.pending().is_empty() {
+        return true;
+    }
+    let guarded = s.following.load(Relaxed) > 0 || start_spare(s, core, k);
+    let mut held = 0;
+    if guarded {
+        let rung;
+        (held, rung) = s.state.enter(&core.bells[k], token);
+        if rung {
+            // Rung since the token: something earlier than `deadline` was armed.
+            s.arm(0, 1);
+        } else if deadline != NO_EXPIRY {
+            s.arm(libc::TFD_TIMER_ABSTIME, deadline.max(1));
+        }
+    }
+    s.pending().extend(calls.drain(..));
+    loop {
+        let next = s.pending().pop_front();
+        match next {
+            Some(c) => core.run_call(c),
+            None => break,
+        }
+    }
+    if !guarded {
+        return true;
+    }
+    s.arm(0, 0);
+    let kept = s.state.leave(held);
+    if !kept {
+        s.following.fetch_add(1, Relaxed);
+    }
+    kept
 }
 
 #[cfg(not(loom))]
-impl Standby {
-    pub(crate) fn new() -> std::io::Result<Standby> {
-        Ok(Standby {
-            state: Default::default(),
-            following: Default::default(),
-            started: Default::default(),
-            pending: Default::default(),
-            fd: fd::timerfd(libc::CLOCK_MONOTONIC, false)?,
-            stopped: std::sync::Mutex::new(false),
-        })
-    }
-
-    /// Arms (or with `ns == 0` disarms) the fd, unless the service stopped.
-    fn arm(&self, flags: libc::c_int, ns: u64) {
-        // Nothing panics under this lock (a system call): a poisoned one is intact.
-        let stopped = self
-            .stopped
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !*stopped {
-            fd::arm(&self.fd, flags, ns);
-        }
-    }
-
-    /// An arm rang the driver: if it is running callbacks, a follower takes over now.
-    pub(crate) fn kick(&self) {
-        // After the ring's SeqCst increment: either this sees the flag or the leader sees
-        // the ring (`Handover::enter`).
-        if self.state.in_callbacks() {
-            self.arm(0, 1);
-        }
-    }
-
-    /// The service stops: every follower wakes (the fd fires every millisecond until closed).
-    pub(crate) fn stop(&self) {
-        let mut stopped = self
-            .stopped
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *stopped = true;
-        fd::arm_every(&self.fd, 1_000_000);
-    }
-
-    fn pending(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Call>> {
-        // Nothing panics under this lock (a push, a pop): a poisoned one is intact.
-        self.pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// The leader runs `calls` (and any left by a leader before it) with a follower standing
-    /// by, armed to take over at `deadline` (monotonic ns; `NO_EXPIRY`: only if rung).
-    /// `false` if one took over (the caller follows from now on).
-    fn run(
-        &self,
-        core: &Arc<Core>,
-        k: usize,
-        calls: &mut Vec<Call>,
-        token: u64,
-        deadline: u64,
-    ) -> bool {
-        use std::sync::atomic::Ordering::Relaxed;
-        if calls.is_empty() && self.pending().is_empty() {
-            return true;
-        }
-        let guarded = self.following.load(Relaxed) > 0 || self.start_spare(core, k);
-        let mut held = 0;
-        if guarded {
-            let rung;
-            (held, rung) = self.state.enter(&core.bells[k], token);
-            if rung {
-                // Rung since the token: something earlier than `deadline` was armed.
-                self.arm(0, 1);
-            } else if deadline != NO_EXPIRY {
-                self.arm(libc::TFD_TIMER_ABSTIME, deadline.max(1));
-            }
-        }
-        self.pending().extend(calls.drain(..));
-        loop {
-            let next = self.pending().pop_front();
-            match next {
-                Some(c) => core.run_call(c),
-                None => break,
-            }
-        }
-        if !guarded {
-            return true;
-        }
-        self.arm(0, 0);
-        let kept = self.state.leave(held);
-        if !kept {
-            self.following.fetch_add(1, Relaxed);
-        }
-        kept
-    }
-
-    /// Blocks until the fd fires while the leader runs callbacks, then takes over: `true`;
-    /// `false` once the service stops.
-    fn follow(&self, core: &Arc<Core>) -> bool {
-        use std::sync::atomic::Ordering::Relaxed;
-        loop {
-            if !fd::wait(&self.fd) || core.shutdown.load(Ordering::Acquire) {
-                return false;
-            }
-            if self.state.take_over() {
-                self.following.fetch_sub(1, Relaxed);
-                core.takeovers.fetch_add(1, Relaxed);
-                return true;
-            }
-            // The leader finished first (a stale expiry): wait again.
-        }
-    }
-
-    /// Starts a spare for driver `k`, following, if fewer than the limit were started.
-    fn start_spare(&self, core: &Arc<Core>, k: usize) -> bool {
-        use std::sync::atomic::Ordering::Relaxed;
-        if self.started.fetch_add(1, Relaxed) >= core.spare_limit {
-            self.started.fetch_sub(1, Relaxed);
+/// Blocks until the fd fires while the leader runs callbacks, then takes over: `true`;
+/// `false` once the service stops.
+fn follow_standby(s: &Standby, core: &Arc<Core>) -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    loop {
+        if !fd::wait(&s.fd) || core.shutdown.load(Ordering::Acquire) {
             return false;
         }
-        self.following.fetch_add(1, Relaxed);
-        let c = core.clone();
-        let n = core.bells.len();
-        let spawned = std::thread::Builder::new()
-            .name(format!("tempora-spare-{k}"))
-            .spawn(move || {
-                set_timer_slack();
-                let body = std::panic::AssertUnwindSafe(|| {
-                    if follow(&c, k) {
-                        run(&c, k, n);
-                    }
-                });
-                if std::panic::catch_unwind(body).is_err() {
-                    c.fail(super::core::DRIVER_DIED);
-                    c.flush_halt();
+        if s.state.take_over() {
+            s.following.fetch_sub(1, Relaxed);
+            core.takeovers.fetch_add(1, Relaxed);
+            return true;
+        }
+        // The leader finished first (a stale expiry): wait again.
+    }
+}
+
+#[cfg(not(loom))]
+/// Starts a spare for driver `k`, following, if fewer than the limit were started.
+fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    if s.started.fetch_add(1, Relaxed) >= core.spare_limit {
+        s.started.fetch_sub(1, Relaxed);
+        return false;
+    }
+    s.following.fetch_add(1, Relaxed);
+    let c = core.clone();
+    let n = core.bells.len();
+    let spawned = std::thread::Builder::new()
+        .name(format!("tempora-spare-{k}"))
+        .spawn(move || {
+            set_timer_slack();
+            let body = std::panic::AssertUnwindSafe(|| {
+                if follow(&c, k) {
+                    run(&c, k, n);
                 }
             });
-        match spawned {
-            Ok(t) => {
-                core.spares
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .push(t);
-                true
+            if std::panic::catch_unwind(body).is_err() {
+                c.fail(super::core::DRIVER_DIED);
+                c.flush_halt();
             }
-            Err(_) => {
-                self.following.fetch_sub(1, Relaxed);
-                self.started.fetch_sub(1, Relaxed);
-                false
-            }
+        });
+    match spawned {
+        Ok(t) => {
+            core.spares
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(t);
+            true
+        }
+        Err(_) => {
+            s.following.fetch_sub(1, Relaxed);
+            s.started.fetch_sub(1, Relaxed);
+            false
         }
     }
 }
@@ -533,60 +408,6 @@ mod tests {
                 |_, _| true,
             );
             armer.join().unwrap();
-        });
-    }
-
-    /// A leader about to run callbacks races an arm that rings its doorbell (after the
-    /// leader's token): the leader sees the ring or the ringer sees the leader in callbacks,
-    /// so the spare's timerfd is fired by one of them. Removing either SeqCst fence fails
-    /// it. (The first version used SeqCst loads and stores instead of fences, which the
-    /// memory model also allows; loom models SeqCst accesses as acquire/release only, so it
-    /// could not check that one.)
-    #[test]
-    fn loom_handover_a_ring_is_never_missed() {
-        loom::model(|| {
-            let bell = Arc::new(Doorbell::default());
-            let h = Arc::new(Handover::default());
-            let token = bell.token();
-            let (bell2, h2) = (bell.clone(), h.clone());
-            let ringer = loom::thread::spawn(move || {
-                bell2.ring();
-                h2.in_callbacks()
-            });
-            let (held, rung) = h.enter(&bell, token);
-            let saw = ringer.join().unwrap();
-            assert!(rung || saw, "the ring was missed by both");
-            assert!(h.leave(held));
-        });
-    }
-
-    /// A spare woken by the timerfd races the leader returning from its callbacks: exactly
-    /// one leads afterwards, and a leader replaced once cannot clear the flag of the new
-    /// leader's own callbacks.
-    #[test]
-    fn loom_handover_exactly_one_leads() {
-        loom::model(|| {
-            let bell = Doorbell::default();
-            let h = Arc::new(Handover::default());
-            let (held, _) = h.enter(&bell, bell.token());
-            let h2 = h.clone();
-            let spare = loom::thread::spawn(move || {
-                let took = h2.take_over();
-                if took {
-                    // The new leader runs callbacks of its own.
-                    let bell = Doorbell::default();
-                    let (held2, _) = h2.enter(&bell, bell.token());
-                    (true, Some(held2))
-                } else {
-                    (false, None)
-                }
-            });
-            let kept = h.leave(held);
-            let (took, held2) = spare.join().unwrap();
-            assert!(kept != took, "kept {kept}, took {took}");
-            if let Some(held2) = held2 {
-                assert!(h.leave(held2), "the new leader lost its own flag");
-            }
         });
     }
 }

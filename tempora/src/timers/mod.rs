@@ -108,6 +108,7 @@ pub(crate) mod object;
 mod owner;
 mod serial;
 pub(crate) mod sleep;
+mod standby;
 pub(crate) mod types;
 
 #[cfg(all(test, not(loom)))]

@@ -28,8 +28,19 @@
 
 use super::types::Callback;
 use super::TimerId;
+use crate::stats::tally::Tally;
 use crate::sync::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::Waker;
+
+/// What a poll runs once it holds no lock: a callback, or a wake-up of a sleep's or a
+/// receiver's task (a waker is user code too). `Core::run_call` runs one.
+pub(crate) enum Call {
+    /// A callback's call, its timer and overrun, and its owner's tally (a panic and the
+    /// deliveries of folded expiries are counted there).
+    Callback(Running, TimerId, i32, Arc<Tally>),
+    Wake(Waker),
+}
 
 const RUNNING: u64 = 1;
 const FOLDED: u64 = 2;
@@ -52,7 +63,7 @@ impl Serial {
 
     /// An expiry with `overrun` was taken (under the timer's lock): the call to run, or `None`
     /// if one is running and the expiry was folded into it.
-    pub(crate) fn take(self: &Arc<Self>, overrun: i32) -> Option<Call> {
+    pub(crate) fn take(self: &Arc<Self>, overrun: i32) -> Option<Running> {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
             let (next, call) = if s & RUNNING == 0 {
@@ -69,7 +80,7 @@ impl Serial {
                 .state
                 .compare_exchange_weak(s, next, Ordering::Acquire, Ordering::Relaxed)
             {
-                Ok(_) => return call.then(|| Call(Some(self.clone()))),
+                Ok(_) => return call.then(|| Running(Some(self.clone()))),
                 Err(now) => s = now,
             }
         }
@@ -86,9 +97,9 @@ impl Serial {
 
 /// A call taken by `Serial::take`: run it with `run`; dropped unrun (a service stopping with
 /// calls pending), it lets the timer's next expiry be called.
-pub(crate) struct Call(Option<Arc<Serial>>);
+pub(crate) struct Running(Option<Arc<Serial>>);
 
-impl Call {
+impl Running {
     /// Runs the callback with `overrun`, then once more for each fold made meanwhile (`ran`
     /// is told each run's overrun and whether it panicked; panics are caught).
     pub(crate) fn run(mut self, id: TimerId, overrun: i32, ran: &mut dyn FnMut(i32, bool)) {
@@ -132,7 +143,7 @@ impl Serial {
     }
 }
 
-impl Drop for Call {
+impl Drop for Running {
     fn drop(&mut self) {
         if let Some(serial) = self.0.take() {
             // Never run: the folds go with it (nobody would run them), and the timer's next
