@@ -246,14 +246,22 @@ impl Snapshot {
         let name = path
             .file_name()
             .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"))?;
+        // Unique per save, not only per process: two threads saving to one path must not
+        // share (and truncate, or rename away) one temporary file. Created exclusively, so a
+        // leftover of a crashed process with a reused PID is never written through.
+        static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let tmp = dir.join(format!(
-            ".{}.tmp-{}",
+            ".{}.tmp-{}-{}",
             name.to_string_lossy(),
-            std::process::id()
+            std::process::id(),
+            SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         let bytes = self.try_encode()?;
         let written = (|| {
-            let mut f = std::fs::File::create(&tmp)?;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)?;
             f.write_all(&bytes)?;
             f.sync_all()?;
             std::fs::rename(&tmp, path)?;

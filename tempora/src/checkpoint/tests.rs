@@ -452,6 +452,39 @@ fn files_are_written_atomically_and_verified_on_load() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Two threads of one process saving to the same path at once: each save is whole and
+/// succeeds, and the file is one of the two snapshots, never a mix. With the temporary file
+/// named by the process ID alone, the threads shared it: one truncated what the other was
+/// writing, and one's rename moved the other's file away mid-write (its rename then failed).
+#[test]
+fn concurrent_saves_to_one_path_stay_whole() {
+    let dir = std::env::temp_dir().join(format!("tempora-ckpt-race-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("owner.ckpt");
+    let small = Snapshot {
+        timers: Vec::new(),
+        ..sample()
+    };
+    let big = sample();
+    let barrier = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        for snap in [&small, &big] {
+            let (path, barrier) = (&path, &barrier);
+            s.spawn(move || {
+                barrier.wait();
+                for _ in 0..300 {
+                    snap.save_to(path).expect("a save failed");
+                }
+            });
+        }
+    });
+    let got = Snapshot::load_from(&path).unwrap();
+    assert!(got == small || got == big);
+    let left = std::fs::read_dir(&dir).unwrap().count();
+    assert_eq!(left, 1, "temporary files left behind");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `Error::Io` keeps the `io::Error` as its source; errno and equality still work.
 #[test]
 fn io_errors_keep_the_io_error_as_source() {
