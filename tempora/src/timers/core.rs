@@ -154,6 +154,8 @@ type Popped = (usize, Key, Target);
 thread_local! {
     /// Each thread's buffer of popped entries (`Core::poll`).
     static BATCH: Cell<Vec<Popped>> = const { Cell::new(Vec::new()) };
+    /// Each thread's buffer of the calls a batch collected (`Core::poll_then`).
+    static CALLS: Cell<Vec<Call>> = const { Cell::new(Vec::new()) };
 }
 
 /// The monotonic wheel's index: sleeps wait there.
@@ -465,12 +467,12 @@ impl Core {
     fn poll_then(&self, now: [u64; CLOCKS], after: &mut dyn FnMut(&mut Vec<Call>)) -> usize {
         let ticks = now.map(|n| self.res.ticks_floor(n));
         let lazy = LazyNow::from(&*self.clock, now);
-        // The thread's batch buffer, taken out for this poll (a callback that polls again
-        // takes an empty one) and put back at the end: a poll allocates nothing once its
-        // thread has polled before.
+        // The thread's batch and calls buffers, taken out for this poll (a callback that polls
+        // again takes empty ones) and put back at the end: a poll allocates nothing once its
+        // thread has polled before (`after` leaves `calls` empty).
         let mut batch = BATCH.with(Cell::take);
         batch.reserve(self.batch);
-        let mut calls = Vec::new();
+        let mut calls = CALLS.with(Cell::take);
         let mut fired = 0;
         let n = self.bases.len();
         let first = self.my_base();
@@ -536,6 +538,9 @@ impl Core {
             }
         }
         BATCH.with(|b| b.set(batch));
+        debug_assert!(calls.is_empty(), "`after` takes every call");
+        calls.clear();
+        CALLS.with(|c| c.set(calls));
         self.flush_halt();
         fired
     }
