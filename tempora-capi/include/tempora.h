@@ -23,6 +23,30 @@
 #endif
 
 /*
+ `tempora_timer_set_precision`'s `kind`: the owner's default (`tempora_owner_set_default_slack`),
+ read at each arming; precise unless the owner has a default slack.
+ */
+#define TEMPORA_PRECISION_DEFAULT 0
+
+/*
+ `tempora_timer_set_precision`'s `kind`: fires within one tick of its expiry.
+ */
+#define TEMPORA_PRECISION_PRECISE 1
+
+/*
+ `tempora_timer_set_precision`'s `kind`: may fire up to `slack_ns` after its expiry, never
+ before (Linux's `PR_SET_TIMERSLACK`, per timer), sharing wake-ups with timers due near it.
+ */
+#define TEMPORA_PRECISION_SLACK 2
+
+/*
+ `tempora_timer_set_precision`'s `kind`: never causes a wake-up by itself; fires when a
+ driver is awake anyway, or `max_deferral_ns` after its expiry (the kernel's
+ `TIMER_DEFERRABLE`), never before its expiry.
+ */
+#define TEMPORA_PRECISION_DEFERRABLE 3
+
+/*
  The `notify` of a `tempora_sigevent`: an event on the owner's queue
  (`tempora_event_wait`, `tempora_event_try`, `tempora_owner_event_fd`), with the kernel's
  signal rules (one pending event per timer, overruns counted). `SIGEV_SIGNAL`'s value.
@@ -100,6 +124,18 @@ typedef struct tempora_config {
      a create then fails with `EAGAIN` when every ID is in use.
      */
     uint32_t id_bits;
+    /*
+     Threads per driver that stand by to take its place while it runs `SIGEV_THREAD`
+     functions, so that one that blocks delays no other timer: -1 for the default (4); 0
+     for none. Started on first need.
+     */
+    int32_t spare_drivers;
+    /*
+     How long after its expiry a `TEMPORA_PRECISION_DEFERRABLE` timer may wait for a driver
+     that is awake anyway, in nanoseconds: 0 for the default (1 s), `UINT64_MAX` for no
+     bound (it then waits for as long as nothing else wakes a driver).
+     */
+    uint64_t max_deferral_ns;
 } tempora_config;
 
 /*
@@ -177,8 +213,8 @@ extern "C" {
 #endif // __cplusplus
 
 /*
- Fills `*config` with the defaults: a base per CPU, one driver thread, a 1 µs tick, 31-bit
- IDs.
+ Fills `*config` with the defaults: a base per CPU, one driver thread with 4 spares, a 1 µs
+ tick, 31-bit IDs, a 1 s `max_deferral_ns`.
  Returns 0, or -1 with `errno` `EFAULT` if `config` is NULL.
 
  # Safety
@@ -189,8 +225,8 @@ int tempora_config_init(struct tempora_config *config);
 /*
  Starts a timer service with `config` (NULL for the defaults). Returns it, to be freed with
  `tempora_free`, or NULL with `errno`: `EINVAL` for an invalid setting (`drivers` below -1
- or more than the bases, more than 65536 bases, `id_bits` above 31), `EAGAIN` or another OS errno if a
- driver thread cannot start.
+ or more than the bases, more than 65536 bases, `id_bits` above 31, `spare_drivers` below
+ -1), `EAGAIN` or another OS errno if a driver thread cannot start.
 
  # Safety
  `config` is NULL or points to a readable `tempora_config`.
@@ -309,6 +345,45 @@ int tempora_timer_getoverrun(const struct tempora_owner_t *owner, tempora_timer_
  `owner` is NULL or live.
  */
 int tempora_timer_delete(const struct tempora_owner_t *owner, tempora_timer_t timer);
+
+/*
+ Sets when `timer` may fire after its expiry: `kind` is `TEMPORA_PRECISION_DEFAULT`,
+ `_PRECISE`, `_SLACK` (with `slack_ns` > 0: any time in [expiry, expiry + slack_ns]) or
+ `_DEFERRABLE`; `slack_ns` is 0 for the others. An armed timer is placed again at once; no
+ kind ever fires a timer early. Returns 0, or -1 with `errno` `EINVAL` (NULL owner, an
+ unknown timer, another `kind`, a `slack_ns` that is negative, 0 for `_SLACK` or not 0 for
+ another kind).
+
+ # Safety
+ `owner` is NULL or live.
+ */
+int tempora_timer_set_precision(const struct tempora_owner_t *owner,
+                                tempora_timer_t timer,
+                                int kind,
+                                int64_t slack_ns);
+
+/*
+ Reads `timer`'s precision as `tempora_timer_set_precision` set it: its kind into `*kind`
+ and its slack (0 unless `TEMPORA_PRECISION_SLACK`) into `*slack_ns`. Returns 0, or -1 with
+ `errno` `EINVAL` (NULL owner, an unknown timer) or `EFAULT` (NULL `kind` or `slack_ns`).
+
+ # Safety
+ `owner` is NULL or live; `kind` and `slack_ns` are NULL or writable.
+ */
+int tempora_timer_get_precision(const struct tempora_owner_t *owner,
+                                tempora_timer_t timer,
+                                int *kind,
+                                int64_t *slack_ns);
+
+/*
+ Sets the slack of `owner`'s timers whose precision is `TEMPORA_PRECISION_DEFAULT` (the
+ default for every timer), read at each arming: `slack_ns` > 0 makes them slack timers, 0
+ precise again. Returns 0, or -1 with `errno` `EINVAL` (NULL owner, a negative `slack_ns`).
+
+ # Safety
+ `owner` is NULL or live.
+ */
+int tempora_owner_set_default_slack(const struct tempora_owner_t *owner, int64_t slack_ns);
 
 /*
  `prctl(PR_TIMER_CREATE_RESTORE_IDS, op)` for one owner: `TEMPORA_RESTORE_IDS_ON` makes

@@ -8,7 +8,10 @@
  * What maps, and how it differs from the kernel's timers:
  *   timer_create     SIGEV_NONE and SIGEV_THREAD (sigev_notify_function, sigev_value).
  *                    SIGEV_THREAD's function runs on tempora's driver thread, not on a new
- *                    thread per expiry (sigev_notify_attributes is ignored): keep it short.
+ *                    thread per expiry (sigev_notify_attributes is ignored); one that blocks
+ *                    hands the driver to a spare thread, so other timers still fire (up to
+ *                    4 blocked at once: tempora_config's spare_drivers). A timer's function
+ *                    never runs twice at once: expiries meanwhile make one more call.
  *                    SIGEV_SIGNAL and SIGEV_THREAD_ID fail with ENOTSUP: tempora delivers no
  *                    signals; use tempora.h's TEMPORA_SIGEV_QUEUE and the owner's event fd.
  *                    A NULL sigevent (SIGEV_SIGNAL with SIGALRM) fails likewise.

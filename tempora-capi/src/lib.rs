@@ -41,7 +41,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 use tempora::checkpoint::Snapshot;
 use tempora::clock::{ClockId, TimeSpec};
-use tempora::{Error, Notify, Owner, SetFlags, TimerId, Timers};
+use tempora::{Error, Notify, Owner, Precision, SetFlags, TimerId, Timers};
 
 /// A timer's ID within its owner (POSIX's `timer_t`): non-negative, unique per owner.
 pub type tempora_timer_t = i32;
@@ -74,7 +74,28 @@ pub struct tempora_config {
     /// of `tempora_timer_t`'s non-negative values). A smaller space caps each owner's timers:
     /// a create then fails with `EAGAIN` when every ID is in use.
     pub id_bits: u32,
+    /// Threads per driver that stand by to take its place while it runs `SIGEV_THREAD`
+    /// functions, so that one that blocks delays no other timer: -1 for the default (4); 0
+    /// for none. Started on first need.
+    pub spare_drivers: i32,
+    /// How long after its expiry a `TEMPORA_PRECISION_DEFERRABLE` timer may wait for a driver
+    /// that is awake anyway, in nanoseconds: 0 for the default (1 s), `UINT64_MAX` for no
+    /// bound (it then waits for as long as nothing else wakes a driver).
+    pub max_deferral_ns: u64,
 }
+
+/// `tempora_timer_set_precision`'s `kind`: the owner's default (`tempora_owner_set_default_slack`),
+/// read at each arming; precise unless the owner has a default slack.
+pub const TEMPORA_PRECISION_DEFAULT: c_int = 0;
+/// `tempora_timer_set_precision`'s `kind`: fires within one tick of its expiry.
+pub const TEMPORA_PRECISION_PRECISE: c_int = 1;
+/// `tempora_timer_set_precision`'s `kind`: may fire up to `slack_ns` after its expiry, never
+/// before (Linux's `PR_SET_TIMERSLACK`, per timer), sharing wake-ups with timers due near it.
+pub const TEMPORA_PRECISION_SLACK: c_int = 2;
+/// `tempora_timer_set_precision`'s `kind`: never causes a wake-up by itself; fires when a
+/// driver is awake anyway, or `max_deferral_ns` after its expiry (the kernel's
+/// `TIMER_DEFERRABLE`), never before its expiry.
+pub const TEMPORA_PRECISION_DEFERRABLE: c_int = 3;
 
 /// The `notify` of a `tempora_sigevent`: an event on the owner's queue
 /// (`tempora_event_wait`, `tempora_event_try`, `tempora_owner_event_fd`), with the kernel's
@@ -387,8 +408,8 @@ fn path_of<'a>(path: *const c_char) -> Result<&'a Path, Failure> {
 // ---------------------------------------------------------------------------------------
 // The service and its owners.
 
-/// Fills `*config` with the defaults: a base per CPU, one driver thread, a 1 µs tick, 31-bit
-/// IDs.
+/// Fills `*config` with the defaults: a base per CPU, one driver thread with 4 spares, a 1 µs
+/// tick, 31-bit IDs, a 1 s `max_deferral_ns`.
 /// Returns 0, or -1 with `errno` `EFAULT` if `config` is NULL.
 ///
 /// # Safety
@@ -404,6 +425,8 @@ pub unsafe extern "C" fn tempora_config_init(config: *mut tempora_config) -> c_i
                 drivers: -1,
                 tick_ns: 0,
                 id_bits: 0,
+                spare_drivers: -1,
+                max_deferral_ns: 0,
             })
         };
         Ok(0)
@@ -412,8 +435,8 @@ pub unsafe extern "C" fn tempora_config_init(config: *mut tempora_config) -> c_i
 
 /// Starts a timer service with `config` (NULL for the defaults). Returns it, to be freed with
 /// `tempora_free`, or NULL with `errno`: `EINVAL` for an invalid setting (`drivers` below -1
-/// or more than the bases, more than 65536 bases, `id_bits` above 31), `EAGAIN` or another OS errno if a
-/// driver thread cannot start.
+/// or more than the bases, more than 65536 bases, `id_bits` above 31, `spare_drivers` below
+/// -1), `EAGAIN` or another OS errno if a driver thread cannot start.
 ///
 /// # Safety
 /// `config` is NULL or points to a readable `tempora_config`.
@@ -443,6 +466,27 @@ pub unsafe extern "C" fn tempora_new(config: *const tempora_config) -> *mut temp
             }
             if c.id_bits != 0 {
                 b.id_bits(c.id_bits);
+            }
+            match c.spare_drivers {
+                -1 => {}
+                n if n >= 0 => {
+                    b.spare_drivers(n as usize);
+                }
+                _ => {
+                    return Err(Failure::new(
+                        libc::EINVAL,
+                        "spare_drivers must be -1 or at least 0",
+                    ))
+                }
+            }
+            match c.max_deferral_ns {
+                0 => {}
+                u64::MAX => {
+                    b.max_deferral(Duration::MAX);
+                }
+                ns => {
+                    b.max_deferral(Duration::from_nanos(ns));
+                }
             }
         }
         let timers = b.build()?;
@@ -646,6 +690,110 @@ pub unsafe extern "C" fn tempora_timer_delete(
 ) -> c_int {
     entry(-1, || {
         owner_of(owner)?.delete(timer_id(timer)?)?;
+        Ok(0)
+    })
+}
+
+/// Sets when `timer` may fire after its expiry: `kind` is `TEMPORA_PRECISION_DEFAULT`,
+/// `_PRECISE`, `_SLACK` (with `slack_ns` > 0: any time in [expiry, expiry + slack_ns]) or
+/// `_DEFERRABLE`; `slack_ns` is 0 for the others. An armed timer is placed again at once; no
+/// kind ever fires a timer early. Returns 0, or -1 with `errno` `EINVAL` (NULL owner, an
+/// unknown timer, another `kind`, a `slack_ns` that is negative, 0 for `_SLACK` or not 0 for
+/// another kind).
+///
+/// # Safety
+/// `owner` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_timer_set_precision(
+    owner: *const tempora_owner_t,
+    timer: tempora_timer_t,
+    kind: c_int,
+    slack_ns: i64,
+) -> c_int {
+    entry(-1, || {
+        let owner = owner_of(owner)?;
+        let id = timer_id(timer)?;
+        let precision = match (kind, slack_ns) {
+            (TEMPORA_PRECISION_SLACK, ns) if ns > 0 => {
+                Precision::Slack(Duration::from_nanos(ns as u64))
+            }
+            (TEMPORA_PRECISION_SLACK, _) => {
+                return Err(Failure::new(libc::EINVAL, "a slack must be above 0 ns"))
+            }
+            (_, ns) if ns != 0 => {
+                return Err(Failure::new(
+                    libc::EINVAL,
+                    "slack_ns is 0 unless kind is TEMPORA_PRECISION_SLACK",
+                ))
+            }
+            (TEMPORA_PRECISION_DEFAULT, _) => Precision::Default,
+            (TEMPORA_PRECISION_PRECISE, _) => Precision::Precise,
+            (TEMPORA_PRECISION_DEFERRABLE, _) => Precision::Deferrable,
+            _ => {
+                return Err(Failure::new(
+                    libc::EINVAL,
+                    "kind must be TEMPORA_PRECISION_DEFAULT, _PRECISE, _SLACK or _DEFERRABLE",
+                ))
+            }
+        };
+        owner.set_precision(id, precision)?;
+        Ok(0)
+    })
+}
+
+/// Reads `timer`'s precision as `tempora_timer_set_precision` set it: its kind into `*kind`
+/// and its slack (0 unless `TEMPORA_PRECISION_SLACK`) into `*slack_ns`. Returns 0, or -1 with
+/// `errno` `EINVAL` (NULL owner, an unknown timer) or `EFAULT` (NULL `kind` or `slack_ns`).
+///
+/// # Safety
+/// `owner` is NULL or live; `kind` and `slack_ns` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_timer_get_precision(
+    owner: *const tempora_owner_t,
+    timer: tempora_timer_t,
+    kind: *mut c_int,
+    slack_ns: *mut i64,
+) -> c_int {
+    entry(-1, || {
+        let owner = owner_of(owner)?;
+        let id = timer_id(timer)?;
+        not_null(kind, "NULL kind")?;
+        not_null(slack_ns, "NULL slack_ns")?;
+        let (k, ns) = match owner.precision(id)? {
+            Precision::Precise => (TEMPORA_PRECISION_PRECISE, 0),
+            Precision::Slack(d) => (
+                TEMPORA_PRECISION_SLACK,
+                i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+            ),
+            Precision::Deferrable => (TEMPORA_PRECISION_DEFERRABLE, 0),
+            _ => (TEMPORA_PRECISION_DEFAULT, 0),
+        };
+        // SAFETY: both non-NULL and writable (the contract).
+        unsafe {
+            kind.write(k);
+            slack_ns.write(ns);
+        }
+        Ok(0)
+    })
+}
+
+/// Sets the slack of `owner`'s timers whose precision is `TEMPORA_PRECISION_DEFAULT` (the
+/// default for every timer), read at each arming: `slack_ns` > 0 makes them slack timers, 0
+/// precise again. Returns 0, or -1 with `errno` `EINVAL` (NULL owner, a negative `slack_ns`).
+///
+/// # Safety
+/// `owner` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn tempora_owner_set_default_slack(
+    owner: *const tempora_owner_t,
+    slack_ns: i64,
+) -> c_int {
+    entry(-1, || {
+        let owner = owner_of(owner)?;
+        if slack_ns < 0 {
+            return Err(Failure::new(libc::EINVAL, "a negative slack"));
+        }
+        owner.set_default_slack((slack_ns > 0).then(|| Duration::from_nanos(slack_ns as u64)));
         Ok(0)
     })
 }

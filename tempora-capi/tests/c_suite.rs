@@ -184,6 +184,12 @@ fn every_errno_path() {
 }
 
 #[test]
+fn precision_kinds_deferral_and_spare_drivers() {
+    let out = run(&build("precision", "", Link::Shared, &[]), &[]);
+    assert!(out.contains("precision ok"), "{out}");
+}
+
+#[test]
 fn pthread_churn_and_callbacks_that_delete_themselves() {
     let out = run(&build("threads", "", Link::Shared, &[]), &[]);
     assert!(out.contains("threads ok"), "{out}");

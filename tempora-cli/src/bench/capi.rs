@@ -112,12 +112,15 @@ struct TemporaC {
 impl TemporaC {
     fn new(n: usize) -> Result<TemporaC, String> {
         let last = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
-        // All zero: a base per CPU, no driver thread, the default tick and ID space.
+        // All zero: a base per CPU, no driver thread (so no spares), the default tick, ID
+        // space and deferral bound.
         let config = tempora_config {
             bases: 0,
             drivers: 0,
             tick_ns: 0,
             id_bits: 0,
+            spare_drivers: 0,
+            max_deferral_ns: 0,
         };
         // SAFETY: `config` is a readable `tempora_config` for the call.
         let service = unsafe { tempora_capi::tempora_new(&config) };
