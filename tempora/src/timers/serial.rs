@@ -101,21 +101,44 @@ pub(crate) struct Running(Option<Arc<Serial>>);
 
 impl Running {
     /// Runs the callback with `overrun`, then once more for each fold made meanwhile (`ran`
-    /// is told each run's overrun and whether it panicked; panics are caught).
+    /// is told each run's overrun and whether it panicked; panics are caught, and their
+    /// payloads dropped under a catch too, as a payload's `Drop` may panic). The token stays
+    /// held until the last run returns, so an unwind out of here (a panicking `ran`) still
+    /// lets the timer's next expiry make a call (`Drop`).
     pub(crate) fn run(mut self, id: TimerId, overrun: i32, ran: &mut dyn FnMut(i32, bool)) {
-        let Some(serial) = self.0.take() else {
+        let Some(serial) = self.0.clone() else {
             return;
         };
         let mut overrun = overrun;
         loop {
             let f = &serial.f;
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(id, overrun)));
-            ran(overrun, r.is_err());
+            let panicked = match r {
+                Ok(()) => false,
+                Err(payload) => {
+                    drop_payload(payload);
+                    true
+                }
+            };
+            ran(overrun, panicked);
             match serial.finish() {
                 Some(again) => overrun = again,
-                None => return,
+                None => {
+                    // Idle again: nothing for `Drop` to reset.
+                    self.0 = None;
+                    return;
+                }
             }
         }
+    }
+}
+
+/// Drops a caught panic's payload; a payload whose `Drop` panics too is leaked.
+fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(payload)))
+    {
+        std::mem::forget(again);
     }
 }
 

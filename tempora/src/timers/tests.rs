@@ -1620,3 +1620,46 @@ fn a_failure_wakes_waiting_tasks_with_no_lock_held() {
         std::task::Poll::Ready(Err(Error::Poisoned(_)))
     ));
 }
+
+/// A callback panics with a payload whose own `Drop` panics, after polling itself so that
+/// its next expiry was folded into the call: the payload was dropped after the fold's re-run
+/// was decided, the unwind left the call marked running, and the callback never ran again
+/// (1 call in 11 periods). Payloads are now dropped under a catch, and an unwind out of a
+/// call resets its state.
+#[test]
+fn a_panic_payload_that_panics_on_drop_does_not_stop_its_timer() {
+    struct Bomb;
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("a payload's drop panics");
+        }
+    }
+    let f = Fx::new();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (c2, clock, timers) = (calls.clone(), f.clock.clone(), f.timers.clone());
+    let id = f
+        .owner
+        .create(
+            ClockId::Monotonic,
+            Notify::callback(move |_, _| {
+                if c2.fetch_add(1, Ordering::SeqCst) == 0 {
+                    clock.advance(ms(1));
+                    timers.poll(); // folds this timer's next expiry into this call
+                    std::panic::panic_any(Bomb);
+                }
+            }),
+        )
+        .unwrap();
+    f.arm(id, ms(1), ms(1));
+    quiet_panics(|| {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.advance(ms(1))));
+        for _ in 0..10 {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.advance(ms(1))));
+        }
+    });
+    assert!(
+        calls.load(Ordering::SeqCst) >= 10,
+        "{} calls in 11 periods",
+        calls.load(Ordering::SeqCst)
+    );
+}
