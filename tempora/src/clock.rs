@@ -180,12 +180,16 @@ fn coarse_id(clock: ClockId) -> Option<libc::clockid_t> {
     }
 }
 
-/// `OsClock::coarse_lag`: three resolutions of the coarse clocks (`clock_getres`, one
+/// `OsClock::coarse_lag`: six resolutions of the coarse clocks (`clock_getres`, one
 /// scheduler tick), read once. A coarse clock is the time of the last tick's timekeeping
-/// update, so on a CPU whose tick runs it lags by at most about one tick; the margin covers
-/// late ticks (1.9 ticks was the largest lag seen on a Linux 6.18 VM at HZ=250, over 10 s of
-/// reads with sleeps between). `u64::MAX` if the resolution is unknown (then no timer uses
-/// the coarse clocks).
+/// update, so while the CPU with that duty ticks it lags by at most about one tick (1.9 ticks
+/// was the largest lag seen on a Linux 6.18 VM at HZ=250, over 10 s of reads with sleeps
+/// between). When that CPU stalls (a long interrupts-off section, a vCPU descheduled), Linux
+/// lets another CPU force the update once its own ticks have seen 5 in a row without one
+/// (`MAX_STALLED_JIFFIES` in `tick-sched.c`): six ticks is that bound plus the tick in
+/// progress. A pause of the whole machine longer than that (every vCPU descheduled) can
+/// exceed it until the first tick after the pause. `u64::MAX` if the resolution is unknown
+/// (then no timer uses the coarse clocks).
 fn os_coarse_lag() -> u64 {
     static LAG: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *LAG.get_or_init(|| {
@@ -198,7 +202,7 @@ fn os_coarse_lag() -> u64 {
         if r != 0 || ts.tv_sec != 0 || ts.tv_nsec <= 0 {
             return u64::MAX;
         }
-        ts.tv_nsec as u64 * 3
+        ts.tv_nsec as u64 * 6
     })
 }
 

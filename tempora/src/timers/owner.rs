@@ -162,8 +162,12 @@ impl Owner {
         let old = self.reg.with_timer(id, |mut l| {
             if let Placement::Slack(slack) = placement_of(&l) {
                 // Room in the slack for the coarse clock's lag, with as much again to spare
-                // for grouping (`Precision`): read the coarse clock, an upper bound.
-                if value != 0 && slack / 2 >= core.coarse_lag {
+                // for grouping (`Precision`): read the coarse clock, an upper bound. Only for
+                // a one-shot arming: a periodic timer's expiry is the base of every later
+                // period, whose re-arms have no reading to compensate, so an expiry moved
+                // later by the bound would make each of them fire up to the lag past its
+                // slack (and shift the whole schedule).
+                if value != 0 && interval == 0 && slack / 2 >= core.coarse_lag {
                     now.coarse();
                 }
             }

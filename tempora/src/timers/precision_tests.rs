@@ -299,3 +299,80 @@ fn checkpoint_keeps_the_precision() {
         assert_eq!(fresh.precision(*id).unwrap(), p);
     }
 }
+
+/// A periodic slack timer armed while the coarse clock reads the exact time (a lag of 0,
+/// which its contract allows, against a declared lag of 4 ms): its every period must fire
+/// within `[intended, intended + slack)`, where the k-th intended expiry is the settime
+/// time plus `value + (k-1)·interval`. The expiry was computed from the coarse reading plus
+/// the lag, up to 4 ms late, and re-arms carried that shift into every period with the full
+/// slack on top: 36.6 ms late with a 33 ms slack. A periodic arming now reads the exact
+/// clock.
+#[test]
+fn a_periodic_slack_timer_keeps_within_its_slack_every_period() {
+    struct CoarseIsExact(ManualClock);
+    impl ClockSource for CoarseIsExact {
+        fn now(&self, c: ClockId) -> u64 {
+            self.0.now(c)
+        }
+        fn is_os_time(&self) -> bool {
+            false
+        }
+        fn now_coarse(&self, c: ClockId) -> Option<u64> {
+            Some(self.0.now(c))
+        }
+        fn coarse_lag(&self, _: ClockId) -> u64 {
+            LAG
+        }
+    }
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_nanos(1_234_567)); // an arbitrary phase
+    let timers = Timers::builder()
+        .clock(CoarseIsExact(clock.clone()))
+        .build()
+        .unwrap();
+    let owner = timers.owner();
+    let fired = Arc::new(Mutex::new(Vec::new()));
+    let (f2, c2) = (fired.clone(), clock.clone());
+    let id = owner
+        .create(
+            ClockId::Monotonic,
+            Notify::callback(move |_, ov| {
+                f2.lock().unwrap().push((c2.now(ClockId::Monotonic), ov))
+            }),
+        )
+        .unwrap();
+    let slack = 33 * MS;
+    owner
+        .set_precision(id, Precision::Slack(Duration::from_nanos(slack)))
+        .unwrap();
+    let period = 100 * MS + 12_345;
+    let t_set = clock.now(ClockId::Monotonic);
+    owner
+        .settime(
+            id,
+            SetFlags::RELATIVE,
+            Duration::from_nanos(period),
+            Duration::from_nanos(period),
+        )
+        .unwrap();
+    for _ in 0..200 {
+        let d = timers.next_deadline().unwrap();
+        let now = clock.now(ClockId::Monotonic);
+        clock.advance(Duration::from_nanos(d.saturating_sub(now)));
+        timers.poll();
+    }
+    let fired = fired.lock().unwrap();
+    assert!(fired.len() >= 150, "{} fires", fired.len());
+    let mut k = 0u64;
+    for &(at, overrun) in fired.iter() {
+        k += 1 + overrun as u64;
+        let intended = t_set + k * period;
+        assert!(at >= intended, "period {k} fired early");
+        assert!(
+            at - intended < slack,
+            "period {k} fired {} µs after its expiry, slack {} µs",
+            (at - intended) / 1000,
+            slack / 1000
+        );
+    }
+}

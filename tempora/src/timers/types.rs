@@ -181,11 +181,18 @@ pub(crate) fn callback_name_error(name: &str) -> Option<&'static str> {
 /// A slack timer's expiry is rounded up to a multiple of the largest wheel granularity
 /// (`8^k` ticks) that fits in its slack, so slack timers due close together fire together,
 /// on one wake-up, and a timer whose wheel level is at most that granularity is placed once
-/// and never moved; a precise one is moved one level finer as its bucket comes due. A slack
-/// of at least twice the coarse clock's resolution also lets `settime` read the coarse clock
-/// ([`ClockSource::now_coarse`](crate::clock::ClockSource::now_coarse)) plus that resolution,
-/// an upper bound of the time, so its expiry is still never early; such a timer's
-/// [`gettime`](super::Owner::gettime) may then read up to one coarse resolution short.
+/// and never moved; a precise one is moved one level finer as its bucket comes due.
+///
+/// A one-shot arming of a slack timer whose slack is at least twice the coarse clock's lag
+/// ([`ClockSource::coarse_lag`](crate::clock::ClockSource::coarse_lag): six resolutions of
+/// `CLOCK_MONOTONIC_COARSE` for the OS clocks, 24 ms at HZ=250, so a slack of 48 ms or
+/// more) reads the coarse clock
+/// ([`ClockSource::now_coarse`](crate::clock::ClockSource::now_coarse)) plus that lag
+/// instead of the exact clock: an upper bound of the time, so the expiry is never early, at
+/// most the lag late, and the other half of the slack still groups. The timer's
+/// [`gettime`](super::Owner::gettime) then reads up to the lag more than the value set, and
+/// the old setting `settime` returns up to the lag less (a due one as 1 ns). A periodic
+/// arming reads the exact clock, as its expiry is the base of every later period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Precision {
