@@ -90,6 +90,9 @@ pub(crate) struct Core {
     /// Test hook: doorbell rings (arms earlier than a driver's sleep, clock steps, shutdown).
     #[cfg(test)]
     pub(crate) rings: AtomicU64,
+    /// Test hook: spares pushed to `spares` less those the service's drop joined.
+    #[cfg(test)]
+    pub(crate) spares_unjoined: std::sync::atomic::AtomicUsize,
 }
 
 /// The service's part of each owner.
@@ -248,7 +251,7 @@ impl Core {
             .fetch_add(self.bells.len() as u64, Ordering::Relaxed);
         (0..self.bells.len()).for_each(|k| self.bells[k].ring());
         #[cfg(not(loom))]
-        self.standby.iter().for_each(|s| s.kick());
+        self.standby.iter().for_each(|s| s.kick(1));
         if let Some(d) = self.deadline.get() {
             d.lower(0);
         }
@@ -266,7 +269,13 @@ impl Core {
             self.bells[k].ring();
             #[cfg(not(loom))]
             if let Some(s) = self.standby.get(k) {
-                s.kick();
+                // Where the entry fires on the standby's monotonic fd: at once for the
+                // other clocks (a rare ring; converting would read every clock).
+                s.kick(if w == MONOTONIC {
+                    self.res.tick_start(tick)
+                } else {
+                    1
+                });
             }
         } else if let Some(d) = self.deadline.get() {
             let at = if w == MONOTONIC {

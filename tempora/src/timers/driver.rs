@@ -20,22 +20,26 @@
 //! wake-up, so a callback's lateness is the driver's. It runs them *after* it has published
 //! its next deadline, as if already asleep, and while it runs them a **spare** stands by
 //! (`Standby`, at most [`Builder::spare_drivers`](super::Builder::spare_drivers) per
-//! driver, started on first need): the driver arms a timerfd at that deadline, and a spare
-//! blocked reading it takes the driver's place when it fires, that is when another timer falls
-//! due while the callbacks still run. An arm earlier than the deadline rings the driver as
-//! usual, and the ring also fires the timerfd at once (`Standby::kick`). The spare then
-//! leads (polls, sleeps, runs callbacks with a spare of its own standing by); the driver,
-//! when its callback returns, finds it was replaced and follows. Callbacks the driver
-//! collected and had not started are in a shared list that the new leader runs too. A
-//! timer the new leader finds due while its own callback still runs on the old one is not
-//! called beside it: the expiry is folded into that call (`serial.rs`).
+//! driver, started on first need): the driver arms a timerfd, and a spare blocked reading
+//! it takes the driver's place when it fires. It fires at that deadline, that is when
+//! another timer falls due while the callbacks still run; `CALL_GRACE_NS` (0.5 ms) after a
+//! call started while other calls of the batch wait behind it; and at the expiry of any arm
+//! earlier than the deadline (the arm rings the driver as usual, and the ring also moves
+//! the timerfd: `Standby::kick`). The spare then leads (polls, sleeps, runs callbacks with a
+//! spare of its own standing by); the driver, when its callback returns, finds it was
+//! replaced and follows. Callbacks the driver collected and had not started are in a
+//! shared list that the new leader runs too. A timer the new leader finds due while its own
+//! callback still runs on the old one is not called beside it: the expiry is folded into
+//! that call (`serial.rs`).
 //!
 //! So while fewer than `spare_drivers + 1` callbacks of one driver block at once, a blocked
-//! callback delays no other timer, queue or callback, beyond a thread wake-up (about 1 ms in
+//! callback delays no other timer, queue or callback beyond a thread wake-up (about 1 ms in
 //! the test `a_blocked_callback_delays_no_other_timer_beyond_the_bound`, against the 200 ms
-//! its callback sleeps). Past that, the remaining callbacks wait for a thread to return.
-//! Costs: two `timerfd_settime` calls per wake-up that runs callbacks, none when it runs
-//! none (queue timers), and no wake-up of anyone unless a callback outlives the deadline.
+//! its callback sleeps), plus the grace for a call queued behind it in the same batch.
+//! Past that, the remaining callbacks wait for a thread to return. Costs: two
+//! `timerfd_settime` calls per wake-up that runs callbacks (and one more per half grace a
+//! batch runs with calls queued), none when it runs none (queue timers), and no wake-up of
+//! anyone unless a callback outlives the deadline, an earlier arm's expiry, or the grace.
 //!
 //! The hand-over is decided by one word (`standby::Handover`: a generation and an
 //! "in callbacks" bit): the leader sets the bit before its callbacks and clears it after with
@@ -44,7 +48,11 @@
 //! once the new leader has set the bit again. A ring cannot slip between the deadline the
 //! leader armed and its callbacks: the leader sets the bit and then re-reads the doorbell,
 //! the ringer increments the doorbell and then reads the bit, a SeqCst fence between each,
-//! so one of them sees the other and the timerfd fires at once (loom: `standby.rs`). The
+//! so one of them sees the other and the timerfd is moved by one of them (loom:
+//! `standby.rs`). Where the timerfd fires is kept with it under one lock
+//! (`standby::FdPlan`): only the current leader moves it (a leader replaced meanwhile
+//! would otherwise disarm the fd its successor armed), and never past a ring's kick (a
+//! re-arm discards a firing nobody has read yet). The
 //! standby's state lives in `standby.rs`; this module runs the protocol.
 
 use super::base::{earliest_fire, from_monotonic, Doorbell, NO_EXPIRY};
@@ -54,6 +62,8 @@ use super::fd;
 use super::serial::Call;
 #[cfg(not(loom))]
 use super::standby::Standby;
+#[cfg(not(loom))]
+use crate::clock::ClockSource;
 use crate::clock::{ClockId, CLOCKS};
 use crate::sync::Ordering;
 use std::cell::{Cell, RefCell};
@@ -200,9 +210,17 @@ fn set_timer_slack() {
 }
 
 #[cfg(not(loom))]
+/// How long a call may hold up the calls queued behind it before a spare takes them over
+/// ("Callbacks that block"): long enough that a batch of quick callbacks runs on one thread
+/// with few re-arms of the standby fd (at most one per half of it), short against the
+/// lateness a blocking callback would cause.
+const CALL_GRACE_NS: u64 = 500_000;
+
+#[cfg(not(loom))]
 /// The leader runs `calls` (and any left by a leader before it) with a follower standing
-/// by, armed to take over at `deadline` (monotonic ns; `NO_EXPIRY`: only if rung).
-/// `false` if one took over (the caller follows from now on).
+/// by, armed to take over at `deadline` (monotonic ns; `NO_EXPIRY`: only if rung), or
+/// `CALL_GRACE_NS` after a call starts while others wait behind it. `false` if one took
+/// over (the caller follows from now on).
 fn lead_calls(
     s: &Standby,
     core: &Arc<Core>,
@@ -215,31 +233,35 @@ fn lead_calls(
     if calls.is_empty() && s.pending().is_empty() {
         return true;
     }
-    let guarded = s.following.load(Relaxed) > 0 || start_spare(s, core, k);
-    let mut held = 0;
-    if guarded {
-        let rung;
-        (held, rung) = s.state.enter(&core.bells[k], token);
-        if rung {
-            // Rung since the token: something earlier than `deadline` was armed.
-            s.arm(0, 1);
-        } else if deadline != NO_EXPIRY {
-            s.arm(libc::TFD_TIMER_ABSTIME, deadline.max(1));
-        }
-    }
     s.pending().extend(calls.drain(..));
+    // Guarded once a follower stands by: decided again before each call while unguarded, as
+    // a leader replaced earlier may start following meanwhile.
+    let mut held = None;
     loop {
-        let next = s.pending().pop_front();
-        match next {
-            Some(c) => core.run_call(c),
-            None => break,
+        let (next, more) = {
+            let mut pending = s.pending();
+            let next = pending.pop_front();
+            (next, !pending.is_empty())
+        };
+        let Some(call) = next else { break };
+        if held.is_none() && (s.following.load(Relaxed) > 0 || start_spare(s, core, k)) {
+            held = Some(s.begin(&core.bells[k], token));
         }
+        if let Some(held) = held {
+            let now = crate::clock::OsClock.now(ClockId::Monotonic);
+            let want = if more {
+                deadline.min(now.saturating_add(CALL_GRACE_NS))
+            } else {
+                deadline
+            };
+            s.cover(held, want, now.saturating_add(CALL_GRACE_NS / 2));
+        }
+        core.run_call(call);
     }
-    if !guarded {
+    let Some(held) = held else {
         return true;
-    }
-    s.arm(0, 0);
-    let kept = s.state.leave(held);
+    };
+    let kept = s.end(held);
     if !kept {
         s.following.fetch_add(1, Relaxed);
     }
@@ -272,6 +294,16 @@ fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
         s.started.fetch_sub(1, Relaxed);
         return false;
     }
+    // Spawned and recorded under the lock, and never once the service is stopping: `Drop`
+    // sets `shutdown` and then takes this list under the same lock to join it.
+    let mut spares = core
+        .spares
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if core.shutdown.load(Ordering::Acquire) {
+        s.started.fetch_sub(1, Relaxed);
+        return false;
+    }
     s.following.fetch_add(1, Relaxed);
     let c = core.clone();
     let n = core.bells.len();
@@ -291,10 +323,9 @@ fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
         });
     match spawned {
         Ok(t) => {
-            core.spares
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(t);
+            spares.push(t);
+            #[cfg(test)]
+            core.spares_unjoined.fetch_add(1, Ordering::SeqCst);
             true
         }
         Err(_) => {

@@ -3,7 +3,7 @@
 //! yet. Kept apart from `driver.rs` so that `Core`, which holds a standby per driver and kicks
 //! it on a ring, does not depend on the drivers' loop.
 
-use super::base::Doorbell;
+use super::base::{Doorbell, NO_EXPIRY};
 #[cfg(not(loom))]
 use super::fd;
 #[cfg(not(loom))]
@@ -56,6 +56,11 @@ impl Handover {
         self.state.load(Ordering::Relaxed) & IN_CALLBACKS != 0
     }
 
+    /// The word as it is now (read under the standby's plan lock, to check who leads).
+    pub(crate) fn word(&self) -> u64 {
+        self.state.load(Ordering::Acquire)
+    }
+
     /// A spare woken by the fd: takes over if the leader is still running callbacks.
     pub(crate) fn take_over(&self) -> bool {
         let cur = self.state.load(Ordering::SeqCst);
@@ -72,6 +77,81 @@ impl Handover {
     }
 }
 
+/// Where the spares' timerfd fires, kept under one lock with the fd's arms so that what the
+/// fd does is what this says. Its rules are apart from the system call so that loom can
+/// check them (`loom_fd_*` below).
+///
+/// - Only the leader of the current session moves the fd (`cover`, checked against the
+///   hand-over word under the lock): a leader replaced meanwhile cannot move the fd its
+///   successor armed.
+/// - A kick (a ring while the leader runs callbacks) lowers `floor`, and no arm of the
+///   session goes later than `floor`: re-arming a timerfd discards a firing nobody has read
+///   yet, so the leader's own arms must never undo a kick.
+/// - `begin` resets `floor` before the leader sets its "in callbacks" flag, so a kick that
+///   sees the flag is recorded after the reset (the lock orders them).
+pub(crate) struct FdPlan {
+    /// Set by `stop`: no arm after it.
+    stopped: bool,
+    /// Where the fd fires (monotonic ns; `NO_EXPIRY`: disarmed).
+    armed: u64,
+    /// The earliest kick of this session.
+    floor: u64,
+}
+
+impl Default for FdPlan {
+    fn default() -> Self {
+        FdPlan {
+            stopped: false,
+            armed: NO_EXPIRY,
+            floor: NO_EXPIRY,
+        }
+    }
+}
+
+impl FdPlan {
+    /// A leader starts a session (before `Handover::enter`).
+    pub(crate) fn begin(&mut self) {
+        self.floor = NO_EXPIRY;
+    }
+
+    /// A ring at `at` (monotonic ns; 1 for "now") while the leader runs callbacks. Where to
+    /// move the fd, if anywhere.
+    pub(crate) fn kick(&mut self, at: u64) -> Option<u64> {
+        self.floor = self.floor.min(at);
+        self.set(at.min(self.armed))
+    }
+
+    /// The leader (holding `held` as read under the lock: `current`) wants a follower woken
+    /// by `want`, and not before `soon` unless something needs it: where to move the fd.
+    /// It moves earlier whenever it must, and later only if it would otherwise fire before
+    /// `soon` (a hand-over nobody needs), never past a kick.
+    pub(crate) fn cover(&mut self, held: u64, current: u64, want: u64, soon: u64) -> Option<u64> {
+        if held != current {
+            return None;
+        }
+        let target = want.min(self.floor);
+        if self.armed > target || (self.armed < soon && self.armed < target) {
+            self.set(target)
+        } else {
+            None
+        }
+    }
+
+    /// The leader's session ended and it still leads: disarm.
+    #[cfg_attr(loom, allow(dead_code))] // `Standby` is not modelled, its plan is
+    pub(crate) fn end(&mut self) -> Option<u64> {
+        self.set(NO_EXPIRY)
+    }
+
+    fn set(&mut self, at: u64) -> Option<u64> {
+        if self.stopped || at == self.armed {
+            return None;
+        }
+        self.armed = at;
+        Some(at)
+    }
+}
+
 /// Driver `k`'s standby ("Callbacks that block" in the module doc): the spares following it,
 /// the timerfd they wait on, and the callbacks it has not run yet.
 #[cfg(not(loom))]
@@ -84,12 +164,11 @@ pub(crate) struct Standby {
     pub(super) started: std::sync::atomic::AtomicUsize,
     /// Callbacks collected and not yet run: whoever leads or led runs them, one at a time.
     pending: std::sync::Mutex<std::collections::VecDeque<Call>>,
-    /// A blocking timerfd on `CLOCK_MONOTONIC`, armed at the leader's deadline while it runs
-    /// callbacks; a follower blocked reading it takes over when it fires.
+    /// A blocking timerfd on `CLOCK_MONOTONIC`, armed while the leader runs callbacks; a
+    /// follower blocked reading it takes over when it fires.
     pub(super) fd: OwnedFd,
-    /// Set by `stop`: every arm of `fd` is made under this lock, and none after it is set,
-    /// so a leader finishing its callbacks cannot disarm the fd the stop left firing.
-    stopped: std::sync::Mutex<bool>,
+    /// Where `fd` fires; every arm of it is made under this lock.
+    plan: std::sync::Mutex<FdPlan>,
 }
 
 #[cfg(not(loom))]
@@ -101,38 +180,72 @@ impl Standby {
             started: Default::default(),
             pending: Default::default(),
             fd: fd::timerfd(libc::CLOCK_MONOTONIC, false)?,
-            stopped: std::sync::Mutex::new(false),
+            plan: Default::default(),
         })
     }
 
-    /// Arms (or with `ns == 0` disarms) the fd, unless the service stopped.
-    pub(super) fn arm(&self, flags: libc::c_int, ns: u64) {
-        // Nothing panics under this lock (a system call): a poisoned one is intact.
-        let stopped = self
-            .stopped
+    /// Runs `f` on the plan and moves the fd where it says, under the lock.
+    fn plan(&self, f: impl FnOnce(&mut FdPlan) -> Option<u64>) {
+        // Nothing panics under this lock (arithmetic and a system call): a poisoned one is
+        // intact.
+        let mut plan = self
+            .plan
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !*stopped {
-            fd::arm(&self.fd, flags, ns);
-        }
+        match f(&mut plan) {
+            Some(NO_EXPIRY) => fd::arm(&self.fd, 0, 0),
+            Some(at) => fd::arm(&self.fd, libc::TFD_TIMER_ABSTIME, at.max(1)),
+            None => true,
+        };
     }
 
-    /// An arm rang the driver: if it is running callbacks, a follower takes over now.
-    pub(crate) fn kick(&self) {
+    /// The leader is about to run callbacks (with the doorbell's `token` from before its
+    /// poll): the word to `leave` with. A ring since the token fires the fd at once.
+    pub(crate) fn begin(&self, bell: &Doorbell, token: u64) -> u64 {
+        self.plan(|p| {
+            p.begin();
+            None
+        });
+        let (held, rung) = self.state.enter(bell, token);
+        if rung {
+            // An arm from another thread, earlier than the deadline published.
+            self.plan(|p| p.kick(1));
+        }
+        held
+    }
+
+    /// The leader holding `held` wants the fd to fire by `want` (monotonic ns), and not
+    /// before `soon` unless a kick asks for it (`FdPlan::cover`).
+    pub(crate) fn cover(&self, held: u64, want: u64, soon: u64) {
+        self.plan(|p| p.cover(held, self.state.word(), want, soon));
+    }
+
+    /// The leader's callbacks returned: `true` if it still leads (then the fd is disarmed).
+    pub(crate) fn end(&self, held: u64) -> bool {
+        let kept = self.state.leave(held);
+        if kept {
+            self.plan(FdPlan::end);
+        }
+        kept
+    }
+
+    /// An arm at `at` (monotonic ns; 1: at once) rang the driver: if it is running
+    /// callbacks, the fd fires by then, so a follower takes over if they still run.
+    pub(crate) fn kick(&self, at: u64) {
         // After the ring's SeqCst increment: either this sees the flag or the leader sees
         // the ring (`Handover::enter`).
         if self.state.in_callbacks() {
-            self.arm(0, 1);
+            self.plan(|p| p.kick(at));
         }
     }
 
     /// The service stops: every follower wakes (the fd fires every millisecond until closed).
     pub(crate) fn stop(&self) {
-        let mut stopped = self
-            .stopped
+        let mut plan = self
+            .plan
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *stopped = true;
+        plan.stopped = true;
         fd::arm_every(&self.fd, 1_000_000);
     }
 
@@ -199,6 +312,100 @@ mod tests {
             assert!(kept != took, "kept {kept}, took {took}");
             if let Some(held2) = held2 {
                 assert!(h.leave(held2), "the new leader lost its own flag");
+            }
+        });
+    }
+
+    /// The standby's fd, as `Standby` moves it: its plan under a lock, with the leader's
+    /// and the ringer's steps in the order `Standby` takes them.
+    struct Model {
+        bell: Doorbell,
+        h: Handover,
+        plan: loom::sync::Mutex<FdPlan>,
+    }
+
+    impl Model {
+        fn new() -> Arc<Model> {
+            Arc::new(Model {
+                bell: Doorbell::default(),
+                h: Handover::default(),
+                plan: loom::sync::Mutex::new(FdPlan::default()),
+            })
+        }
+        fn begin(&self, token: u64) -> u64 {
+            self.plan.lock().unwrap().begin();
+            let (held, rung) = self.h.enter(&self.bell, token);
+            if rung {
+                self.plan.lock().unwrap().kick(1);
+            }
+            held
+        }
+        fn cover(&self, held: u64, want: u64, soon: u64) {
+            let mut p = self.plan.lock().unwrap();
+            let word = self.h.word();
+            p.cover(held, word, want, soon);
+        }
+        fn kick(&self, at: u64) {
+            if self.h.in_callbacks() {
+                self.plan.lock().unwrap().kick(at);
+            }
+        }
+        fn armed(&self) -> u64 {
+            self.plan.lock().unwrap().armed
+        }
+    }
+
+    /// A leader starting its callbacks races an arm due at 10 that rings its doorbell; the
+    /// leader then arms the fd for its own deadline (100). Whatever the order, the fd ends
+    /// up firing by 10: the leader saw the ring, or the kick lowered the session's floor,
+    /// which the leader's later arm does not go past. (A kick overwritten by the leader's
+    /// arm made a timer wait for the deadline; removing the floor fails this model.)
+    #[test]
+    fn loom_fd_a_kick_is_never_undone_by_the_leader() {
+        loom::model(|| {
+            let m = Model::new();
+            let token = m.bell.token();
+            let m2 = m.clone();
+            let ringer = loom::thread::spawn(move || {
+                m2.bell.ring();
+                m2.kick(10);
+            });
+            let held = m.begin(token);
+            // Its call starts at 0 with nothing queued behind it: a fire before 20 would be
+            // a hand-over nobody needs, unless a kick asked for it.
+            m.cover(held, 100, 20);
+            ringer.join().unwrap();
+            assert!(m.armed() <= 10, "the fd fires at {}", m.armed());
+        });
+    }
+
+    /// A leader replaced by a spare (which arms the fd at 50 for its own callbacks) goes on
+    /// with its next call and asks for the fd at 200: it must not move the fd its successor
+    /// armed. (A replaced leader that disarmed the fd made a timer wait for a blocked call;
+    /// dropping the check of who leads fails this model.)
+    #[test]
+    fn loom_fd_a_replaced_leader_does_not_move_the_fd() {
+        loom::model(|| {
+            let m = Model::new();
+            let held = m.begin(m.bell.token());
+            m.cover(held, 100, 0);
+            let m2 = m.clone();
+            let spare = loom::thread::spawn(move || {
+                if m2.h.take_over() {
+                    let held2 = m2.begin(m2.bell.token());
+                    m2.cover(held2, 50, 0);
+                    true
+                } else {
+                    false
+                }
+            });
+            // Its next call starts at 150 with nothing queued behind it.
+            m.cover(held, 200, 175);
+            let took = spare.join().unwrap();
+            if took {
+                assert_eq!(m.armed(), 50, "the replaced leader moved the fd");
+            } else {
+                assert_eq!(m.armed(), 200);
             }
         });
     }
