@@ -106,11 +106,18 @@
 //!
 //! # Storage
 //!
-//! Entries live in a slab (`Vec`) addressed by `u32` index. A [`Key`] packs the index with a
-//! 32-bit generation that is bumped when the entry is freed, so a stale key (removed, fired, or
-//! its entry reused since) is rejected and never acts on another entry. Buckets are intrusive
-//! doubly-linked lists threaded through the slab by index: insert, remove and reschedule are
-//! O(1) and allocate nothing once the slab has grown to the peak population. Each bucket also
+//! The logic above is written once, over a storage of entries (`core.rs`, the `Links`
+//! trait): each entry has list links, an expiry tick and a mode, and the wheel itself holds
+//! only list heads, bitmaps, per-bucket bounds and cursors. Buckets are doubly-linked lists
+//! threaded through the entries; the first entry of a list keeps, in place of a predecessor, a
+//! marker naming its lane and bucket, so no entry stores its bucket. Insert, remove and
+//! reschedule are O(1). Two storages use it: this type's slab, and the timer service's own
+//! timer objects (`timers/base.rs`), which carry their links themselves.
+//!
+//! [`Wheel`]'s entries live in a slab (`Vec`) addressed by `u32` index. A [`Key`] packs the
+//! index with a 32-bit generation that is bumped when the entry is freed, so a stale key
+//! (removed, fired, or its entry reused since) is rejected and never acts on another entry.
+//! Nothing is allocated once the slab has grown to the peak population. Each bucket also
 //! keeps a lower bound of its entries' firing ticks (`min_fire`) for [`Wheel::next_fire`].
 //!
 //! ```text
@@ -118,12 +125,12 @@
 //!  ┌───────────────────────────┐    ┌──────────────────┐      ┌──────┬──────┬──────┬─────┐
 //!  │ bitmap: [u64; MAX_LEVELS] │    │ same shape       │      │  0   │  1   │  2   │ ... │
 //!  │ heads: [u32; 64*L + 2]   ─┼────┼──────────────────┼──▶   │ next │ prev │ gen  │     │
-//!  │   64 buckets per level    │    │                  │      │ expiry  bucket  mode  T  │
+//!  │   64 buckets per level    │    │                  │      │ expiry   mode     T  │
 //!  │   + ready list            │    │                  │      └──────┴──────┴──────┴─────┘
 //!  │   + parked list           │    │                  │       free entries: a list by `next`
 //!  │ min_fire: [u64; 64*L + 2] │    │                  │       32 B per entry for T = u64
-//!  │ park_tick: u64            │    │                  │
-//!  └───────────────────────────┘    └──────────────────┘
+//!  │ park_tick: u64            │    │                  │       prev of a list's first entry:
+//!  └───────────────────────────┘    └──────────────────┘       a marker (lane, bucket)
 //! ```
 //!
 //! # Limits
@@ -141,21 +148,23 @@
 //! | poll / advance | O(levels) per non-empty bucket visited + O(1) per entry fired or re-placed |
 //! | advance with `max` | at most `max` entries fired or re-placed per call |
 
+mod core;
+// Used by the tests until the timer service stores its entries in its timer objects.
+#[cfg(test)]
+pub(crate) mod intrusive;
 mod layout;
 
-use layout::LVL_CLK_SHIFT;
+pub(crate) use self::core::{Core, Links};
 pub use layout::{DEFAULT_LEVELS, LVL_SIZE, MAX_LEVELS, MAX_TICK};
 
-use std::cell::Cell;
 use std::fmt;
 use std::mem::MaybeUninit;
 
-/// Index sentinel: "no entry".
+/// Slab index sentinel: "no entry".
 const NIL: u32 = u32::MAX;
-/// `Entry::bucket` of a free entry.
-const VACANT: u16 = u16::MAX;
-/// Cached-next-expiry sentinel: "nothing armed".
-const NONE: u64 = u64::MAX;
+/// Slab refs with this bit set are head markers (lane in bit 16, bucket below); entry
+/// indices stay below it.
+const MARKER: u32 = 1 << 31;
 
 /// How an entry is placed and whether it can wake anyone. Combine with `|`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -282,7 +291,7 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// One slab entry: 23 bytes plus the payload, padded to a multiple of 8 (or of the payload's
+/// One slab entry: 21 bytes plus the payload, padded to a multiple of 8 (or of the payload's
 /// alignment if larger): 32 bytes for a `u64` payload, so two entries share a cache line and
 /// none straddles two.
 struct Entry<T> {
@@ -290,71 +299,144 @@ struct Entry<T> {
     expiry: u64,
     /// Next entry in the bucket list, or next free entry when vacant.
     next: u32,
-    /// Previous entry in the bucket list (`NIL` at the head).
+    /// Previous entry in the bucket list, a head marker at the front, `NIL` when vacant.
     prev: u32,
     /// Bumped when the entry is freed; a [`Key`] must match it.
     generation: u32,
-    /// `level * 64 + index` for a wheel bucket (its index within the level),
-    /// `Lane::ready_bucket()` or `Lane::parked_bucket()` for a list, `VACANT` when free.
-    bucket: u16,
     mode: Mode,
-    /// Initialized exactly when `bucket != VACANT` (established by `alloc` + `link`, ended by
+    /// Initialized exactly when `prev != NIL` (established by `alloc` + link, ended by
     /// `free`). `MaybeUninit` rather than `Option` because `Option<u64>` would make the entry
     /// 40 bytes: 25% more memory per timer and 3 entries in 8 straddling two cache lines,
     /// which the insert-cancel benchmark showed as extra misses.
     value: MaybeUninit<T>,
 }
 
-/// A lane: the buckets, ready list and parked list of one kind of entry (normal or
-/// deferrable), independent of the other lane's.
-struct Lane {
-    /// One bit per bucket of each level: set iff the bucket's list is non-empty.
-    bitmap: [u64; MAX_LEVELS],
-    /// List heads: `64 * levels` buckets, then the ready list, then the parked list.
-    heads: Box<[u32]>,
-    /// Per bucket, at or before the earliest tick at which one of its entries fires: a
-    /// precise entry's expiry, a coarse entry's visit tick. Set when an entry is linked into
-    /// an empty bucket, lowered by later links, never raised while the bucket is non-empty
-    /// (so a removal may leave it early, never late). See [`Wheel::next_fire`].
-    min_fire: Box<[u64]>,
-    /// Visit tick of the parked list while it is non-empty.
-    park_tick: u64,
+/// The slab: [`Wheel`]'s storage of entries, and its free list.
+struct Slab<T> {
+    entries: Vec<Entry<T>>,
+    free_head: u32,
 }
 
-impl Lane {
-    fn new(levels: usize) -> Lane {
-        Lane {
-            bitmap: [0; MAX_LEVELS],
-            heads: vec![NIL; LVL_SIZE * levels + 2].into_boxed_slice(),
-            min_fire: vec![NONE; LVL_SIZE * levels + 2].into_boxed_slice(),
-            park_tick: NONE,
+impl<T> Links for Slab<T> {
+    type Ref = u32;
+    const NIL: u32 = NIL;
+
+    #[inline]
+    fn marker(lane: usize, bucket: u16) -> u32 {
+        MARKER | (lane as u32) << 16 | bucket as u32
+    }
+
+    #[inline]
+    fn unmark(r: u32) -> Option<(usize, u16)> {
+        (r != NIL && r & MARKER != 0).then_some(((r >> 16) as usize & 1, r as u16))
+    }
+
+    #[inline]
+    fn next(&self, r: u32) -> u32 {
+        self.entries[r as usize].next
+    }
+
+    #[inline]
+    fn set_next(&mut self, r: u32, next: u32) {
+        self.entries[r as usize].next = next;
+    }
+
+    #[inline]
+    fn prev(&self, r: u32) -> u32 {
+        self.entries[r as usize].prev
+    }
+
+    #[inline]
+    fn set_prev(&mut self, r: u32, prev: u32) {
+        self.entries[r as usize].prev = prev;
+    }
+
+    #[inline]
+    fn tick(&self, r: u32) -> u64 {
+        self.entries[r as usize].expiry
+    }
+
+    #[inline]
+    fn set_tick(&mut self, r: u32, tick: u64) {
+        self.entries[r as usize].expiry = tick;
+    }
+
+    #[inline]
+    fn mode(&self, r: u32) -> Mode {
+        self.entries[r as usize].mode
+    }
+
+    #[inline]
+    fn set_mode(&mut self, r: u32, mode: Mode) {
+        self.entries[r as usize].mode = mode;
+    }
+}
+
+impl<T> Slab<T> {
+    /// The slab index of a live entry named by `key`.
+    #[inline]
+    fn live_index(&self, key: Key) -> Option<u32> {
+        let entry = self.entries.get(key.index() as usize)?;
+        (entry.generation == key.generation() && entry.prev != NIL).then_some(key.index())
+    }
+
+    /// Takes a free entry (or a new one) and stores the value; the caller links it at once
+    /// (which sets `prev` and so makes the entry live).
+    fn alloc(&mut self, value: T) -> u32 {
+        if self.free_head != NIL {
+            let index = self.free_head;
+            let entry = &mut self.entries[index as usize];
+            self.free_head = entry.next;
+            // The entry is vacant, so its value is uninitialized: overwriting drops nothing.
+            entry.value = MaybeUninit::new(value);
+            return index;
         }
+        let index = u32::try_from(self.entries.len())
+            .ok()
+            .filter(|&i| i < MARKER)
+            .expect("tempora wheel: more than 2^31 entries");
+        if self.entries.len() == self.entries.capacity() {
+            // Grow by half, not double: averaged over a growth cycle, 0.22 spare entries per
+            // live one instead of `Vec` doubling's 0.39 (5 bytes less per timer), for about
+            // twice the bytes copied by growth in total (amortised O(1) still).
+            let cap = self.entries.capacity();
+            self.entries.reserve_exact((cap / 2).max(16));
+        }
+        self.entries.push(Entry {
+            expiry: 0,
+            next: NIL,
+            prev: NIL,
+            generation: 0,
+            mode: Mode::COARSE,
+            value: MaybeUninit::new(value),
+        });
+        index
     }
 
-    #[inline]
-    fn ready_bucket(&self) -> u16 {
-        (self.heads.len() - 2) as u16
+    /// Frees an unlinked entry and returns its payload. Bumping the generation is what makes
+    /// every key to this entry stale.
+    fn free(&mut self, index: u32) -> T {
+        let entry = &mut self.entries[index as usize];
+        debug_assert!(entry.prev == NIL);
+        // SAFETY: the entry was live (its caller took it from a list, or it is being freed
+        // right after being unlinked), so the value is initialized; `prev == NIL` and the
+        // free list mark it vacant right after, so it is never read again.
+        let value = unsafe { entry.value.assume_init_read() };
+        entry.generation = entry.generation.wrapping_add(1);
+        entry.next = self.free_head;
+        self.free_head = index;
+        value
     }
 
-    #[inline]
-    fn parked_bucket(&self) -> u16 {
-        (self.heads.len() - 1) as u16
-    }
-
-    #[inline]
-    fn ready_head(&self) -> u32 {
-        self.heads[self.heads.len() - 2]
-    }
-
-    #[inline]
-    fn parked_head(&self) -> u32 {
-        self.heads[self.heads.len() - 1]
-    }
-
-    /// Whether `bucket` is a wheel bucket (with a bitmap bit) rather than a list.
-    #[inline]
-    fn is_wheel_bucket(&self, bucket: u16) -> bool {
-        (bucket as usize) < self.heads.len() - 2
+    /// The expired entry `index`, just unlinked, freed.
+    fn fire(&mut self, index: u32) -> Expired<T> {
+        let entry = &self.entries[index as usize];
+        let (key, expiry) = (Key::new(index, entry.generation), entry.expiry);
+        Expired {
+            key,
+            expiry,
+            value: self.free(index),
+        }
     }
 }
 
@@ -409,52 +491,28 @@ impl Builder {
             return Err(ConfigError("start must not exceed MAX_TICK (2^62)"));
         }
         Ok(Wheel {
-            entries: Vec::with_capacity(self.capacity),
-            free_head: NIL,
-            len: 0,
-            clk: self.start,
-            levels: self.levels,
-            lanes: [Lane::new(self.levels), Lane::new(self.levels)],
-            cursor: None,
-            cached_next: Cell::new(NONE),
-            cached_valid: Cell::new(true),
+            core: Core::new(
+                Slab {
+                    entries: Vec::with_capacity(self.capacity),
+                    free_head: NIL,
+                },
+                self.levels,
+                self.start,
+            ),
         })
     }
 }
 
-/// A list being drained by `run`: its lane, its bucket (a wheel bucket, the parked list or
-/// the ready list) and its visit tick. `Wheel::cursor` holds the one a call stopped in (see
-/// "Advancing" in the module doc); `run` also makes one for each ready list it drains.
-#[derive(Clone, Copy, Debug)]
-struct Cursor {
-    lane: usize,
-    bucket: u16,
-    visit: u64,
-}
-
 /// A non-cascading hierarchical timer wheel over payloads `T`. See the [module docs](self).
 pub struct Wheel<T> {
-    entries: Vec<Entry<T>>,
-    free_head: u32,
-    len: usize,
-    /// Every tick `<= clk` has been processed (see "Advancing" in the module doc).
-    clk: u64,
-    levels: usize,
-    lanes: [Lane; 2],
-    /// The bucket a call stopped in before draining it, resumed first by the next call; `None`
-    /// when no call stopped inside a bucket (see "Advancing" in the module doc).
-    cursor: Option<Cursor>,
-    /// Visit tick of the earliest non-deferrable bucket (or `clk` if a ready entry exists), or
-    /// `NONE`; meaningful only while `cached_valid`.
-    cached_next: Cell<u64>,
-    cached_valid: Cell<bool>,
+    core: Core<Slab<T>>,
 }
 
 impl<T> Drop for Wheel<T> {
     fn drop(&mut self) {
         if std::mem::needs_drop::<T>() {
-            for entry in &mut self.entries {
-                if entry.bucket != VACANT {
+            for entry in &mut self.core.links.entries {
+                if entry.prev != NIL {
                     // SAFETY: a live entry's value is initialized and, the wheel being dropped,
                     // never read again.
                     unsafe { entry.value.assume_init_drop() };
@@ -473,9 +531,9 @@ impl<T> Default for Wheel<T> {
 impl<T> fmt::Debug for Wheel<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Wheel")
-            .field("len", &self.len)
-            .field("now", &self.clk)
-            .field("levels", &self.levels)
+            .field("len", &self.len())
+            .field("now", &self.now())
+            .field("levels", &self.levels())
             .field("next_expiry", &self.next_expiry())
             .finish()
     }
@@ -500,51 +558,47 @@ impl<T> Wheel<T> {
     /// bounded drain of a bucket with visit tick `V` it reads `V - 1`.
     #[inline]
     pub fn now(&self) -> u64 {
-        self.clk
+        self.core.now()
     }
 
     /// Number of levels.
     pub fn levels(&self) -> usize {
-        self.levels
+        self.core.levels()
     }
 
     /// Number of live entries.
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.core.len()
     }
 
     /// Whether no entry is live.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// Slab entries allocated (live entries plus free entries plus spare capacity).
     pub fn capacity(&self) -> usize {
-        self.entries.capacity()
+        self.core.links.entries.capacity()
     }
 
     /// Reserves slab entries so the next `additional` inserts do not allocate.
     pub fn reserve(&mut self, additional: usize) {
-        let free = self.entries.len() - self.len;
-        self.entries.reserve(additional.saturating_sub(free));
+        let free = self.core.links.entries.len() - self.core.len();
+        let slab = &mut self.core.links.entries;
+        slab.reserve(additional.saturating_sub(free));
     }
 
     /// Heap bytes of the slab's capacity and the bucket list heads (4 bytes per bucket and
     /// list, per lane), excluding anything the payloads own. The per-bucket firing bounds kept
     /// for [`Wheel::next_fire`] (8 bytes per bucket and list, per lane) are not counted.
     pub fn heap_bytes(&self) -> usize {
-        self.entries.capacity() * std::mem::size_of::<Entry<T>>()
-            + self
-                .lanes
-                .iter()
-                .map(|ln| ln.heads.len() * 4)
-                .sum::<usize>()
+        self.capacity() * std::mem::size_of::<Entry<T>>() + self.core.heads_bytes()
     }
 
-    /// Size of one slab entry in bytes: 23 plus the payload, padded to a multiple of 8 (or of
-    /// the payload's alignment if larger); 24 for a payload of at most one byte, 32 for a
+    /// Size of one slab entry in bytes: 21 plus the payload, padded to a multiple of 8 (or of
+    /// the payload's alignment if larger); 24 for a payload of at most three bytes, 32 for a
     /// `u64`.
     pub const fn entry_size() -> usize {
         std::mem::size_of::<Entry<T>>()
@@ -553,7 +607,7 @@ impl<T> Wheel<T> {
     /// Inserts a [`Mode::COARSE`] entry expiring at tick `expiry`.
     ///
     /// # Panics
-    /// When the slab already holds `u32::MAX - 1` entries.
+    /// When the slab already holds 2^31 entries.
     #[inline]
     pub fn insert(&mut self, expiry: u64, value: T) -> Key {
         self.insert_with(expiry, Mode::COARSE, value)
@@ -563,19 +617,19 @@ impl<T> Wheel<T> {
     /// before [`Wheel::now`] makes the entry ready: the next [`Wheel::poll`] returns it.
     ///
     /// # Panics
-    /// When the slab already holds `u32::MAX - 1` entries.
+    /// When the slab already holds 2^31 entries.
     pub fn insert_with(&mut self, expiry: u64, mode: Mode, value: T) -> Key {
-        let index = self.alloc(expiry, mode, value);
-        self.place(index);
-        Key::new(index, self.entries[index as usize].generation)
+        let index = self.core.links.alloc(value);
+        self.core.link(index, expiry, mode);
+        Key::new(index, self.core.links.entries[index as usize].generation)
     }
 
     /// Removes the entry and returns its payload, or `None` for a stale key.
     #[inline]
     pub fn remove(&mut self, key: Key) -> Option<T> {
-        let index = self.live_index(key)?;
-        self.unlink(index);
-        Some(self.free(index))
+        let index = self.core.links.live_index(key)?;
+        self.core.unlink(index);
+        Some(self.core.links.free(index))
     }
 
     /// Moves a live entry to a new expiry; its key stays valid. Equivalent to remove + insert
@@ -584,52 +638,36 @@ impl<T> Wheel<T> {
     /// # Errors
     /// [`StaleKey`] when the key names no live entry; nothing changes.
     pub fn reschedule(&mut self, key: Key, expiry: u64) -> Result<(), StaleKey> {
-        let index = self.live_index(key).ok_or(StaleKey)?;
-        let entry = &self.entries[index as usize];
-        let lane = entry.mode.lane();
-        let (bucket, visit) = self.bucket_for(lane, expiry, entry.mode.is_precise());
-        if bucket == entry.bucket {
-            // Same bucket, so the same visit tick: the entry stays linked (the kernel's
-            // mod_timer shortcut) and the cached next expiry cannot change. Its firing tick
-            // can: a precise entry moved earlier lowers the bucket's `min_fire`, or
-            // `next_fire` would name the old expiry and a sleeper would wake late. Moved
-            // later, `min_fire` stays (early, never late: its documented invariant).
-            if entry.mode.is_precise() {
-                let min = &mut self.lanes[lane].min_fire[bucket as usize];
-                *min = (*min).min(expiry.max(visit));
-            }
-            self.entries[index as usize].expiry = expiry;
-            return Ok(());
-        }
-        self.unlink(index);
-        self.entries[index as usize].expiry = expiry;
-        self.link(index, lane, bucket, visit);
+        let index = self.core.links.live_index(key).ok_or(StaleKey)?;
+        self.core.reschedule(index, expiry);
         Ok(())
     }
 
     /// The payload of a live entry.
     pub fn get(&self, key: Key) -> Option<&T> {
-        let index = self.live_index(key)?;
-        // SAFETY: `live_index` checked `bucket != VACANT`, so the value is initialized.
-        Some(unsafe { self.entries[index as usize].value.assume_init_ref() })
+        let index = self.core.links.live_index(key)?;
+        let entry = &self.core.links.entries[index as usize];
+        // SAFETY: `live_index` checked `prev != NIL`, so the value is initialized.
+        Some(unsafe { entry.value.assume_init_ref() })
     }
 
     /// The payload of a live entry, mutably.
     pub fn get_mut(&mut self, key: Key) -> Option<&mut T> {
-        let index = self.live_index(key)?;
-        // SAFETY: `live_index` checked `bucket != VACANT`, so the value is initialized.
-        Some(unsafe { self.entries[index as usize].value.assume_init_mut() })
+        let index = self.core.links.live_index(key)?;
+        let entry = &mut self.core.links.entries[index as usize];
+        // SAFETY: `live_index` checked `prev != NIL`, so the value is initialized.
+        Some(unsafe { entry.value.assume_init_mut() })
     }
 
     /// The exact expiry of a live entry.
     pub fn expiry(&self, key: Key) -> Option<u64> {
-        let index = self.live_index(key)?;
-        Some(self.entries[index as usize].expiry)
+        let index = self.core.links.live_index(key)?;
+        Some(self.core.links.entries[index as usize].expiry)
     }
 
     /// Whether the key names a live entry.
     pub fn contains(&self, key: Key) -> bool {
-        self.live_index(key).is_some()
+        self.core.links.live_index(key).is_some()
     }
 
     /// The tick at which the wheel next has work for a non-deferrable entry, or `None` when
@@ -645,14 +683,7 @@ impl<T> Wheel<T> {
     /// call), otherwise O(levels) bitmap operations; no list is walked.
     #[inline]
     pub fn next_expiry(&self) -> Option<u64> {
-        if !self.cached_valid.get() {
-            self.cached_next.set(self.next_visit(0).0);
-            self.cached_valid.set(true);
-        }
-        match self.cached_next.get() {
-            NONE => None,
-            tick => Some(tick),
-        }
+        self.core.next_expiry()
     }
 
     /// The tick at which the wheel next **fires** a non-deferrable entry, or `None` when none is
@@ -664,7 +695,7 @@ impl<T> Wheel<T> {
     ///
     /// Cost: O(levels) bitmap operations (not cached).
     pub fn next_fire(&self) -> Option<u64> {
-        self.lane_next_fire(0)
+        self.core.next_fire(0)
     }
 
     /// The tick at which the wheel next fires a **deferrable** entry, if any would fire were
@@ -673,26 +704,7 @@ impl<T> Wheel<T> {
     /// long they may wait ("at most so long after their expiry") sleeps no later than this
     /// plus its bound.
     pub fn next_deferred_fire(&self) -> Option<u64> {
-        self.lane_next_fire(1)
-    }
-
-    fn lane_next_fire(&self, lane: usize) -> Option<u64> {
-        let ln = &self.lanes[lane];
-        if ln.ready_head() != NIL {
-            return Some(self.clk);
-        }
-        let parked = if ln.parked_head() != NIL {
-            ln.park_tick
-        } else {
-            NONE
-        };
-        // Precise entries of a level's first bucket expire in [visit, visit + gran) and every
-        // later bucket of the level is visited after that: the level's earliest firing is in
-        // its first bucket.
-        let (best, _) = self.scan_levels(lane, (parked, 0), |visit, bucket| {
-            visit.max(ln.min_fire[bucket])
-        });
-        (best != NONE).then_some(best)
+        self.core.next_fire(1)
     }
 
     /// Returns one entry whose time has come by tick `now`, or `None` when no more are due, in
@@ -708,7 +720,8 @@ impl<T> Wheel<T> {
     /// [`Wheel::advance`] where a call must stay short.
     pub fn poll(&mut self, now: u64) -> Option<Expired<T>> {
         let mut out = None;
-        self.run(now, usize::MAX, 1, &mut |e| out = Some(e));
+        self.core
+            .run(now, usize::MAX, 1, &mut |slab, i| out = Some(slab.fire(i)));
         out
     }
 
@@ -719,7 +732,13 @@ impl<T> Wheel<T> {
     /// `now` any more and [`Wheel::now`] equals `now` (clamped as in [`Wheel::poll`]);
     /// otherwise call again.
     pub fn advance(&mut self, now: u64, max: usize, mut f: impl FnMut(Expired<T>)) -> Advance {
-        self.run(now, max, usize::MAX, &mut f)
+        let ran = self
+            .core
+            .run(now, max, usize::MAX, &mut |slab, i| f(slab.fire(i)));
+        Advance {
+            fired: ran.fired,
+            complete: ran.complete,
+        }
     }
 
     /// Sets the wheel clock to `now` (earlier or later than [`Wheel::now`]) and re-places every
@@ -728,346 +747,7 @@ impl<T> Wheel<T> {
     /// entry up to the old wheel clock as due. Entries not due by `now` go back into buckets;
     /// entries due by `now` become ready. A `now` beyond [`MAX_TICK`] is clamped there.
     pub fn rebase(&mut self, now: u64) {
-        for lane in &mut self.lanes {
-            *lane = Lane::new(self.levels);
-        }
-        self.cursor = None;
-        self.clk = now.min(MAX_TICK);
-        self.cached_valid.set(false);
-        for index in 0..self.entries.len() {
-            if self.entries[index].bucket != VACANT {
-                self.place(index as u32);
-            }
-        }
-    }
-
-    // ---- internals ------------------------------------------------------------------------
-
-    /// The slab index of a live entry named by `key`.
-    #[inline]
-    fn live_index(&self, key: Key) -> Option<u32> {
-        let entry = self.entries.get(key.index() as usize)?;
-        (entry.generation == key.generation() && entry.bucket != VACANT).then_some(key.index())
-    }
-
-    /// Takes a free entry (or a new one) and stores the value; the caller links it at once
-    /// (which sets `bucket` and so makes the entry live).
-    fn alloc(&mut self, expiry: u64, mode: Mode, value: T) -> u32 {
-        self.len += 1;
-        if self.free_head != NIL {
-            let index = self.free_head;
-            let entry = &mut self.entries[index as usize];
-            self.free_head = entry.next;
-            entry.expiry = expiry;
-            entry.mode = mode;
-            // The entry is vacant, so its value is uninitialized: overwriting drops nothing.
-            entry.value = MaybeUninit::new(value);
-            return index;
-        }
-        let index = u32::try_from(self.entries.len())
-            .ok()
-            .filter(|&i| i != NIL)
-            .expect("tempora wheel: more than u32::MAX - 1 entries");
-        if self.entries.len() == self.entries.capacity() {
-            // Grow by half, not double: averaged over a growth cycle, 0.22 spare entries per
-            // live one instead of `Vec` doubling's 0.39 (5 bytes less per timer), for about
-            // twice the bytes copied by growth in total (amortised O(1) still).
-            let cap = self.entries.capacity();
-            self.entries.reserve_exact((cap / 2).max(16));
-        }
-        self.entries.push(Entry {
-            expiry,
-            next: NIL,
-            prev: NIL,
-            generation: 0,
-            bucket: VACANT,
-            mode,
-            value: MaybeUninit::new(value),
-        });
-        index
-    }
-
-    /// Frees an unlinked entry and returns its payload. Bumping the generation is what makes
-    /// every key to this entry stale.
-    fn free(&mut self, index: u32) -> T {
-        self.len -= 1;
-        let entry = &mut self.entries[index as usize];
-        debug_assert!(entry.bucket != VACANT);
-        // SAFETY: the entry is live (`bucket != VACANT`), so the value is initialized; marking
-        // the entry vacant right after means it is never read again.
-        let value = unsafe { entry.value.assume_init_read() };
-        entry.generation = entry.generation.wrapping_add(1);
-        entry.bucket = VACANT;
-        entry.next = self.free_head;
-        self.free_head = index;
-        value
-    }
-
-    /// Bucket and visit tick for an entry of `lane` expiring at `expiry`, placed relative to
-    /// the wheel clock.
-    #[inline]
-    fn bucket_for(&self, lane: usize, expiry: u64, precise: bool) -> (u16, u64) {
-        if expiry <= self.clk {
-            return (self.lanes[lane].ready_bucket(), self.clk);
-        }
-        let (level, abs_bucket) = layout::place(self.clk, expiry, precise, self.levels);
-        let bucket = (level * LVL_SIZE) as u16 | (abs_bucket as u16 & (LVL_SIZE as u16 - 1));
-        (bucket, abs_bucket << (LVL_CLK_SHIFT * level as u32))
-    }
-
-    /// Places an allocated, unlinked entry according to its expiry and mode.
-    #[inline]
-    fn place(&mut self, index: u32) {
-        let entry = &self.entries[index as usize];
-        let lane = entry.mode.lane();
-        let (bucket, visit) = self.bucket_for(lane, entry.expiry, entry.mode.is_precise());
-        self.link(index, lane, bucket, visit);
-    }
-
-    /// Pushes the entry on the front of `bucket`'s list and keeps bitmap and cache in step.
-    #[inline]
-    fn link(&mut self, index: u32, lane: usize, bucket: u16, visit: u64) {
-        let fire = if self.entries[index as usize].mode.is_precise() {
-            self.entries[index as usize].expiry.max(visit)
-        } else {
-            visit
-        };
-        let ln = &mut self.lanes[lane];
-        let head = ln.heads[bucket as usize];
-        ln.heads[bucket as usize] = index;
-        let min = &mut ln.min_fire[bucket as usize];
-        *min = if head == NIL { fire } else { (*min).min(fire) };
-        if ln.is_wheel_bucket(bucket) {
-            ln.bitmap[bucket as usize / LVL_SIZE] |= 1 << (bucket as usize % LVL_SIZE);
-        }
-        if head != NIL {
-            self.entries[head as usize].prev = index;
-        }
-        let entry = &mut self.entries[index as usize];
-        entry.next = head;
-        entry.prev = NIL;
-        entry.bucket = bucket;
-        // A new non-deferrable bucket can only move the next expiry earlier.
-        if lane == 0 && self.cached_valid.get() && visit < self.cached_next.get() {
-            self.cached_next.set(visit);
-        }
-    }
-
-    /// Takes a live entry out of its bucket list (the entry stays allocated in the slab).
-    #[inline]
-    fn unlink(&mut self, index: u32) {
-        let entry = &self.entries[index as usize];
-        let (next, prev, bucket, lane) = (entry.next, entry.prev, entry.bucket, entry.mode.lane());
-        if next != NIL {
-            self.entries[next as usize].prev = prev;
-        }
-        if prev != NIL {
-            self.entries[prev as usize].next = next;
-            return;
-        }
-        let ln = &mut self.lanes[lane];
-        ln.heads[bucket as usize] = next;
-        if next != NIL {
-            return;
-        }
-        // The bucket is now empty.
-        let visit = if ln.is_wheel_bucket(bucket) {
-            let (level, bucket_index) = (bucket as usize / LVL_SIZE, bucket as usize % LVL_SIZE);
-            ln.bitmap[level] &= !(1 << bucket_index);
-            layout::visit_of(self.clk, level, bucket_index as u64)
-        } else if bucket == ln.ready_bucket() {
-            self.clk
-        } else {
-            std::mem::replace(&mut ln.park_tick, NONE)
-        };
-        if lane == 0 && self.cached_valid.get() && self.cached_next.get() == visit {
-            self.cached_valid.set(false);
-        }
-    }
-
-    /// Earliest visit tick among `lane`'s buckets (or `clk` if its ready list is non-empty),
-    /// with the bucket, or `(NONE, 0)`.
-    #[inline]
-    fn next_visit(&self, lane: usize) -> (u64, u16) {
-        let ln = &self.lanes[lane];
-        if ln.ready_head() != NIL {
-            return (self.clk, ln.ready_bucket());
-        }
-        let mut best = (NONE, 0u16);
-        if ln.parked_head() != NIL {
-            best = (ln.park_tick, ln.parked_bucket());
-        }
-        self.scan_levels(lane, best, |visit, _| visit)
-    }
-
-    /// Visits each level's first non-empty bucket after the wheel clock, finest level first,
-    /// and keeps the smallest `key(visit tick, bucket)` (starting from `best`), with its
-    /// bucket. Stops as soon as no coarser level can hold a smaller key: `key` must be at
-    /// or after the visit tick, and every pending bucket of a coarser level is visited at or
-    /// after that level's next bucket boundary, `((clk >> shift) + 1) << shift`.
-    #[inline]
-    fn scan_levels(
-        &self,
-        lane: usize,
-        mut best: (u64, u16),
-        key: impl Fn(u64, usize) -> u64,
-    ) -> (u64, u16) {
-        let ln = &self.lanes[lane];
-        for level in 0..self.levels {
-            let shift = LVL_CLK_SHIFT * level as u32;
-            let pos = self.clk >> shift;
-            let bits = ln.bitmap[level];
-            if bits != 0 {
-                // The pending buckets' absolute numbers are pos+1 ..= pos+64; rotate so that
-                // pos+1 is bit 0.
-                let distance = bits
-                    .rotate_right(((pos + 1) % LVL_SIZE as u64) as u32)
-                    .trailing_zeros();
-                let abs_bucket = pos + 1 + distance as u64;
-                let bucket = level * LVL_SIZE + (abs_bucket % LVL_SIZE as u64) as usize;
-                let k = key(abs_bucket << shift, bucket);
-                if k < best.0 {
-                    best = (k, bucket as u16);
-                }
-            }
-            let next_shift = shift + LVL_CLK_SHIFT;
-            if best.0 <= ((self.clk >> next_shift) + 1) << next_shift {
-                break;
-            }
-        }
-        best
-    }
-
-    /// Fires entries due by `now` (clamped as [`Wheel::poll`] says) into `f`, re-placing precise
-    /// and far-out entries whose bucket came before their expiry. Stops after `max_fires` fires
-    /// or `budget` visited entries (fires plus re-placements), or when nothing is due.
-    ///
-    /// Nothing can join a ready list while this runs (`f` cannot reach the wheel, and a
-    /// re-placed entry expires after its visit tick, so after `clk`), which is why the ready
-    /// lists are checked once per bucket rather than once per entry.
-    fn run(
-        &mut self,
-        now: u64,
-        mut budget: usize,
-        max_fires: usize,
-        f: &mut impl FnMut(Expired<T>),
-    ) -> Advance {
-        let target = now.min(MAX_TICK).max(self.clk);
-        self.cached_valid.set(false);
-        let mut fired = 0;
-        let incomplete = |fired| Advance {
-            fired,
-            complete: false,
-        };
-        loop {
-            // Ready entries first (normal, then deferrable), then the bucket being visited.
-            for lane in 0..2 {
-                let ready = Cursor {
-                    lane,
-                    bucket: self.lanes[lane].ready_bucket(),
-                    visit: self.clk,
-                };
-                if !self.drain_list(ready, target, &mut budget, &mut fired, max_fires, f) {
-                    return incomplete(fired);
-                }
-            }
-            if let Some(cursor) = self.cursor.filter(|c| c.visit <= target) {
-                if !self.drain_list(cursor, target, &mut budget, &mut fired, max_fires, f) {
-                    return incomplete(fired);
-                }
-            }
-            self.cursor = None;
-            let (n_visit, n_bucket) = self.next_visit(0);
-            let (d_visit, d_bucket) = self.next_visit(1);
-            let (visit, lane, bucket) = if d_visit < n_visit {
-                (d_visit, 1, d_bucket)
-            } else {
-                (n_visit, 0, n_bucket)
-            };
-            if visit > target {
-                // `n_visit` is the next expiry for the new clock too: visit ticks are absolute,
-                // every bucket lies beyond `target`, and both ready lists are empty. Caching it
-                // spares the driver's `next_expiry()` after every poll a second scan.
-                self.clk = target;
-                self.cached_next.set(n_visit);
-                self.cached_valid.set(true);
-                return Advance {
-                    fired,
-                    complete: true,
-                };
-            }
-            // Everything before `visit` is processed; `visit` itself is being drained.
-            self.clk = visit - 1;
-            self.cursor = Some(Cursor {
-                lane,
-                bucket,
-                visit,
-            });
-        }
-    }
-
-    /// Drains the list `list.bucket` of `list.lane` (the bucket being visited, or a ready list),
-    /// firing what is due by `target` and re-placing the rest.
-    /// Returns `false` when the budget or the fire limit stopped it before the list emptied.
-    #[inline]
-    fn drain_list(
-        &mut self,
-        list: Cursor,
-        target: u64,
-        budget: &mut usize,
-        fired: &mut usize,
-        max_fires: usize,
-        f: &mut impl FnMut(Expired<T>),
-    ) -> bool {
-        loop {
-            let head = self.lanes[list.lane].heads[list.bucket as usize];
-            if head == NIL {
-                return true;
-            }
-            if *budget == 0 || *fired == max_fires {
-                return false;
-            }
-            *budget -= 1;
-            self.unlink(head);
-            // Due by the caller's `now`: fire it, even if its exact expiry lies after this
-            // bucket's tick (a precise or far-out entry polled late). Never early.
-            if self.entries[head as usize].expiry <= target {
-                f(self.fire(head));
-                *fired += 1;
-            } else {
-                self.replace(head, list, target);
-            }
-        }
-    }
-
-    /// Re-places an unlinked entry visited before its expiry (and not due by `target`),
-    /// relative to `clk = visit - 1`.
-    /// A precise entry lands at a strictly finer level. A far-out one would come back one
-    /// wheel range later, again and again across a long jump, so it is parked instead: visited
-    /// at `target`, or at the earlier target an unfinished advance parked entries for (see
-    /// "Placement" in the module doc). An entry drained from the parked list is placed, not
-    /// parked again.
-    fn replace(&mut self, index: u32, cursor: Cursor, target: u64) {
-        let entry = &self.entries[index as usize];
-        let ln = &mut self.lanes[cursor.lane];
-        let far_out = layout::level_for_delta(entry.expiry - self.clk) >= self.levels;
-        if far_out && cursor.bucket != ln.parked_bucket() {
-            ln.park_tick = ln.park_tick.min(target);
-            let (bucket, visit) = (ln.parked_bucket(), ln.park_tick);
-            self.link(index, cursor.lane, bucket, visit);
-        } else {
-            self.place(index);
-        }
-    }
-
-    fn fire(&mut self, index: u32) -> Expired<T> {
-        let entry = &self.entries[index as usize];
-        let (key, expiry) = (Key::new(index, entry.generation), entry.expiry);
-        Expired {
-            key,
-            expiry,
-            value: self.free(index),
-        }
+        self.core.rebase(now);
     }
 }
 

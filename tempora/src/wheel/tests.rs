@@ -10,10 +10,194 @@
 //! 4. `next_expiry()` equals the model's earliest visit tick of a non-deferrable entry, so
 //!    deferrable entries never move it.
 
-use super::layout::{granularity, level_for_delta, level_start, round_up_bucket};
+use super::intrusive::{Intrusive, Locate, Node};
+use super::layout::{granularity, level_for_delta, level_start, round_up_bucket, LVL_CLK_SHIFT};
 use super::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
+
+/// What the model tests drive: the slab [`Wheel`] and [`NodeWheel`] (the same core over the
+/// intrusive storage the timer service uses), so the properties hold for both storages.
+trait UnderTest: Sized {
+    fn make(levels: usize, start: u64) -> Self;
+    fn now(&self) -> u64;
+    fn len(&self) -> usize;
+    fn insert_with(&mut self, expiry: u64, mode: Mode, value: u64) -> Key;
+    fn remove(&mut self, key: Key) -> Option<u64>;
+    fn reschedule(&mut self, key: Key, expiry: u64) -> Result<(), StaleKey>;
+    fn advance(&mut self, now: u64, max: usize, f: &mut dyn FnMut(Expired<u64>)) -> Advance;
+    fn poll(&mut self, now: u64) -> Option<Expired<u64>>;
+    fn next_expiry(&self) -> Option<u64>;
+    fn next_fire(&self) -> Option<u64>;
+}
+
+impl UnderTest for Wheel<u64> {
+    fn make(levels: usize, start: u64) -> Self {
+        Wheel::builder()
+            .levels(levels)
+            .start(start)
+            .build()
+            .unwrap()
+    }
+    fn now(&self) -> u64 {
+        Wheel::now(self)
+    }
+    fn len(&self) -> usize {
+        Wheel::len(self)
+    }
+    fn insert_with(&mut self, expiry: u64, mode: Mode, value: u64) -> Key {
+        Wheel::insert_with(self, expiry, mode, value)
+    }
+    fn remove(&mut self, key: Key) -> Option<u64> {
+        Wheel::remove(self, key)
+    }
+    fn reschedule(&mut self, key: Key, expiry: u64) -> Result<(), StaleKey> {
+        Wheel::reschedule(self, key, expiry)
+    }
+    fn advance(&mut self, now: u64, max: usize, f: &mut dyn FnMut(Expired<u64>)) -> Advance {
+        Wheel::advance(self, now, max, f)
+    }
+    fn poll(&mut self, now: u64) -> Option<Expired<u64>> {
+        Wheel::poll(self, now)
+    }
+    fn next_expiry(&self) -> Option<u64> {
+        Wheel::next_expiry(self)
+    }
+    fn next_fire(&self) -> Option<u64> {
+        Wheel::next_fire(self)
+    }
+}
+
+/// An object with its own node, as a timer object is.
+#[derive(Default)]
+struct TestObject {
+    node: Node,
+    slot: u32,
+    value: u64,
+}
+
+struct TestLocate;
+
+// SAFETY: every address a `NodeWheel`'s core holds is a boxed `TestObject` that the wheel's
+// `slots` own until it is removed or fired, and `node` is its first field.
+unsafe impl Locate for TestLocate {
+    unsafe fn node<'a>(r: usize) -> &'a Node {
+        // SAFETY: the caller passes a live `TestObject`'s address (see the impl's comment).
+        unsafe { &(*(r as *const TestObject)).node }
+    }
+}
+
+/// The wheel's core over the intrusive storage, with keys like [`Wheel`]'s (slot and
+/// generation) so the same model drives it.
+struct NodeWheel {
+    core: Core<Intrusive<TestLocate>>,
+    slots: Vec<(u32, Option<Box<TestObject>>)>,
+    free: Vec<u32>,
+}
+
+impl NodeWheel {
+    fn addr(o: &TestObject) -> usize {
+        o as *const TestObject as usize
+    }
+
+    fn live(&self, key: Key) -> Option<usize> {
+        let (generation, o) = self.slots.get(key.index() as usize)?;
+        let o = o.as_ref().filter(|_| *generation == key.generation())?;
+        Some(Self::addr(o))
+    }
+
+    fn take(
+        slots: &mut [(u32, Option<Box<TestObject>>)],
+        free: &mut Vec<u32>,
+        slot: u32,
+    ) -> (Key, u64, u64) {
+        let (generation, o) = &mut slots[slot as usize];
+        let o = o.take().expect("a held object");
+        assert!(!o.node.is_linked());
+        let key = Key::new(slot, *generation);
+        *generation += 1;
+        free.push(slot);
+        (key, o.node.tick(), o.value)
+    }
+}
+
+impl UnderTest for NodeWheel {
+    fn make(levels: usize, start: u64) -> Self {
+        NodeWheel {
+            core: Core::new(Intrusive::default(), levels, start),
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+    fn now(&self) -> u64 {
+        self.core.now()
+    }
+    fn len(&self) -> usize {
+        self.core.len()
+    }
+    fn insert_with(&mut self, expiry: u64, mode: Mode, value: u64) -> Key {
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots.push((0, None));
+            self.slots.len() as u32 - 1
+        });
+        let o = Box::new(TestObject {
+            node: Node::default(),
+            slot,
+            value,
+        });
+        let r = Self::addr(&o);
+        self.slots[slot as usize].1 = Some(o);
+        self.core.link(r, expiry, mode);
+        let kept = self.slots[slot as usize].1.as_ref().map(|o| o.node.tick());
+        let want = if expiry >= MAX_TICK - 1 {
+            u64::MAX
+        } else {
+            expiry
+        };
+        assert_eq!(kept, Some(want), "the node keeps the tick");
+        Key::new(slot, self.slots[slot as usize].0)
+    }
+    fn remove(&mut self, key: Key) -> Option<u64> {
+        let r = self.live(key)?;
+        self.core.unlink(r);
+        Some(Self::take(&mut self.slots, &mut self.free, key.index()).2)
+    }
+    fn reschedule(&mut self, key: Key, expiry: u64) -> Result<(), StaleKey> {
+        let r = self.live(key).ok_or(StaleKey)?;
+        self.core.reschedule(r, expiry);
+        Ok(())
+    }
+    fn advance(&mut self, now: u64, max: usize, f: &mut dyn FnMut(Expired<u64>)) -> Advance {
+        let (slots, free) = (&mut self.slots, &mut self.free);
+        let ran = self.core.run(now, max, usize::MAX, &mut |_, r| {
+            // SAFETY: a fired ref is a `TestObject` the slots still own.
+            let slot = unsafe { (*(r as *const TestObject)).slot };
+            let (key, expiry, value) = Self::take(slots, free, slot);
+            f(Expired { key, expiry, value });
+        });
+        Advance {
+            fired: ran.fired,
+            complete: ran.complete,
+        }
+    }
+    fn poll(&mut self, now: u64) -> Option<Expired<u64>> {
+        let mut out = None;
+        let (slots, free) = (&mut self.slots, &mut self.free);
+        self.core.run(now, usize::MAX, 1, &mut |_, r| {
+            // SAFETY: as in `advance`.
+            let slot = unsafe { (*(r as *const TestObject)).slot };
+            let (key, expiry, value) = Self::take(slots, free, slot);
+            out = Some(Expired { key, expiry, value });
+        });
+        out
+    }
+    fn next_expiry(&self) -> Option<u64> {
+        self.core.next_expiry()
+    }
+    fn next_fire(&self) -> Option<u64> {
+        self.core.next_fire(0)
+    }
+}
 
 /// The doc table rows, derived from the constants.
 fn level_rows(levels: usize) -> Vec<String> {
@@ -58,11 +242,14 @@ fn level_table_matches_doc() {
     }
 }
 
-/// The entry sizes `Entry` and `Wheel::entry_size` document: 23 bytes plus the payload, padded.
+/// The entry sizes `Entry` and `Wheel::entry_size` document: 21 bytes plus the payload, padded.
+/// The intrusive storage's node is 24 bytes.
 #[test]
 fn entry_size_matches_doc() {
     assert_eq!(Wheel::<()>::entry_size(), 24);
     assert_eq!(Wheel::<u8>::entry_size(), 24);
+    assert_eq!(Wheel::<[u8; 3]>::entry_size(), 24);
+    assert_eq!(std::mem::size_of::<Node>(), 24);
     assert_eq!(Wheel::<u32>::entry_size(), 32);
     assert_eq!(Wheel::<u64>::entry_size(), 32);
     assert_eq!(Wheel::<u128>::entry_size(), 48);
@@ -527,12 +714,8 @@ fn model_advance(model: &mut BTreeMap<Key, ModelEntry>, target: u64, levels: usi
     fired
 }
 
-fn run_model(ops: Vec<Op>, levels: usize, start: u64) -> Result<(), TestCaseError> {
-    let mut w: Wheel<u64> = Wheel::builder()
-        .levels(levels)
-        .start(start)
-        .build()
-        .unwrap();
+fn run_model<W: UnderTest>(ops: Vec<Op>, levels: usize, start: u64) -> Result<(), TestCaseError> {
+    let mut w = W::make(levels, start);
     let mut model: BTreeMap<Key, ModelEntry> = BTreeMap::new();
     let mut keys: Vec<Key> = Vec::new();
     let fire_checks = |key: Key, expiry: u64, now: u64, e: &ModelEntry| {
@@ -604,7 +787,7 @@ fn run_model(ops: Vec<Op>, levels: usize, start: u64) -> Result<(), TestCaseErro
                 };
                 loop {
                     let mut batch = Vec::new();
-                    let step = w.advance(target, max, |e| batch.push((e.key, e.expiry)));
+                    let step = w.advance(target, max, &mut |e| batch.push((e.key, e.expiry)));
                     prop_assert_eq!(step.fired, batch.len());
                     prop_assert!(step.fired <= max);
                     for (key, expiry) in batch {
@@ -666,7 +849,8 @@ proptest! {
 
     #[test]
     fn wheel_matches_model(ops in prop::collection::vec(op_strategy(), 1..120)) {
-        run_model(ops, DEFAULT_LEVELS, 0)?;
+        run_model::<Wheel<u64>>(ops.clone(), DEFAULT_LEVELS, 0)?;
+        run_model::<NodeWheel>(ops, DEFAULT_LEVELS, 0)?;
     }
 
     #[test]
@@ -675,7 +859,11 @@ proptest! {
         levels in 1usize..4,
         start in prop_oneof![Just(0u64), 0u64..1_000_000, Just(MAX_TICK - 1_000)],
     ) {
-        run_model(ops, levels, start)?;
+        run_model::<Wheel<u64>>(ops.clone(), levels, start)?;
+        // The intrusive storage keeps 62 bits of tick (`intrusive.rs`): not at the clock's end.
+        if start < MAX_TICK / 2 {
+            run_model::<NodeWheel>(ops, levels, start)?;
+        }
     }
 
     #[test]
@@ -714,60 +902,66 @@ proptest! {
         start in 0u64..1_000_000,
         ops in proptest::collection::vec((0u8..14, 1u64..5_000_000), 1..300),
     ) {
-        let mut w: Wheel<u32> = Wheel::builder().start(start).build().unwrap();
-        let mut model: BTreeMap<(u64, u32), Key> = BTreeMap::new();
-        let mut removed_since_empty = false;
-        for (i, (op, v)) in ops.into_iter().enumerate() {
-            match op {
-                0..=5 => {
-                    let expiry = w.now() + v;
-                    let key = w.insert_with(expiry, Mode::PRECISE, i as u32);
-                    model.insert((expiry, i as u32), key);
-                }
-                6 | 7 => {
-                    if let Some((&k, &key)) = model.iter().nth(v as usize % model.len().max(1)) {
-                        w.remove(key).unwrap();
-                        model.remove(&k);
-                        removed_since_empty = true;
-                    }
-                }
-                10..=13 => {
-                    if let Some((&k, &key)) = model.iter().nth(v as usize % model.len().max(1)) {
-                        let expiry = match op {
-                            // A small step either way: mostly the same bucket.
-                            10 => k.0.saturating_sub(v % 64).max(w.now() + 1),
-                            11 => k.0 + v % 64,
-                            // Anywhere: mostly another bucket, often another level.
-                            12 => w.now() + 1 + v / 8,
-                            _ => w.now() + v,
-                        };
-                        prop_assert_eq!(w.reschedule(key, expiry), Ok(()));
-                        model.remove(&k);
-                        model.insert((expiry, k.1), key);
-                        // Leaving a bucket is a removal from it (its bound may stay early).
-                        removed_since_empty = true;
-                    }
-                }
-                _ => {
-                    let target = w.now() + v / 4;
-                    while let Some(e) = w.poll(target) {
-                        model.remove(&(e.expiry, e.value));
-                    }
+        next_fire_run::<Wheel<u64>>(start, ops.clone())?;
+        next_fire_run::<NodeWheel>(start, ops)?;
+    }
+}
+
+fn next_fire_run<W: UnderTest>(start: u64, ops: Vec<(u8, u64)>) -> Result<(), TestCaseError> {
+    let mut w = W::make(DEFAULT_LEVELS, start);
+    let mut model: BTreeMap<(u64, u64), Key> = BTreeMap::new();
+    let mut removed_since_empty = false;
+    for (i, (op, v)) in ops.into_iter().enumerate() {
+        match op {
+            0..=5 => {
+                let expiry = w.now() + v;
+                let key = w.insert_with(expiry, Mode::PRECISE, i as u64);
+                model.insert((expiry, i as u64), key);
+            }
+            6 | 7 => {
+                if let Some((&k, &key)) = model.iter().nth(v as usize % model.len().max(1)) {
+                    w.remove(key).unwrap();
+                    model.remove(&k);
+                    removed_since_empty = true;
                 }
             }
-            if model.is_empty() {
-                removed_since_empty = false;
+            10..=13 => {
+                if let Some((&k, &key)) = model.iter().nth(v as usize % model.len().max(1)) {
+                    let expiry = match op {
+                        // A small step either way: mostly the same bucket.
+                        10 => k.0.saturating_sub(v % 64).max(w.now() + 1),
+                        11 => k.0 + v % 64,
+                        // Anywhere: mostly another bucket, often another level.
+                        12 => w.now() + 1 + v / 8,
+                        _ => w.now() + v,
+                    };
+                    prop_assert_eq!(w.reschedule(key, expiry), Ok(()));
+                    model.remove(&k);
+                    model.insert((expiry, k.1), key);
+                    // Leaving a bucket is a removal from it (its bound may stay early).
+                    removed_since_empty = true;
+                }
             }
-            let earliest = model.keys().next().map(|k| k.0.max(w.now()));
-            let fire = w.next_fire();
-            prop_assert_eq!(fire.is_some(), earliest.is_some());
-            if let (Some(f), Some(e)) = (fire, earliest) {
-                prop_assert!(f <= e, "next_fire {} after the earliest expiry {}", f, e);
-                prop_assert!(f >= w.next_expiry().unwrap());
-                if !removed_since_empty {
-                    prop_assert_eq!(f, e, "exact while nothing was removed");
+            _ => {
+                let target = w.now() + v / 4;
+                while let Some(e) = w.poll(target) {
+                    model.remove(&(e.expiry, e.value));
                 }
             }
         }
+        if model.is_empty() {
+            removed_since_empty = false;
+        }
+        let earliest = model.keys().next().map(|k| k.0.max(w.now()));
+        let fire = w.next_fire();
+        prop_assert_eq!(fire.is_some(), earliest.is_some());
+        if let (Some(f), Some(e)) = (fire, earliest) {
+            prop_assert!(f <= e, "next_fire {} after the earliest expiry {}", f, e);
+            prop_assert!(f >= w.next_expiry().unwrap());
+            if !removed_since_empty {
+                prop_assert_eq!(f, e, "exact while nothing was removed");
+            }
+        }
     }
+    Ok(())
 }

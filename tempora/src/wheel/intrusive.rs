@@ -1,0 +1,153 @@
+//! The intrusive storage: entries are objects that carry their own [`Node`] (the kernel's
+//! `timer_list` inside `k_itimer`), named by their address. A wheel over it holds only list
+//! heads, bitmaps and cursors; an armed object costs nothing beyond itself.
+//!
+//! A `Ref` is an address with bit 1 clear (every object is at least 4-byte aligned; bit 0 is
+//! the owner's to use, the timer service tags sleep cells with it). `NIL` is 0, and a head
+//! marker is `(lane << 11 | bucket) << 2 | 2`: bit 1 set, so it is never an object's address.
+//!
+//! # The node's fields and who may touch them
+//!
+//! The wheel reads and writes a node only under the lock that guards the wheel (the
+//! service's base lock), and only while the node is linked or being linked or popped by that
+//! wheel. Its fields are atomics (`Relaxed`) so that the object's owner may also *read* two
+//! facts without that lock, as long as it holds a lock that every linker of the node holds
+//! (the service's timer lock):
+//!
+//! - whether the node is linked ([`Node::is_linked`]): only a linker (holding the owner's
+//!   lock) links it, and a pop unlinks it; so under the owner's lock "unlinked" stays
+//!   unlinked, and "linked" may become unlinked only by a pop;
+//! - its tick ([`Node::tick`]): written only by linking and rescheduling, both under the
+//!   owner's lock.
+//!
+//! The tick keeps 62 bits; the top two hold the [`Mode`]. A tick at or beyond `2^62 - 1` is
+//! stored as `2^62 - 1` and read back as `u64::MAX`: it never fires, where the slab wheel
+//! fires ticks `2^62 - 1` and `2^62` when its clock reaches its end ([`MAX_TICK`]). No timer
+//! of the service can tell (at a 1 ns tick, `2^62` ns is 146 years).
+
+use super::core::Links;
+use super::{Mode, MAX_TICK};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering};
+use std::marker::PhantomData;
+
+/// Tick bits of `Node::tick_mode`.
+const TICK_MASK: u64 = (1 << 62) - 1;
+const _: () = assert!(TICK_MASK == MAX_TICK - 1);
+
+/// An entry's list links, expiry tick and mode, inside the object it belongs to (24 bytes).
+#[derive(Debug, Default)]
+pub(crate) struct Node {
+    next: AtomicUsize,
+    prev: AtomicUsize,
+    tick_mode: AtomicU64,
+}
+
+impl Node {
+    /// Whether the node is in a wheel's list (see the module doc for when this is stable).
+    #[inline]
+    pub(crate) fn is_linked(&self) -> bool {
+        self.prev.load(Ordering::Relaxed) != 0
+    }
+
+    /// The tick it was last linked or rescheduled at (see the module doc), `u64::MAX` for
+    /// one at or beyond `2^62 - 1`.
+    #[inline]
+    pub(crate) fn tick(&self) -> u64 {
+        match self.tick_mode.load(Ordering::Relaxed) & TICK_MASK {
+            TICK_MASK => u64::MAX,
+            tick => tick,
+        }
+    }
+}
+
+/// How an intrusive storage finds the node of an entry.
+///
+/// # Safety
+/// `node` must return the node of the live object at address `r` (bit 0 may be a tag the
+/// implementation strips), for every `r` a wheel over `Intrusive<Self>` was given and still
+/// holds. What keeps those objects alive is the implementation's contract with the wheel's
+/// users (the service's: `timers/mod.rs`, "Safety of the timer addresses").
+pub(crate) unsafe trait Locate {
+    /// # Safety
+    /// `r` names an object that a wheel over this storage holds (linked), or one being linked
+    /// or just popped by the holder of the wheel's lock.
+    unsafe fn node<'a>(r: usize) -> &'a Node;
+}
+
+/// The storage of a wheel whose entries carry their own [`Node`]s, found by `L`.
+pub(crate) struct Intrusive<L>(PhantomData<fn() -> L>);
+
+impl<L> Default for Intrusive<L> {
+    fn default() -> Self {
+        Intrusive(PhantomData)
+    }
+}
+
+impl<L: Locate> Intrusive<L> {
+    #[inline]
+    fn node<'a>(r: usize) -> &'a Node {
+        debug_assert!(r != 0 && r & 2 == 0, "not an entry: {r:#x}");
+        // SAFETY: the core passes only refs it was given and still holds, or that the holder
+        // of its lock is linking or popping (`Links`), which is what `Locate::node` requires.
+        unsafe { L::node(r) }
+    }
+}
+
+impl<L: Locate> Links for Intrusive<L> {
+    type Ref = usize;
+    const NIL: usize = 0;
+
+    #[inline]
+    fn marker(lane: usize, bucket: u16) -> usize {
+        (lane << 11 | bucket as usize) << 2 | 2
+    }
+
+    #[inline]
+    fn unmark(r: usize) -> Option<(usize, u16)> {
+        (r & 2 != 0).then_some(((r >> 13) & 1, (r >> 2) as u16 & 0x7ff))
+    }
+
+    #[inline]
+    fn next(&self, r: usize) -> usize {
+        Self::node(r).next.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    fn set_next(&mut self, r: usize, next: usize) {
+        Self::node(r).next.store(next, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn prev(&self, r: usize) -> usize {
+        Self::node(r).prev.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    fn set_prev(&mut self, r: usize, prev: usize) {
+        Self::node(r).prev.store(prev, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn tick(&self, r: usize) -> u64 {
+        Self::node(r).tick()
+    }
+
+    #[inline]
+    fn set_tick(&mut self, r: usize, tick: u64) {
+        let n = &Self::node(r).tick_mode;
+        let mode = n.load(Ordering::Relaxed) & !TICK_MASK;
+        n.store(mode | tick.min(TICK_MASK), Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn mode(&self, r: usize) -> Mode {
+        Mode((Self::node(r).tick_mode.load(Ordering::Relaxed) >> 62) as u8)
+    }
+
+    #[inline]
+    fn set_mode(&mut self, r: usize, mode: Mode) {
+        let n = &Self::node(r).tick_mode;
+        let tick = n.load(Ordering::Relaxed) & TICK_MASK;
+        n.store((mode.0 as u64) << 62 | tick, Ordering::Relaxed);
+    }
+}
