@@ -140,6 +140,12 @@ typedef struct tempora_config {
 
 /*
  A `TEMPORA_SIGEV_THREAD` function with `SIGEV_THREAD`'s signature: the sigevent's `value`.
+
+ It must return normally. A C++ exception that escapes it aborts the process (`SIGABRT`):
+ catch every exception inside it. Leaving it by `longjmp` or `siglongjmp`, by
+ `pthread_exit`, or by a cancellation of the thread it runs on is undefined behaviour: it
+ skips the tempora frames that called it, whose bookkeeping of the call never finishes (the
+ timer may never be called again).
  */
 typedef void (*tempora_notify_fn)(union sigval value);
 
@@ -151,6 +157,10 @@ typedef int32_t tempora_timer_t;
 /*
  A `TEMPORA_SIGEV_THREAD` function that is also told which timer fired and the periods it
  missed before this call (its overrun, as `tempora_timer_getoverrun` would return it).
+
+ It must return normally, as a `tempora_notify_fn` must: a C++ exception that escapes it
+ aborts the process (`SIGABRT`); `longjmp`, `siglongjmp`, `pthread_exit` or a cancellation
+ out of it is undefined behaviour.
  */
 typedef void (*tempora_callback_fn)(tempora_timer_t timer, int overrun, union sigval value);
 
@@ -205,6 +215,10 @@ typedef struct tempora_event {
  value of this process) and return 0, or return -1 if `name` is unknown (the restore then
  fails with `EINVAL` and restores nothing). `ctx` is the pointer given to the restore. The
  restored timers keep `name` for their next checkpoint; `out->name` is ignored.
+
+ It must return normally, as a `tempora_notify_fn` must: a C++ exception that escapes it
+ aborts the process (`SIGABRT`); `longjmp`, `siglongjmp`, `pthread_exit` or a cancellation
+ out of it is undefined behaviour.
  */
 typedef int (*tempora_resolver_fn)(const char *name, struct tempora_sigevent *out, void *ctx);
 

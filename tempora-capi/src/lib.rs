@@ -20,7 +20,10 @@
 //! - **Callbacks** (`TEMPORA_SIGEV_THREAD`) run on the thread that fires the timer (a driver
 //!   thread, or the caller of `tempora_poll`) with no tempora lock held: they may call any
 //!   function here, delete their own timer included, but should be short, as a signal handler
-//!   or a `SIGEV_THREAD` function should.
+//!   or a `SIGEV_THREAD` function should. They, and `tempora_owner_restore`'s resolver, must
+//!   return normally: their types are `C-unwind`, so a C++ exception that escapes one unwinds
+//!   to the `catch_unwind` around it, which aborts the process (Rust catches no foreign
+//!   exception); `longjmp`, `pthread_exit` or a cancellation out of one is undefined behaviour.
 //!
 //! The header is generated from this file by cbindgen (`tests/header.rs` checks it is current;
 //! `TEMPORA_BLESS=1 cargo test -p tempora-capi --test header` rewrites it), so the doc comments
@@ -121,12 +124,22 @@ pub const TEMPORA_RESTORE_IDS_ON: c_int = 1;
 pub const TEMPORA_RESTORE_IDS_GET: c_int = 2;
 
 /// A `TEMPORA_SIGEV_THREAD` function with `SIGEV_THREAD`'s signature: the sigevent's `value`.
-pub type tempora_notify_fn = Option<unsafe extern "C" fn(value: sigval)>;
+///
+/// It must return normally. A C++ exception that escapes it aborts the process (`SIGABRT`):
+/// catch every exception inside it. Leaving it by `longjmp` or `siglongjmp`, by
+/// `pthread_exit`, or by a cancellation of the thread it runs on is undefined behaviour: it
+/// skips the tempora frames that called it, whose bookkeeping of the call never finishes (the
+/// timer may never be called again).
+pub type tempora_notify_fn = Option<unsafe extern "C-unwind" fn(value: sigval)>;
 
 /// A `TEMPORA_SIGEV_THREAD` function that is also told which timer fired and the periods it
 /// missed before this call (its overrun, as `tempora_timer_getoverrun` would return it).
+///
+/// It must return normally, as a `tempora_notify_fn` must: a C++ exception that escapes it
+/// aborts the process (`SIGABRT`); `longjmp`, `siglongjmp`, `pthread_exit` or a cancellation
+/// out of it is undefined behaviour.
 pub type tempora_callback_fn =
-    Option<unsafe extern "C" fn(timer: tempora_timer_t, overrun: c_int, value: sigval)>;
+    Option<unsafe extern "C-unwind" fn(timer: tempora_timer_t, overrun: c_int, value: sigval)>;
 
 /// How a timer reports its expiry (POSIX's `struct sigevent`). NULL at `tempora_timer_create`
 /// means `TEMPORA_SIGEV_QUEUE`.
@@ -163,8 +176,12 @@ pub struct tempora_event {
 /// value of this process) and return 0, or return -1 if `name` is unknown (the restore then
 /// fails with `EINVAL` and restores nothing). `ctx` is the pointer given to the restore. The
 /// restored timers keep `name` for their next checkpoint; `out->name` is ignored.
+///
+/// It must return normally, as a `tempora_notify_fn` must: a C++ exception that escapes it
+/// aborts the process (`SIGABRT`); `longjmp`, `siglongjmp`, `pthread_exit` or a cancellation
+/// out of it is undefined behaviour.
 pub type tempora_resolver_fn = Option<
-    unsafe extern "C" fn(
+    unsafe extern "C-unwind" fn(
         name: *const c_char,
         out: *mut tempora_sigevent,
         ctx: *mut c_void,
@@ -360,7 +377,10 @@ unsafe fn notify_of(
                 match (sev.notify_function, sev.callback) {
                     (Some(f), None) => Box::new(move |_, _| {
                         let v = value;
-                        // SAFETY: the C program gave this function for this timer's expiries.
+                        // SAFETY: the C program gave this function for this timer's expiries,
+                        // to return normally (the header's rule); a C++ exception out of it
+                        // may unwind (`C-unwind`) to the `catch_unwind` around every call,
+                        // which aborts the process.
                         unsafe { f(v.0) }
                     }),
                     (None, Some(f)) => Box::new(move |id: TimerId, overrun| {
@@ -1041,7 +1061,9 @@ pub unsafe extern "C" fn tempora_owner_restore(
             // SAFETY: all-zero is a valid `tempora_sigevent` (integers, NULL pointers, `None`
             // function pointers).
             let mut sev: tempora_sigevent = unsafe { std::mem::zeroed() };
-            // SAFETY: the resolver's contract; `cname` and `sev` outlive the call.
+            // SAFETY: the resolver's contract (it returns normally; an exception out of it
+            // unwinds to `entry`'s `catch_unwind`, which aborts); `cname` and `sev` outlive
+            // the call.
             if unsafe { resolver(cname.as_ptr(), &mut sev, ctx) } != 0 {
                 return None;
             }

@@ -238,6 +238,37 @@ fn a_cxx_program_uses_the_header() {
     assert!(out.contains("c++ ok"), "{out}");
 }
 
+/// Runs `exe` with `args` once and checks that it was killed by `SIGABRT`.
+fn aborts(exe: &Path, args: &[&str]) {
+    use std::os::unix::process::ExitStatusExt;
+    let out = Command::new(exe)
+        .args(args)
+        .output()
+        .expect("run the C test");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGABRT),
+        "{} {args:?} did not abort:\n{}",
+        exe.display(),
+        text(&out)
+    );
+}
+
+#[test]
+fn a_cxx_exception_out_of_a_callback_or_a_resolver_aborts() {
+    // Its own build: the tests run at once, and one cannot run a file another is writing.
+    let exe = build("cxx.cpp", "-throw", Link::Shared, &[]);
+    aborts(&exe, &["throw"]);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-suite-cxx");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("snapshot-{}", std::process::id()));
+    aborts(
+        &exe,
+        &["throw-resolver", path.to_str().expect("utf-8 path")],
+    );
+    let _ = std::fs::remove_file(path);
+}
+
 #[test]
 fn a_strict_iso_c_build_is_told_what_tempora_h_needs() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-suite-strict");
