@@ -21,8 +21,9 @@
  *   timer_settime, timer_gettime, timer_getoverrun, timer_delete: as the kernel's.
  *   timer_t          becomes tempora_timer_t (an int): IDs from 0 up, per process, as Linux's.
  *
- * Everything is a macro over a static inline function, so it works from C and C++; take the
- * header out and the same source builds against the C library again.
+ * Everything is a macro over a static inline function, so it works from C and C++ (warning
+ * free under -Wall -Wextra); take the header out and the same source builds against the C
+ * library again.
  */
 #ifndef TEMPORA_POSIX_H
 #define TEMPORA_POSIX_H
@@ -30,6 +31,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
+#include <string.h>
 #include <time.h>
 
 #include "tempora.h"
@@ -41,7 +43,9 @@ extern "C" {
 static inline int tempora_posix_timer_create(clockid_t clock, struct sigevent *sev,
                                              tempora_timer_t *timerid)
 {
-    struct tempora_sigevent tsev = {0};
+    /* memset, not `= {0}`: C++ warns of the members it leaves out (-Wextra). */
+    struct tempora_sigevent tsev;
+    memset(&tsev, 0, sizeof tsev);
     if (sev == NULL || (sev->sigev_notify != SIGEV_NONE && sev->sigev_notify != SIGEV_THREAD)) {
         errno = ENOTSUP;
         return -1;

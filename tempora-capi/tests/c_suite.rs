@@ -75,7 +75,9 @@ fn compiler(cpp: bool) -> Command {
         .host(env!("TEMPORA_CAPI_TARGET"))
         .opt_level(1)
         .debug(true)
-        .warnings(false)
+        // `true`: -Wall -Wextra. Never `false`: that adds -w, which silences every warning
+        // whatever flags follow, -Werror included.
+        .warnings(true)
         .get_compiler();
     let mut cmd = tool.to_command();
     cmd.arg(if cpp { "-std=c++17" } else { "-std=c11" });

@@ -1,5 +1,6 @@
-// tempora.h from C++: the header's extern "C" block, its structs initialised the C++ way, and
-// a lambda without captures as a callback.
+// tempora.h and tempora_posix.h from C++ (built with the suite's -Wall -Wextra -Werror): the
+// headers' extern "C" blocks, their structs initialised the C++ way, lambdas without captures
+// as a callback and as a POSIX SIGEV_THREAD function.
 //   cxx                      prints "c++ ok"
 //   cxx throw                a callback throws: the process aborts (SIGABRT), never goes on
 //   cxx throw-resolver PATH  a restore's resolver throws: likewise
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <semaphore.h>
 #include <stdexcept>
+#include <tempora_posix.h>
 
 static std::atomic<int> calls{0};
 static sem_t fired;
@@ -97,6 +99,22 @@ int main(int argc, char **argv)
         tempora_timer_settime(o, id, 0, &set, nullptr) != 0)
         return 1;
     if (!wait_fired() || calls != 1)
+        return 1;
+    // The POSIX calls, through tempora_posix.h.
+    struct sigevent psev{};
+    psev.sigev_notify = SIGEV_THREAD;
+    psev.sigev_notify_function = [](union sigval v) {
+        if (v.sival_int == 42) {
+            calls++;
+            sem_post(&fired);
+        }
+    };
+    psev.sigev_value.sival_int = 42;
+    timer_t pid;
+    if (timer_create(CLOCK_MONOTONIC, &psev, &pid) != 0 ||
+        timer_settime(pid, 0, &set, nullptr) != 0)
+        return 1;
+    if (!wait_fired() || calls != 2 || timer_getoverrun(pid) != 0 || timer_delete(pid) != 0)
         return 1;
     tempora_owner_free(o);
     tempora_free(t);
