@@ -43,8 +43,11 @@ extern "C" {
 static inline int tempora_posix_timer_create(clockid_t clock, struct sigevent *sev,
                                              tempora_timer_t *timerid)
 {
-    /* memset, not `= {0}`: C++ warns of the members it leaves out (-Wextra). */
     struct tempora_sigevent tsev;
+    tempora_owner_t *owner = tempora_default_owner();
+    if (owner == NULL)
+        return -1; /* errno says why: EAGAIN if its driver thread cannot start */
+    /* memset, not `= {0}`: C++ warns of the members it leaves out (-Wextra). */
     memset(&tsev, 0, sizeof tsev);
     if (sev == NULL || (sev->sigev_notify != SIGEV_NONE && sev->sigev_notify != SIGEV_THREAD)) {
         errno = ENOTSUP;
@@ -57,7 +60,7 @@ static inline int tempora_posix_timer_create(clockid_t clock, struct sigevent *s
         tsev.value = sev->sigev_value;
         tsev.notify_function = sev->sigev_notify_function;
     }
-    return tempora_timer_create(tempora_default_owner(), clock, &tsev, timerid);
+    return tempora_timer_create(owner, clock, &tsev, timerid);
 }
 
 static inline int tempora_posix_timer_settime(tempora_timer_t timerid, int flags,

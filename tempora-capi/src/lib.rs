@@ -40,7 +40,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::ptr;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 use tempora::checkpoint::Snapshot;
 use tempora::clock::{ClockId, TimeSpec};
@@ -566,16 +566,39 @@ pub unsafe extern "C" fn tempora_owner_free(owner: *mut tempora_owner_t) {
 
 /// The process-wide owner `tempora_posix.h` maps the POSIX calls onto: an owner of a service
 /// with the default configuration (one driver thread), made on first call and never freed (do
-/// not pass it to `tempora_owner_free`). Returns NULL with `errno` only if it cannot be made.
+/// not pass it to `tempora_owner_free`). Returns NULL with `errno` only if it cannot be made:
+/// `EAGAIN` (or another OS errno) when its driver thread cannot start, as `pthread_create` and
+/// `timer_create` say it; the next call tries again.
 #[no_mangle]
 pub extern "C" fn tempora_default_owner() -> *mut tempora_owner_t {
-    static DEFAULT: OnceLock<usize> = OnceLock::new();
+    /// The service (kept running for the process's life) and its owner's handle.
+    struct DefaultOwner {
+        _timers: Timers,
+        owner: usize,
+    }
+    static DEFAULT: OnceLock<DefaultOwner> = OnceLock::new();
+    // Held while the service is made, so that one is made; a failed attempt leaves `DEFAULT`
+    // empty for the next call.
+    static MAKING: Mutex<()> = Mutex::new(());
     entry(ptr::null_mut(), || {
-        let owner = DEFAULT.get_or_init(|| {
-            let owner = tempora::time::global().owner();
-            Box::into_raw(Box::new(tempora_owner_t { owner })) as usize
+        if let Some(d) = DEFAULT.get() {
+            return Ok(d.owner as *mut tempora_owner_t);
+        }
+        let _making = MAKING.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(d) = DEFAULT.get() {
+            return Ok(d.owner as *mut tempora_owner_t);
+        }
+        // The builder, not `Timers::new`: a driver that cannot start is an error to report
+        // (`EAGAIN`), where `Timers::new` panics.
+        let timers = Timers::builder().build()?;
+        let owner = Box::into_raw(Box::new(tempora_owner_t {
+            owner: timers.owner(),
+        })) as usize;
+        let d = DEFAULT.get_or_init(|| DefaultOwner {
+            _timers: timers,
+            owner,
         });
-        Ok(*owner as *mut tempora_owner_t)
+        Ok(d.owner as *mut tempora_owner_t)
     })
 }
 

@@ -192,6 +192,21 @@ fn precision_kinds_deferral_and_spare_drivers() {
 }
 
 #[test]
+fn no_thread_to_start_is_eagain_and_prints_nothing() {
+    let out = Command::new(build("nothreads", "", Link::Shared, &[]))
+        .output()
+        .expect("run the C test");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("nothreads ok"),
+        "{}",
+        text(&out)
+    );
+    // A caught panic would have written its report here.
+    assert!(out.stderr.is_empty(), "{}", text(&out));
+}
+
+#[test]
 fn pthread_churn_and_callbacks_that_delete_themselves() {
     let out = run(&build("threads", "", Link::Shared, &[]), &[]);
     assert!(out.contains("threads ok"), "{out}");
