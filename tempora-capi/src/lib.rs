@@ -514,9 +514,16 @@ pub unsafe extern "C" fn tempora_new(config: *const tempora_config) -> *mut temp
     })
 }
 
-/// Frees a service handle (NULL is ignored). Its drivers stop once its owners are freed too:
-/// an owner that outlives its service keeps its timers readable (gettime, getoverrun, delete,
-/// checkpoint, queued events) but arming them fails with `ESHUTDOWN`.
+/// Stops a service and frees its handle (NULL is ignored). Its driver threads stop now, and
+/// are joined before this returns: the callback calls they have already taken run first (one
+/// that blocks holds this up), and nothing fires the service's timers after. Called from one
+/// of its callbacks, it joins every driver thread but the caller's, which ends once that call
+/// and the rest of its batch have returned.
+///
+/// Owners that outlive their service keep their timers readable (gettime, getoverrun, delete,
+/// checkpoint, queued events), but no timer of theirs fires again: an armed one reads its
+/// remaining time, then 1 ns left for good once its expiry has passed. Arming fails with
+/// `ESHUTDOWN`, and so does waiting for an event once the queue is empty.
 ///
 /// # Safety
 /// `t` is NULL or a live handle from `tempora_new`, freed once, with no other call on it
