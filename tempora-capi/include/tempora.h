@@ -155,8 +155,14 @@ typedef void (*tempora_notify_fn)(union sigval value);
 typedef int32_t tempora_timer_t;
 
 /*
- A `TEMPORA_SIGEV_THREAD` function that is also told which timer fired and the periods it
- missed before this call (its overrun, as `tempora_timer_getoverrun` would return it).
+ A `TEMPORA_SIGEV_THREAD` function that is also told which timer fired and its `overrun`:
+ the periods since the previous call that get no call of their own. Those are the periods
+ the timer fired late by and, when it expired again while the previous call ran (a timer's
+ calls never overlap: such expiries make one more call, after it), every such expiry but
+ one. `tempora_timer_getoverrun` counts only the lateness of the last expiry the timer
+ took: inside a call made for one expiry it returns `overrun` (until the timer expires
+ again); inside a call made for expiries that came during the previous call it returns the
+ last one's lateness alone, less than `overrun`. Count missed periods from `overrun`.
 
  It must return normally, as a `tempora_notify_fn` must: a C++ exception that escapes it
  aborts the process (`SIGABRT`); `longjmp`, `siglongjmp`, `pthread_exit` or a cancellation
@@ -349,8 +355,10 @@ int tempora_timer_gettime(const struct tempora_owner_t *owner,
 
 /*
  `timer_getoverrun`: the overrun of timer `timer`'s last delivered event (periods missed
- before it was taken, capped at INT_MAX). Returns it, or -1 with `errno` `EINVAL` (NULL
- owner, an unknown timer).
+ before it was taken, capped at INT_MAX); for a `TEMPORA_SIGEV_THREAD` timer, the periods
+ its last expiry was late by, which leaves out expiries folded into one call
+ (`tempora_callback_fn` says when they differ). Returns it, or -1 with `errno` `EINVAL`
+ (NULL owner, an unknown timer).
 
  # Safety
  `owner` is NULL or live.

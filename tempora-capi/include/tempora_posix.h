@@ -18,7 +18,10 @@
  *                    SIGEV_SIGNAL and SIGEV_THREAD_ID fail with ENOTSUP: tempora delivers no
  *                    signals; use tempora.h's TEMPORA_SIGEV_QUEUE and the owner's event fd.
  *                    A NULL sigevent (SIGEV_SIGNAL with SIGALRM) fails likewise.
- *   timer_settime, timer_gettime, timer_getoverrun, timer_delete: as the kernel's.
+ *   timer_settime, timer_gettime, timer_getoverrun, timer_delete: as the kernel's, but for
+ *                    timer_getoverrun inside a SIGEV_THREAD function's call made for expiries
+ *                    that came while its previous call ran: it says only the last one's
+ *                    lateness, not how many came (tempora.h's tempora_callback_fn is told).
  *   timer_t          becomes tempora_timer_t (an int): IDs from 0 up, per process, as Linux's.
  *
  * Everything is a macro over a static inline function, so it works from C and C++ (warning

@@ -207,6 +207,12 @@ fn no_thread_to_start_is_eagain_and_prints_nothing() {
 }
 
 #[test]
+fn a_callbacks_overrun_and_getoverrun_for_one_and_for_folded_expiries() {
+    let out = run(&build("overrun", "", Link::Shared, &[]), &[]);
+    assert!(out.contains("overrun ok"), "{out}");
+}
+
+#[test]
 fn pthread_churn_and_callbacks_that_delete_themselves() {
     let out = run(&build("threads", "", Link::Shared, &[]), &[]);
     assert!(out.contains("threads ok"), "{out}");
