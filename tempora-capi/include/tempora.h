@@ -545,7 +545,10 @@ int tempora_owner_restore(const struct tempora_owner_t *owner,
 
 /*
  The message of the calling thread's last failed call (what `errno` alone does not say:
- which argument, which rule). Valid until that thread's next failed call; never NULL.
+ which argument, which rule); "" before any. Never NULL. Valid until that thread's next
+ failed call or its exit, so copy it before handing it to another thread. Per thread, as
+ `errno` is: a callback reads the message of the thread that runs it, not of the thread
+ that armed its timer.
  */
 const char *tempora_last_error(void);
 

@@ -231,8 +231,13 @@ thread_local! {
 #[inline(never)]
 fn report(f: Failure) {
     let message = CString::new(f.message.replace('\0', " ")).unwrap_or_default();
-    // The thread-local is gone only while the thread exits; the errno is still set.
-    let _ = LAST_ERROR.try_with(|last| *last.borrow_mut() = message);
+    // The thread-local is gone only while the thread exits, and borrowed only by a call that
+    // panicked while reading it: the message is lost then, the errno is still set.
+    let _ = LAST_ERROR.try_with(|last| {
+        if let Ok(mut last) = last.try_borrow_mut() {
+            *last = message;
+        }
+    });
     // SAFETY: `__errno_location` returns the calling thread's errno, valid for the thread's life.
     unsafe { *libc::__errno_location() = f.errno };
 }
@@ -1127,12 +1132,17 @@ pub unsafe extern "C" fn tempora_owner_restore(
 }
 
 /// The message of the calling thread's last failed call (what `errno` alone does not say:
-/// which argument, which rule). Valid until that thread's next failed call; never NULL.
+/// which argument, which rule); "" before any. Never NULL. Valid until that thread's next
+/// failed call or its exit, so copy it before handing it to another thread. Per thread, as
+/// `errno` is: a callback reads the message of the thread that runs it, not of the thread
+/// that armed its timer.
 #[no_mangle]
 pub extern "C" fn tempora_last_error() -> *const c_char {
-    LAST_ERROR
-        .try_with(|last| last.borrow().as_ptr())
-        .unwrap_or(c"".as_ptr())
+    entry(c"".as_ptr(), || {
+        Ok(LAST_ERROR
+            .try_with(|last| last.borrow().as_ptr())
+            .unwrap_or(c"".as_ptr()))
+    })
 }
 
 #[cfg(test)]
@@ -1181,6 +1191,22 @@ mod tests {
         );
         assert_eq!(errno(), libc::EAGAIN);
         assert_eq!(last_error(), Error::NoFreeId.to_string());
+    }
+
+    #[test]
+    fn a_panic_in_last_error_fails_it_without_aborting() {
+        // Forced: the message is borrowed mutably, so reading it panics.
+        set_errno(0);
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let p = LAST_ERROR.with(|last| {
+            let _held = last.borrow_mut();
+            tempora_last_error()
+        });
+        std::panic::set_hook(hook);
+        // SAFETY: tempora_last_error returns a NUL-terminated string, here a static one.
+        assert_eq!(unsafe { CStr::from_ptr(p) }.to_bytes(), b"");
+        assert_eq!(errno(), libc::ENOTRECOVERABLE);
     }
 
     #[test]
