@@ -311,7 +311,8 @@ struct tempora_owner_t *tempora_default_owner(void);
  `EOPNOTSUPP` (a clock tempora does not time: CPU-time, raw, coarse, alarm, TAI; for such a
  clock the errno is the kernel's own, which tempora asks it for), `EFAULT` (NULL
  `timerid`), `EAGAIN` (every ID in use), `EBUSY` (the exact ID is in use), `ESHUTDOWN`
- (the service was freed).
+ (the service was freed). The arguments are checked in Linux's order: the clock, the
+ sigevent, then `timerid`; a failed call creates nothing.
 
  # Safety
  `owner` is NULL or live; `sev` is NULL or a readable sigevent whose `name` is NULL or a

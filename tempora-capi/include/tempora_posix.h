@@ -17,7 +17,8 @@
  *                    glibc's thread of its own would survive) is undefined behaviour.
  *                    SIGEV_SIGNAL and SIGEV_THREAD_ID fail with ENOTSUP: tempora delivers no
  *                    signals; use tempora.h's TEMPORA_SIGEV_QUEUE and the owner's event fd.
- *                    A NULL sigevent (SIGEV_SIGNAL with SIGALRM) fails likewise.
+ *                    A NULL sigevent (SIGEV_SIGNAL with SIGALRM) fails likewise. Another
+ *                    sigev_notify is EINVAL, and the clock is checked first, as in Linux.
  *   timer_settime, timer_gettime, timer_getoverrun, timer_delete: as the kernel's, but for
  *                    timer_getoverrun inside a SIGEV_THREAD function's call made for expiries
  *                    that came while its previous call ran: it says only the last one's
@@ -43,6 +44,13 @@
 extern "C" {
 #endif
 
+/* Linux's value, where <signal.h> does not name it. */
+#ifdef SIGEV_THREAD_ID
+#define TEMPORA_POSIX_SIGEV_THREAD_ID SIGEV_THREAD_ID
+#else
+#define TEMPORA_POSIX_SIGEV_THREAD_ID 4
+#endif
+
 static inline int tempora_posix_timer_create(clockid_t clock, struct sigevent *sev,
                                              tempora_timer_t *timerid)
 {
@@ -52,16 +60,22 @@ static inline int tempora_posix_timer_create(clockid_t clock, struct sigevent *s
         return -1; /* errno says why: EAGAIN if its driver thread cannot start */
     /* memset, not `= {0}`: C++ warns of the members it leaves out (-Wextra). */
     memset(&tsev, 0, sizeof tsev);
-    if (sev == NULL || (sev->sigev_notify != SIGEV_NONE && sev->sigev_notify != SIGEV_THREAD)) {
-        errno = ENOTSUP;
-        return -1;
-    }
-    if (sev->sigev_notify == SIGEV_NONE) {
-        tsev.notify = TEMPORA_SIGEV_NONE;
-    } else {
+    tsev.notify = TEMPORA_SIGEV_NONE;
+    if (sev != NULL && sev->sigev_notify == SIGEV_THREAD) {
         tsev.notify = TEMPORA_SIGEV_THREAD;
         tsev.value = sev->sigev_value;
         tsev.notify_function = sev->sigev_notify_function;
+    } else if (sev == NULL || sev->sigev_notify != SIGEV_NONE) {
+        /* Refused, but after the clock, which Linux checks first: given a NULL timerid,
+         * tempora_timer_create checks the clock, then fails with EFAULT and creates nothing. */
+        if (tempora_timer_create(owner, clock, &tsev, NULL) == -1 && errno != EFAULT)
+            return -1;
+        /* SIGEV_SIGNAL (a NULL sigevent's) and SIGEV_THREAD_ID are valid but need signals. */
+        errno = sev == NULL || sev->sigev_notify == SIGEV_SIGNAL ||
+                        sev->sigev_notify == TEMPORA_POSIX_SIGEV_THREAD_ID
+                    ? ENOTSUP
+                    : EINVAL;
+        return -1;
     }
     return tempora_timer_create(owner, clock, &tsev, timerid);
 }

@@ -256,6 +256,12 @@ fn a_posix_program_prints_the_same_on_libc_and_on_tempora() {
 }
 
 #[test]
+fn tempora_posix_h_refuses_as_linux_would() {
+    let out = run(&build("posix", "", Link::Shared, &[]), &[]);
+    assert!(out.contains("posix ok"), "{out}");
+}
+
+#[test]
 fn a_cxx_program_uses_the_header() {
     let out = run(&build("cxx.cpp", "", Link::Shared, &[]), &[]);
     assert!(out.contains("c++ ok"), "{out}");
