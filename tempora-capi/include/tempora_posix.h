@@ -13,8 +13,9 @@
  *                    4 blocked at once: tempora_config's spare_drivers). A timer's function
  *                    never runs twice at once: expiries meanwhile make one more call.
  *                    It must return normally: a C++ exception that escapes it aborts the
- *                    process, and pthread_exit, longjmp or a cancellation out of it (which
- *                    glibc's thread of its own would survive) is undefined behaviour.
+ *                    process, and pthread_exit, longjmp or a cancellation out of it is
+ *                    undefined behaviour (under glibc, pthread_exit would end only the
+ *                    thread it starts for the call).
  *                    SIGEV_SIGNAL and SIGEV_THREAD_ID fail with ENOTSUP: tempora delivers no
  *                    signals; use tempora.h's TEMPORA_SIGEV_QUEUE and the owner's event fd.
  *                    A NULL sigevent (SIGEV_SIGNAL with SIGALRM) fails likewise. Another

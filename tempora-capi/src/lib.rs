@@ -1010,7 +1010,9 @@ pub unsafe extern "C" fn tempora_deadline_fd(t: *const tempora_t) -> c_int {
 }
 
 /// When `tempora_poll` next fires a timer, as a `CLOCK_MONOTONIC` time in `*deadline` (it
-/// may have passed: poll at once). Returns 1 with `*deadline` written, 0 if no timer is armed,
+/// may have passed: poll at once). Returns 1 with `*deadline` written; 0 if no timer needs a
+/// wake-up: none is armed, or only `TEMPORA_PRECISION_DEFERRABLE` ones with no deferral
+/// bound (`max_deferral_ns` = `UINT64_MAX`), which fire at a poll made for something else;
 /// or -1 with `errno` (`EINVAL` for a NULL service, `EFAULT` for a NULL `deadline`).
 ///
 /// # Safety
@@ -1035,8 +1037,11 @@ pub unsafe extern "C" fn tempora_next_deadline(
 }
 
 /// Milliseconds until `tempora_poll` next fires a timer, rounded up (never early), for
-/// `epoll_wait`'s and `poll`'s timeout: -1 if no timer is armed (wait for other events only),
-/// 0 if one is due, at most INT_MAX. Also -1, with `errno` `EINVAL`, for NULL.
+/// `epoll_wait`'s and `poll`'s timeout: -1 if no timer needs a wake-up (wait for other events
+/// only; as for `tempora_next_deadline`, an armed deferrable timer with no deferral bound
+/// needs none), 0 if one is due, at most INT_MAX. Also -1, with `errno` `EINVAL`, for a NULL
+/// service: a success leaves `errno` alone, so set it to 0 before the call to tell the two
+/// apart, lest a bad handle turn into a wait for ever.
 ///
 /// # Safety
 /// `t` is NULL or live.
