@@ -140,6 +140,12 @@ typedef struct tempora_config {
 
 /*
  A `TEMPORA_SIGEV_THREAD` function with `SIGEV_THREAD`'s signature: the sigevent's `value`.
+
+ It must return normally. A C++ exception that escapes it aborts the process (`SIGABRT`):
+ catch every exception inside it. Leaving it by `longjmp` or `siglongjmp`, by
+ `pthread_exit`, or by a cancellation of the thread it runs on is undefined behaviour: it
+ skips the tempora frames that called it, whose bookkeeping of the call never finishes (the
+ timer may never be called again).
  */
 typedef void (*tempora_notify_fn)(union sigval value);
 
@@ -149,8 +155,18 @@ typedef void (*tempora_notify_fn)(union sigval value);
 typedef int32_t tempora_timer_t;
 
 /*
- A `TEMPORA_SIGEV_THREAD` function that is also told which timer fired and the periods it
- missed before this call (its overrun, as `tempora_timer_getoverrun` would return it).
+ A `TEMPORA_SIGEV_THREAD` function that is also told which timer fired and its `overrun`:
+ the periods since the previous call that get no call of their own. Those are the periods
+ the timer fired late by and, when it expired again while the previous call ran (a timer's
+ calls never overlap: such expiries make one more call, after it), every such expiry but
+ one. `tempora_timer_getoverrun` counts only the lateness of the last expiry the timer
+ took: inside a call made for one expiry it returns `overrun` (until the timer expires
+ again); inside a call made for expiries that came during the previous call it returns the
+ last one's lateness alone, less than `overrun`. Count missed periods from `overrun`.
+
+ It must return normally, as a `tempora_notify_fn` must: a C++ exception that escapes it
+ aborts the process (`SIGABRT`); `longjmp`, `siglongjmp`, `pthread_exit` or a cancellation
+ out of it is undefined behaviour.
  */
 typedef void (*tempora_callback_fn)(tempora_timer_t timer, int overrun, union sigval value);
 
@@ -205,6 +221,10 @@ typedef struct tempora_event {
  value of this process) and return 0, or return -1 if `name` is unknown (the restore then
  fails with `EINVAL` and restores nothing). `ctx` is the pointer given to the restore. The
  restored timers keep `name` for their next checkpoint; `out->name` is ignored.
+
+ It must return normally, as a `tempora_notify_fn` must: a C++ exception that escapes it
+ aborts the process (`SIGABRT`); `longjmp`, `siglongjmp`, `pthread_exit` or a cancellation
+ out of it is undefined behaviour.
  */
 typedef int (*tempora_resolver_fn)(const char *name, struct tempora_sigevent *out, void *ctx);
 
@@ -234,9 +254,16 @@ int tempora_config_init(struct tempora_config *config);
 struct tempora_t *tempora_new(const struct tempora_config *config);
 
 /*
- Frees a service handle (NULL is ignored). Its drivers stop once its owners are freed too:
- an owner that outlives its service keeps its timers readable (gettime, getoverrun, delete,
- checkpoint, queued events) but arming them fails with `ESHUTDOWN`.
+ Stops a service and frees its handle (NULL is ignored). Its driver threads stop now, and
+ are joined before this returns: the callback calls they have already taken run first (one
+ that blocks holds this up), and nothing fires the service's timers after. Called from one
+ of its callbacks, it joins every driver thread but the caller's, which ends once that call
+ and the rest of its batch have returned.
+
+ Owners that outlive their service keep their timers readable (gettime, getoverrun, delete,
+ checkpoint, queued events), but no timer of theirs fires again: an armed one reads its
+ remaining time, then 1 ns left for good once its expiry has passed. Arming fails with
+ `ESHUTDOWN`, and so does waiting for an event once the queue is empty.
 
  # Safety
  `t` is NULL or a live handle from `tempora_new`, freed once, with no other call on it
@@ -267,7 +294,9 @@ void tempora_owner_free(struct tempora_owner_t *owner);
 /*
  The process-wide owner `tempora_posix.h` maps the POSIX calls onto: an owner of a service
  with the default configuration (one driver thread), made on first call and never freed (do
- not pass it to `tempora_owner_free`). Returns NULL with `errno` only if it cannot be made.
+ not pass it to `tempora_owner_free`). Returns NULL with `errno` only if it cannot be made:
+ `EAGAIN` (or another OS errno) when its driver thread cannot start, as `pthread_create` and
+ `timer_create` say it; the next call tries again.
  */
 struct tempora_owner_t *tempora_default_owner(void);
 
@@ -282,7 +311,8 @@ struct tempora_owner_t *tempora_default_owner(void);
  `EOPNOTSUPP` (a clock tempora does not time: CPU-time, raw, coarse, alarm, TAI; for such a
  clock the errno is the kernel's own, which tempora asks it for), `EFAULT` (NULL
  `timerid`), `EAGAIN` (every ID in use), `EBUSY` (the exact ID is in use), `ESHUTDOWN`
- (the service was freed).
+ (the service was freed). The arguments are checked in Linux's order: the clock, the
+ sigevent, then `timerid`; a failed call creates nothing.
 
  # Safety
  `owner` is NULL or live; `sev` is NULL or a readable sigevent whose `name` is NULL or a
@@ -326,8 +356,10 @@ int tempora_timer_gettime(const struct tempora_owner_t *owner,
 
 /*
  `timer_getoverrun`: the overrun of timer `timer`'s last delivered event (periods missed
- before it was taken, capped at INT_MAX). Returns it, or -1 with `errno` `EINVAL` (NULL
- owner, an unknown timer).
+ before it was taken, capped at INT_MAX); for a `TEMPORA_SIGEV_THREAD` timer, the periods
+ its last expiry was late by, which leaves out expiries folded into one call
+ (`tempora_callback_fn` says when they differ). Returns it, or -1 with `errno` `EINVAL`
+ (NULL owner, an unknown timer).
 
  # Safety
  `owner` is NULL or live.
@@ -464,7 +496,9 @@ int tempora_deadline_fd(const struct tempora_t *t);
 
 /*
  When `tempora_poll` next fires a timer, as a `CLOCK_MONOTONIC` time in `*deadline` (it
- may have passed: poll at once). Returns 1 with `*deadline` written, 0 if no timer is armed,
+ may have passed: poll at once). Returns 1 with `*deadline` written; 0 if no timer needs a
+ wake-up: none is armed, or only `TEMPORA_PRECISION_DEFERRABLE` ones with no deferral
+ bound (`max_deferral_ns` = `UINT64_MAX`), which fire at a poll made for something else;
  or -1 with `errno` (`EINVAL` for a NULL service, `EFAULT` for a NULL `deadline`).
 
  # Safety
@@ -474,8 +508,11 @@ int tempora_next_deadline(const struct tempora_t *t, struct timespec *deadline);
 
 /*
  Milliseconds until `tempora_poll` next fires a timer, rounded up (never early), for
- `epoll_wait`'s and `poll`'s timeout: -1 if no timer is armed (wait for other events only),
- 0 if one is due, at most INT_MAX. Also -1, with `errno` `EINVAL`, for NULL.
+ `epoll_wait`'s and `poll`'s timeout: -1 if no timer needs a wake-up (wait for other events
+ only; as for `tempora_next_deadline`, an armed deferrable timer with no deferral bound
+ needs none), 0 if one is due, at most INT_MAX. Also -1, with `errno` `EINVAL`, for a NULL
+ service: a success leaves `errno` alone, so set it to 0 before the call to tell the two
+ apart, lest a bad handle turn into a wait for ever.
 
  # Safety
  `t` is NULL or live.
@@ -514,7 +551,10 @@ int tempora_owner_restore(const struct tempora_owner_t *owner,
 
 /*
  The message of the calling thread's last failed call (what `errno` alone does not say:
- which argument, which rule). Valid until that thread's next failed call; never NULL.
+ which argument, which rule); "" before any. Never NULL. Valid until that thread's next
+ failed call or its exit, so copy it before handing it to another thread. Per thread, as
+ `errno` is: a callback reads the message of the thread that runs it, not of the thread
+ that armed its timer.
  */
 const char *tempora_last_error(void);
 

@@ -12,14 +12,23 @@
  *                    hands the driver to a spare thread, so other timers still fire (up to
  *                    4 blocked at once: tempora_config's spare_drivers). A timer's function
  *                    never runs twice at once: expiries meanwhile make one more call.
+ *                    It must return normally: a C++ exception that escapes it aborts the
+ *                    process, and pthread_exit, longjmp or a cancellation out of it is
+ *                    undefined behaviour (under glibc, pthread_exit would end only the
+ *                    thread it starts for the call).
  *                    SIGEV_SIGNAL and SIGEV_THREAD_ID fail with ENOTSUP: tempora delivers no
  *                    signals; use tempora.h's TEMPORA_SIGEV_QUEUE and the owner's event fd.
- *                    A NULL sigevent (SIGEV_SIGNAL with SIGALRM) fails likewise.
- *   timer_settime, timer_gettime, timer_getoverrun, timer_delete: as the kernel's.
+ *                    A NULL sigevent (SIGEV_SIGNAL with SIGALRM) fails likewise. Another
+ *                    sigev_notify is EINVAL, and the clock is checked first, as in Linux.
+ *   timer_settime, timer_gettime, timer_getoverrun, timer_delete: as the kernel's, but for
+ *                    timer_getoverrun inside a SIGEV_THREAD function's call made for expiries
+ *                    that came while its previous call ran: it says only the last one's
+ *                    lateness, not how many came (tempora.h's tempora_callback_fn is told).
  *   timer_t          becomes tempora_timer_t (an int): IDs from 0 up, per process, as Linux's.
  *
- * Everything is a macro over a static inline function, so it works from C and C++; take the
- * header out and the same source builds against the C library again.
+ * Everything is a macro over a static inline function, so it works from C and C++ (warning
+ * free under -Wall -Wextra); take the header out and the same source builds against the C
+ * library again.
  */
 #ifndef TEMPORA_POSIX_H
 #define TEMPORA_POSIX_H
@@ -27,6 +36,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
+#include <string.h>
 #include <time.h>
 
 #include "tempora.h"
@@ -35,22 +45,40 @@
 extern "C" {
 #endif
 
+/* Linux's value, where <signal.h> does not name it. */
+#ifdef SIGEV_THREAD_ID
+#define TEMPORA_POSIX_SIGEV_THREAD_ID SIGEV_THREAD_ID
+#else
+#define TEMPORA_POSIX_SIGEV_THREAD_ID 4
+#endif
+
 static inline int tempora_posix_timer_create(clockid_t clock, struct sigevent *sev,
                                              tempora_timer_t *timerid)
 {
-    struct tempora_sigevent tsev = {0};
-    if (sev == NULL || (sev->sigev_notify != SIGEV_NONE && sev->sigev_notify != SIGEV_THREAD)) {
-        errno = ENOTSUP;
-        return -1;
-    }
-    if (sev->sigev_notify == SIGEV_NONE) {
-        tsev.notify = TEMPORA_SIGEV_NONE;
-    } else {
+    struct tempora_sigevent tsev;
+    tempora_owner_t *owner = tempora_default_owner();
+    if (owner == NULL)
+        return -1; /* errno says why: EAGAIN if its driver thread cannot start */
+    /* memset, not `= {0}`: C++ warns of the members it leaves out (-Wextra). */
+    memset(&tsev, 0, sizeof tsev);
+    tsev.notify = TEMPORA_SIGEV_NONE;
+    if (sev != NULL && sev->sigev_notify == SIGEV_THREAD) {
         tsev.notify = TEMPORA_SIGEV_THREAD;
         tsev.value = sev->sigev_value;
         tsev.notify_function = sev->sigev_notify_function;
+    } else if (sev == NULL || sev->sigev_notify != SIGEV_NONE) {
+        /* Refused, but after the clock, which Linux checks first: given a NULL timerid,
+         * tempora_timer_create checks the clock, then fails with EFAULT and creates nothing. */
+        if (tempora_timer_create(owner, clock, &tsev, NULL) == -1 && errno != EFAULT)
+            return -1;
+        /* SIGEV_SIGNAL (a NULL sigevent's) and SIGEV_THREAD_ID are valid but need signals. */
+        errno = sev == NULL || sev->sigev_notify == SIGEV_SIGNAL ||
+                        sev->sigev_notify == TEMPORA_POSIX_SIGEV_THREAD_ID
+                    ? ENOTSUP
+                    : EINVAL;
+        return -1;
     }
-    return tempora_timer_create(tempora_default_owner(), clock, &tsev, timerid);
+    return tempora_timer_create(owner, clock, &tsev, timerid);
 }
 
 static inline int tempora_posix_timer_settime(tempora_timer_t timerid, int flags,

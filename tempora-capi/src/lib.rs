@@ -20,7 +20,10 @@
 //! - **Callbacks** (`TEMPORA_SIGEV_THREAD`) run on the thread that fires the timer (a driver
 //!   thread, or the caller of `tempora_poll`) with no tempora lock held: they may call any
 //!   function here, delete their own timer included, but should be short, as a signal handler
-//!   or a `SIGEV_THREAD` function should.
+//!   or a `SIGEV_THREAD` function should. They, and `tempora_owner_restore`'s resolver, must
+//!   return normally: their types are `C-unwind`, so a C++ exception that escapes one unwinds
+//!   to the `catch_unwind` around it, which aborts the process (Rust catches no foreign
+//!   exception); `longjmp`, `pthread_exit` or a cancellation out of one is undefined behaviour.
 //!
 //! The header is generated from this file by cbindgen (`tests/header.rs` checks it is current;
 //! `TEMPORA_BLESS=1 cargo test -p tempora-capi --test header` rewrites it), so the doc comments
@@ -37,7 +40,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::ptr;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 use tempora::checkpoint::Snapshot;
 use tempora::clock::{ClockId, TimeSpec};
@@ -121,12 +124,28 @@ pub const TEMPORA_RESTORE_IDS_ON: c_int = 1;
 pub const TEMPORA_RESTORE_IDS_GET: c_int = 2;
 
 /// A `TEMPORA_SIGEV_THREAD` function with `SIGEV_THREAD`'s signature: the sigevent's `value`.
-pub type tempora_notify_fn = Option<unsafe extern "C" fn(value: sigval)>;
+///
+/// It must return normally. A C++ exception that escapes it aborts the process (`SIGABRT`):
+/// catch every exception inside it. Leaving it by `longjmp` or `siglongjmp`, by
+/// `pthread_exit`, or by a cancellation of the thread it runs on is undefined behaviour: it
+/// skips the tempora frames that called it, whose bookkeeping of the call never finishes (the
+/// timer may never be called again).
+pub type tempora_notify_fn = Option<unsafe extern "C-unwind" fn(value: sigval)>;
 
-/// A `TEMPORA_SIGEV_THREAD` function that is also told which timer fired and the periods it
-/// missed before this call (its overrun, as `tempora_timer_getoverrun` would return it).
+/// A `TEMPORA_SIGEV_THREAD` function that is also told which timer fired and its `overrun`:
+/// the periods since the previous call that get no call of their own. Those are the periods
+/// the timer fired late by and, when it expired again while the previous call ran (a timer's
+/// calls never overlap: such expiries make one more call, after it), every such expiry but
+/// one. `tempora_timer_getoverrun` counts only the lateness of the last expiry the timer
+/// took: inside a call made for one expiry it returns `overrun` (until the timer expires
+/// again); inside a call made for expiries that came during the previous call it returns the
+/// last one's lateness alone, less than `overrun`. Count missed periods from `overrun`.
+///
+/// It must return normally, as a `tempora_notify_fn` must: a C++ exception that escapes it
+/// aborts the process (`SIGABRT`); `longjmp`, `siglongjmp`, `pthread_exit` or a cancellation
+/// out of it is undefined behaviour.
 pub type tempora_callback_fn =
-    Option<unsafe extern "C" fn(timer: tempora_timer_t, overrun: c_int, value: sigval)>;
+    Option<unsafe extern "C-unwind" fn(timer: tempora_timer_t, overrun: c_int, value: sigval)>;
 
 /// How a timer reports its expiry (POSIX's `struct sigevent`). NULL at `tempora_timer_create`
 /// means `TEMPORA_SIGEV_QUEUE`.
@@ -163,8 +182,12 @@ pub struct tempora_event {
 /// value of this process) and return 0, or return -1 if `name` is unknown (the restore then
 /// fails with `EINVAL` and restores nothing). `ctx` is the pointer given to the restore. The
 /// restored timers keep `name` for their next checkpoint; `out->name` is ignored.
+///
+/// It must return normally, as a `tempora_notify_fn` must: a C++ exception that escapes it
+/// aborts the process (`SIGABRT`); `longjmp`, `siglongjmp`, `pthread_exit` or a cancellation
+/// out of it is undefined behaviour.
 pub type tempora_resolver_fn = Option<
-    unsafe extern "C" fn(
+    unsafe extern "C-unwind" fn(
         name: *const c_char,
         out: *mut tempora_sigevent,
         ctx: *mut c_void,
@@ -208,8 +231,13 @@ thread_local! {
 #[inline(never)]
 fn report(f: Failure) {
     let message = CString::new(f.message.replace('\0', " ")).unwrap_or_default();
-    // The thread-local is gone only while the thread exits; the errno is still set.
-    let _ = LAST_ERROR.try_with(|last| *last.borrow_mut() = message);
+    // The thread-local is gone only while the thread exits, and borrowed only by a call that
+    // panicked while reading it: the message is lost then, the errno is still set.
+    let _ = LAST_ERROR.try_with(|last| {
+        if let Ok(mut last) = last.try_borrow_mut() {
+            *last = message;
+        }
+    });
     // SAFETY: `__errno_location` returns the calling thread's errno, valid for the thread's life.
     unsafe { *libc::__errno_location() = f.errno };
 }
@@ -360,7 +388,10 @@ unsafe fn notify_of(
                 match (sev.notify_function, sev.callback) {
                     (Some(f), None) => Box::new(move |_, _| {
                         let v = value;
-                        // SAFETY: the C program gave this function for this timer's expiries.
+                        // SAFETY: the C program gave this function for this timer's expiries,
+                        // to return normally (the header's rule); a C++ exception out of it
+                        // may unwind (`C-unwind`) to the `catch_unwind` around every call,
+                        // which aborts the process.
                         unsafe { f(v.0) }
                     }),
                     (None, Some(f)) => Box::new(move |id: TimerId, overrun| {
@@ -494,9 +525,16 @@ pub unsafe extern "C" fn tempora_new(config: *const tempora_config) -> *mut temp
     })
 }
 
-/// Frees a service handle (NULL is ignored). Its drivers stop once its owners are freed too:
-/// an owner that outlives its service keeps its timers readable (gettime, getoverrun, delete,
-/// checkpoint, queued events) but arming them fails with `ESHUTDOWN`.
+/// Stops a service and frees its handle (NULL is ignored). Its driver threads stop now, and
+/// are joined before this returns: the callback calls they have already taken run first (one
+/// that blocks holds this up), and nothing fires the service's timers after. Called from one
+/// of its callbacks, it joins every driver thread but the caller's, which ends once that call
+/// and the rest of its batch have returned.
+///
+/// Owners that outlive their service keep their timers readable (gettime, getoverrun, delete,
+/// checkpoint, queued events), but no timer of theirs fires again: an armed one reads its
+/// remaining time, then 1 ns left for good once its expiry has passed. Arming fails with
+/// `ESHUTDOWN`, and so does waiting for an event once the queue is empty.
 ///
 /// # Safety
 /// `t` is NULL or a live handle from `tempora_new`, freed once, with no other call on it
@@ -546,16 +584,39 @@ pub unsafe extern "C" fn tempora_owner_free(owner: *mut tempora_owner_t) {
 
 /// The process-wide owner `tempora_posix.h` maps the POSIX calls onto: an owner of a service
 /// with the default configuration (one driver thread), made on first call and never freed (do
-/// not pass it to `tempora_owner_free`). Returns NULL with `errno` only if it cannot be made.
+/// not pass it to `tempora_owner_free`). Returns NULL with `errno` only if it cannot be made:
+/// `EAGAIN` (or another OS errno) when its driver thread cannot start, as `pthread_create` and
+/// `timer_create` say it; the next call tries again.
 #[no_mangle]
 pub extern "C" fn tempora_default_owner() -> *mut tempora_owner_t {
-    static DEFAULT: OnceLock<usize> = OnceLock::new();
+    /// The service (kept running for the process's life) and its owner's handle.
+    struct DefaultOwner {
+        _timers: Timers,
+        owner: usize,
+    }
+    static DEFAULT: OnceLock<DefaultOwner> = OnceLock::new();
+    // Held while the service is made, so that one is made; a failed attempt leaves `DEFAULT`
+    // empty for the next call.
+    static MAKING: Mutex<()> = Mutex::new(());
     entry(ptr::null_mut(), || {
-        let owner = DEFAULT.get_or_init(|| {
-            let owner = tempora::time::global().owner();
-            Box::into_raw(Box::new(tempora_owner_t { owner })) as usize
+        if let Some(d) = DEFAULT.get() {
+            return Ok(d.owner as *mut tempora_owner_t);
+        }
+        let _making = MAKING.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(d) = DEFAULT.get() {
+            return Ok(d.owner as *mut tempora_owner_t);
+        }
+        // The builder, not `Timers::new`: a driver that cannot start is an error to report
+        // (`EAGAIN`), where `Timers::new` panics.
+        let timers = Timers::builder().build()?;
+        let owner = Box::into_raw(Box::new(tempora_owner_t {
+            owner: timers.owner(),
+        })) as usize;
+        let d = DEFAULT.get_or_init(|| DefaultOwner {
+            _timers: timers,
+            owner,
         });
-        Ok(*owner as *mut tempora_owner_t)
+        Ok(d.owner as *mut tempora_owner_t)
     })
 }
 
@@ -572,7 +633,8 @@ pub extern "C" fn tempora_default_owner() -> *mut tempora_owner_t {
 /// `EOPNOTSUPP` (a clock tempora does not time: CPU-time, raw, coarse, alarm, TAI; for such a
 /// clock the errno is the kernel's own, which tempora asks it for), `EFAULT` (NULL
 /// `timerid`), `EAGAIN` (every ID in use), `EBUSY` (the exact ID is in use), `ESHUTDOWN`
-/// (the service was freed).
+/// (the service was freed). The arguments are checked in Linux's order: the clock, the
+/// sigevent, then `timerid`; a failed call creates nothing.
 ///
 /// # Safety
 /// `owner` is NULL or live; `sev` is NULL or a readable sigevent whose `name` is NULL or a
@@ -662,8 +724,10 @@ pub unsafe extern "C" fn tempora_timer_gettime(
 }
 
 /// `timer_getoverrun`: the overrun of timer `timer`'s last delivered event (periods missed
-/// before it was taken, capped at INT_MAX). Returns it, or -1 with `errno` `EINVAL` (NULL
-/// owner, an unknown timer).
+/// before it was taken, capped at INT_MAX); for a `TEMPORA_SIGEV_THREAD` timer, the periods
+/// its last expiry was late by, which leaves out expiries folded into one call
+/// (`tempora_callback_fn` says when they differ). Returns it, or -1 with `errno` `EINVAL`
+/// (NULL owner, an unknown timer).
 ///
 /// # Safety
 /// `owner` is NULL or live.
@@ -946,7 +1010,9 @@ pub unsafe extern "C" fn tempora_deadline_fd(t: *const tempora_t) -> c_int {
 }
 
 /// When `tempora_poll` next fires a timer, as a `CLOCK_MONOTONIC` time in `*deadline` (it
-/// may have passed: poll at once). Returns 1 with `*deadline` written, 0 if no timer is armed,
+/// may have passed: poll at once). Returns 1 with `*deadline` written; 0 if no timer needs a
+/// wake-up: none is armed, or only `TEMPORA_PRECISION_DEFERRABLE` ones with no deferral
+/// bound (`max_deferral_ns` = `UINT64_MAX`), which fire at a poll made for something else;
 /// or -1 with `errno` (`EINVAL` for a NULL service, `EFAULT` for a NULL `deadline`).
 ///
 /// # Safety
@@ -971,8 +1037,11 @@ pub unsafe extern "C" fn tempora_next_deadline(
 }
 
 /// Milliseconds until `tempora_poll` next fires a timer, rounded up (never early), for
-/// `epoll_wait`'s and `poll`'s timeout: -1 if no timer is armed (wait for other events only),
-/// 0 if one is due, at most INT_MAX. Also -1, with `errno` `EINVAL`, for NULL.
+/// `epoll_wait`'s and `poll`'s timeout: -1 if no timer needs a wake-up (wait for other events
+/// only; as for `tempora_next_deadline`, an armed deferrable timer with no deferral bound
+/// needs none), 0 if one is due, at most INT_MAX. Also -1, with `errno` `EINVAL`, for a NULL
+/// service: a success leaves `errno` alone, so set it to 0 before the call to tell the two
+/// apart, lest a bad handle turn into a wait for ever.
 ///
 /// # Safety
 /// `t` is NULL or live.
@@ -1041,7 +1110,9 @@ pub unsafe extern "C" fn tempora_owner_restore(
             // SAFETY: all-zero is a valid `tempora_sigevent` (integers, NULL pointers, `None`
             // function pointers).
             let mut sev: tempora_sigevent = unsafe { std::mem::zeroed() };
-            // SAFETY: the resolver's contract; `cname` and `sev` outlive the call.
+            // SAFETY: the resolver's contract (it returns normally; an exception out of it
+            // unwinds to `entry`'s `catch_unwind`, which aborts); `cname` and `sev` outlive
+            // the call.
             if unsafe { resolver(cname.as_ptr(), &mut sev, ctx) } != 0 {
                 return None;
             }
@@ -1067,12 +1138,17 @@ pub unsafe extern "C" fn tempora_owner_restore(
 }
 
 /// The message of the calling thread's last failed call (what `errno` alone does not say:
-/// which argument, which rule). Valid until that thread's next failed call; never NULL.
+/// which argument, which rule); "" before any. Never NULL. Valid until that thread's next
+/// failed call or its exit, so copy it before handing it to another thread. Per thread, as
+/// `errno` is: a callback reads the message of the thread that runs it, not of the thread
+/// that armed its timer.
 #[no_mangle]
 pub extern "C" fn tempora_last_error() -> *const c_char {
-    LAST_ERROR
-        .try_with(|last| last.borrow().as_ptr())
-        .unwrap_or(c"".as_ptr())
+    entry(c"".as_ptr(), || {
+        Ok(LAST_ERROR
+            .try_with(|last| last.borrow().as_ptr())
+            .unwrap_or(c"".as_ptr()))
+    })
 }
 
 #[cfg(test)]
@@ -1121,6 +1197,22 @@ mod tests {
         );
         assert_eq!(errno(), libc::EAGAIN);
         assert_eq!(last_error(), Error::NoFreeId.to_string());
+    }
+
+    #[test]
+    fn a_panic_in_last_error_fails_it_without_aborting() {
+        // Forced: the message is borrowed mutably, so reading it panics.
+        set_errno(0);
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let p = LAST_ERROR.with(|last| {
+            let _held = last.borrow_mut();
+            tempora_last_error()
+        });
+        std::panic::set_hook(hook);
+        // SAFETY: tempora_last_error returns a NUL-terminated string, here a static one.
+        assert_eq!(unsafe { CStr::from_ptr(p) }.to_bytes(), b"");
+        assert_eq!(errno(), libc::ENOTRECOVERABLE);
     }
 
     #[test]

@@ -75,7 +75,9 @@ fn compiler(cpp: bool) -> Command {
         .host(env!("TEMPORA_CAPI_TARGET"))
         .opt_level(1)
         .debug(true)
-        .warnings(false)
+        // `true`: -Wall -Wextra. Never `false`: that adds -w, which silences every warning
+        // whatever flags follow, -Werror included.
+        .warnings(true)
         .get_compiler();
     let mut cmd = tool.to_command();
     cmd.arg(if cpp { "-std=c++17" } else { "-std=c11" });
@@ -190,6 +192,27 @@ fn precision_kinds_deferral_and_spare_drivers() {
 }
 
 #[test]
+fn no_thread_to_start_is_eagain_and_prints_nothing() {
+    let out = Command::new(build("nothreads", "", Link::Shared, &[]))
+        .output()
+        .expect("run the C test");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("nothreads ok"),
+        "{}",
+        text(&out)
+    );
+    // A caught panic would have written its report here.
+    assert!(out.stderr.is_empty(), "{}", text(&out));
+}
+
+#[test]
+fn a_callbacks_overrun_and_getoverrun_for_one_and_for_folded_expiries() {
+    let out = run(&build("overrun", "", Link::Shared, &[]), &[]);
+    assert!(out.contains("overrun ok"), "{out}");
+}
+
+#[test]
 fn pthread_churn_and_callbacks_that_delete_themselves() {
     let out = run(&build("threads", "", Link::Shared, &[]), &[]);
     assert!(out.contains("threads ok"), "{out}");
@@ -233,9 +256,46 @@ fn a_posix_program_prints_the_same_on_libc_and_on_tempora() {
 }
 
 #[test]
+fn tempora_posix_h_refuses_as_linux_would() {
+    let out = run(&build("posix", "", Link::Shared, &[]), &[]);
+    assert!(out.contains("posix ok"), "{out}");
+}
+
+#[test]
 fn a_cxx_program_uses_the_header() {
     let out = run(&build("cxx.cpp", "", Link::Shared, &[]), &[]);
     assert!(out.contains("c++ ok"), "{out}");
+}
+
+/// Runs `exe` with `args` once and checks that it was killed by `SIGABRT`.
+fn aborts(exe: &Path, args: &[&str]) {
+    use std::os::unix::process::ExitStatusExt;
+    let out = Command::new(exe)
+        .args(args)
+        .output()
+        .expect("run the C test");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGABRT),
+        "{} {args:?} did not abort:\n{}",
+        exe.display(),
+        text(&out)
+    );
+}
+
+#[test]
+fn a_cxx_exception_out_of_a_callback_or_a_resolver_aborts() {
+    // Its own build: the tests run at once, and one cannot run a file another is writing.
+    let exe = build("cxx.cpp", "-throw", Link::Shared, &[]);
+    aborts(&exe, &["throw"]);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-suite-cxx");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("snapshot-{}", std::process::id()));
+    aborts(
+        &exe,
+        &["throw-resolver", path.to_str().expect("utf-8 path")],
+    );
+    let _ = std::fs::remove_file(path);
 }
 
 #[test]

@@ -173,6 +173,21 @@ int main(void)
     timer_t bad;
     SHOW("create on clock 12345", timer_create(12345, &nsev, &bad));
     SHOW("create on CLOCK_MONOTONIC_RAW", timer_create(CLOCK_MONOTONIC_RAW, &nsev, &bad));
+    /* An invalid sigev_notify, and which is checked first: the clock. */
+    struct sigevent inval;
+    memset(&inval, 0, sizeof inval);
+    inval.sigev_notify = 12345;
+    SHOW("create with sigev_notify 12345", timer_create(CLOCK_MONOTONIC, &inval, &bad));
+    SHOW("create on clock 12345 with sigev_notify 12345", timer_create(12345, &inval, &bad));
+    SHOW("create on CLOCK_MONOTONIC_RAW with sigev_notify 12345",
+         timer_create(CLOCK_MONOTONIC_RAW, &inval, &bad));
+    struct sigevent sig;
+    memset(&sig, 0, sizeof sig);
+    sig.sigev_notify = SIGEV_SIGNAL;
+    sig.sigev_signo = SIGUSR1;
+    SHOW("create SIGEV_SIGNAL on clock 12345", timer_create(12345, &sig, &bad));
+    SHOW("create SIGEV_SIGNAL on CLOCK_MONOTONIC_RAW", timer_create(CLOCK_MONOTONIC_RAW, &sig, &bad));
+    SHOW("create with a NULL sigevent on clock 12345", timer_create(12345, NULL, &bad));
 
     SHOW("delete SIGEV_THREAD", timer_delete(th));
     SHOW("delete SIGEV_NONE", timer_delete(none));

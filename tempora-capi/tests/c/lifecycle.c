@@ -1,10 +1,11 @@
 /* The whole life of a timer through the C ABI, on every clock tempora times: create, settime
  * (relative, absolute, absolute in the past, periodic), gettime, the event with its overrun,
  * getoverrun, disarm, delete; each notification (queue, none, both callback forms); a service
- * with no driver fired by tempora_poll; the process-wide default owner. Real clocks: timers
- * are a few milliseconds long and every wait is bounded. */
+ * with no driver fired by tempora_poll; a service freed under its owner; the process-wide
+ * default owner. Real clocks: timers are a few milliseconds long and every wait is bounded. */
 #define _GNU_SOURCE
 #include "check.h"
+#include <semaphore.h>
 #include <stdatomic.h>
 
 static const clockid_t CLOCKS[] = {CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME};
@@ -208,6 +209,60 @@ static void polled(clockid_t clock)
     tempora_free(t);
 }
 
+static sem_t slow_started;
+static atomic_int slow_done;
+
+/* Blocks its driver thread for 50 ms on its first call. */
+static void slow_call(tempora_timer_t timer, int overrun, union sigval value)
+{
+    (void)timer, (void)overrun, (void)value;
+    if (atomic_load(&slow_done) == 0) {
+        sem_post(&slow_started);
+        sleep_ns(50 * MSEC);
+        atomic_store(&slow_done, 1);
+    }
+}
+
+/* tempora_free stops the service at once, with owners alive: a callback running on a driver
+ * finishes before it returns, no timer fires after it, and an armed timer then reads 1 ns
+ * left for good. */
+static void service_freed_under_its_owner(void)
+{
+    CHECK(sem_init(&slow_started, 0, 0) == 0);
+    tempora_t *t = tempora_new(NULL);
+    CHECK(t != NULL);
+    tempora_owner_t *o = tempora_owner_new(t);
+    CHECK(o != NULL);
+    struct counter c = {0};
+    struct tempora_sigevent sev = {.notify = TEMPORA_SIGEV_THREAD, .callback = on_expiry};
+    sev.value.sival_ptr = &c;
+    tempora_timer_t periodic, slow;
+    OK(tempora_timer_create(o, CLOCK_MONOTONIC, &sev, &periodic));
+    sev.callback = slow_call;
+    OK(tempora_timer_create(o, CLOCK_MONOTONIC, &sev, &slow));
+    struct itimerspec set = its(MSEC, MSEC);
+    OK(tempora_timer_settime(o, periodic, 0, &set, NULL));
+    set = its(MSEC, 0);
+    OK(tempora_timer_settime(o, slow, 0, &set, NULL));
+    struct timespec until = ns_ts(now_ns(CLOCK_REALTIME) + 5 * SEC);
+    while (sem_timedwait(&slow_started, &until) != 0)
+        CHECK(errno == EINTR);
+    wait_for(&c.calls, 3);
+
+    tempora_free(t);
+    CHECK(atomic_load(&slow_done) == 1); /* the running call was waited for */
+    int calls = atomic_load(&c.calls);
+    sleep_ns(30 * MSEC);
+    CHECK(atomic_load(&c.calls) == calls); /* 30 periods, no call */
+    struct itimerspec cur;
+    OK(tempora_timer_gettime(o, periodic, &cur));
+    CHECK(cur.it_value.tv_sec == 0 && cur.it_value.tv_nsec == 1);
+    CHECK(ts_ns(cur.it_interval) == MSEC);
+    FAILS(tempora_timer_settime(o, periodic, 0, &set, NULL), ESHUTDOWN);
+    tempora_owner_free(o);
+    sem_destroy(&slow_started);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < sizeof CLOCKS / sizeof CLOCKS[0]; i++) {
@@ -223,6 +278,9 @@ int main(void)
         polled(CLOCKS[i]);
         printf("%s: lifecycle ok\n", NAMES[i]);
     }
+
+    service_freed_under_its_owner();
+    printf("service freed: stopped at once\n");
 
     /* The default owner: made once, the same after. */
     tempora_owner_t *d = tempora_default_owner();

@@ -1,8 +1,8 @@
 /* When timers may fire, through the C ABI: tempora_timer_set_precision and _get_precision
  * (every kind and every refused argument), the owner's default slack, a deferrable timer's
- * bound (max_deferral_ns) and its firing when the service polls anyway; then spare_drivers:
- * with spares, a SIGEV_THREAD function that blocks does not hold back another timer's; with
- * spare_drivers = 0 it does. Real clocks; the only timing bounds are a slack or a deferral
+ * bound (max_deferral_ns, and no bound) and its firing when the service polls anyway; then
+ * spare_drivers: with spares, a SIGEV_THREAD function that blocks does not hold back another
+ * timer's; with spare_drivers = 0 it does. Real clocks; the only timing bounds are a slack or a deferral
  * (never early, never past the bound) and a 300 ms sleep against a 10 ms offset. */
 #define _GNU_SOURCE
 #include "check.h"
@@ -178,10 +178,48 @@ static void spares(int spare_drivers)
     printf("spare_drivers %d ok\n", spare_drivers);
 }
 
+/* max_deferral_ns = UINT64_MAX: an armed deferrable timer needs no wake-up of its own, so
+ * the service says there is none (0, -1) until another timer or a poll comes. */
+static void unbounded_deferral(void)
+{
+    struct tempora_config cfg;
+    OK(tempora_config_init(&cfg));
+    cfg.drivers = 0;
+    cfg.max_deferral_ns = UINT64_MAX;
+    tempora_t *t = tempora_new(&cfg);
+    CHECK(t != NULL);
+    tempora_owner_t *o = tempora_owner_new(t);
+    CHECK(o != NULL);
+    tempora_timer_t def, other;
+    OK(tempora_timer_create(o, CLOCK_MONOTONIC, NULL, &def));
+    OK(tempora_timer_set_precision(o, def, TEMPORA_PRECISION_DEFERRABLE, 0));
+    struct itimerspec set = its(MSEC, 0), cur;
+    OK(tempora_timer_settime(o, def, 0, &set, NULL));
+    OK(tempora_timer_gettime(o, def, &cur));
+    CHECK(ts_ns(cur.it_value) > 0); /* armed */
+    struct timespec deadline;
+    errno = 0;
+    CHECK(tempora_next_deadline(t, &deadline) == 0);
+    CHECK(tempora_next_timeout(t) == -1 && errno == 0);
+    /* A precise timer needs one; the deferrable timer fires at that poll. */
+    OK(tempora_timer_create(o, CLOCK_MONOTONIC, NULL, &other));
+    set = its(5 * MSEC, 0);
+    OK(tempora_timer_settime(o, other, 0, &set, NULL));
+    CHECK(tempora_next_deadline(t, &deadline) == 1);
+    sleep_ns(ts_ns(deadline) - now_ns(CLOCK_MONOTONIC) + MSEC);
+    CHECK(tempora_poll(t) == 2);
+    /* -1 is also a NULL service's answer: errno tells them apart. */
+    errno = 0;
+    CHECK(tempora_next_timeout(NULL) == -1 && errno == EINVAL);
+    tempora_owner_free(o);
+    tempora_free(t);
+}
+
 int main(void)
 {
     kinds_and_errors();
     placement();
+    unbounded_deferral();
     spares(-1);
     spares(0);
     printf("precision ok\n");
