@@ -61,6 +61,7 @@ impl Owner {
         Snapshot {
             counter: self.reg.counter(),
             restore_ids: self.restore_ids(),
+            default_slack: self.default_slack(),
             timers,
         }
     }

@@ -17,9 +17,11 @@ pub(super) const OWNER_FIELDS: usize = 4 + 1 + 4;
 pub(super) const TIMER_FIELDS: usize = 4 + 4 + 1 + 1 + 1 + 4 + 8 + 8 + 8 + 4 + 2;
 /// A timer record's fields after its name (minor version 1: the precision).
 pub(super) const TIMER_TAIL: usize = 8;
+/// The owner record's fields after its timer count (minor version 2: the default slack).
+pub(super) const OWNER_TAIL: usize = 8;
 
 /// Bytes the owner record takes in the payload, its `len` field included.
-pub(super) const OWNER_RECORD: u64 = (2 + OWNER_FIELDS) as u64;
+pub(super) const OWNER_RECORD: u64 = (2 + OWNER_FIELDS + OWNER_TAIL) as u64;
 
 /// Bytes `t`'s record takes in the payload, its `len` field included.
 pub(super) fn timer_record_len(t: &TimerRecord) -> u64 {
@@ -54,6 +56,17 @@ pub(super) fn status_from_disk(byte: u8) -> Option<Status> {
         2 => Some(Status::RequeuePending),
         _ => None,
     }
+}
+
+/// The owner's `default_slack` field: ns, 0 for none (a slack of zero is precise too:
+/// `Owner::set_default_slack`), saturating at `u64::MAX` ns as the owner stores it.
+pub(super) fn slack_to_disk(slack: Option<std::time::Duration>) -> u64 {
+    slack.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// The default slack a `default_slack` field stands for.
+pub(super) fn slack_from_disk(ns: u64) -> Option<std::time::Duration> {
+    (ns != 0).then(|| std::time::Duration::from_nanos(ns))
 }
 
 /// A clock's `clock` / `expiry_clock` value: its Linux `clockid_t` number.
@@ -128,12 +141,13 @@ impl Snapshot {
     /// use it to build bytes that `decode` must refuse).
     pub(super) fn encode_unchecked(&self) -> Vec<u8> {
         let mut p = Vec::with_capacity(
-            2 + OWNER_FIELDS + self.timers.len() * (2 + TIMER_FIELDS + TIMER_TAIL + 8),
+            OWNER_RECORD as usize + self.timers.len() * (2 + TIMER_FIELDS + TIMER_TAIL + 8),
         );
-        p.extend_from_slice(&(OWNER_FIELDS as u16).to_le_bytes());
+        p.extend_from_slice(&((OWNER_FIELDS + OWNER_TAIL) as u16).to_le_bytes());
         p.extend_from_slice(&self.counter.to_le_bytes());
         p.push(u8::from(self.restore_ids));
         p.extend_from_slice(&(self.timers.len() as u32).to_le_bytes());
+        p.extend_from_slice(&slack_to_disk(self.default_slack).to_le_bytes());
         for t in &self.timers {
             let name = t.notify.as_bytes();
             p.extend_from_slice(&((TIMER_FIELDS + name.len() + TIMER_TAIL) as u16).to_le_bytes());
@@ -190,6 +204,12 @@ impl Snapshot {
         let counter = owner.u32()?;
         let restore_ids = owner.flag("restore_ids")?;
         let count = owner.u32()? as usize;
+        // Minor version 2; an owner record of 1.0 or 1.1 has none: precise.
+        let default_slack = if owner.left() >= OWNER_TAIL {
+            slack_from_disk(owner.u64()?)
+        } else {
+            None
+        };
         // Every timer record takes at least this many bytes: a count the payload cannot hold is
         // refused before anything is allocated for it.
         if count > r.left() / (2 + TIMER_FIELDS) {
@@ -214,6 +234,7 @@ impl Snapshot {
         let snapshot = Snapshot {
             counter,
             restore_ids,
+            default_slack,
             timers,
         };
         snapshot.validate()?;

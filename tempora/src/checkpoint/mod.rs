@@ -30,7 +30,7 @@
 //! `queue` to [`crate::Notify`] values; a name it does not map is an error and nothing is
 //! restored.
 //!
-//! # Binary format (version 1.0)
+//! # Binary format (version 1.2)
 //!
 //! All integers little-endian.
 //!
@@ -38,12 +38,13 @@
 //! offset  size  field
 //!      0     8  magic       "TEMPORA\x1a"
 //!      8     2  major       1: a reader refuses a greater major version
-//!     10     2  minor       1: a greater minor version may append fields to records
+//!     10     2  minor       2: a greater minor version may append fields to records
 //!     12     8  length      bytes of payload that follow the header, at most MAX_PAYLOAD
 //!     20     4  crc32c      CRC-32C (Castagnoli) of the payload
 //!     24        payload     one owner record, then `count` timer records
 //!
 //! owner record:  len u16 | counter u32 | restore_ids u8 | count u32
+//!                | default_slack u64 (ns, 0 none; minor 2; absent before, read as none)
 //! timer record:  len u16 | id i32 | clock i32 (clockid_t) | status u8 | pending u8
 //!                | expiry_kind u8 (0 none, 1 remaining on expiry_clock, 2 realtime absolute)
 //!                | expiry_clock i32 | expiry i64 (ns) | interval i64 (ns) | overrun i64
@@ -86,7 +87,7 @@ use std::collections::HashSet;
 /// The magic at the start of every snapshot.
 pub const MAGIC: [u8; 8] = *b"TEMPORA\x1a";
 /// The format version this build writes.
-pub const VERSION: (u16, u16) = (1, 1);
+pub const VERSION: (u16, u16) = (1, 2);
 
 /// The largest payload (the bytes after the 24-byte header) a snapshot may declare: 4 GiB,
 /// about 80 million timers with short names, more than an owner holds in memory (each timer
@@ -153,6 +154,10 @@ pub struct Snapshot {
     pub counter: u32,
     /// Whether exact-ID (restore) mode was on.
     pub restore_ids: bool,
+    /// The slack of its timers whose precision is `Default`
+    /// ([`Owner::set_default_slack`](crate::Owner::set_default_slack)); `None` (precise) for
+    /// a snapshot of format 1.0 or 1.1.
+    pub default_slack: Option<std::time::Duration>,
     /// Its timers, by ID.
     pub timers: Vec<TimerRecord>,
 }

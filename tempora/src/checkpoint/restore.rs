@@ -14,11 +14,11 @@ use std::task::Waker;
 impl Owner {
     /// Recreates `snapshot` in this owner, which must have no timers: the same IDs (through
     /// exact-ID mode), clocks, settings, overruns and pending events, the ID counter and the
-    /// exact-ID mode; wheel placement is rebuilt. `notify` maps the snapshot's notification
+    /// exact-ID mode, the owner's default slack; wheel placement is rebuilt. `notify` maps the snapshot's notification
     /// names other than `none` and `queue` (see [`crate::checkpoint`]).
     ///
     /// All or nothing: everything is checked first, and if a create still fails the timers
-    /// made so far are deleted and the counter and mode put back.
+    /// made so far are deleted and the counter, mode and default slack put back.
     ///
     /// # Errors
     /// [`Error::UnknownNotify`] for a name `notify` does not map;
@@ -43,8 +43,10 @@ impl Owner {
             };
             plan.push((rec, n));
         }
-        let (counter, mode) = (self.reg.counter(), self.restore_ids());
+        let (counter, mode, slack) = (self.reg.counter(), self.restore_ids(), self.default_slack());
         self.set_restore_ids(true);
+        // Before the timers: those of `Default` precision are armed with it.
+        self.set_default_slack(snapshot.default_slack);
         let core = self.core();
         let now = core.now_all();
         let mut made = Vec::with_capacity(plan.len());
@@ -62,6 +64,7 @@ impl Owner {
                     }
                     self.reg.set_counter(counter);
                     self.set_restore_ids(mode);
+                    self.set_default_slack(slack);
                     core.flush_halt();
                     wake.into_iter().for_each(Waker::wake);
                     return Err(e);

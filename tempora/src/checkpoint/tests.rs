@@ -250,7 +250,50 @@ fn sample() -> Snapshot {
         })
         .collect();
     let o = build(&clock, &timers, &log, &specs, false, 40);
+    o.set_default_slack(Some(Duration::from_millis(3)));
     o.checkpoint()
+}
+
+/// The owner's default slack goes into the snapshot and comes back with a restore, before
+/// its timers are armed (those of `Default` precision are placed with it); a failed restore
+/// puts the old one back.
+#[test]
+fn restore_puts_back_the_default_slack() {
+    let clock = ManualClock::new();
+    let timers = service(&clock);
+    let a = timers.owner();
+    a.set_default_slack(Some(Duration::from_millis(20)));
+    let id = a.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    a.settime(
+        id,
+        SetFlags::RELATIVE,
+        Duration::from_millis(100),
+        Duration::ZERO,
+    )
+    .unwrap();
+    let snap = a.checkpoint();
+    assert_eq!(snap.default_slack, Some(Duration::from_millis(20)));
+    let snap = Snapshot::decode(&snap.encode()).unwrap();
+    let b = timers.owner();
+    b.restore(&snap, |_| None).unwrap();
+    assert_eq!(b.default_slack(), Some(Duration::from_millis(20)));
+    // The restored timer is placed with the slack: not due at its expiry's tick, due by the
+    // end of its slack.
+    clock.advance(Duration::from_millis(100));
+    timers.poll();
+    let fired_at_expiry = b.try_recv().is_some();
+    clock.advance(Duration::from_millis(20));
+    timers.poll();
+    assert!(
+        fired_at_expiry || b.try_recv().is_some(),
+        "fired within its slack"
+    );
+    // A restore that fails (the owner has timers) keeps the owner's own default slack.
+    let c = timers.owner();
+    c.set_default_slack(Some(Duration::from_millis(1)));
+    c.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    assert!(c.restore(&snap, |_| None).is_err());
+    assert_eq!(c.default_slack(), Some(Duration::from_millis(1)));
 }
 
 #[test]
@@ -298,7 +341,7 @@ fn wrong_magic_newer_major_and_newer_minor() {
         matches!(
             e,
             Error::UnsupportedSnapshot {
-                found: (2, 1),
+                found: (2, 2),
                 supported: 1
             }
         ),
@@ -306,7 +349,7 @@ fn wrong_magic_newer_major_and_newer_minor() {
     );
     assert_eq!(
         e.to_string(),
-        "snapshot format 2.1 is newer than this build reads (1.x)"
+        "snapshot format 2.2 is newer than this build reads (1.x)"
     );
     assert_eq!(e.errno(), libc::EINVAL);
     // A newer minor version appends a field to every record: this reader skips it.
@@ -358,11 +401,11 @@ fn absurd_counts_lengths_duplicates_and_times_are_refused() {
     assert!(corrupt_msg(&b).contains("cannot fit"));
     // A record length beyond the data.
     let b = reframe(&snap, |p| {
-        p[11..13].copy_from_slice(&u16::MAX.to_le_bytes())
+        p[19..21].copy_from_slice(&u16::MAX.to_le_bytes())
     });
     assert!(corrupt_msg(&b).contains("truncated"));
     // A record length below its fields.
-    let b = reframe(&snap, |p| p[11..13].copy_from_slice(&3u16.to_le_bytes()));
+    let b = reframe(&snap, |p| p[19..21].copy_from_slice(&3u16.to_le_bytes()));
     assert!(corrupt_msg(&b).contains("at least"));
     // Duplicate IDs.
     let mut dup = snap.clone();
@@ -411,6 +454,7 @@ fn a_failed_restore_leaves_the_owner_unchanged() {
     assert!(matches!(e, Error::InvalidId), "{e}");
     assert!(small.timers().is_empty(), "all or nothing");
     assert!(!small.restore_ids());
+    assert_eq!(small.default_slack(), None, "the default slack put back");
     assert_eq!(
         small
             .create(ClockId::Monotonic, Notify::None)
@@ -862,6 +906,7 @@ fn encoding_matches_the_documented_table_byte_for_byte() {
     let snap = Snapshot {
         counter: 42,
         restore_ids: true,
+        default_slack: Some(Duration::from_millis(7)),
         timers: vec![
             TimerRecord {
                 id: id(3),
@@ -919,15 +964,20 @@ fn encoding_matches_the_documented_table_byte_for_byte() {
             },
         ],
     };
-    // Format 1.1, and the same records in 1.0 (no precision: read as `Default`).
+    // Format 1.2; the same records in 1.1 (no default slack: read as none) and 1.0 (no
+    // precision either: read as `Default`).
     let tails = [
         Some(0),
         Some(1 << 62),
         Some(2 << 62 | 5_000_000),
         Some(3 << 62),
     ];
-    let bytes = |tails: [Option<u64>; 4], minor: u8| {
+    let bytes = |tails: [Option<u64>; 4], slack: Option<u64>, minor: u8| {
         let mut p = vec![9, 0, 42, 0, 0, 0, 1, 4, 0, 0, 0];
+        if let Some(ns) = slack {
+            p[0] = 17;
+            p.extend_from_slice(&ns.to_le_bytes());
+        }
         p.extend(record_bytes(
             3, 1, 0, 0, 0, 0, 0, 0, -1, 0, "none", tails[0],
         ));
@@ -958,14 +1008,16 @@ fn encoding_matches_the_documented_table_byte_for_byte() {
         want.extend_from_slice(&p);
         want
     };
-    let want = bytes(tails, 1);
+    let want = bytes(tails, Some(7_000_000), 2);
     assert_eq!(snap.try_encode().unwrap(), want);
     assert_eq!(Snapshot::decode(&want).unwrap(), snap);
     let mut old = snap.clone();
+    old.default_slack = None;
+    assert_eq!(Snapshot::decode(&bytes(tails, None, 1)).unwrap(), old);
     old.timers
         .iter_mut()
         .for_each(|t| t.precision = Precision::Default);
-    assert_eq!(Snapshot::decode(&bytes([None; 4], 0)).unwrap(), old);
+    assert_eq!(Snapshot::decode(&bytes([None; 4], None, 0)).unwrap(), old);
 }
 
 /// Every stored enum's on-disk value, as the module doc's table documents it, both ways; any
