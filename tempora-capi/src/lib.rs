@@ -1063,8 +1063,9 @@ pub unsafe extern "C" fn tempora_next_timeout(t: *const tempora_t) -> c_int {
 
 /// Writes a snapshot of the owner's timers to `path` (atomically: a temporary file renamed
 /// over it): IDs, clocks, settings, remaining times, overruns, pending events, the ID counter
-/// and the exact-ID mode. Returns 0, or -1 with `errno`: `EINVAL` (NULL owner), `EFAULT` (NULL
-/// path), or the OS's (`EACCES`, `ENOENT`, `ENOSPC`...).
+/// and the exact-ID mode, the default slack. Returns 0, or -1 with `errno`: `EINVAL` (NULL
+/// owner), `EFAULT` (NULL path), `ENOTRECOVERABLE` (a timer's lock was poisoned by a panic
+/// inside tempora: nothing is written), or the OS's (`EACCES`, `ENOENT`, `ENOSPC`...).
 ///
 /// # Safety
 /// `owner` is NULL or live; `path` is NULL or a NUL-terminated string.
@@ -1075,7 +1076,7 @@ pub unsafe extern "C" fn tempora_owner_checkpoint(
 ) -> c_int {
     entry(-1, || {
         let owner = owner_of(owner)?;
-        owner.checkpoint().save_to(path_of(path)?)?;
+        owner.try_checkpoint()?.save_to(path_of(path)?)?;
         Ok(0)
     })
 }

@@ -16,7 +16,19 @@ impl Owner {
     /// # Panics
     /// If a timer's lock was poisoned by a panic inside tempora ([`Error::Poisoned`](crate::Error::Poisoned)): its
     /// state cannot be read, and a snapshot without it would restore something else.
+    /// [`Owner::try_checkpoint`] reports that as an error instead.
     pub fn checkpoint(&self) -> Snapshot {
+        self.try_checkpoint()
+            .unwrap_or_else(|e| panic!("tempora: cannot checkpoint the owner: {e}"))
+    }
+
+    /// [`Owner::checkpoint`], failing instead of panicking when a timer cannot be read.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`](crate::Error::Poisoned) (`ENOTRECOVERABLE`) if a timer's lock was
+    /// poisoned by a panic inside tempora: no snapshot is made, as one without that timer
+    /// would restore something else.
+    pub fn try_checkpoint(&self) -> Result<Snapshot, crate::Error> {
         let now = self.core().now_all();
         let mut timers = Vec::new();
         let walked = self.reg.for_each_locked(|l| {
@@ -54,15 +66,13 @@ impl Owner {
                 precision: Precision::unpack(l.fixed().precision.load(Ordering::Relaxed)),
             });
         });
-        if let Err(e) = walked {
-            panic!("tempora: cannot checkpoint the owner: {e}");
-        }
+        walked?;
         timers.sort_by_key(|t| t.id);
-        Snapshot {
+        Ok(Snapshot {
             counter: self.reg.counter(),
             restore_ids: self.restore_ids(),
             default_slack: self.default_slack(),
             timers,
-        }
+        })
     }
 }

@@ -1249,6 +1249,29 @@ fn poll_waits_for_deliveries_another_poller_has_begun() {
     assert_eq!(seen, ItimerSpec::default(), "fired, not '1 ns, overdue'");
 }
 
+/// A timer poisoned by a panic under its lock cannot be read: `try_checkpoint` says so (and
+/// `checkpoint` panics, as documented) instead of making a snapshot without it.
+#[test]
+fn a_poisoned_timer_fails_try_checkpoint() {
+    let f = Fx::new();
+    let t = f.queue(ClockId::Monotonic);
+    f.arm(t, ms(5), Duration::ZERO);
+    assert_eq!(f.owner.try_checkpoint().map(|s| s.timers.len()), Ok(1));
+    panic_inside(|boom| {
+        let _ = f.owner.reg.with_timer(t, |_| boom());
+    });
+    assert_eq!(
+        f.owner.try_checkpoint().map(|_| ()),
+        Err(Error::Poisoned("a timer"))
+    );
+    quiet_panics(|| {
+        let owner = &f.owner;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| owner.checkpoint()));
+        assert!(r.is_err(), "checkpoint panics, as documented");
+    });
+    without_hanging(move || drop(f));
+}
+
 #[test]
 fn a_panic_inside_a_base_poisons_it_and_calls_fail_instead_of_hanging() {
     let f = Fx::with(|b| {
