@@ -136,7 +136,7 @@ fn seed_suite_json_lines_cover_every_case_and_registry() {
             .and_then(|r| r["bytes_per_timer"].as_f64())
             .unwrap()
     };
-    // The seed's point about sparse IDs: an array indexed by ID pays for the gaps.
+    // The sparse case's point: an array indexed by ID pays for the gaps.
     assert!(bytes("mem-sparse", "tempora") * 4.0 < bytes("mem-sparse", "sparse-array"));
     let check = check_json("seed", &stdout);
     assert!(

@@ -1,7 +1,7 @@
 //! The HTML report as a person sees it: `tempora bench report` renders a small fixed run
 //! (`fixtures/small-run.jsonl`), and a real headless Chromium loads the page, which must load
-//! without console errors or network requests, with the verdict and the seed's tables, and with a
-//! non-empty drawing in every plot. The screenshot lands in
+//! without console errors or network requests, with the verdict and the seed suite's tables, and
+//! with a non-empty drawing in every plot. The screenshot lands in
 //! `report-browser/report-test.png` under the target directory's `tmp` for a person to look at.
 //!
 //! Chromium comes from the distribution (`.ci/browser.sh` installs Debian's `chromium`). Without

@@ -118,8 +118,8 @@ pub fn stats_flush(timers: &crate::Timers) -> (usize, Vec<u64>) {
     (r.slots, r.holds_ns)
 }
 
-/// Makes the service's flushes aggregate under the list locks, as before seed 004 (the
-/// benchmark's `naive-flush`).
+/// Makes the service's flushes aggregate under the list locks, so that pushing updaters wait
+/// for the whole walk (the benchmark's `naive-flush`).
 pub fn stats_naive_flush(timers: &crate::Timers, on: bool) {
     timers.core.stats.set_naive(on);
 }

@@ -1,5 +1,5 @@
-//! Forked children for the kernel peers that need processes of their own (the seed's fork
-//! case; restoring IDs from a fresh per-process ID counter).
+//! Forked children for the kernel peers that need processes of their own (the seed suite's
+//! forked case; restoring IDs from a fresh per-process ID counter).
 //!
 //! The rule a child follows: it was forked from a process that may have threads, so it may only
 //! do what is async-signal-safe until it exits: syscalls, clock reads, writes to memory it

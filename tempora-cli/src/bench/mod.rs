@@ -5,7 +5,7 @@
 //! rough cost for the progress bar's ETA. The runner filters the steps by `--case`/`--impl`,
 //! runs them in order, shows progress on stderr, and records the [`Row`]s each step returns,
 //! the one way a result is recorded. At the end it prints the human table (stdout, or stderr
-//! with `--json`), the seed's tables and the verdict against tempora's targets, and writes
+//! with `--json`), the seed suite's tables and the verdict against tempora's targets, and writes
 //! `target/tempora-bench/`: `results.jsonl` (the run's JSON lines), `machine.json` and
 //! `report.html`.
 //!
@@ -86,12 +86,12 @@ pub enum SuiteArg {
 /// What a run was asked to do.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunOpts {
-    /// Which suites (comma-separated): seed (the registry: the seed's Tests 1-5), wheel,
-    /// service (the POSIX calls, event delivery and drivers, against the kernel's POSIX
-    /// timers), checkpoint, async (sleep futures in a tokio runtime, against tokio's and
-    /// async-io's timers), capi (the C ABI called from C, against the same calls from Rust
-    /// and the kernel's POSIX timers from C), stats (statistics' cost on arm+cancel, and a
-    /// flush's lock holds against a naive flush), or all.
+    /// Which suites (comma-separated): seed (the registry: the Linux 6.15 registry benchmark's
+    /// Tests 1-5), wheel, service (the POSIX calls, event delivery and drivers, against the
+    /// kernel's POSIX timers), checkpoint, async (sleep futures in a tokio runtime, against tokio's
+    /// and async-io's timers), capi (the C ABI called from C, against the same calls from Rust and
+    /// the kernel's POSIX timers from C), stats (statistics' cost on arm+cancel, and a flush's lock
+    /// holds against a naive flush), or all.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
     pub suite: Vec<SuiteArg>,
     /// Small sizes only, the whole run in under a minute (CI's smoke run).
@@ -588,7 +588,7 @@ fn note(r: &Record) -> String {
     String::new()
 }
 
-/// Runs the selected suites, then reports: table, seed tables, verdict, files.
+/// Runs the selected suites, then reports: table, seed suite tables, verdict, files.
 pub fn run(opts: &RunOpts) {
     let settings = Settings::new(opts);
     let suites: Vec<Suite> = if opts.suite.contains(&SuiteArg::All) {

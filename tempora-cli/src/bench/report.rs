@@ -1,7 +1,7 @@
 //! The run's files under `target/tempora-bench/`: `results.jsonl` (the JSON lines), `machine.json`
 //! and `report.html`, one self-contained page (no script, no network, no external font): the
-//! machine, the verdict, the seed's tables and a plot per case, drawn with plotters' SVG backend
-//! and inlined. Also the seed's tables as text, and `--save`.
+//! machine, the verdict, the seed suite's tables and a plot per case, drawn with plotters' SVG
+//! backend and inlined. Also the seed suite's tables as text, and `--save`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,8 +14,9 @@ use super::machine::Machine;
 use super::record::{Field, Record, Suite};
 use super::targets::{show, Status, Verdict};
 
-/// One of the seed's tables: a test, its rows (create, getoverrun, loop) and one column per
-/// implementation, in ms as the seed prints them (`None`: not run; NaN: failed).
+/// One of the seed suite's tables (the Linux 6.15 registry benchmark's): a test, its rows (create,
+/// getoverrun, loop) and one column per implementation, in ms as that benchmark prints them
+/// (`None`: not run; NaN: failed).
 pub struct SeedTable {
     pub title: String,
     pub columns: Vec<String>,
@@ -34,8 +35,8 @@ fn impl_order(a: &str, b: &str) -> std::cmp::Ordering {
     rank(a).cmp(&rank(b)).then(a.cmp(b))
 }
 
-/// The seed's Tests 1-5 from this run's seed rows: total ms per test (Tests 1-3), average ms
-/// per thread (Tests 4-5), as the seed's own tables print them.
+/// Tests 1-5 from this run's seed suite rows: total ms per test (Tests 1-3), average ms
+/// per thread (Tests 4-5), as the benchmark's own tables print them.
 pub fn seed_tables(records: &[Record]) -> Vec<SeedTable> {
     let seed: Vec<&Record> = records.iter().filter(|r| r.suite == Suite::Seed).collect();
     let mut columns: Vec<String> = seed.iter().map(|r| r.imp.clone()).collect();
@@ -135,7 +136,7 @@ fn ms(v: Option<f64>) -> String {
     }
 }
 
-/// The seed's tables as text (empty without seed rows).
+/// The seed suite's tables as text (empty without seed rows).
 pub fn seed_tables_text(records: &[Record]) -> String {
     let mut out = String::new();
     for t in seed_tables(records) {
@@ -305,10 +306,10 @@ pub fn html(records: &[Record], machine: &Machine, verdict: &[Verdict]) -> Strin
         );
     }
     h += "</table>\n";
-    // The seed's tables.
+    // The seed suite's tables.
     let tables = seed_tables(records);
     if !tables.is_empty() {
-        h += "<h2 id=\"seed\">The seed's tables</h2><p>Tests 1-5 of the Linux 6.15 registry \
+        h += "<h2 id=\"seed\">The seed suite's tables</h2><p>Tests 1-5 of the Linux 6.15 registry \
               benchmark, laid out as its own tables (ms), every registry in one process.</p>";
         for t in tables {
             let _ = write!(h, "<h3>{}</h3><table><tr><th></th>", esc(&t.title));

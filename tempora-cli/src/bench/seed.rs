@@ -7,13 +7,13 @@
 //!   `worst_call_us` is the slowest single create in a separate timed-per-call pass: what a
 //!   table resize costs the unlucky caller.
 //! - `t4-*`: T threads, after a barrier, each create 20k timers then getoverrun each, all in one
-//!   shared owner (the seed's thread case). `t5-*`: the same with an owner per thread (the
-//!   seed's fork case; for the kernel, real forked processes). `ns_per_op` is the mean
+//!   shared owner (the benchmark's threaded case). `t5-*`: the same with an owner per thread
+//!   (the benchmark's forked case; for the kernel, real forked processes). `ns_per_op` is the mean
 //!   per-thread time per timer; `vs_one_thread` divides it by the time of the same work on one
 //!   thread alone, measured in the same run (the target is <= 1.5 at T = 2).
 //! - `loop`: T threads in one owner each create and delete a timer 100k times; ns per pair.
 //! - `mem-dense` / `mem-sparse`: bytes per timer for 2048 timers with IDs 0..2048 and with IDs
-//!   512 apart (the seed's sparse restore case), counted by the process's allocator.
+//!   512 apart (a checkpoint restore's scattered IDs), counted by the process's allocator.
 //!
 //! With T > CPUs the threads figures measure contention (time slicing and lock hand-offs), not
 //! parallel scaling.

@@ -1,5 +1,6 @@
 //! The stats suite: what statistics cost the threads that arm timers, and how long a flush
-//! holds the lock those threads may need (seed 004's before and after).
+//! holds the lock those threads may need: a flush that walks and aggregates under it (the
+//! before) against one that takes it only to detach a list (the after).
 //!
 //! Cases:
 //! - `arm-cancel`: re-arm each of n timers with a relative one-shot of 1 s plus a spread below
@@ -12,8 +13,8 @@
 //!   list-lock hold of every flush that detached something, `flushes`, and `ns_per_op`: the
 //!   updaters' mean ns per arm+cancel meanwhile (what a long hold costs them). Impls `tempora`
 //!   (the flush holds a list's lock only to detach it) and `naive-flush` (it aggregates while
-//!   holding it, as the kernel's rstat did before seed 004). On 2 CPUs the 3 threads contend:
-//!   this shows hold times under contention, not scaling.
+//!   holding it, so an updater pushing onto that list waits for the whole walk). On 2 CPUs the 3
+//!   threads contend: this shows hold times under contention, not scaling.
 
 use super::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 use std::hint::black_box;

@@ -180,8 +180,8 @@ const fn firing(
 
 /// The headline targets, in the order the verdict prints them.
 pub const TARGETS: &[Target] = &[
-    // The registry: the seed's Tests 1-2 (the kernel is ~10x the old hash; tempora aims at
-    // 10x the new one).
+    // The registry: Tests 1-2 of the Linux 6.15 registry benchmark (the kernel is ~10x the old
+    // hash; tempora aims at 10x the new one).
     target(
         "registry create vs kernel",
         Seed,
@@ -455,8 +455,8 @@ pub const TARGETS: &[Target] = &[
         10_000,
         2.0,
     ),
-    // Statistics: nearly free to keep, and a flush that never makes updaters wait long (seed
-    // 004: holds an order of magnitude shorter than aggregating under the lock).
+    // Statistics: nearly free to keep, and a flush that never makes updaters wait long
+    // (holds an order of magnitude shorter than aggregating under the lock).
     stats_cost(10_000),
     stats_cost(100_000),
     threaded(

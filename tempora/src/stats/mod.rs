@@ -7,8 +7,8 @@
 //! fails with [`Error::LimitReached`], `EAGAIN`).
 //!
 //! Reading ([`Timers::stats`], [`Owner::stats`], [`Group::stats`]) flushes first: every
-//! update made before the read began is in what it returns. The flush follows the rule of
-//! the kernel's rstat after seed 004: updates are counted per thread, a thread's first update
+//! update made before the read began is in what it returns. The flush follows one rule:
+//! an updater never waits behind a flush. Updates are counted per thread, a thread's first update
 //! of an owner since the last flush puts the owner's slot on that thread's updated list, and a
 //! flush detaches each list and aggregates with no lock held. The lists are lockless (a push
 //! is a compare-exchange, a detach one swap), so a reader never makes an updater wait

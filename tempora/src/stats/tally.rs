@@ -1,7 +1,7 @@
-//! Per-owner counters written per thread, and the flush that aggregates them (seed 004's rule,
-//! taken one step further: the seed's flush holds a per-CPU lock only to detach an updated
-//! list, never while aggregating; here detaching is one atomic swap and no lock is held at
-//! all, as the kernel's `llist`).
+//! Per-owner counters written per thread, and the flush that aggregates them (the rule:
+//! an updater never waits behind a flush; a flush that held a lock only to detach an updated
+//! list, never while aggregating, would still make a pusher wait for a preempted holder, so
+//! here detaching is one atomic swap and no lock is held at all, as the kernel's `llist`).
 //!
 //! ```text
 //!  Hub (one per service)
@@ -221,7 +221,8 @@ pub(crate) struct Hub {
     /// One flush at a time; guards every slot's `last`.
     flushing: Mutex<()>,
     pub(crate) root: Arc<GroupNode>,
-    /// Aggregate under the list locks (the benchmark's `naive-flush`, the seed's "before").
+    /// Aggregate under the list locks (the benchmark's `naive-flush`: the detach, walk and
+    /// aggregation all under the lock pushers take).
     naive: AtomicBool,
     next_owner: AtomicU64,
     /// Every tally made here (weakly: owners are not kept alive), for the tree's members.
@@ -264,7 +265,7 @@ impl Hub {
         self.next_owner.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Aggregates while holding each list's lock, as a flush did before seed 004 (for the
+    /// Aggregates while holding each list's lock, so that pushers wait for the whole walk (for the
     /// benchmark's `naive-flush` only).
     #[doc(hidden)]
     pub(crate) fn set_naive(&self, on: bool) {
@@ -303,7 +304,7 @@ impl Hub {
         let mut taken: Vec<*const Slot> = Vec::new();
         for list in self.lists.iter() {
             if naive {
-                // The seed's "before": the detach, the walk and the aggregation under the lock
+                // The naive flush: the detach, the walk and the aggregation under the lock
                 // that updaters take to push.
                 let _order = lock_order::enter(lock_order::STATS_LIST);
                 let held = list.naive.with(|| {
