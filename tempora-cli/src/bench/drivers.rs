@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use tempora::clock::ClockId;
 use tempora::{Notify, SetFlags, Timers};
 
-use super::service::monotonic_now;
+use super::service::{arm_once_at, monotonic_now};
 use super::{median, on_threads, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 const PERIODS_MS: [u64; 4] = [100, 200, 250, 400];
@@ -220,14 +220,7 @@ fn lateness_tempora(n: usize) -> Result<Measured, String> {
                 }),
             )
             .map_err(|e| e.to_string())?;
-        owner
-            .settime(
-                id,
-                SetFlags::ABSTIME,
-                Duration::from_nanos(at),
-                Duration::ZERO,
-            )
-            .map_err(|e| e.to_string())?;
+        arm_once_at(&owner, id, at)?;
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     while late.lock().unwrap().len() < PROBES && Instant::now() < deadline {

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use tempora::clock::ClockId;
 use tempora::{Notify, Precision, SetFlags, TimerId, Timers};
 
-use super::service::monotonic_now;
+use super::service::{arm_once_at, monotonic_now};
 use super::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 const SEC: u64 = 1_000_000_000;
@@ -211,14 +211,7 @@ fn server_timeouts_tempora(n: usize, run: u64, placing: Placing) -> Result<Measu
                 .set_precision(id, Precision::Deferrable)
                 .map_err(|e| e.to_string())?;
         }
-        owner
-            .settime(
-                id,
-                SetFlags::ABSTIME,
-                Duration::from_nanos(when),
-                Duration::ZERO,
-            )
-            .map_err(|e| e.to_string())?;
+        arm_once_at(&owner, id, when)?;
         ids.push(id);
     }
     std::thread::sleep(Duration::from_nanos(start.saturating_sub(monotonic_now())));
@@ -473,23 +466,13 @@ fn slow_callback(n: usize, spares: usize) -> Result<Measured, String> {
         .map_err(|e| e.to_string())?;
     let owner = timers.owner();
     let t0 = monotonic_now() + 100_000_000;
-    let arm = |id, at: u64| {
-        owner
-            .settime(
-                id,
-                SetFlags::ABSTIME,
-                Duration::from_nanos(at),
-                Duration::ZERO,
-            )
-            .map_err(|e| e.to_string())
-    };
     let blocker = owner
         .create(
             ClockId::Monotonic,
             Notify::callback(|_, _| std::thread::sleep(BLOCK)),
         )
         .map_err(|e| e.to_string())?;
-    arm(blocker, t0)?;
+    arm_once_at(&owner, blocker, t0)?;
     let late = Arc::new(Mutex::new(Vec::with_capacity(n)));
     let window = BLOCK.as_nanos() as u64 * 95 / 100;
     for i in 0..n as u64 {
@@ -504,7 +487,7 @@ fn slow_callback(n: usize, spares: usize) -> Result<Measured, String> {
                 }),
             )
             .map_err(|e| e.to_string())?;
-        arm(id, at)?;
+        arm_once_at(&owner, id, at)?;
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     while late.lock().unwrap().len() < n && Instant::now() < deadline {

@@ -90,13 +90,7 @@ impl Service for TemporaSvc {
         black_box(r.expect("live timer"));
     }
     fn arm_at(&self, id: TimerId, at: u64) {
-        let r = self.owner.settime(
-            id,
-            SetFlags::ABSTIME,
-            Duration::from_nanos(at),
-            Duration::ZERO,
-        );
-        r.expect("live timer");
+        arm_once_at(&self.owner, id, at).expect("live timer");
     }
     #[inline]
     fn disarm(&self, id: TimerId) {
@@ -194,6 +188,20 @@ impl Service for KernelSvc {
 pub(super) fn monotonic_now() -> u64 {
     use tempora::clock::{ClockSource, OsClock};
     OsClock.now(ClockId::Monotonic)
+}
+
+/// Arms `id` of `owner` to fire once at `at` ns on `CLOCK_MONOTONIC` (the service cases' and
+/// the firing cases' one-shot).
+pub(super) fn arm_once_at(owner: &Owner, id: TimerId, at: u64) -> Result<(), String> {
+    owner
+        .settime(
+            id,
+            SetFlags::ABSTIME,
+            Duration::from_nanos(at),
+            Duration::ZERO,
+        )
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 /// Runs every selected case at one n for one service; its rows.

@@ -23,23 +23,13 @@ fn run(spares: usize) -> (u64, usize, u64) {
     let timers = Timers::builder().spare_drivers(spares).build().unwrap();
     let owner = timers.owner();
     let t0 = mono() + 100 * MS;
-    let arm = |id, at: u64| {
-        owner
-            .settime(
-                id,
-                SetFlags::ABSTIME,
-                Duration::from_nanos(at),
-                Duration::ZERO,
-            )
-            .unwrap();
-    };
     let blocker = owner
         .create(
             ClockId::Monotonic,
             Notify::callback(|_, _| std::thread::sleep(Duration::from_millis(200))),
         )
         .unwrap();
-    arm(blocker, t0);
+    arm_at(&owner, blocker, t0);
     let late = Arc::new(Mutex::new(Vec::new()));
     let early = Arc::new(AtomicU64::new(0));
     for i in 0..1000u64 {
@@ -57,13 +47,13 @@ fn run(spares: usize) -> (u64, usize, u64) {
                 }),
             )
             .unwrap();
-        arm(id, at);
+        arm_at(&owner, id, at);
     }
     let mut queued = std::collections::HashMap::new();
     for i in 0..200u64 {
         let at = t0 + 2 * MS + i * 190 * MS / 200;
         let id = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
-        arm(id, at);
+        arm_at(&owner, id, at);
         queued.insert(id, at);
     }
     let mut qlate = Vec::new();
