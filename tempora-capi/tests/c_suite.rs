@@ -144,6 +144,14 @@ fn build(name: &str, suffix: &str, link: Link, defines: &[&str]) -> PathBuf {
     exe
 }
 
+/// Runs `exe` with `args` once; its status and output.
+fn output(exe: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(exe)
+        .args(args)
+        .output()
+        .expect("run the C test")
+}
+
 /// Runs `exe` with `args` (`TEMPORA_C_REPEAT` times) and returns the last run's stdout; a
 /// failing run fails the test with its output.
 fn run(exe: &Path, args: &[&str]) -> String {
@@ -153,10 +161,7 @@ fn run(exe: &Path, args: &[&str]) -> String {
         .unwrap_or(1);
     let mut stdout = String::new();
     for i in 0..repeat.max(1) {
-        let out = Command::new(exe)
-            .args(args)
-            .output()
-            .expect("run the C test");
+        let out = output(exe, args);
         assert!(
             out.status.success(),
             "{} {args:?} failed (run {} of {repeat}):\n{}",
@@ -193,9 +198,7 @@ fn precision_kinds_deferral_and_spare_drivers() {
 
 #[test]
 fn no_thread_to_start_is_eagain_and_prints_nothing() {
-    let out = Command::new(build("nothreads", "", Link::Shared, &[]))
-        .output()
-        .expect("run the C test");
+    let out = output(&build("nothreads", "", Link::Shared, &[]), &[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("nothreads ok"),
@@ -270,10 +273,7 @@ fn a_cxx_program_uses_the_header() {
 /// Runs `exe` with `args` once and checks that it was killed by `SIGABRT`.
 fn aborts(exe: &Path, args: &[&str]) {
     use std::os::unix::process::ExitStatusExt;
-    let out = Command::new(exe)
-        .args(args)
-        .output()
-        .expect("run the C test");
+    let out = output(exe, args);
     assert_eq!(
         out.status.signal(),
         Some(libc::SIGABRT),

@@ -24,20 +24,26 @@ static bool wait_fired()
     return sem_timedwait(&fired, &until) == 0;
 }
 
-// A callback that throws: the exception must not come back out of tempora.
-static int callback_throws(tempora_owner_t *o)
+// Creates a callback timer calling `callback` and arms it to fire once, 1 ms from now.
+static bool arm_callback(tempora_owner_t *o, tempora_callback_fn callback)
 {
     tempora_sigevent sev{};
     sev.notify = TEMPORA_SIGEV_THREAD;
-    sev.callback = [](tempora_timer_t, int, union sigval) {
-        sem_post(&fired);
-        throw std::runtime_error("out of a callback");
-    };
+    sev.callback = callback;
     tempora_timer_t id = -1;
     itimerspec set{};
     set.it_value.tv_nsec = 1000000;
-    if (tempora_timer_create(o, CLOCK_MONOTONIC, &sev, &id) != 0 ||
-        tempora_timer_settime(o, id, 0, &set, nullptr) != 0)
+    return tempora_timer_create(o, CLOCK_MONOTONIC, &sev, &id) == 0 &&
+           tempora_timer_settime(o, id, 0, &set, nullptr) == 0;
+}
+
+// A callback that throws: the exception must not come back out of tempora.
+static int callback_throws(tempora_owner_t *o)
+{
+    if (!arm_callback(o, [](tempora_timer_t, int, union sigval) {
+            sem_post(&fired);
+            throw std::runtime_error("out of a callback");
+        }))
         return 1;
     wait_fired();
     // The abort comes on the driver thread; give it time, then fail if it did not.
@@ -86,17 +92,10 @@ int main(int argc, char **argv)
         return callback_throws(o);
     if (argc == 3 && std::strcmp(argv[1], "throw-resolver") == 0)
         return resolver_throws(t, o, argv[2]);
-    tempora_sigevent sev{};
-    sev.notify = TEMPORA_SIGEV_THREAD;
-    sev.callback = [](tempora_timer_t, int, union sigval) {
-        calls++;
-        sem_post(&fired);
-    };
-    tempora_timer_t id = -1;
-    itimerspec set{};
-    set.it_value.tv_nsec = 1000000;
-    if (tempora_timer_create(o, CLOCK_MONOTONIC, &sev, &id) != 0 ||
-        tempora_timer_settime(o, id, 0, &set, nullptr) != 0)
+    if (!arm_callback(o, [](tempora_timer_t, int, union sigval) {
+            calls++;
+            sem_post(&fired);
+        }))
         return 1;
     if (!wait_fired() || calls != 1)
         return 1;
@@ -111,6 +110,8 @@ int main(int argc, char **argv)
     };
     psev.sigev_value.sival_int = 42;
     timer_t pid;
+    itimerspec set{};
+    set.it_value.tv_nsec = 1000000;
     if (timer_create(CLOCK_MONOTONIC, &psev, &pid) != 0 ||
         timer_settime(pid, 0, &set, nullptr) != 0)
         return 1;
