@@ -7,9 +7,10 @@
 //!
 //! - the slab of the public [`Wheel`](super::Wheel) (`Ref` = slab index), which owns its
 //!   payloads and hands out [`Key`](super::Key)s;
-//! - the service's timer objects and sleep cells (`timers/base.rs`), which carry the four
-//!   fields themselves (the kernel's `timer_list` in `k_itimer`), so an armed timer costs no
-//!   memory beyond its own object.
+//! - the intrusive storage (`intrusive.rs`): objects that carry the four fields themselves
+//!   (the kernel's `timer_list` in `k_itimer`), so an armed object costs no memory beyond
+//!   itself. It is built for the timer service's timer objects; until `timers/base.rs` moves
+//!   to it (it still uses the slab `Wheel`), only the tests use it.
 //!
 //! # Lists without a bucket field
 //!
@@ -22,11 +23,22 @@
 //! its `prev` is not `NIL`.
 
 use super::layout::{self, LVL_CLK_SHIFT, LVL_SIZE, MAX_LEVELS, MAX_TICK};
-use super::Mode;
+use super::{Advance, Mode};
 use std::cell::Cell;
 
 /// Cached-next-expiry sentinel: "nothing armed".
-pub(crate) const NONE: u64 = u64::MAX;
+const NONE: u64 = u64::MAX;
+
+/// When an entry expiring at `tick` and visited at `visit` fires: a precise one at its tick
+/// (never before the visit), any other at the visit.
+#[inline]
+fn fire_tick(tick: u64, visit: u64, mode: Mode) -> u64 {
+    if mode.is_precise() {
+        tick.max(visit)
+    } else {
+        visit
+    }
+}
 
 /// Where a [`Core`]'s entries keep their list links, expiry and mode.
 ///
@@ -48,11 +60,20 @@ pub(crate) trait Links {
     fn set_next(&mut self, r: Self::Ref, next: Self::Ref);
     fn prev(&self, r: Self::Ref) -> Self::Ref;
     fn set_prev(&mut self, r: Self::Ref, prev: Self::Ref);
-    /// The exact expiry in ticks.
+    /// The exact expiry in ticks, as [`Links::kept`] made it.
     fn tick(&self, r: Self::Ref) -> u64;
+    /// Stores `tick`, already [`Links::kept`]; the mode stays.
     fn set_tick(&mut self, r: Self::Ref, tick: u64);
     fn mode(&self, r: Self::Ref) -> Mode;
-    fn set_mode(&mut self, r: Self::Ref, mode: Mode);
+    /// Stores `tick` (already [`Links::kept`]) and `mode` together.
+    fn set_tick_mode(&mut self, r: Self::Ref, tick: u64, mode: Mode);
+
+    /// The tick the storage keeps for `tick`, which [`Links::tick`] reads back: the core
+    /// places an entry by this one, so that where it sits and what it reads agree.
+    #[inline]
+    fn kept(tick: u64) -> u64 {
+        tick
+    }
 }
 
 /// A lane: the buckets, ready list and parked list of one kind of entry (normal or
@@ -118,13 +139,6 @@ struct Cursor {
     visit: u64,
 }
 
-/// What one `run` did: entries fired, and whether the clock reached its target with nothing
-/// left due.
-pub(crate) struct Ran {
-    pub(crate) fired: usize,
-    pub(crate) complete: bool,
-}
-
 /// The wheel's logic over the storage `S` (see the module doc of `wheel` for the design).
 pub(crate) struct Core<S: Links> {
     pub(crate) links: S,
@@ -187,9 +201,9 @@ impl<S: Links> Core<S> {
     /// Links an unlinked entry at `tick`, placed as `mode` says.
     #[inline]
     pub(crate) fn link(&mut self, r: S::Ref, tick: u64, mode: Mode) {
-        self.links.set_tick(r, tick);
-        self.links.set_mode(r, mode);
-        self.place(r);
+        let tick = S::kept(tick);
+        self.links.set_tick_mode(r, tick, mode);
+        self.place_at(r, tick, mode);
     }
 
     /// Takes a linked entry out of its list; it keeps its tick and mode.
@@ -212,17 +226,22 @@ impl<S: Links> Core<S> {
         if next != S::NIL {
             return;
         }
-        // The bucket is now empty.
+        // The bucket is now empty. The cached next expiry is lane 0's, and `run` leaves it
+        // invalid while it drains: only then is the bucket's visit tick wanted.
+        let cached = lane == 0 && self.cached_valid.get();
         let visit = if ln.is_wheel_bucket(bucket) {
             let (level, bucket_index) = (bucket as usize / LVL_SIZE, bucket as usize % LVL_SIZE);
             ln.bitmap[level] &= !(1 << bucket_index);
+            if !cached {
+                return;
+            }
             layout::visit_of(self.clk, level, bucket_index as u64)
         } else if bucket == ln.ready_bucket() {
             self.clk
         } else {
             std::mem::replace(&mut ln.park_tick, NONE)
         };
-        if lane == 0 && self.cached_valid.get() && self.cached_next.get() == visit {
+        if cached && self.cached_next.get() == visit {
             self.cached_valid.set(false);
         }
     }
@@ -230,9 +249,11 @@ impl<S: Links> Core<S> {
     /// Moves a linked entry to `tick`. Equivalent to unlink + link with the same mode; an
     /// entry at the front of the bucket `tick` maps to stays linked.
     pub(crate) fn reschedule(&mut self, r: S::Ref, tick: u64) {
+        let tick = S::kept(tick);
         let mode = self.links.mode(r);
         let lane = mode.lane();
         let (bucket, visit) = self.bucket_for(lane, tick, mode.is_precise());
+        let fire = fire_tick(tick, visit, mode);
         if S::unmark(self.links.prev(r)) == Some((lane, bucket)) {
             // Same bucket, so the same visit tick: the entry stays linked (the kernel's
             // mod_timer shortcut) and the cached next expiry cannot change. Its firing tick
@@ -241,14 +262,14 @@ impl<S: Links> Core<S> {
             // later, `min_fire` stays (early, never late: its documented invariant).
             if mode.is_precise() {
                 let min = &mut self.lanes[lane].min_fire[bucket as usize];
-                *min = (*min).min(tick.max(visit));
+                *min = (*min).min(fire);
             }
             self.links.set_tick(r, tick);
             return;
         }
         self.unlink(r);
         self.links.set_tick(r, tick);
-        self.push(r, lane, bucket, visit);
+        self.push(r, lane, bucket, visit, fire);
     }
 
     /// See `Wheel::next_expiry`.
@@ -267,20 +288,10 @@ impl<S: Links> Core<S> {
     /// See `Wheel::next_fire` (lane 0) and `Wheel::next_deferred_fire` (lane 1).
     pub(crate) fn next_fire(&self, lane: usize) -> Option<u64> {
         let ln = &self.lanes[lane];
-        if ln.ready_head() != S::NIL {
-            return Some(self.clk);
-        }
-        let parked = if ln.parked_head() != S::NIL {
-            ln.park_tick
-        } else {
-            NONE
-        };
         // Precise entries of a level's first bucket expire in [visit, visit + gran) and every
         // later bucket of the level is visited after that: the level's earliest firing is in
         // its first bucket.
-        let (best, _) = self.scan_levels(lane, (parked, 0), |visit, bucket| {
-            visit.max(ln.min_fire[bucket])
-        });
+        let (best, _) = self.earliest(lane, |visit, bucket| visit.max(ln.min_fire[bucket]));
         (best != NONE).then_some(best)
     }
 
@@ -303,7 +314,8 @@ impl<S: Links> Core<S> {
         self.cursor = None;
         self.clk = now.min(MAX_TICK);
         self.cached_valid.set(false);
-        self.len -= all.len();
+        debug_assert_eq!(all.len(), self.len);
+        self.len = 0;
         for r in all {
             self.place(r);
         }
@@ -321,36 +333,36 @@ impl<S: Links> Core<S> {
         (bucket, abs_bucket << (LVL_CLK_SHIFT * level as u32))
     }
 
-    /// Places an unlinked entry according to its tick and mode.
+    /// Places an unlinked entry according to its stored tick and mode.
     #[inline]
     fn place(&mut self, r: S::Ref) {
-        let mode = self.links.mode(r);
-        let lane = mode.lane();
-        let (bucket, visit) = self.bucket_for(lane, self.links.tick(r), mode.is_precise());
-        self.push(r, lane, bucket, visit);
+        self.place_at(r, self.links.tick(r), self.links.mode(r));
     }
 
-    /// Pushes the entry on the front of `bucket`'s list and keeps bitmap and cache in step.
+    /// Places an unlinked entry whose stored tick and mode are `tick` and `mode`.
     #[inline]
-    fn push(&mut self, r: S::Ref, lane: usize, bucket: u16, visit: u64) {
-        let fire = if self.links.mode(r).is_precise() {
-            self.links.tick(r).max(visit)
-        } else {
-            visit
-        };
+    fn place_at(&mut self, r: S::Ref, tick: u64, mode: Mode) {
+        let lane = mode.lane();
+        let (bucket, visit) = self.bucket_for(lane, tick, mode.is_precise());
+        self.push(r, lane, bucket, visit, fire_tick(tick, visit, mode));
+    }
+
+    /// Pushes the entry on the front of `bucket`'s list, visited at `visit` and firing at
+    /// `fire` ([`fire_tick`]), and keeps bitmap, `min_fire` and cache in step.
+    #[inline]
+    fn push(&mut self, r: S::Ref, lane: usize, bucket: u16, visit: u64, fire: u64) {
         self.len += 1;
         let ln = &mut self.lanes[lane];
         let head = std::mem::replace(&mut ln.heads[bucket as usize], r);
         let min = &mut ln.min_fire[bucket as usize];
-        *min = if head == S::NIL {
-            fire
+        if head == S::NIL {
+            // A wheel bucket's bit is set exactly while its list is non-empty.
+            *min = fire;
+            if ln.is_wheel_bucket(bucket) {
+                ln.bitmap[bucket as usize / LVL_SIZE] |= 1 << (bucket as usize % LVL_SIZE);
+            }
         } else {
-            (*min).min(fire)
-        };
-        if ln.is_wheel_bucket(bucket) {
-            ln.bitmap[bucket as usize / LVL_SIZE] |= 1 << (bucket as usize % LVL_SIZE);
-        }
-        if head != S::NIL {
+            *min = (*min).min(fire);
             self.links.set_prev(head, r);
         }
         self.links.set_next(r, head);
@@ -365,6 +377,14 @@ impl<S: Links> Core<S> {
     /// with the bucket, or `(NONE, 0)`.
     #[inline]
     fn next_visit(&self, lane: usize) -> (u64, u16) {
+        self.earliest(lane, |visit, _| visit)
+    }
+
+    /// The smallest `key(visit tick, bucket)` of `lane` with its bucket: `clk` if its ready
+    /// list is non-empty, else over the parked list (keyed by its visit tick alone) and the
+    /// levels ([`Core::scan_levels`]); `(NONE, 0)` for an empty lane.
+    #[inline]
+    fn earliest(&self, lane: usize, key: impl Fn(u64, usize) -> u64) -> (u64, u16) {
         let ln = &self.lanes[lane];
         if ln.ready_head() != S::NIL {
             return (self.clk, ln.ready_bucket());
@@ -373,7 +393,7 @@ impl<S: Links> Core<S> {
         if ln.parked_head() != S::NIL {
             best = (ln.park_tick, ln.parked_bucket());
         }
-        self.scan_levels(lane, best, |visit, _| visit)
+        self.scan_levels(lane, best, key)
     }
 
     /// Visits each level's first non-empty bucket after the clock, finest level first, and
@@ -428,11 +448,11 @@ impl<S: Links> Core<S> {
         mut budget: usize,
         max_fires: usize,
         f: &mut impl FnMut(&mut S, S::Ref),
-    ) -> Ran {
+    ) -> Advance {
         let target = now.min(MAX_TICK).max(self.clk);
         self.cached_valid.set(false);
         let mut fired = 0;
-        let incomplete = |fired| Ran {
+        let incomplete = |fired| Advance {
             fired,
             complete: false,
         };
@@ -468,7 +488,7 @@ impl<S: Links> Core<S> {
                 self.clk = target;
                 self.cached_next.set(n_visit);
                 self.cached_valid.set(true);
-                return Ran {
+                return Advance {
                     fired,
                     complete: true,
                 };
@@ -508,31 +528,34 @@ impl<S: Links> Core<S> {
             self.unlink(head);
             // Due by the caller's `now`: fire it, even if its exact expiry lies after this
             // bucket's tick (a precise or far-out entry polled late). Never early.
-            if self.links.tick(head) <= target {
+            let tick = self.links.tick(head);
+            if tick <= target {
                 f(&mut self.links, head);
                 *fired += 1;
             } else {
-                self.replace(head, list, target);
+                self.replace(head, tick, list, target);
             }
         }
     }
 
-    /// Re-places an unlinked entry visited before its expiry (and not due by `target`),
+    /// Re-places an unlinked entry (expiring at `tick`) visited before its expiry (and not due
+    /// by `target`),
     /// relative to `clk = visit - 1`.
     /// A precise entry lands at a strictly finer level. A far-out one would come back one
     /// wheel range later, again and again across a long jump, so it is parked instead: visited
     /// at `target`, or at the earlier target an unfinished advance parked entries for (see
     /// "Placement" in the module doc). An entry drained from the parked list is placed, not
     /// parked again.
-    fn replace(&mut self, r: S::Ref, cursor: Cursor, target: u64) {
-        let far_out = layout::level_for_delta(self.links.tick(r) - self.clk) >= self.levels;
+    fn replace(&mut self, r: S::Ref, tick: u64, cursor: Cursor, target: u64) {
+        let mode = self.links.mode(r);
+        let far_out = layout::level_for_delta(tick - self.clk) >= self.levels;
         let ln = &mut self.lanes[cursor.lane];
         if far_out && cursor.bucket != ln.parked_bucket() {
             ln.park_tick = ln.park_tick.min(target);
             let (bucket, visit) = (ln.parked_bucket(), ln.park_tick);
-            self.push(r, cursor.lane, bucket, visit);
+            self.push(r, cursor.lane, bucket, visit, fire_tick(tick, visit, mode));
         } else {
-            self.place(r);
+            self.place_at(r, tick, mode);
         }
     }
 }

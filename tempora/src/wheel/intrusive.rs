@@ -3,7 +3,7 @@
 //! heads, bitmaps and cursors; an armed object costs nothing beyond itself.
 //!
 //! A `Ref` is an address with bit 1 clear (every object is at least 4-byte aligned; bit 0 is
-//! the owner's to use, the timer service tags sleep cells with it). `NIL` is 0, and a head
+//! the owner's to use: the timer service is to tag sleep cells with it). `NIL` is 0, and a head
 //! marker is `(lane << 11 | bucket) << 2 | 2`: bit 1 set, so it is never an object's address.
 //!
 //! # The node's fields and who may touch them
@@ -145,9 +145,17 @@ impl<L: Locate> Links for Intrusive<L> {
     }
 
     #[inline]
-    fn set_mode(&mut self, r: usize, mode: Mode) {
-        let n = &Self::node(r).tick_mode;
-        let tick = n.load(Ordering::Relaxed) & TICK_MASK;
-        n.store((mode.0 as u64) << 62 | tick, Ordering::Relaxed);
+    fn set_tick_mode(&mut self, r: usize, tick: u64, mode: Mode) {
+        let word = (mode.0 as u64) << 62 | tick.min(TICK_MASK);
+        Self::node(r).tick_mode.store(word, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn kept(tick: u64) -> u64 {
+        if tick >= TICK_MASK {
+            u64::MAX
+        } else {
+            tick
+        }
     }
 }

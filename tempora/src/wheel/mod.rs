@@ -111,8 +111,9 @@
 //! only list heads, bitmaps, per-bucket bounds and cursors. Buckets are doubly-linked lists
 //! threaded through the entries; the first entry of a list keeps, in place of a predecessor, a
 //! marker naming its lane and bucket, so no entry stores its bucket. Insert, remove and
-//! reschedule are O(1). Two storages use it: this type's slab, and the timer service's own
-//! timer objects (`timers/base.rs`), which carry their links themselves.
+//! reschedule are O(1). Two storages implement it: this type's slab, and an intrusive one
+//! (`intrusive.rs`) for objects that carry their links themselves, built for the timer
+//! service's timer objects and, until the service moves to it, used by the tests alone.
 //!
 //! [`Wheel`]'s entries live in a slab (`Vec`) addressed by `u32` index. A [`Key`] packs the
 //! index with a 32-bit generation that is bumped when the entry is freed, so a stale key
@@ -367,8 +368,10 @@ impl<T> Links for Slab<T> {
     }
 
     #[inline]
-    fn set_mode(&mut self, r: u32, mode: Mode) {
-        self.entries[r as usize].mode = mode;
+    fn set_tick_mode(&mut self, r: u32, tick: u64, mode: Mode) {
+        let entry = &mut self.entries[r as usize];
+        entry.expiry = tick;
+        entry.mode = mode;
     }
 }
 
@@ -732,13 +735,8 @@ impl<T> Wheel<T> {
     /// `now` any more and [`Wheel::now`] equals `now` (clamped as in [`Wheel::poll`]);
     /// otherwise call again.
     pub fn advance(&mut self, now: u64, max: usize, mut f: impl FnMut(Expired<T>)) -> Advance {
-        let ran = self
-            .core
-            .run(now, max, usize::MAX, &mut |slab, i| f(slab.fire(i)));
-        Advance {
-            fired: ran.fired,
-            complete: ran.complete,
-        }
+        self.core
+            .run(now, max, usize::MAX, &mut |slab, i| f(slab.fire(i)))
     }
 
     /// Sets the wheel clock to `now` (earlier or later than [`Wheel::now`]) and re-places every
