@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 
 /// What the model tests drive: the slab [`Wheel`] and [`NodeWheel`] (the same core over the
-/// intrusive storage the timer service uses), so the properties hold for both storages.
+/// intrusive storage), so the properties hold for both storages.
 trait UnderTest: Sized {
     fn make(levels: usize, start: u64) -> Self;
     fn now(&self) -> u64;
@@ -106,18 +106,36 @@ impl NodeWheel {
         Some(Self::addr(o))
     }
 
-    fn take(
-        slots: &mut [(u32, Option<Box<TestObject>>)],
-        free: &mut Vec<u32>,
-        slot: u32,
-    ) -> (Key, u64, u64) {
-        let (generation, o) = &mut slots[slot as usize];
+    /// Gives up the object in `slot` (unlinked): its key, tick and value.
+    fn take(&mut self, slot: u32) -> (Key, u64, u64) {
+        let (generation, o) = &mut self.slots[slot as usize];
         let o = o.take().expect("a held object");
         assert!(!o.node.is_linked());
         let key = Key::new(slot, *generation);
         *generation += 1;
-        free.push(slot);
+        self.free.push(slot);
         (key, o.node.tick(), o.value)
+    }
+
+    /// Runs the core to `now` with its `budget` and `max_fires`, giving up each fired object
+    /// to `f`.
+    fn run(
+        &mut self,
+        now: u64,
+        budget: usize,
+        max_fires: usize,
+        f: &mut dyn FnMut(Expired<u64>),
+    ) -> Advance {
+        let mut fired = Vec::new();
+        let ran = self.core.run(now, budget, max_fires, &mut |_, r| {
+            // SAFETY: a fired ref is a `TestObject` the slots still own.
+            fired.push(unsafe { (*(r as *const TestObject)).slot });
+        });
+        for slot in fired {
+            let (key, expiry, value) = self.take(slot);
+            f(Expired { key, expiry, value });
+        }
+        ran
     }
 }
 
@@ -160,7 +178,7 @@ impl UnderTest for NodeWheel {
     fn remove(&mut self, key: Key) -> Option<u64> {
         let r = self.live(key)?;
         self.core.unlink(r);
-        Some(Self::take(&mut self.slots, &mut self.free, key.index()).2)
+        Some(self.take(key.index()).2)
     }
     fn reschedule(&mut self, key: Key, expiry: u64) -> Result<(), StaleKey> {
         let r = self.live(key).ok_or(StaleKey)?;
@@ -168,27 +186,11 @@ impl UnderTest for NodeWheel {
         Ok(())
     }
     fn advance(&mut self, now: u64, max: usize, f: &mut dyn FnMut(Expired<u64>)) -> Advance {
-        let (slots, free) = (&mut self.slots, &mut self.free);
-        let ran = self.core.run(now, max, usize::MAX, &mut |_, r| {
-            // SAFETY: a fired ref is a `TestObject` the slots still own.
-            let slot = unsafe { (*(r as *const TestObject)).slot };
-            let (key, expiry, value) = Self::take(slots, free, slot);
-            f(Expired { key, expiry, value });
-        });
-        Advance {
-            fired: ran.fired,
-            complete: ran.complete,
-        }
+        self.run(now, max, usize::MAX, f)
     }
     fn poll(&mut self, now: u64) -> Option<Expired<u64>> {
         let mut out = None;
-        let (slots, free) = (&mut self.slots, &mut self.free);
-        self.core.run(now, usize::MAX, 1, &mut |_, r| {
-            // SAFETY: as in `advance`.
-            let slot = unsafe { (*(r as *const TestObject)).slot };
-            let (key, expiry, value) = Self::take(slots, free, slot);
-            out = Some(Expired { key, expiry, value });
-        });
+        self.run(now, usize::MAX, 1, &mut |e| out = Some(e));
         out
     }
     fn next_expiry(&self) -> Option<u64> {
