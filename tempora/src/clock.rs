@@ -336,7 +336,8 @@ fn add_saturating(c: &AtomicU64, ns: u64) {
     });
 }
 
-fn duration_nanos(d: Duration) -> u64 {
+/// `d` in ns, saturating at `u64::MAX` (585 years).
+pub(crate) fn duration_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 

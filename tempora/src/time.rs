@@ -48,7 +48,7 @@
 //! the same names on [`Timers`] use that service instead (a manual clock in tests, an
 //! application-driven service with no driver, its own bases).
 
-use crate::clock::ClockId;
+use crate::clock::{duration_nanos, ClockId};
 use crate::timers::builder::Drivers;
 use crate::timers::core::Core;
 use crate::timers::sleep::{SleepCell, SleepState};
@@ -120,18 +120,16 @@ impl Timers {
         );
         Interval {
             sleep: Box::pin(self.sleep(Duration::ZERO)),
-            period: nanos(period),
+            period: duration_nanos(period),
         }
     }
 }
 
 /// `now + d` on the service's monotonic clock, saturating.
 fn after(core: &Core, d: Duration) -> u64 {
-    core.clock.now(ClockId::Monotonic).saturating_add(nanos(d))
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    core.clock
+        .now(ClockId::Monotonic)
+        .saturating_add(duration_nanos(d))
 }
 
 impl Sleep {

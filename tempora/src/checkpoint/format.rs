@@ -4,6 +4,7 @@
 use super::{corrupt, Expiry, Snapshot, TimerRecord, MAGIC, MAX_PAYLOAD, VERSION};
 use crate::clock::ClockId;
 use crate::error::Error;
+use crate::timers::types::{slack_ns, slack_of_ns};
 use crate::timers::Precision;
 use crate::timers::{Status, TimerId};
 use std::io::{Read, Write};
@@ -56,17 +57,6 @@ pub(super) fn status_from_disk(byte: u8) -> Option<Status> {
         2 => Some(Status::RequeuePending),
         _ => None,
     }
-}
-
-/// The owner's `default_slack` field: ns, 0 for none (a slack of zero is precise too:
-/// `Owner::set_default_slack`), saturating at `u64::MAX` ns as the owner stores it.
-pub(super) fn slack_to_disk(slack: Option<std::time::Duration>) -> u64 {
-    slack.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
-
-/// The default slack a `default_slack` field stands for.
-pub(super) fn slack_from_disk(ns: u64) -> Option<std::time::Duration> {
-    (ns != 0).then(|| std::time::Duration::from_nanos(ns))
 }
 
 /// A clock's `clock` / `expiry_clock` value: its Linux `clockid_t` number.
@@ -147,7 +137,7 @@ impl Snapshot {
         p.extend_from_slice(&self.counter.to_le_bytes());
         p.push(u8::from(self.restore_ids));
         p.extend_from_slice(&(self.timers.len() as u32).to_le_bytes());
-        p.extend_from_slice(&slack_to_disk(self.default_slack).to_le_bytes());
+        p.extend_from_slice(&slack_ns(self.default_slack).to_le_bytes());
         for t in &self.timers {
             let name = t.notify.as_bytes();
             p.extend_from_slice(&((TIMER_FIELDS + name.len() + TIMER_TAIL) as u16).to_le_bytes());
@@ -205,11 +195,7 @@ impl Snapshot {
         let restore_ids = owner.flag("restore_ids")?;
         let count = owner.u32()? as usize;
         // Minor version 2; an owner record of 1.0 or 1.1 has none: precise.
-        let default_slack = if owner.left() >= OWNER_TAIL {
-            slack_from_disk(owner.u64()?)
-        } else {
-            None
-        };
+        let default_slack = owner.tail_u64()?.and_then(slack_of_ns);
         // Every timer record takes at least this many bytes: a count the payload cannot hold is
         // refused before anything is allocated for it.
         if count > r.left() / (2 + TIMER_FIELDS) {
@@ -412,6 +398,15 @@ impl<'a> Reader<'a> {
     fn u64(&mut self) -> Result<u64, Error> {
         Ok(u64::from_le_bytes(self.array()?))
     }
+    /// A record's optional trailing u64 (a field appended in a later minor version): `None`
+    /// if the record ends before it.
+    fn tail_u64(&mut self) -> Result<Option<u64>, Error> {
+        if self.left() >= 8 {
+            self.u64().map(Some)
+        } else {
+            Ok(None)
+        }
+    }
     fn i64(&mut self) -> Result<i64, Error> {
         Ok(i64::from_le_bytes(self.array()?))
     }
@@ -465,11 +460,9 @@ impl<'a> Reader<'a> {
             .map_err(|_| corrupt("notification name is not UTF-8"))?
             .to_string();
         // Minor version 1; a record of version 1.0 has none: the owner's default.
-        let precision = if self.left() >= TIMER_TAIL {
-            Precision::unpack(self.u64()?)
-        } else {
-            Precision::Default
-        };
+        let precision = self
+            .tail_u64()?
+            .map_or(Precision::Default, Precision::unpack);
         Ok(TimerRecord {
             id,
             clock,

@@ -5,7 +5,7 @@ use super::core::{Core, DRIVER_DIED};
 use super::driver;
 use super::object::Itimer;
 use super::Timers;
-use crate::clock::{ClockSource, OsClock, Resolution, ALL_CLOCKS};
+use crate::clock::{duration_nanos, ClockSource, OsClock, Resolution, ALL_CLOCKS};
 use crate::error::Error;
 use crate::registry;
 use crate::stats::tally::Hub;
@@ -214,7 +214,7 @@ impl Builder {
             spare_limit: self.spare_drivers,
             spares: std::sync::Mutex::new(Vec::new()),
             takeovers: AtomicU64::new(0),
-            max_deferral: u64::try_from(self.max_deferral.as_nanos()).unwrap_or(u64::MAX),
+            max_deferral: duration_nanos(self.max_deferral),
             coarse_lag: self.clock.coarse_lag(crate::clock::ClockId::Monotonic),
             #[cfg(test)]
             crash_driver: AtomicBool::new(false),

@@ -236,7 +236,7 @@ impl Owner {
     /// zero: precise), applied at each of their armings from now on: a per-owner
     /// `PR_SET_TIMERSLACK`. Timers already armed keep their placement until re-armed.
     pub fn set_default_slack(&self, slack: Option<Duration>) {
-        let ns = slack.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let ns = types::slack_ns(slack);
         // Relaxed: a setting read at each arming (`placement_of`).
         self.sink().default_slack.store(ns, Ordering::Relaxed);
     }
@@ -244,8 +244,7 @@ impl Owner {
     /// The owner's default slack ([`Owner::set_default_slack`]); `None` if precise.
     pub fn default_slack(&self) -> Option<Duration> {
         // Relaxed: see `set_default_slack`.
-        let ns = self.sink().default_slack.load(Ordering::Relaxed);
-        (ns != 0).then(|| Duration::from_nanos(ns))
+        types::slack_of_ns(self.sink().default_slack.load(Ordering::Relaxed))
     }
 
     /// Timer `id`'s remaining time and interval. Zero for a disarmed or fired one-shot timer;

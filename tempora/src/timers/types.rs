@@ -1,6 +1,6 @@
 //! The service's value types: what callers pass to and get back from its calls.
 
-use crate::clock::{ClockId, TimeSpec};
+use crate::clock::{duration_nanos, ClockId, TimeSpec};
 use crate::registry::TimerId;
 use std::fmt;
 use std::sync::Arc;
@@ -212,6 +212,17 @@ pub enum Precision {
 const PRECISION_SHIFT: u32 = 62;
 const SLACK_MASK: u64 = (1 << PRECISION_SHIFT) - 1;
 
+/// An owner's default slack as it is stored (`Owner::set_default_slack`, and the snapshot's
+/// owner record): ns, 0 for none (a slack of zero is precise too), saturating at `u64::MAX`.
+pub(crate) fn slack_ns(slack: Option<std::time::Duration>) -> u64 {
+    slack.map_or(0, duration_nanos)
+}
+
+/// The default slack a stored value ([`slack_ns`]) stands for.
+pub(crate) fn slack_of_ns(ns: u64) -> Option<std::time::Duration> {
+    (ns != 0).then(|| std::time::Duration::from_nanos(ns))
+}
+
 impl Precision {
     /// One word (a timer's `ItimerFixed::precision`): 0 is `Default`, so a zeroed slot reads it.
     pub(crate) fn pack(self) -> u64 {
@@ -219,9 +230,7 @@ impl Precision {
             Precision::Default => 0,
             Precision::Precise => 1 << PRECISION_SHIFT,
             Precision::Slack(d) => {
-                let ns = u64::try_from(d.as_nanos())
-                    .unwrap_or(u64::MAX)
-                    .min(SLACK_MASK);
+                let ns = duration_nanos(d).min(SLACK_MASK);
                 2 << PRECISION_SHIFT | ns
             }
             Precision::Deferrable => 3 << PRECISION_SHIFT,
