@@ -221,8 +221,6 @@ impl Builder {
             driver_wakeups: AtomicU64::new(0),
             #[cfg(test)]
             rings: AtomicU64::new(0),
-            #[cfg(test)]
-            spares_unjoined: Default::default(),
         });
         let drivers = Drivers::start(&core, drivers)?;
         Ok(Timers {
@@ -305,10 +303,6 @@ impl Drop for Drivers {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
-        #[cfg(test)]
-        self.core
-            .spares_unjoined
-            .fetch_sub(spares.len(), Ordering::SeqCst);
         for t in self.threads.drain(..).chain(spares) {
             // A callback on a driver that drops the last `Timers` cannot join its own thread;
             // that driver sees `shutdown` and ends by itself.

@@ -90,9 +90,6 @@ pub(crate) struct Core {
     /// Test hook: doorbell rings (arms earlier than a driver's sleep, clock steps, shutdown).
     #[cfg(test)]
     pub(crate) rings: AtomicU64,
-    /// Test hook: spares pushed to `spares` less those the service's drop joined.
-    #[cfg(test)]
-    pub(crate) spares_unjoined: std::sync::atomic::AtomicUsize,
 }
 
 /// The service's part of each owner.

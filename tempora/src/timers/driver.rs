@@ -324,8 +324,6 @@ fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
     match spawned {
         Ok(t) => {
             spares.push(t);
-            #[cfg(test)]
-            core.spares_unjoined.fetch_add(1, Ordering::SeqCst);
             true
         }
         Err(_) => {
