@@ -106,7 +106,7 @@ impl Running {
     /// held until the last run returns, so an unwind out of here (a panicking `ran`) still
     /// lets the timer's next expiry make a call (`Drop`).
     pub(crate) fn run(mut self, id: TimerId, overrun: i32, ran: &mut dyn FnMut(i32, bool)) {
-        let Some(serial) = self.0.clone() else {
+        let Some(serial) = self.0.as_ref() else {
             return;
         };
         let mut overrun = overrun;
