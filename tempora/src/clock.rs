@@ -157,8 +157,8 @@ pub trait ClockSource: Send + Sync + 'static {
 
     /// A cheaper reading of `clock` that is never after the time and at most
     /// [`ClockSource::coarse_lag`] before it, or `None` if the source has none (the default).
-    /// A slack timer whose slack has room for the lag is armed from it
-    /// ([`Precision`](crate::Precision)).
+    /// A one-shot arming of a slack timer whose slack has room for the lag reads it
+    /// ([`Precision`](crate::Precision)); periodic armings read the precise clock.
     fn now_coarse(&self, clock: ClockId) -> Option<u64> {
         let _ = clock;
         None
