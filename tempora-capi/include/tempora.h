@@ -292,11 +292,12 @@ struct tempora_owner_t *tempora_owner_new(const struct tempora_t *t);
 void tempora_owner_free(struct tempora_owner_t *owner);
 
 /*
- The process-wide owner `tempora_posix.h` maps the POSIX calls onto: an owner of a service
- with the default configuration (one driver thread), made on first call and never freed (do
+ The process-wide owner `tempora_posix.h` maps the POSIX calls onto: an owner of the
+ process-wide service (`tempora::time::try_global`: the default configuration, one driver
+ thread, shared with Rust code of the same process), made on first call and never freed (do
  not pass it to `tempora_owner_free`). Returns NULL with `errno` only if it cannot be made:
- `EAGAIN` (or another OS errno) when its driver thread cannot start, as `pthread_create` and
- `timer_create` say it; the next call tries again.
+ `EAGAIN` (or another OS errno) when the service's driver thread cannot start, as
+ `pthread_create` and `timer_create` say it; the next call tries again.
  */
 struct tempora_owner_t *tempora_default_owner(void);
 

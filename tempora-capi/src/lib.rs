@@ -40,7 +40,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::ptr;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 use std::time::Duration;
 use tempora::checkpoint::Snapshot;
 use tempora::clock::{ClockId, TimeSpec};
@@ -582,41 +582,24 @@ pub unsafe extern "C" fn tempora_owner_free(owner: *mut tempora_owner_t) {
     })
 }
 
-/// The process-wide owner `tempora_posix.h` maps the POSIX calls onto: an owner of a service
-/// with the default configuration (one driver thread), made on first call and never freed (do
+/// The process-wide owner `tempora_posix.h` maps the POSIX calls onto: an owner of the
+/// process-wide service (`tempora::time::try_global`: the default configuration, one driver
+/// thread, shared with Rust code of the same process), made on first call and never freed (do
 /// not pass it to `tempora_owner_free`). Returns NULL with `errno` only if it cannot be made:
-/// `EAGAIN` (or another OS errno) when its driver thread cannot start, as `pthread_create` and
-/// `timer_create` say it; the next call tries again.
+/// `EAGAIN` (or another OS errno) when the service's driver thread cannot start, as
+/// `pthread_create` and `timer_create` say it; the next call tries again.
 #[no_mangle]
 pub extern "C" fn tempora_default_owner() -> *mut tempora_owner_t {
-    /// The service (kept running for the process's life) and its owner's handle.
-    struct DefaultOwner {
-        _timers: Timers,
-        owner: usize,
-    }
-    static DEFAULT: OnceLock<DefaultOwner> = OnceLock::new();
-    // Held while the service is made, so that one is made; a failed attempt leaves `DEFAULT`
-    // empty for the next call.
-    static MAKING: Mutex<()> = Mutex::new(());
+    /// The owner's handle, kept for the process's life.
+    static DEFAULT: OnceLock<usize> = OnceLock::new();
     entry(ptr::null_mut(), || {
-        if let Some(d) = DEFAULT.get() {
-            return Ok(d.owner as *mut tempora_owner_t);
-        }
-        let _making = MAKING.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(d) = DEFAULT.get() {
-            return Ok(d.owner as *mut tempora_owner_t);
-        }
-        // The builder, not `Timers::new`: a driver that cannot start is an error to report
-        // (`EAGAIN`), where `Timers::new` panics.
-        let timers = Timers::builder().build()?;
-        let owner = Box::into_raw(Box::new(tempora_owner_t {
-            owner: timers.owner(),
-        })) as usize;
-        let d = DEFAULT.get_or_init(|| DefaultOwner {
-            _timers: timers,
-            owner,
+        let timers = tempora::time::try_global()?;
+        let owner = *DEFAULT.get_or_init(|| {
+            Box::into_raw(Box::new(tempora_owner_t {
+                owner: timers.owner(),
+            })) as usize
         });
-        Ok(d.owner as *mut tempora_owner_t)
+        Ok(owner as *mut tempora_owner_t)
     })
 }
 
@@ -1172,6 +1155,20 @@ mod tests {
         unsafe { CStr::from_ptr(tempora_last_error()) }
             .to_string_lossy()
             .into_owned()
+    }
+
+    #[test]
+    fn the_default_owner_is_an_owner_of_the_global_service() {
+        let o = tempora_default_owner();
+        assert!(!o.is_null());
+        assert_eq!(tempora_default_owner(), o, "one default owner");
+        // SAFETY: the default owner lives for the process.
+        let owner = unsafe { &(*o).owner };
+        let id = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+        let stats = tempora::time::global().stats();
+        let mine = stats.root.owners.iter().find(|s| s.owner == owner.id());
+        assert_eq!(mine.map(|s| s.counts.created), Some(1), "{stats:?}");
+        owner.delete(id).unwrap();
     }
 
     #[test]

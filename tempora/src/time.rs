@@ -348,9 +348,32 @@ impl Interval {
 
 /// The process-wide service of the free functions: OS clocks, the default configuration
 /// (one driver), built on first use and never stopped.
+///
+/// # Panics
+/// If it cannot be built: its driver thread cannot start ([`try_global`] reports that).
 pub fn global() -> &'static Timers {
+    try_global().expect("tempora: the global service cannot start")
+}
+
+/// [`global`], or the error building it met (the OS refused its driver thread: `EAGAIN` and
+/// the like); the next call tries again. One service is built however many threads ask at
+/// once, and the C ABI's default owner is an owner of this same service.
+pub fn try_global() -> Result<&'static Timers, crate::Error> {
     static GLOBAL: OnceLock<Timers> = OnceLock::new();
-    GLOBAL.get_or_init(Timers::new)
+    // Held while the service is built, so that one is built; a failed attempt leaves
+    // `GLOBAL` empty for the next call.
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    if let Some(t) = GLOBAL.get() {
+        return Ok(t);
+    }
+    let _building = BUILDING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(t) = GLOBAL.get() {
+        return Ok(t);
+    }
+    let timers = Timers::builder().build()?;
+    Ok(GLOBAL.get_or_init(|| timers))
 }
 
 /// [`Timers::sleep`] on the [`global`] service.
