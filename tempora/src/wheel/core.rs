@@ -18,9 +18,11 @@
 //! predecessor; its `prev` holds instead a *head marker* ([`Links::marker`]) that names the
 //! list's lane and bucket. So an entry taken out of the middle of a list updates its two
 //! neighbours, and an entry taken from the front learns from its marker which head to update
-//! and which bitmap bit to clear when the list empties. No entry stores its bucket, and the
-//! next entry inherits the marker when the first one leaves. An entry is linked exactly when
-//! its `prev` is not `NIL`.
+//! and which bitmap bit to clear when the list empties. No entry needs to store its bucket, and
+//! the next entry inherits the marker when the first one leaves. An entry is linked exactly
+//! when its `prev` is not `NIL`. (A storage with room may keep the bucket anyway,
+//! [`Links::bucket`]: the slab does, in what would be padding, so that a reschedule within
+//! the same bucket never touches the list, as the kernel's `mod_timer` shortcut.)
 
 use super::layout::{self, LVL_CLK_SHIFT, LVL_SIZE, MAX_LEVELS, MAX_TICK};
 use super::{Advance, Mode};
@@ -67,6 +69,21 @@ pub(crate) trait Links {
     fn mode(&self, r: Self::Ref) -> Mode;
     /// Stores `tick` (already [`Links::kept`]) and `mode` together.
     fn set_tick_mode(&mut self, r: Self::Ref, tick: u64, mode: Mode);
+
+    /// The lane and bucket whose list holds the linked entry `r`, if known. A storage that
+    /// keeps them ([`Links::set_bucket`]) always knows; the default reads the head marker,
+    /// so it knows only for the first entry of a list.
+    #[inline]
+    fn bucket(&self, r: Self::Ref) -> Option<(usize, u16)> {
+        Self::unmark(self.prev(r))
+    }
+
+    /// Records that `r` was pushed on the list of `bucket` of `lane` (for a storage with room
+    /// to keep it; the default keeps nothing).
+    #[inline]
+    fn set_bucket(&mut self, r: Self::Ref, lane: usize, bucket: u16) {
+        let _ = (r, lane, bucket);
+    }
 
     /// The tick the storage keeps for `tick`, which [`Links::tick`] reads back: the core
     /// places an entry by this one, so that where it sits and what it reads agree.
@@ -247,14 +264,15 @@ impl<S: Links> Core<S> {
     }
 
     /// Moves a linked entry to `tick`. Equivalent to unlink + link with the same mode; an
-    /// entry at the front of the bucket `tick` maps to stays linked.
+    /// entry already in the bucket `tick` maps to stays linked where it is (wherever in the
+    /// list when the storage keeps buckets, [`Links::bucket`]; at its front otherwise).
     pub(crate) fn reschedule(&mut self, r: S::Ref, tick: u64) {
         let tick = S::kept(tick);
         let mode = self.links.mode(r);
         let lane = mode.lane();
         let (bucket, visit) = self.bucket_for(lane, tick, mode.is_precise());
         let fire = fire_tick(tick, visit, mode);
-        if S::unmark(self.links.prev(r)) == Some((lane, bucket)) {
+        if self.links.bucket(r) == Some((lane, bucket)) {
             // Same bucket, so the same visit tick: the entry stays linked (the kernel's
             // mod_timer shortcut) and the cached next expiry cannot change. Its firing tick
             // can: a precise entry moved earlier lowers the bucket's `min_fire`, or
@@ -367,6 +385,7 @@ impl<S: Links> Core<S> {
         }
         self.links.set_next(r, head);
         self.links.set_prev(r, S::marker(lane, bucket));
+        self.links.set_bucket(r, lane, bucket);
         // A new non-deferrable bucket can only move the next expiry earlier.
         if lane == 0 && self.cached_valid.get() && visit < self.cached_next.get() {
             self.cached_next.set(visit);
