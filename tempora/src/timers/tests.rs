@@ -5,7 +5,7 @@ use crate::clock::{ClockSource, ManualClock, OsClock, TimeSpec, NANOS_PER_SEC};
 use crate::sync::Poisoned;
 use proptest::prelude::*;
 use std::future::Future;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -858,21 +858,27 @@ fn churn_across_threads_leaves_nothing_behind() {
         .unwrap();
     let shared = timers.owner();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Polls so far: the workers wait for the poller now and then, so that on a loaded machine
+    // their churn still meets deliveries (without it, the workers could all finish before the
+    // poller first ran, and the test check nothing).
+    let done = Arc::new(AtomicU64::new(0));
     let poller = {
-        let (timers, clock, stop) = (timers.clone(), clock.clone(), stop.clone());
+        let (timers, clock, stop, done) =
+            (timers.clone(), clock.clone(), stop.clone(), done.clone());
         std::thread::spawn(move || {
             let mut polls = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 clock.advance(Duration::from_micros(1 + polls % 700));
                 timers.poll();
                 polls += 1;
+                done.store(polls, Ordering::Relaxed);
             }
             polls
         })
     };
     let workers: Vec<_> = (0..3u64)
         .map(|w| {
-            let (timers, shared) = (timers.clone(), shared.clone());
+            let (timers, shared, done) = (timers.clone(), shared.clone(), done.clone());
             std::thread::spawn(move || {
                 let mut rng = w.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
                 let mut next = move || {
@@ -886,6 +892,12 @@ fn churn_across_threads_leaves_nothing_behind() {
                     let own = timers.owner();
                     let mut ids: Vec<(Owner, TimerId)> = Vec::new();
                     for i in 0..300 {
+                        if i % 50 == 0 {
+                            let seen = done.load(Ordering::Relaxed);
+                            while done.load(Ordering::Relaxed) == seen {
+                                std::thread::yield_now();
+                            }
+                        }
                         let o = if i % 4 == 0 { &shared } else { &own };
                         let notify = match next() % 5 {
                             0 => Notify::None,
