@@ -31,6 +31,22 @@ use std::cell::Cell;
 /// Cached-next-expiry sentinel: "nothing armed".
 const NONE: u64 = u64::MAX;
 
+/// A list of a core (its lane and bucket) as 12 bits, `lane << 11 | bucket`: the form the
+/// storages keep it in, in head markers and (the slab) in entries.
+#[inline]
+pub(crate) fn list_id(lane: usize, bucket: u16) -> u16 {
+    (lane as u16) << 11 | bucket
+}
+
+/// The lane and bucket of a [`list_id`].
+#[inline]
+pub(crate) fn list_of(id: u16) -> (usize, u16) {
+    (usize::from(id >> 11 & 1), id & 0x7ff)
+}
+
+// A lane has `64 * levels + 2` lists, which must fit the 11 bucket bits of a `list_id`.
+const _: () = assert!(LVL_SIZE * MAX_LEVELS + 2 <= 1 << 11);
+
 /// When an entry expiring at `tick` and visited at `visit` fires: a precise one at its tick
 /// (never before the visit), any other at the visit.
 #[inline]

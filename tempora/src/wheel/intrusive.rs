@@ -4,7 +4,7 @@
 //!
 //! A `Ref` is an address with bit 1 clear (every object is at least 4-byte aligned; bit 0 is
 //! the owner's to use: the timer service is to tag sleep cells with it). `NIL` is 0, and a head
-//! marker is `(lane << 11 | bucket) << 2 | 2`: bit 1 set, so it is never an object's address.
+//! marker is its list's `core::list_id << 2 | 2`: bit 1 set, so never an object's address.
 //!
 //! # The node's fields and who may touch them
 //!
@@ -25,7 +25,7 @@
 //! fires ticks `2^62 - 1` and `2^62` when its clock reaches its end ([`MAX_TICK`]). No timer
 //! of the service can tell (at a 1 ns tick, `2^62` ns is 146 years).
 
-use super::core::Links;
+use super::core::{list_id, list_of, Links};
 use super::{Mode, MAX_TICK};
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 use std::marker::PhantomData;
@@ -99,12 +99,12 @@ impl<L: Locate> Links for Intrusive<L> {
 
     #[inline]
     fn marker(lane: usize, bucket: u16) -> usize {
-        (lane << 11 | bucket as usize) << 2 | 2
+        usize::from(list_id(lane, bucket)) << 2 | 2
     }
 
     #[inline]
     fn unmark(r: usize) -> Option<(usize, u16)> {
-        (r & 2 != 0).then_some(((r >> 13) & 1, (r >> 2) as u16 & 0x7ff))
+        (r & 2 != 0).then(|| list_of((r >> 2) as u16))
     }
 
     #[inline]

@@ -155,6 +155,7 @@ mod core;
 pub(crate) mod intrusive;
 mod layout;
 
+use self::core::{list_id, list_of};
 pub(crate) use self::core::{Core, Links};
 pub use layout::{DEFAULT_LEVELS, LVL_SIZE, MAX_LEVELS, MAX_TICK};
 
@@ -163,8 +164,8 @@ use std::mem::MaybeUninit;
 
 /// Slab index sentinel: "no entry".
 const NIL: u32 = u32::MAX;
-/// Slab refs with this bit set are head markers (lane in bit 16, bucket below); entry
-/// indices stay below it.
+/// Slab refs with this bit set are head markers (their list's `core::list_id` below it);
+/// entry indices stay below it.
 const MARKER: u32 = 1 << 31;
 
 /// How an entry is placed and whether it can wake anyone. Combine with `|`.
@@ -305,8 +306,8 @@ struct Entry<T> {
     /// Bumped when the entry is freed; a [`Key`] must match it.
     generation: u32,
     mode: Mode,
-    /// The lane and bucket whose list holds the entry while it is linked (`lane << 11 |
-    /// bucket`): in what would be padding, it lets a reschedule within the same bucket skip
+    /// The list that holds the entry while it is linked (its `core::list_id`): in what would
+    /// be padding, it lets a reschedule within the same bucket skip
     /// the list wherever the entry sits in it ([`Links::bucket`]).
     bucket: u16,
     /// Initialized exactly when `prev != NIL` (established by `alloc` + link, ended by
@@ -328,12 +329,12 @@ impl<T> Links for Slab<T> {
 
     #[inline]
     fn marker(lane: usize, bucket: u16) -> u32 {
-        MARKER | (lane as u32) << 16 | bucket as u32
+        MARKER | u32::from(list_id(lane, bucket))
     }
 
     #[inline]
     fn unmark(r: u32) -> Option<(usize, u16)> {
-        (r != NIL && r & MARKER != 0).then_some(((r >> 16) as usize & 1, r as u16))
+        (r != NIL && r & MARKER != 0).then(|| list_of(r as u16))
     }
 
     #[inline]
@@ -373,13 +374,12 @@ impl<T> Links for Slab<T> {
 
     #[inline]
     fn bucket(&self, r: u32) -> Option<(usize, u16)> {
-        let b = self.entries[r as usize].bucket;
-        Some((usize::from(b >> 11), b & 0x7ff))
+        Some(list_of(self.entries[r as usize].bucket))
     }
 
     #[inline]
     fn set_bucket(&mut self, r: u32, lane: usize, bucket: u16) {
-        self.entries[r as usize].bucket = (lane as u16) << 11 | bucket;
+        self.entries[r as usize].bucket = list_id(lane, bucket);
     }
 
     #[inline]
