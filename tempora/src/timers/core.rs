@@ -15,6 +15,8 @@ use super::object::{
 };
 use super::serial::Call;
 use super::sleep::{SleepCell, SleepState};
+#[cfg(not(loom))]
+use super::standby::Steps as _;
 use super::types::{NotifyKind, Placement};
 use crate::clock::{ClockId, ClockSource, LazyNow, Resolution, ALL_CLOCKS, CLOCKS};
 use crate::error::Error;

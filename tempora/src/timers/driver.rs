@@ -61,7 +61,7 @@ use super::core::Core;
 use super::fd;
 use super::serial::Call;
 #[cfg(not(loom))]
-use super::standby::Standby;
+use super::standby::{Standby, Steps as _};
 #[cfg(not(loom))]
 use crate::clock::ClockSource;
 use crate::clock::{ClockId, CLOCKS};

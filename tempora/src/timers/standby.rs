@@ -152,6 +152,50 @@ impl FdPlan {
     }
 }
 
+/// The steps that move a standby's fd, written once for [`Standby`] and for the loom model of
+/// it (`tests`), so that the model checks the order `Standby` takes them in: an implementation
+/// gives the hand-over word and runs a closure on its plan under the plan's lock, moving the
+/// fd where the closure says (the model only records it).
+pub(crate) trait Steps {
+    /// Who leads.
+    fn handover(&self) -> &Handover;
+
+    /// Runs `f` on the plan under its lock and moves the fd where `f` says, if anywhere.
+    fn plan(&self, f: &mut dyn FnMut(&mut FdPlan) -> Option<u64>);
+
+    /// The leader is about to run callbacks (with the doorbell's `token` from before its
+    /// poll): the word to `leave` with. A ring since the token fires the fd at once.
+    fn begin(&self, bell: &Doorbell, token: u64) -> u64 {
+        self.plan(&mut |p| {
+            p.begin();
+            None
+        });
+        let (held, rung) = self.handover().enter(bell, token);
+        if rung {
+            // An arm from another thread, earlier than the deadline published.
+            self.plan(&mut |p| p.kick(1));
+        }
+        held
+    }
+
+    /// The leader holding `held` wants the fd to fire by `want` (monotonic ns), and not
+    /// before `soon` unless a kick asks for it (`FdPlan::cover`).
+    fn cover(&self, held: u64, want: u64, soon: u64) {
+        let h = self.handover();
+        self.plan(&mut |p| p.cover(held, h.word(), want, soon));
+    }
+
+    /// An arm at `at` (monotonic ns; 1: at once) rang the driver: if it is running
+    /// callbacks, the fd fires by then, so a follower takes over if they still run.
+    fn kick(&self, at: u64) {
+        // After the ring's SeqCst increment: either this sees the flag or the leader sees
+        // the ring (`Handover::enter`).
+        if self.handover().in_callbacks() {
+            self.plan(&mut |p| p.kick(at));
+        }
+    }
+}
+
 /// Driver `k`'s standby ("Callbacks that block" in the module doc): the spares following it,
 /// the timerfd they wait on, and the callbacks it has not run yet.
 #[cfg(not(loom))]
@@ -172,20 +216,12 @@ pub(crate) struct Standby {
 }
 
 #[cfg(not(loom))]
-impl Standby {
-    pub(crate) fn new() -> std::io::Result<Standby> {
-        Ok(Standby {
-            state: Default::default(),
-            following: Default::default(),
-            started: Default::default(),
-            pending: Default::default(),
-            fd: fd::timerfd(libc::CLOCK_MONOTONIC, false)?,
-            plan: Default::default(),
-        })
+impl Steps for Standby {
+    fn handover(&self) -> &Handover {
+        &self.state
     }
 
-    /// Runs `f` on the plan and moves the fd where it says, under the lock.
-    fn plan(&self, f: impl FnOnce(&mut FdPlan) -> Option<u64>) {
+    fn plan(&self, f: &mut dyn FnMut(&mut FdPlan) -> Option<u64>) {
         // Nothing panics under this lock (arithmetic and a system call): a poisoned one is
         // intact.
         let mut plan = self
@@ -198,45 +234,28 @@ impl Standby {
             None => true,
         };
     }
+}
 
-    /// The leader is about to run callbacks (with the doorbell's `token` from before its
-    /// poll): the word to `leave` with. A ring since the token fires the fd at once.
-    pub(crate) fn begin(&self, bell: &Doorbell, token: u64) -> u64 {
-        self.plan(|p| {
-            p.begin();
-            None
-        });
-        let (held, rung) = self.state.enter(bell, token);
-        if rung {
-            // An arm from another thread, earlier than the deadline published.
-            self.plan(|p| p.kick(1));
-        }
-        held
-    }
-
-    /// The leader holding `held` wants the fd to fire by `want` (monotonic ns), and not
-    /// before `soon` unless a kick asks for it (`FdPlan::cover`).
-    pub(crate) fn cover(&self, held: u64, want: u64, soon: u64) {
-        self.plan(|p| p.cover(held, self.state.word(), want, soon));
+#[cfg(not(loom))]
+impl Standby {
+    pub(crate) fn new() -> std::io::Result<Standby> {
+        Ok(Standby {
+            state: Default::default(),
+            following: Default::default(),
+            started: Default::default(),
+            pending: Default::default(),
+            fd: fd::timerfd(libc::CLOCK_MONOTONIC, false)?,
+            plan: Default::default(),
+        })
     }
 
     /// The leader's callbacks returned: `true` if it still leads (then the fd is disarmed).
     pub(crate) fn end(&self, held: u64) -> bool {
         let kept = self.state.leave(held);
         if kept {
-            self.plan(FdPlan::end);
+            self.plan(&mut FdPlan::end);
         }
         kept
-    }
-
-    /// An arm at `at` (monotonic ns; 1: at once) rang the driver: if it is running
-    /// callbacks, the fd fires by then, so a follower takes over if they still run.
-    pub(crate) fn kick(&self, at: u64) {
-        // After the ring's SeqCst increment: either this sees the flag or the leader sees
-        // the ring (`Handover::enter`).
-        if self.state.in_callbacks() {
-            self.plan(|p| p.kick(at));
-        }
     }
 
     /// The service stops: every follower wakes (the fd fires every millisecond until closed).
@@ -316,8 +335,8 @@ mod tests {
         });
     }
 
-    /// The standby's fd, as `Standby` moves it: its plan under a lock, with the leader's
-    /// and the ringer's steps in the order `Standby` takes them.
+    /// The standby's fd as `Standby` moves it (the same `Steps`), with its plan under a loom
+    /// lock and the fd's moves only recorded.
     struct Model {
         bell: Doorbell,
         h: Handover,
@@ -332,26 +351,17 @@ mod tests {
                 plan: loom::sync::Mutex::new(FdPlan::default()),
             })
         }
-        fn begin(&self, token: u64) -> u64 {
-            self.plan.lock().unwrap().begin();
-            let (held, rung) = self.h.enter(&self.bell, token);
-            if rung {
-                self.plan.lock().unwrap().kick(1);
-            }
-            held
-        }
-        fn cover(&self, held: u64, want: u64, soon: u64) {
-            let mut p = self.plan.lock().unwrap();
-            let word = self.h.word();
-            p.cover(held, word, want, soon);
-        }
-        fn kick(&self, at: u64) {
-            if self.h.in_callbacks() {
-                self.plan.lock().unwrap().kick(at);
-            }
-        }
         fn armed(&self) -> u64 {
             self.plan.lock().unwrap().armed
+        }
+    }
+
+    impl Steps for Model {
+        fn handover(&self) -> &Handover {
+            &self.h
+        }
+        fn plan(&self, f: &mut dyn FnMut(&mut FdPlan) -> Option<u64>) {
+            f(&mut self.plan.lock().unwrap());
         }
     }
 
@@ -370,7 +380,7 @@ mod tests {
                 m2.bell.ring();
                 m2.kick(10);
             });
-            let held = m.begin(token);
+            let held = m.begin(&m.bell, token);
             // Its call starts at 0 with nothing queued behind it: a fire before 20 would be
             // a hand-over nobody needs, unless a kick asked for it.
             m.cover(held, 100, 20);
@@ -387,12 +397,12 @@ mod tests {
     fn loom_fd_a_replaced_leader_does_not_move_the_fd() {
         loom::model(|| {
             let m = Model::new();
-            let held = m.begin(m.bell.token());
+            let held = m.begin(&m.bell, m.bell.token());
             m.cover(held, 100, 0);
             let m2 = m.clone();
             let spare = loom::thread::spawn(move || {
                 if m2.h.take_over() {
-                    let held2 = m2.begin(m2.bell.token());
+                    let held2 = m2.begin(&m2.bell, m2.bell.token());
                     m2.cover(held2, 50, 0);
                     true
                 } else {
