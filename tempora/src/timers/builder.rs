@@ -260,8 +260,7 @@ impl Drivers {
                 Box::new(move || {
                     // A driver never dies silently: a panic that escapes its loop (callbacks'
                     // are caught inside it) fails the service, which wakes every receiver.
-                    let body = std::panic::AssertUnwindSafe(|| driver::run(&c, k, n));
-                    if std::panic::catch_unwind(body).is_err() {
+                    if super::serial::catch(|| driver::run(&c, k, n)).is_none() {
                         c.fail(DRIVER_DIED);
                         c.flush_halt();
                     }

@@ -659,8 +659,7 @@ impl Core {
                 });
             }
             Call::Wake(w) => {
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
-                if r.is_err() {
+                if super::serial::catch(|| w.wake()).is_none() {
                     self.callback_panics.fetch_add(1, Ordering::Relaxed);
                 }
             }

@@ -311,12 +311,12 @@ fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
         .name(format!("tempora-spare-{k}"))
         .spawn(move || {
             set_timer_slack();
-            let body = std::panic::AssertUnwindSafe(|| {
+            let body = || {
                 if follow(&c, k) {
                     run(&c, k, n);
                 }
-            });
-            if std::panic::catch_unwind(body).is_err() {
+            };
+            if super::serial::catch(body).is_none() {
                 c.fail(super::core::DRIVER_DIED);
                 c.flush_halt();
             }

@@ -112,14 +112,7 @@ impl Running {
         let mut overrun = overrun;
         loop {
             let f = &serial.f;
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(id, overrun)));
-            let panicked = match r {
-                Ok(()) => false,
-                Err(payload) => {
-                    drop_payload(payload);
-                    true
-                }
-            };
+            let panicked = catch(|| f(id, overrun)).is_none();
             ran(overrun, panicked);
             match serial.finish() {
                 Some(again) => overrun = again,
@@ -133,12 +126,22 @@ impl Running {
     }
 }
 
-/// Drops a caught panic's payload; a payload whose `Drop` panics too is leaked.
-fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
-    if let Err(again) =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(payload)))
-    {
-        std::mem::forget(again);
+/// Runs `f`, catching a panic: `None` if it panicked. The payload is dropped under a catch
+/// too, as its `Drop` may panic (a payload whose `Drop` panics is leaked), so nothing
+/// unwinds out of here. Every place the service runs what may panic (callbacks, wakers, a
+/// driver's loop) goes through it.
+pub(crate) fn catch<R>(f: impl FnOnce() -> R) -> Option<R> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => Some(r),
+        Err(payload) => {
+            let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                drop(payload);
+            }));
+            if let Err(again) = dropped {
+                std::mem::forget(again);
+            }
+            None
+        }
     }
 }
 

@@ -1698,3 +1698,37 @@ fn a_panic_payload_that_panics_on_drop_does_not_stop_its_timer() {
         calls.load(Ordering::SeqCst)
     );
 }
+
+/// A sleep's waker panics when woken, with a payload whose own `Drop` panics: the poll that
+/// fired the sleep must return (the panic is counted), not unwind out of `poll` while
+/// dropping the payload. Before payloads were dropped under a catch on this path too, the
+/// second panic escaped the poll.
+#[test]
+fn a_waker_panic_payload_that_panics_on_drop_stays_inside_the_poll() {
+    struct Bomb;
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("a payload's drop panics");
+        }
+    }
+    struct Explodes;
+    impl std::task::Wake for Explodes {
+        fn wake(self: Arc<Self>) {
+            std::panic::panic_any(Bomb);
+        }
+    }
+    let f = Fx::new();
+    let mut sleep = Box::pin(f.timers.sleep(ms(1)));
+    let waker = std::task::Waker::from(Arc::new(Explodes));
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(sleep.as_mut().poll(&mut cx).is_pending());
+    let polled = quiet_panics(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.advance(ms(1))))
+    });
+    assert_eq!(
+        polled.ok(),
+        Some(1),
+        "the poll returned, having fired the sleep"
+    );
+    assert!(sleep.as_mut().poll(&mut cx).is_ready());
+}
