@@ -9,6 +9,7 @@ use crate::registry::{self, Locked, Service};
 use crate::timers::itimer::{ItimerPublished, ItimerState};
 use crate::timers::object::{Itimer, ItimerFixed, ItimerInit};
 use crate::timers::{NotifyKind, TimerId};
+use crate::wheel::intrusive::Node;
 use crate::Error;
 
 /// The registry's service here: the POSIX service's parts, with a delete hook that has no
@@ -18,6 +19,7 @@ struct Bare;
 impl Service for Bare {
     type Fixed = ItimerFixed;
     type Published = ItimerPublished;
+    type Links = Node;
     type State = ItimerState;
     type Init = ();
     type Owner = ();

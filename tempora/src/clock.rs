@@ -36,12 +36,6 @@ impl ClockId {
         self as i32
     }
 
-    /// A clock stored as its `clockid_t` value in a byte (timer objects keep it so); a byte
-    /// tempora never stored reads as monotonic.
-    pub(crate) fn from_stored(raw: u8) -> ClockId {
-        ClockId::from_raw(i32::from(raw)).unwrap_or(ClockId::Monotonic)
-    }
-
     /// The clock with this Linux `clockid_t` value, if tempora supports it.
     pub fn from_raw(raw: i32) -> Option<ClockId> {
         match raw {

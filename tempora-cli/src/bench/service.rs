@@ -17,7 +17,7 @@
 //!   which favours the kernel). `ns_per_op` is per delivered event.
 //!
 //! `settime-arm` rows of tempora carry `bytes_per_timer`: what the process allocated for the n
-//! armed timers (objects, hash table, wheel entries), divided by n.
+//! armed timers (objects with their wheel links, hash table, wheel buckets), divided by n.
 //!
 //! Timers are `Queue` (tempora) and `SIGEV_THREAD_ID` with a blocked real-time signal (kernel),
 //! so that arming really queues them (a `SIGEV_NONE` kernel timer is never put in a timer
@@ -231,8 +231,8 @@ fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, settings: &Settings) ->
     for (i, &id) in ids.iter().enumerate() {
         svc.arm(id, spread(i, 0));
     }
-    // Everything the process allocated for n armed timers: timer objects, the hash table, the
-    // wheel entries (nothing for the kernel, whose memory is its own).
+    // Everything the process allocated for n armed timers: timer objects (with their wheel
+    // links), the hash table, the wheels (nothing for the kernel, whose memory is its own).
     let bytes =
         (S::NAME != "kernel").then(|| allocated_bytes().saturating_sub(before) as f64 / n as f64);
     if settings.wants_case("settime-arm") {

@@ -33,14 +33,14 @@ impl Owner {
         let mut timers = Vec::new();
         let walked = self.reg.for_each_locked(|l| {
             let st = &*l.state;
-            let kind = st.notify;
+            let kind = st.notify();
             let name = match (kind, callback_of(&l)) {
                 (NotifyKind::None, _) => NOTIFY_NONE,
                 (NotifyKind::Queue, _) => NOTIFY_QUEUE,
                 (NotifyKind::Callback, Some(CallbackCell { name: Some(n), .. })) => n,
                 (NotifyKind::Callback, _) => "callback",
             };
-            let status = st.status;
+            let status = st.status();
             let expiry_clock = st.expiry_clock();
             let expiry = if !st.has_expiry() {
                 Expiry::None
@@ -61,7 +61,7 @@ impl Owner {
                 pending: st.event_pending(),
                 expiry,
                 interval: st.interval.min(i64::MAX as u64) as i64,
-                overrun: st.overrun.max(-1),
+                overrun: i64::from(st.overrun.max(-1)),
                 overrun_last: l.published().overrun_last.load(Ordering::Relaxed),
                 precision: Precision::unpack(l.fixed().precision.load(Ordering::Relaxed)),
             });

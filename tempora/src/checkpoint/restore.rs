@@ -103,7 +103,7 @@ fn restore_state(
     let interval = rec.interval as u64;
     let (status, overrun, latched) = (rec.status, rec.overrun, rec.overrun_last);
     let arm = state.restore(published, clock, expiry, interval, status, overrun, latched);
-    if rec.pending && l.state.notify == NotifyKind::Queue {
+    if rec.pending && l.state.notify() == NotifyKind::Queue {
         let seq = l.state.signal_seq;
         enqueue(core, l, seq, |w| wake.push(w));
     }

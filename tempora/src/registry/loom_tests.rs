@@ -52,6 +52,7 @@ unsafe impl super::timer::Zeroable for Published {}
 impl Service for Model {
     type Fixed = Fixed;
     type Published = Published;
+    type Links = ();
     type State = ();
     type Init = (u8, u8);
     type Owner = ();

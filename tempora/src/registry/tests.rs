@@ -67,6 +67,7 @@ unsafe impl super::Zeroable for AtomicI32 {}
 impl Service for Test {
     type Fixed = ();
     type Published = AtomicI32;
+    type Links = ();
     type State = TestState;
     type Init = (ClockId, NotifyKind);
     type Owner = Hooks;
@@ -74,7 +75,7 @@ impl Service for Test {
     fn init(_: &(), published: &AtomicI32, state: &mut TestState, (clock, notify): Self::Init) {
         published.store(0, Ordering::Relaxed);
         *state = TestState {
-            clock: clock as u8,
+            clock: clock.index() as u8,
             notify,
             ..TestState::default()
         };
@@ -169,7 +170,7 @@ impl Calls for Owner {
         let _ = self.for_each_locked(|l| {
             out.push(Info {
                 id: l.id(),
-                clock: ClockId::from_stored(l.state.clock),
+                clock: crate::clock::ALL_CLOCKS[usize::from(l.state.clock)],
                 notify: l.state.notify,
                 status: l.state.status,
             })

@@ -18,7 +18,9 @@
 //!      64  lock          ByteLock     the timer's own lock: covers every write below
 //!      68  published     S::Published the service's fields written under the lock and read
 //!                                     without it (`Timer::read_current`)
-//!      72  state         S::State     the service's fields used only under the lock
+//!      72  links         S::Links     the service's wheel links (24 bytes for the POSIX
+//!                                     service: a `wheel::intrusive::Node`)
+//!      96  state         S::State     the service's fields used only under the lock
 //!     128  (end, for the POSIX service's parts; the object is 64-byte aligned)
 //! ```
 //!
@@ -66,6 +68,9 @@ pub(crate) trait Service: Sized + Send + Sync + 'static {
     /// Written under the timer's lock and read without it through `Timer::read_current`
     /// (line 2, beside the lock). Atomics.
     type Published: Zeroable + Send + Sync;
+    /// Read and written under the timer's lock, and by whatever the service lets hold the
+    /// timer (its wheels, under their own locks): the wheel links (line 2). Atomics.
+    type Links: Zeroable + Send + Sync;
     /// Read and written only under the timer's lock (line 2).
     type State: Zeroable + Send;
     /// What a create is given to fill the three parts.
@@ -116,6 +121,7 @@ unsafe impl Zeroable for () {}
 impl Service for () {
     type Fixed = ();
     type Published = ();
+    type Links = ();
     type State = ();
     type Init = ();
     type Owner = ();
@@ -142,9 +148,10 @@ pub(crate) struct ReadMostly<F> {
 /// Line 2: written while the timer is in use.
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
-pub(crate) struct Written<P, T> {
+pub(crate) struct Written<P, N, T> {
     pub(crate) lock: ByteLock,
     pub(crate) published: P,
+    pub(crate) links: N,
     pub(crate) state: UnsafeCell<T>,
 }
 
@@ -152,7 +159,7 @@ pub(crate) struct Written<P, T> {
 #[repr(C)]
 pub(crate) struct Timer<S: Service> {
     pub(crate) hot: ReadMostly<S::Fixed>,
-    pub(crate) written: Written<S::Published, S::State>,
+    pub(crate) written: Written<S::Published, S::Links, S::State>,
 }
 
 impl<S: Service> Default for Timer<S> {
@@ -195,6 +202,12 @@ impl<S: Service> Locked<'_, S> {
     #[inline]
     pub(crate) fn published(&self) -> &S::Published {
         &self.timer.written.published
+    }
+
+    /// The timer's wheel links.
+    #[inline]
+    pub(crate) fn links(&self) -> &S::Links {
+        &self.timer.written.links
     }
 
     /// The state to change and the published parts to write, at once (the rules that change
@@ -409,9 +422,10 @@ mod tests {
         assert_eq!(offset_of!(ReadMostly<u64>, generation), 32);
         assert_eq!(offset_of!(ReadMostly<u64>, fixed), 40);
         assert_eq!(offset_of!(Timer<()>, written), 64);
-        assert_eq!(offset_of!(Written<u32, u64>, lock), 0);
-        assert_eq!(offset_of!(Written<u32, u64>, published), 4);
-        assert_eq!(offset_of!(Written<u32, u64>, state), 8);
+        assert_eq!(offset_of!(Written<u32, [u64; 3], u64>, lock), 0);
+        assert_eq!(offset_of!(Written<u32, [u64; 3], u64>, published), 4);
+        assert_eq!(offset_of!(Written<u32, [u64; 3], u64>, links), 8);
+        assert_eq!(offset_of!(Written<u32, [u64; 3], u64>, state), 32);
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! what expired (events, callbacks), and the service's life (stop, failure).
 
 use super::base::{
-    earliest_fire, from_monotonic, to_monotonic, Base, DeadlineFd, Doorbell, Target, Waiting,
-    NO_EXPIRY,
+    earliest_fire, from_monotonic, to_monotonic, Base, BaseWheel, DeadlineFd, Doorbell, Target,
+    Waiting, NO_EXPIRY,
 };
 use super::itimer::{Arm, Consumed};
 use super::itimer::{ItimerPublished, ItimerState};
@@ -25,6 +25,7 @@ use crate::registry::{Registry, Timer, TIMER_POISONED};
 use crate::stats::tally::Hub;
 use crate::stats::Counter;
 use crate::sync::{thread_index, AtomicBool, AtomicU64, Ordering, Poisoned};
+use crate::wheel::intrusive::Node;
 use crate::wheel::{Key, Mode};
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
@@ -104,6 +105,7 @@ pub(crate) struct OwnerPart {
 impl Service for Itimer {
     type Fixed = ItimerFixed;
     type Published = ItimerPublished;
+    type Links = Node;
     type State = ItimerState;
     type Init = ItimerInit;
     type Owner = OwnerPart;
@@ -127,7 +129,9 @@ impl Service for Itimer {
         let tally = &owner.sink.tally;
         tally.add(Counter::Deleted, 1);
         tally.group.uncharge();
-        owner.core.disarm(l);
+        // A poisoned base fails the service; the timer is deleted all the same (its node, if
+        // still linked there, is never reached again).
+        let _ = owner.core.disarm(l);
         l.state.delete();
         if let Some(cell) = callback_of(l) {
             // Expiries folded into a running call are stale now (`serial.rs`).
@@ -150,7 +154,8 @@ impl Service for Itimer {
     }
 }
 
-/// An entry a poll popped: its wheel, key and timer.
+/// What a poll popped: its wheel, its entry's key (a sleep's; none for a timer, which
+/// its wheel links directly) and its target.
 type Popped = (usize, Key, Target);
 
 thread_local! {
@@ -396,12 +401,14 @@ impl Core {
         base: impl FnOnce() -> usize,
     ) -> Result<(), Error> {
         let Arm::At { clock, expiry } = arm else {
-            self.disarm(l);
-            return Ok(());
+            return self.disarm(l);
         };
         let w = clock.index();
         let (tick, mode, fires_at) = self.placed(placement_of(l), expiry, spent);
-        if usize::from(l.state.wheel) == w + 1 && tick >= l.state.wheel_tick {
+        let node = l.links();
+        // `node.tick()` is stable under the timer's lock while the timer names a wheel (the
+        // base's node contract, `base.rs`), linked or popped.
+        if usize::from(l.state.wheel()) == w + 1 && BaseWheel::kept(tick) >= node.tick() {
             // A re-arm to a later time (the timeout refresh): the entry stays where it is and
             // fires early, and the poll that finds the timer not yet due places it again
             // (`deliver`). One base-lock round trip per refresh saved, for at most one extra
@@ -410,55 +417,67 @@ impl Core {
             return Ok(());
         }
         let b = base();
-        let timer = Target::timer(NonNull::from(l.timer));
-        // Already in this base's wheel for the clock: move the entry (no slab traffic), or
-        // insert it again if a poll has popped it meanwhile. Anywhere else: take it out there.
-        let here = usize::from(l.state.wheel) == w + 1 && usize::from(l.state.base) == b;
+        let r = Target::timer(NonNull::from(l.timer)).addr();
+        // Already in this base's wheel for the clock: move the node, or link it again if a
+        // poll has popped it meanwhile. Anywhere else: take it out there first.
+        let here = usize::from(l.state.wheel()) == w + 1 && usize::from(l.state.base) == b;
         if !here {
-            self.disarm(l);
+            // A base that cannot be entered keeps the node linked: it must not be linked
+            // anywhere else (its links are still that base's), and the service has failed.
+            self.disarm(l)?;
         }
-        let old = Key::from_bits(l.state.wheel_key);
+        let node = l.links();
         let placed = self.bases[b].locked_wheel(w, fires_at, |wheel| {
-            if here && wheel.reschedule(old, tick).is_ok() {
-                old
-            } else {
-                wheel.insert_with(tick, mode, timer)
+            // SAFETY: under the base lock and the timer's: `is_linked` is exact, and linked
+            // means linked in this wheel (`here`: the timer names it; otherwise `disarm` took
+            // it out). The object stays alive while linked ("Safety of the timer addresses").
+            unsafe {
+                if here && node.is_linked() {
+                    wheel.reschedule(r, tick);
+                } else {
+                    wheel.link(r, tick, mode);
+                }
             }
         });
-        let Ok((key, ring)) = placed else {
-            // In no wheel: `wheel` stays 0 (a `here` entry is in a base nobody pops again).
-            l.state.wheel = 0;
+        let Ok(((), ring)) = placed else {
+            // In no wheel: `wheel` stays 0 (a linked node is in a base nobody walks again).
+            l.state.set_wheel(0);
             return Err(self.fail(BASE_POISONED));
         };
         if ring {
             self.ring(b, w, fires_at);
         }
         l.state.base = b as u16;
-        l.state.wheel = w as u8 + 1;
-        l.state.wheel_key = key.to_bits();
-        l.state.wheel_tick = tick;
+        l.state.set_wheel(w as u8 + 1);
         Ok(())
     }
 
-    /// Takes the timer out of the wheel it waits in, if any.
+    /// Takes the timer out of the wheel it waits in, if any. [`Error::Poisoned`] (the service
+    /// has failed) if that base cannot be entered: the timer then names no wheel, but its node
+    /// may still be linked in that base, so it must not be linked anywhere else.
     #[inline]
-    pub(crate) fn disarm(&self, l: &mut LockedTimer<'_>) {
-        if l.state.wheel == 0 {
-            return;
+    pub(crate) fn disarm(&self, l: &mut LockedTimer<'_>) -> Result<(), Error> {
+        if l.state.wheel() == 0 {
+            return Ok(());
         }
-        let w = usize::from(l.state.wheel - 1);
-        let key = Key::from_bits(l.state.wheel_key);
-        // A stale key (a poll popped the entry and has not delivered it yet) is fine: that
-        // poll will find `wheel == 0` and drop the entry. A poisoned base keeps the entry, but
-        // nothing pops a poisoned base again, so its address is never followed.
+        let w = usize::from(l.state.wheel() - 1);
+        let r = Target::timer(NonNull::from(l.timer)).addr();
+        let node = l.links();
+        // A popped node (a poll has not delivered it yet) is fine: that poll will find
+        // `wheel == 0` and leave the timer alone. A poisoned base keeps a linked node, but
+        // nothing walks a poisoned base again, so its address is never followed.
         let base = &self.bases[usize::from(l.state.base)];
-        if base
-            .locked_wheel(w, NO_EXPIRY, |wheel| wheel.remove(key))
-            .is_err()
-        {
-            self.fail(BASE_POISONED);
-        }
-        l.state.wheel = 0;
+        let unlinked = base.locked_wheel(w, NO_EXPIRY, |wheel| {
+            if node.is_linked() {
+                // SAFETY: under the base lock, linked means linked here (the timer names
+                // this base and wheel).
+                unsafe { wheel.unlink(r) };
+            }
+        });
+        l.state.set_wheel(0);
+        unlinked
+            .map(drop)
+            .map_err(|Poisoned| self.fail(BASE_POISONED))
     }
 
     fn poll(&self, now: [u64; CLOCKS]) -> usize {
@@ -517,8 +536,17 @@ impl Core {
                             complete = false;
                             break;
                         }
-                        let adv = wheel.advance(ticks[w], room, |e| {
-                            batch.push((w, e.key, e.value));
+                        let adv = wheel.run(ticks[w], room, |r| {
+                            batch.push((w, Key::from_bits(u64::MAX), Target::from_addr(r)));
+                        });
+                        complete &= adv.complete;
+                    }
+                    let room = self.batch - batch.len();
+                    if room == 0 {
+                        complete = false;
+                    } else {
+                        let adv = st.sleeps.advance(ticks[MONOTONIC], room, |e| {
+                            batch.push((MONOTONIC, e.key, e.value));
                         });
                         complete &= adv.complete;
                     }
@@ -553,7 +581,8 @@ impl Core {
         fired
     }
 
-    /// Handles one entry popped from base `b`'s wheel `w`: 1 if it fired the timer.
+    /// Handles one target popped from base `b`'s wheel `w` (a sleep's with its entry's key):
+    /// 1 if it fired the timer.
     fn deliver(
         &self,
         b: usize,
@@ -574,19 +603,22 @@ impl Core {
                 return self.deliver_sleep(b, key, cell, now, calls);
             }
         };
-        // SAFETY: the entry was in the wheel when popped, after the caller pinned the epoch, so
-        // the slot page is not recycled before the caller unpins (`timers/mod.rs`, "Safety of
-        // the timer addresses"); it holds a `Timer` (slots are type-stable), whose identity is
+        // SAFETY: the timer was linked when popped, after the caller pinned the epoch, so the
+        // slot page is not recycled before the caller unpins (`timers/mod.rs`, "Safety of the
+        // timer addresses"); it holds a `Timer` (slots are type-stable), whose identity is
         // checked under its lock below.
         let timer: &Timer<Itimer> = unsafe { timer.as_ref() };
         let delivered = timer.lock_visible(|mut l| {
-            let current = usize::from(l.state.wheel) == w + 1
+            // Still waiting where it was popped, and not linked again since (`base.rs`). The
+            // order matters: `is_linked` is exact only for a node of base `b`, whose delivery
+            // lock this poll holds.
+            let current = usize::from(l.state.wheel()) == w + 1
                 && usize::from(l.state.base) == b
-                && l.state.wheel_key == key.to_bits();
+                && !l.links().is_linked();
             if !current {
                 return false;
             }
-            l.state.wheel = 0;
+            l.state.set_wheel(0);
             let clock = ALL_CLOCKS[w];
             if now.get(clock) < l.state.expiry {
                 // Never early. The entry was left in place by a re-arm to a later time (see
@@ -603,7 +635,7 @@ impl Core {
             };
             let tally = &sink_of(&l).tally;
             tally.expired(now.get(clock).saturating_sub(expiry));
-            match l.state.notify {
+            match l.state.notify() {
                 NotifyKind::Queue => {
                     enqueue(self, &mut l, event.seq(), |w| calls.push(Call::Wake(w)))
                 }
@@ -722,7 +754,7 @@ impl Core {
         let target = Target::sleep(NonNull::from(cell));
         // The state is written inside the base's critical section, before anyone can pop
         // the new entry.
-        let placed = self.bases[b].locked_wheel(MONOTONIC, tick, |wheel| {
+        let placed = self.bases[b].locked_sleeps(tick, |wheel| {
             let key = if !here {
                 wheel.insert_with(tick, Mode::PRECISE, target)
             } else if wheel.reschedule(old, tick).is_ok() {
@@ -755,7 +787,7 @@ impl Core {
         s.at.armed = false;
         let b = usize::from(s.at.base);
         let key = Key::from_bits(s.body.key);
-        let removed = self.bases[b].locked_wheel(MONOTONIC, NO_EXPIRY, |w| w.remove(key));
+        let removed = self.bases[b].locked_sleeps(NO_EXPIRY, |w| w.remove(key));
         match removed {
             Ok((Some(_), _)) => None,
             Ok((None, _)) => Some(b),
@@ -775,10 +807,10 @@ impl Core {
 /// Tasks waiting on the queue are handed to `wake`, for the caller to wake with no lock held.
 pub(crate) fn enqueue(core: &Core, l: &mut LockedTimer<'_>, seq: u32, wake: impl FnMut(Waker)) {
     l.state.sigqueue_seq = seq;
-    if l.state.queued {
+    if l.state.queued() {
         return;
     }
-    l.state.queued = true;
+    l.state.set_queued(true);
     let pushed = sink_of(l).push(
         EventRef {
             timer: NonNull::from(l.timer),

@@ -412,9 +412,10 @@ mod tests {
             let bell = Arc::new(Doorbell::default());
             let (b2, bell2) = (base.clone(), bell.clone());
             let armer = loom::thread::spawn(move || {
-                let timer = Target::timer(NonNull::dangling());
+                // A sleep's entry (never followed: nothing pops it).
+                let sleep = Target::sleep(NonNull::dangling());
                 let (_, ring) = b2
-                    .locked_wheel(1, 10, |w| w.insert_with(10, Mode::PRECISE, timer))
+                    .locked_sleeps(10, |w| w.insert_with(10, Mode::PRECISE, sleep))
                     .unwrap();
                 if ring {
                     bell2.ring();
@@ -426,7 +427,7 @@ mod tests {
                 || {
                     let mut deadline = NO_EXPIRY;
                     base.locked(|st| {
-                        if let Some(t) = st.wheels[1].next_fire() {
+                        if let Some(t) = st.sleeps.next_fire() {
                             deadline = deadline.min(t);
                         }
                         st.sleep = [deadline; CLOCKS];

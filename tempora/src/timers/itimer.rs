@@ -49,7 +49,7 @@
 //!   re-armed, `overrun_last` := min(overrun, `i32::MAX`), overrun := -1, `signal_seq += 1`.
 
 use super::types::{ItimerSpec, NotifyKind, Status};
-use crate::clock::ClockId;
+use crate::clock::{ClockId, ALL_CLOCKS};
 use crate::clock::{LazyNow, TimeSpec};
 use crate::registry::Zeroable;
 use crate::sync::{AtomicI32, Ordering};
@@ -64,45 +64,73 @@ pub(crate) struct ItimerPublished {
 // SAFETY: an atomic integer; zero is its default (see `Zeroable` for loom).
 unsafe impl Zeroable for ItimerPublished {}
 
-// SAFETY: integers, a `bool` and two `repr(u8)` enums whose zero variants (`Status::Disarmed`,
-// `NotifyKind::None`) are their defaults: all-zero is `ItimerState::default()`.
+// SAFETY: integers only; all-zero is `ItimerState::default()` (status Disarmed, not queued,
+// both clocks Realtime, notify None, in no wheel).
 unsafe impl Zeroable for ItimerState {}
 
 /// A timer's state under its lock (line 2 of its object; `object.rs` checks the layout).
+///
+/// The small fields are packed into two bytes (the kernel packs `k_itimer`'s flags alike):
+///
+/// ```text
+///  waits  bits 0-1  expiry_clock   the clock the armed expiry is measured on (index into
+///                                  ALL_CLOCKS): the timer's own clock, except that a relative
+///                                  CLOCK_REALTIME arming runs on the monotonic clock
+///         bits 2-3  wheel          0 while the timer is in no wheel; otherwise 1 + the index
+///                                  of the base's wheel (one per clock) that holds it
+///  flags  bits 0-1  status         Status (the kernel's it_status)
+///         bit  2    queued         the timer's one preallocated event is on its owner's queue
+///         bits 3-4  clock          the clock the timer was created on (index into ALL_CLOCKS)
+///         bits 5-6  notify         NotifyKind
+/// ```
 #[derive(Debug, Default, Clone, Copy)]
 #[repr(C)]
 pub(crate) struct ItimerState {
-    /// The base whose wheel holds the timer while `wheel != 0`.
+    /// The base whose wheel holds the timer while `wheel() != 0`.
     pub(crate) base: u16,
-    /// The clock the armed expiry is measured on (`ClockId` as stored): the timer's own clock,
-    /// except that a relative `CLOCK_REALTIME` arming runs on the monotonic clock.
-    pub(crate) expiry_clock: u8,
-    /// 0 while the timer is in no wheel; otherwise 1 + the index of the base's wheel (one
-    /// per clock) that holds it under `wheel_key`.
-    pub(crate) wheel: u8,
+    waits: u8,
+    flags: u8,
     /// Bumped by settime, delete and re-arm; an event carrying an older value is stale.
     pub(crate) signal_seq: u32,
     /// Absolute expiry, ns on the timer's clock.
     pub(crate) expiry: u64,
     /// Period in ns; 0 for a one-shot timer.
     pub(crate) interval: u64,
-    /// Periods missed since the pending event was queued.
-    pub(crate) overrun: i64,
-    /// The wheel key while `wheel != 0`.
-    pub(crate) wheel_key: u64,
+    /// Periods missed since the pending event was queued, saturating at `i32::MAX` (all
+    /// `getoverrun` can report; the kernel clamps its 64-bit count there when it reports).
+    pub(crate) overrun: i32,
     /// The `signal_seq` the queued event carries (the kernel's `it_sigqueue_seq`).
     pub(crate) sigqueue_seq: u32,
-    /// Whether the timer's one preallocated event is on its owner's queue.
-    pub(crate) queued: bool,
-    /// The state machine's state (the kernel's `it_status`).
-    pub(crate) status: Status,
-    /// The clock the timer was created on (`ClockId` as stored).
-    pub(crate) clock: u8,
-    /// How it notifies.
-    pub(crate) notify: NotifyKind,
-    /// The tick the wheel entry `wheel_key` waits for while `wheel != 0` (at or before the
-    /// tick of `expiry`: a later re-arm may leave the entry where it is).
-    pub(crate) wheel_tick: u64,
+}
+
+const EXPIRY_CLOCK: (u32, u8) = (0, 0b11);
+const WHEEL: (u32, u8) = (2, 0b11);
+const STATUS: (u32, u8) = (0, 0b11);
+const QUEUED: (u32, u8) = (2, 0b1);
+const CLOCK: (u32, u8) = (3, 0b11);
+const NOTIFY: (u32, u8) = (5, 0b11);
+
+/// The bits `field` (shift, mask) of `byte`.
+#[inline]
+fn get(byte: u8, (shift, mask): (u32, u8)) -> u8 {
+    byte >> shift & mask
+}
+
+/// `byte` with the bits `field` (shift, mask) set to `v`.
+#[inline]
+fn set(byte: &mut u8, (shift, mask): (u32, u8), v: u8) {
+    debug_assert!(v <= mask);
+    *byte = *byte & !(mask << shift) | v << shift;
+}
+
+/// `overrun` plus `n` periods, saturating at `i32::MAX` (the sum is taken in 64 bits, so a
+/// saturated count stays what clamping the exact count would give).
+#[inline]
+fn add_periods(overrun: i32, n: u64) -> i32 {
+    let n = i64::try_from(n).unwrap_or(i64::MAX);
+    i64::from(overrun)
+        .saturating_add(n)
+        .min(i64::from(i32::MAX)) as i32
 }
 
 /// A timer setting as `timer_gettime` reports it: remaining time and interval, in ns.
@@ -171,11 +199,51 @@ pub(crate) fn forward(expiry: u64, interval: u64, now: u64) -> (u64, u64) {
 impl ItimerState {
     /// A new timer's state: disarmed, on `clock`, notifying by `notify`.
     pub(crate) fn new(clock: ClockId, notify: NotifyKind) -> ItimerState {
-        ItimerState {
-            clock: clock as u8,
-            notify,
-            ..ItimerState::default()
+        let mut s = ItimerState::default();
+        set(&mut s.flags, CLOCK, clock.index() as u8);
+        set(&mut s.flags, NOTIFY, notify as u8);
+        s
+    }
+
+    pub(crate) fn status(&self) -> Status {
+        match get(self.flags, STATUS) {
+            0 => Status::Disarmed,
+            1 => Status::Armed,
+            _ => Status::RequeuePending,
         }
+    }
+
+    pub(crate) fn set_status(&mut self, status: Status) {
+        set(&mut self.flags, STATUS, status as u8);
+    }
+
+    pub(crate) fn queued(&self) -> bool {
+        get(self.flags, QUEUED) != 0
+    }
+
+    pub(crate) fn set_queued(&mut self, queued: bool) {
+        set(&mut self.flags, QUEUED, u8::from(queued));
+    }
+
+    pub(crate) fn notify(&self) -> NotifyKind {
+        match get(self.flags, NOTIFY) {
+            0 => NotifyKind::None,
+            1 => NotifyKind::Queue,
+            _ => NotifyKind::Callback,
+        }
+    }
+
+    /// 0 while the timer is in no wheel; otherwise 1 + the index of the wheel holding it.
+    pub(crate) fn wheel(&self) -> u8 {
+        get(self.waits, WHEEL)
+    }
+
+    pub(crate) fn set_wheel(&mut self, wheel: u8) {
+        set(&mut self.waits, WHEEL, wheel);
+    }
+
+    fn set_expiry_clock(&mut self, clock: ClockId) {
+        set(&mut self.waits, EXPIRY_CLOCK, clock.index() as u8);
     }
 
     /// `timer_create`: a disarmed timer on `clock`, notifying by `notify`, overrun 0.
@@ -191,7 +259,7 @@ impl ItimerState {
 
     /// `timer_delete`, as far as the rules go: disarmed, and a queued event is stale.
     pub(crate) fn delete(&mut self) {
-        self.status = Status::Disarmed;
+        self.set_status(Status::Disarmed);
         self.signal_seq = self.signal_seq.wrapping_add(1);
     }
 
@@ -199,15 +267,15 @@ impl ItimerState {
     /// `SIGEV_NONE` timer (whose status is Disarmed while it counts down too), and disarming
     /// one clears it (what `gettime` reads).
     pub(crate) fn has_expiry(&self) -> bool {
-        let disarmed = self.status == Status::Disarmed;
-        !(disarmed && self.notify != NotifyKind::None
+        let disarmed = self.status() == Status::Disarmed;
+        !(disarmed && self.notify() != NotifyKind::None
             || disarmed && self.expiry == 0 && self.interval == 0)
     }
 
     /// Whether the timer's queued event belongs to its current arming (`consume` would deliver
     /// it, not drop it as stale).
     pub(crate) fn event_pending(&self) -> bool {
-        self.notify == NotifyKind::Queue && self.queued && self.sigqueue_seq == self.signal_seq
+        self.notify() == NotifyKind::Queue && self.queued() && self.sigqueue_seq == self.signal_seq
     }
 
     /// Puts back a checkpointed setting on a just-created timer: its expiry (on
@@ -224,13 +292,13 @@ impl ItimerState {
         overrun: i64,
         overrun_last: i32,
     ) -> Arm {
-        self.expiry_clock = expiry_clock as u8;
+        self.set_expiry_clock(expiry_clock);
         self.expiry = expiry;
         self.interval = interval;
-        self.status = status;
-        self.overrun = overrun;
+        self.set_status(status);
+        self.overrun = overrun.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
         set_overrun_last(published, overrun_last);
-        if status == Status::Armed && self.notify != NotifyKind::None {
+        if status == Status::Armed && self.notify() != NotifyKind::None {
             Arm::At {
                 clock: expiry_clock,
                 expiry,
@@ -242,20 +310,20 @@ impl ItimerState {
 
     /// The clock the stored expiry is measured on.
     pub(crate) fn expiry_clock(&self) -> ClockId {
-        ClockId::from_stored(self.expiry_clock)
+        ALL_CLOCKS[usize::from(get(self.waits, EXPIRY_CLOCK))]
     }
 
     /// The clock the timer was created on.
     pub(crate) fn clock(&self) -> ClockId {
-        ClockId::from_stored(self.clock)
+        ALL_CLOCKS[usize::from(get(self.flags, CLOCK))]
     }
 
     /// `timer_gettime`. May forward a periodic timer that is not armed (see the module doc),
     /// which is why it needs the lock and `&mut`.
     pub(crate) fn gettime(&mut self, now: &LazyNow<'_>) -> Setting {
         let interval = self.interval;
-        let status = self.status;
-        let none = self.notify == NotifyKind::None;
+        let status = self.status();
+        let none = self.notify() == NotifyKind::None;
         if status == Status::Disarmed && !none {
             return Setting { value: 0, interval };
         }
@@ -263,7 +331,7 @@ impl ItimerState {
         if interval != 0 && status != Status::Armed {
             let (expiry, n) = forward(self.expiry, interval, t);
             self.expiry = expiry;
-            self.overrun = self.overrun.saturating_add(n as i64);
+            self.overrun = add_periods(self.overrun, n);
         }
         let remaining = self.expiry.saturating_sub(t);
         let value = match (remaining, none) {
@@ -286,7 +354,7 @@ impl ItimerState {
     ) -> (Setting, Arm) {
         let old = self.gettime(now);
         self.signal_seq = self.signal_seq.wrapping_add(1);
-        self.status = Status::Disarmed;
+        self.set_status(Status::Disarmed);
         self.overrun = -1;
         set_overrun_last(published, 0);
         if value == 0 {
@@ -305,16 +373,16 @@ impl ItimerState {
         } else {
             clock
         };
-        self.expiry_clock = expiry_clock as u8;
+        self.set_expiry_clock(expiry_clock);
         self.expiry = if abs {
             value
         } else {
             now.get(expiry_clock).saturating_add(value)
         };
-        if self.notify == NotifyKind::None {
+        if self.notify() == NotifyKind::None {
             return (old, Arm::Off);
         }
-        self.status = Status::Armed;
+        self.set_status(Status::Armed);
         (
             old,
             Arm::At {
@@ -326,7 +394,7 @@ impl ItimerState {
 
     /// The base found the timer due: its event, or `None` if it is no longer armed.
     pub(crate) fn expire(&mut self) -> Option<Event> {
-        if self.status != Status::Armed {
+        if self.status() != Status::Armed {
             return None;
         }
         let next = if self.interval != 0 {
@@ -334,7 +402,7 @@ impl ItimerState {
         } else {
             Status::Disarmed
         };
-        self.status = next;
+        self.set_status(next);
         Some(Event {
             seq: self.signal_seq,
         })
@@ -350,7 +418,7 @@ impl ItimerState {
         if event.seq != self.signal_seq {
             return Consumed::Stale;
         }
-        if self.status != Status::RequeuePending {
+        if self.status() != Status::RequeuePending {
             return Consumed::Deliver {
                 overrun: 0,
                 rearm: Arm::Off,
@@ -359,12 +427,11 @@ impl ItimerState {
         let clock = self.expiry_clock();
         let (expiry, n) = forward(self.expiry, self.interval, now.get(clock));
         self.expiry = expiry;
-        let overrun = self.overrun.saturating_add(n as i64);
-        let latched = overrun.clamp(0, i64::from(i32::MAX)) as i32;
+        let latched = add_periods(self.overrun, n).max(0);
         set_overrun_last(published, latched);
         self.overrun = -1;
         self.signal_seq = self.signal_seq.wrapping_add(1);
-        self.status = Status::Armed;
+        self.set_status(Status::Armed);
         Consumed::Deliver {
             overrun: latched,
             rearm: Arm::At { clock, expiry },

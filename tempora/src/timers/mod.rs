@@ -85,16 +85,22 @@
 //!
 //! # Safety of the timer addresses in wheels and queues
 //!
-//! Wheel entries and queue entries hold timer addresses, not references:
+//! Wheels and queue entries hold timer addresses, not references:
 //! * Queue entries are dereferenced only by the owner's receivers, who hold the owner: its slot
 //!   pages live as long as it does.
-//! * Wheel entries are removed when the timer is deleted, under its lock (`Core::disarm`),
+//! * A base's wheel links the timer object itself, through its node (`links`, the intrusive
+//!   storage of `wheel/`), and follows its neighbours' addresses whenever it links, unlinks
+//!   or pops. So a timer is unlinked when it is deleted, under its lock (`Core::disarm`),
 //!   including when its owner goes away (`Owner::destroy` runs the same hook on every timer:
-//!   the registry's delete hook, `Itimer::on_delete` in `core.rs`).
-//!   An entry popped before that removal is only dereferenced by a poll that has been pinned
-//!   in the epoch since before the pop, and an owner's slot pages are recycled only after an
+//!   the registry's delete hook, `Itimer::on_delete` in `core.rs`), before its slot can be
+//!   reused and before its owner's pages can be freed. (A timer whose lock was poisoned is
+//!   skipped by the teardown and its memory kept, so a node it left linked stays valid; a node
+//!   left linked in a poisoned base is never reached, as nothing walks that base again.)
+//!   A timer popped before its delete is only dereferenced by a poll that has been pinned in
+//!   the epoch since before the pop, and an owner's slot pages are recycled only after an
 //!   epoch grace period that starts after its teardown, so the address stays a timer object.
-//!   Under the timer's lock the poll then checks that the timer still waits on that entry.
+//!   Under the timer's lock the poll then checks that the timer still waits where it was
+//!   popped and was not linked again (`base.rs`).
 
 pub(crate) mod base;
 pub(crate) mod builder;

@@ -6,9 +6,12 @@
 //!   line 1 ... fixed      ItimerFixed         sink (the owner's event queue), callback,
 //!                                             precision (`Owner::set_precision`)
 //!   line 2  lock, published ItimerPublished   overrun_last (getoverrun reads it lock-free)
+//!           links         Node                the wheel links: next, prev, tick and mode
+//!                                             (`wheel/intrusive.rs`; a base's wheel links
+//!                                             the object itself)
 //!           state         ItimerState         the itimer rules' state (`itimer.rs`), where
-//!                                             the timer waits (base, wheel, key, tick), its
-//!                                             queue flags, clock and notification kind
+//!                                             the timer waits (base, wheel), its queue flags,
+//!                                             clock and notification kind
 //!  owner (registry/owner.rs)
 //!           service       OwnerPart           the service's core, the owner's event queue
 //! ```
@@ -26,6 +29,7 @@ use crate::registry::{Locked, Zeroable};
 use crate::registry::{Timer, TimerId};
 use crate::stats::tally::Tally;
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
+use crate::wheel::intrusive::Node;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -118,6 +122,9 @@ pub(crate) fn sink_of<'l>(l: &'l LockedTimer<'_>) -> &'l EventQueue {
 // SAFETY: two atomic pointers and an atomic integer; zero is null and `Precision::Default`, the defaults (see `Zeroable` for loom).
 unsafe impl Zeroable for ItimerFixed {}
 
+// SAFETY: three atomics, whose all-zero value (unlinked, tick 0, mode 0) is `Node::default()`.
+unsafe impl Zeroable for Node {}
+
 /// The callback cell of a locked callback timer, if any.
 pub(crate) fn callback_of<'l>(l: &'l LockedTimer<'_>) -> Option<&'l CallbackCell> {
     // Relaxed: written at create; cleared only under this lock.
@@ -132,6 +139,7 @@ mod tests {
     use super::*;
     use crate::registry::Timer;
     use crate::timers::itimer::{ItimerPublished, ItimerState};
+    use crate::wheel::intrusive::Node;
     use std::mem::{offset_of, size_of};
 
     /// The parts fill the object's two cache lines exactly (`registry/timer.rs` has the
@@ -141,14 +149,14 @@ mod tests {
         assert_eq!(size_of::<Timer<Itimer>>(), 128);
         assert_eq!(size_of::<ItimerFixed>(), 24);
         assert_eq!(size_of::<ItimerPublished>(), 4);
-        assert_eq!(size_of::<ItimerState>(), 56);
+        assert_eq!(size_of::<ItimerState>(), 32);
+        assert_eq!(size_of::<Node>(), 24);
+        assert_eq!(offset_of!(Timer<Itimer>, written.links), 72);
+        assert_eq!(offset_of!(Timer<Itimer>, written.state), 96);
+        assert_eq!(offset_of!(ItimerState, signal_seq), 4);
         assert_eq!(offset_of!(ItimerState, expiry), 8);
-        assert_eq!(offset_of!(ItimerState, wheel_key), 32);
-        assert_eq!(offset_of!(ItimerState, sigqueue_seq), 40);
-        assert_eq!(offset_of!(ItimerState, queued), 44);
-        assert_eq!(offset_of!(ItimerState, status), 45);
-        assert_eq!(offset_of!(ItimerState, clock), 46);
-        assert_eq!(offset_of!(ItimerState, notify), 47);
-        assert_eq!(offset_of!(ItimerState, wheel_tick), 48);
+        assert_eq!(offset_of!(ItimerState, interval), 16);
+        assert_eq!(offset_of!(ItimerState, overrun), 24);
+        assert_eq!(offset_of!(ItimerState, sigqueue_seq), 28);
     }
 }

@@ -171,7 +171,7 @@ impl Owner {
                     now.coarse();
                 }
             }
-            if l.state.notify == NotifyKind::Callback {
+            if l.state.notify() == NotifyKind::Callback {
                 if let Some(cell) = callback_of(&l) {
                     cell.serial.drop_folded();
                 }
@@ -206,11 +206,11 @@ impl Owner {
             l.fixed()
                 .precision
                 .store(precision.pack(), Ordering::Relaxed);
-            if l.state.wheel == 0 {
+            if l.state.wheel() == 0 {
                 return Ok(());
             }
             // In a wheel: take it out (the lane may change) and place it as it is now.
-            core.disarm(&mut l);
+            core.disarm(&mut l)?;
             let arm = itimer::Arm::At {
                 clock: l.state.expiry_clock(),
                 expiry: l.state.expiry,
@@ -300,10 +300,10 @@ impl Owner {
             // the owner, and `self` holds it. `with_slot` checks the identity under the lock.
             let timer = unsafe { ev.timer.as_ref() };
             let got = self.reg.with_slot(timer, ev.id, ev.generation, |mut l| {
-                if !l.state.queued {
+                if !l.state.queued() {
                     return None;
                 }
-                l.state.queued = false;
+                l.state.set_queued(false);
                 let event = itimer::Event::with_seq(l.state.sigqueue_seq);
                 let (state, published) = l.state_and_published();
                 match state.consume(published, event, &now) {
@@ -499,8 +499,8 @@ impl Owner {
             out.push(TimerInfo {
                 id: l.id(),
                 clock: l.state.clock(),
-                notify: l.state.notify,
-                status: l.state.status,
+                notify: l.state.notify(),
+                status: l.state.status(),
             })
         });
         out

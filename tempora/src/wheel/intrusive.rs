@@ -15,18 +15,22 @@
 //! (the service's timer lock):
 //!
 //! - whether the node is linked ([`Node::is_linked`]): only a linker (holding the owner's
-//!   lock) links it, and a pop unlinks it; so under the owner's lock "unlinked" stays
-//!   unlinked, and "linked" may become unlinked only by a pop;
+//!   lock) links it, and only the wheel's `run` unlinks it without that lock: a pop, or a
+//!   re-placement of an entry visited before its expiry, which unlinks it and links it again
+//!   within one critical section. So under the owner's lock "unlinked" stays unlinked, while
+//!   "linked" may read as unlinked during a `run` of its wheel; a reader without the wheel's
+//!   lock must also exclude `run` (the service's delivery lock does: `timers/base.rs`);
 //! - its tick ([`Node::tick`]): written only by linking and rescheduling, both under the
 //!   owner's lock.
 //!
 //! The tick keeps 62 bits; the top two hold the [`Mode`]. A tick at or beyond `2^62 - 1` is
 //! stored as `2^62 - 1` and read back as `u64::MAX`: it never fires, where the slab wheel
-//! fires ticks `2^62 - 1` and `2^62` when its clock reaches its end ([`MAX_TICK`]). No timer
-//! of the service can tell (at a 1 ns tick, `2^62` ns is 146 years).
+//! fires ticks `2^62 - 1` and `2^62` when its clock reaches its end ([`MAX_TICK`]). Only those
+//! two ticks differ (every later one never fires in either); at the service's default tick
+//! they are hundreds of millennia away, at a 1 ns tick in the year 2116.
 
-use super::core::{list_id, list_of, Links};
-use super::{Mode, MAX_TICK};
+use super::core::{list_id, list_of, Core, Links};
+use super::{Advance, Mode, DEFAULT_LEVELS, MAX_TICK};
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 use std::marker::PhantomData;
 
@@ -157,5 +161,91 @@ impl<L: Locate> Links for Intrusive<L> {
         } else {
             tick
         }
+    }
+}
+
+/// A wheel over the intrusive storage: the core's operations with their contract on the
+/// objects spelled out (each one that takes a `Ref` is `unsafe`).
+pub(crate) struct NodeWheel<L: Locate> {
+    core: Core<Intrusive<L>>,
+}
+
+impl<L: Locate> NodeWheel<L> {
+    /// An empty wheel of [`DEFAULT_LEVELS`] levels whose clock starts at `start`.
+    pub(crate) fn new(start: u64) -> NodeWheel<L> {
+        NodeWheel {
+            core: Core::new(Intrusive::default(), DEFAULT_LEVELS, start),
+        }
+    }
+
+    /// See [`Wheel::now`](super::Wheel::now).
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.core.now()
+    }
+
+    /// Linked objects.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.core.len()
+    }
+
+    /// The tick a node keeps (and [`Node::tick`] reads back) for a link or move to `tick`.
+    #[inline]
+    pub(crate) fn kept(tick: u64) -> u64 {
+        <Intrusive<L> as Links>::kept(tick)
+    }
+
+    /// Links the object `r` at `tick`, placed as `mode` says.
+    ///
+    /// # Safety
+    /// `r` names a live object (see [`Locate`]) whose node is in no wheel, and the object
+    /// stays alive until it is unlinked or popped ([`NodeWheel::run`]).
+    #[inline]
+    pub(crate) unsafe fn link(&mut self, r: usize, tick: u64, mode: Mode) {
+        self.core.link(r, tick, mode);
+    }
+
+    /// Takes the object `r` out of this wheel.
+    ///
+    /// # Safety
+    /// `r`'s node is linked in this wheel.
+    #[inline]
+    pub(crate) unsafe fn unlink(&mut self, r: usize) {
+        self.core.unlink(r);
+    }
+
+    /// Moves the object `r` to `tick`, keeping its mode (an unlink and a link, or nothing
+    /// but the tick when it stays at the front of the same bucket).
+    ///
+    /// # Safety
+    /// `r`'s node is linked in this wheel.
+    #[inline]
+    pub(crate) unsafe fn reschedule(&mut self, r: usize, tick: u64) {
+        self.core.reschedule(r, tick);
+    }
+
+    /// Pops the objects due by tick `now`, handing each (unlinked) to `f`, visiting at most
+    /// `max` entries (see [`Wheel::advance`](super::Wheel::advance)).
+    #[inline]
+    pub(crate) fn run(&mut self, now: u64, max: usize, mut f: impl FnMut(usize)) -> Advance {
+        self.core.run(now, max, usize::MAX, &mut |_, r| f(r))
+    }
+
+    /// See [`Wheel::next_fire`](super::Wheel::next_fire).
+    #[inline]
+    pub(crate) fn next_fire(&self) -> Option<u64> {
+        self.core.next_fire(0)
+    }
+
+    /// See [`Wheel::next_deferred_fire`](super::Wheel::next_deferred_fire).
+    #[inline]
+    pub(crate) fn next_deferred_fire(&self) -> Option<u64> {
+        self.core.next_fire(1)
+    }
+
+    /// See [`Wheel::rebase`](super::Wheel::rebase).
+    pub(crate) fn rebase(&mut self, now: u64) {
+        self.core.rebase(now);
     }
 }

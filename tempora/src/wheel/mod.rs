@@ -150,8 +150,6 @@
 //! | advance with `max` | at most `max` entries fired or re-placed per call |
 
 mod core;
-// Used by the tests until the timer service stores its entries in its timer objects.
-#[cfg(test)]
 pub(crate) mod intrusive;
 mod layout;
 
