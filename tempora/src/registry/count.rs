@@ -33,15 +33,20 @@ impl Count {
     /// orders the two writers): it updates with a plain load and store instead of a
     /// read-modify-write. Threads beyond the stripe count share one overflow counter and add
     /// atomically.
+    ///
+    /// Returns the stripe's new value (the overflow counter's, for a thread beyond the
+    /// stripes): a per-thread tick the registry's growth check keys on.
     #[inline]
-    pub(crate) fn add_as(&self, i: usize, delta: isize) {
+    pub(crate) fn add_as(&self, i: usize, delta: isize) -> isize {
         match self.stripes.get(i) {
             Some(stripe) => {
                 // Relaxed: single writer (above); readers only need an eventually exact sum.
-                stripe.store(stripe.load(Ordering::Relaxed) + delta, Ordering::Relaxed);
+                let v = stripe.load(Ordering::Relaxed) + delta;
+                stripe.store(v, Ordering::Relaxed);
+                v
             }
             // Relaxed: the count is a growth hint; nothing is ordered by it.
-            None => _ = self.overflow.fetch_add(delta, Ordering::Relaxed),
+            None => self.overflow.fetch_add(delta, Ordering::Relaxed) + delta,
         }
     }
 

@@ -11,7 +11,7 @@
 //!
 //! ```text
 //!  Registry<S> ── Shared ─┬─ tables ──► Table { buckets[2^k], future } (table.rs)
-//!                         │     Bucket (64 B): head|LOCK, len, near[3]
+//!                         │     Bucket (32 B): head|LOCK, near[3] (tag|pointer)
 //!                         │       └─► Timer<S> ─► Timer<S> ─► nulls(k, i)
 //!                         ├─ count (striped per thread index, count.rs)
 //!                         ├─ pool (slot pages of deleted owners, for reuse, slots.rs)
@@ -21,7 +21,7 @@
 //!
 //! # Cost of the calls
 //!
-//! * lookup (getoverrun): an epoch pin, the hash, one bucket line (its `near` shortcuts
+//! * lookup (getoverrun): an epoch pin, the hash, one bucket (its `near` shortcuts
 //!   usually name the timer), the timer's two lines; no lock, no store.
 //! * create: a pin, the thread's owner shard lock, one bucket lock; the chain is walked only
 //!   if IDs may repeat (below).

@@ -336,13 +336,13 @@ impl<S: Service> OwnerInner<S> {
         let guard = epoch::pin();
         let thread = thread_index();
         let (home, shard) = self.shard(thread);
-        let (id, table, len, timer) = shard
+        let (id, table, timer) = shard
             .locked(|st| self.create_locked(st, home, requested, init, &guard))
             .map_err(|_| Error::Poisoned(SHARD_POISONED))??;
-        shared.count.add_as(thread, 1);
+        let stripe = shared.count.add_as(thread, 1);
         shared
             .tables
-            .maybe_grow(table, len, || shared.count.sum(), &guard);
+            .maybe_grow(table, stripe, || shared.count.sum(), &guard);
         shared.tables.help_resize::<S>(&guard);
         if let Some(then) = then {
             // The slot stays a timer object while the owner lives; `lock_if` checks it still
@@ -362,7 +362,7 @@ impl<S: Service> OwnerInner<S> {
         requested: Option<i32>,
         init: S::Init,
         guard: &'g Guard,
-    ) -> Result<(TimerId, &'g Table, u32, &'s Timer<S>), Error> {
+    ) -> Result<(TimerId, &'g Table, &'s Timer<S>), Error> {
         let shared = &*self.shared;
         // SeqCst: (D) in `teardown`'s argument.
         if self.dead.load(Ordering::SeqCst) {
@@ -374,7 +374,7 @@ impl<S: Service> OwnerInner<S> {
         unsafe { timer.reset_for_create(visible(self.key) | PENDING) };
         let mut attempts: u64 = 0;
         let limit = u64::from(shared.id_mask) + 1;
-        let (id, table, len) = loop {
+        let (id, table) = loop {
             let id = match requested {
                 Some(id) => id,
                 None => {
@@ -415,8 +415,8 @@ impl<S: Service> OwnerInner<S> {
                 }
                 continue;
             }
-            let len = t.link_and_unlock(idx, head, timer, hash);
-            break (id, t, len);
+            t.link_and_unlock(idx, head, timer, hash);
+            break (id, t);
         };
         if requested.is_some() {
             // Linux sets (not maxes) the counter at hash-insert time.
@@ -427,7 +427,7 @@ impl<S: Service> OwnerInner<S> {
         // Release: a walker that reads the visible owner word (Acquire) sees the timer's
         // fields and its chain link.
         timer.hot.owner.store(visible(self.key), Ordering::Release);
-        Ok((TimerId(id), table, len, timer))
+        Ok((TimerId(id), table, timer))
     }
 
     /// A free slot from shard `home` (its index and the slot): its free list, its bump block,

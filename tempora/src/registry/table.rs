@@ -1,4 +1,4 @@
-//! The hash table of all owners' timers: cache-line buckets, each a bit lock and a chain.
+//! The hash table of all owners' timers: 32-byte buckets, each a bit lock, a chain and three shortcuts.
 //!
 //! A bucket's `head` word holds the chain's first timer pointer, or a *nulls marker* when the
 //! chain is empty; bit 0 is the bucket's lock. Timer objects are 64-byte aligned, so a pointer's
@@ -37,7 +37,7 @@
 //! table.
 
 use super::timer::{Service, Timer};
-use crate::sync::{backoff, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use crate::sync::{backoff, AtomicPtr, AtomicUsize, Ordering};
 use crossbeam_epoch::{self as epoch, Atomic, Guard};
 
 /// Bucket head bit 0: the bucket's lock.
@@ -79,7 +79,7 @@ fn splitmix64(mut z: u64) -> u64 {
 /// The owner key (spread by a multiply with the golden-ratio constant), the ID's run number
 /// (`id >> RUN_BITS`) and the registry's random salt are combined and put through the
 /// [`splitmix64`] finalizer; the ID's low `RUN_BITS` bits are then *added*. So the 16
-/// consecutive IDs of a run fall into 16 consecutive buckets from a random start (one 1 KiB stretch of the table:
+/// consecutive IDs of a run fall into 16 consecutive buckets from a random start (one 512-byte stretch of the table:
 /// a create-then-lookup sweep over an owner's IDs, the seed suite's Tests 1-3 (BENCHMARKS.md) and the common case of
 /// IDs handed out in order, walks the table sequentially and the hardware prefetcher hides the
 /// misses), while distinct runs, owners and strides (the seed suite's sparse restore case: IDs 512
@@ -97,35 +97,69 @@ pub(crate) fn hash(salt: [u64; 2], owner_key: u64, id: i32) -> u64 {
 
 /// Shortcut entries per bucket (see [`Bucket::near`]).
 pub(crate) const NEAR: usize = 3;
+/// A create sums the registry's count (to decide on growth) when its thread's stripe of the
+/// count reaches a multiple of this.
+const GROW_CHECK: isize = 16;
+/// Chain members a split collects without allocating under its locks.
+const SPLIT_CHAIN: usize = 16;
 
-/// One bucket, a cache line of its own:
+/// One bucket, half a cache line (two share a line):
 ///
 /// ```text
-///  0  head   lock bit + first chain word      12  tags[3]  u32 hash tags of near[]
-///  8  len    timers in the chain              24  near[3]  pointers to recent chain members
-///                                             48  (unused up to 64)
+///  0  head     lock bit + first chain word
+///  8  near[3]  recent chain members, each one word:
+///              ┌──────────────────┬──────────────────────────────────────┬────────┐
+///              │ tag: hash >> 48  │ timer pointer (64-byte aligned)      │ 0      │
+///              └──────────────────┴──────────────────────────────────────┴────────┘
+///               63             48  47                                  6  5      0
+///  0 = empty entry
 /// ```
 ///
-/// `near` holds the most recently linked members of the chain with a 32-bit tag of their hash
-/// each, so a lookup usually finds its timer from the bucket line alone instead of reading
-/// every newer timer ahead of it in the chain (at millions of timers each such read is a cache
-/// miss; BENCHMARKS.md, "Design measurements"). It is only a hint: written under the
-/// bucket lock, read without it, possibly torn or stale, and every hit is validated on the
-/// timer itself (`Timer::is`); "not found" is only ever decided by walking the chain.
+/// `near` holds the most recently linked members of the chain with a 16-bit tag of their hash
+/// each, so a lookup usually finds its timer from the bucket alone instead of reading every
+/// newer timer ahead of it in the chain (at millions of timers each such read is a cache miss;
+/// BENCHMARKS.md, "Design measurements"). It is only a hint: written under the bucket lock,
+/// read without it, possibly stale (tag and pointer are one word, so never torn), and every
+/// hit is validated on the timer itself (`Timer::is`); "not found" is only ever decided by
+/// walking the chain. A timer whose address does not fit 48 bits is simply not recorded.
+///
+/// Half a line, not a whole one: the table's share of an armed timer's bytes is a bucket per
+/// `max_load` timers (and up to twice that just after a doubling), and at 32 bytes it stays
+/// under a quarter of the timer object's 128. The chain length is not kept: growth is
+/// checked from the count's stripes (`Tables::maybe_grow`).
 #[derive(Debug, Default)]
-#[repr(C, align(64))]
+#[repr(C, align(32))]
 pub(crate) struct Bucket {
     pub(crate) head: AtomicUsize,
-    /// Timers in the chain; written under the lock, read as a resize hint.
-    pub(crate) len: AtomicU32,
-    pub(crate) tags: [AtomicU32; NEAR],
     pub(crate) near: [AtomicUsize; NEAR],
 }
 
-/// The `near` tag of a hash: its high half, never 0 (0 marks an empty entry).
+const _: () = assert!(std::mem::size_of::<Bucket>() == 32);
+
+/// Bits of a `near` word below the tag: the pointer's.
+const NEAR_PTR_BITS: u32 = 48;
+const NEAR_PTR_MASK: usize = (1 << NEAR_PTR_BITS) - 1;
+
+/// The `near` tag of a hash: its top 16 bits (the bucket index comes from its low bits).
 #[inline]
-pub(crate) fn tag(hash: u64) -> u32 {
-    ((hash >> 32) as u32) | 1
+pub(crate) fn tag(hash: u64) -> usize {
+    (hash >> NEAR_PTR_BITS) as usize
+}
+
+/// The `near` word for `timer` with tag `tag`, or `None` if its address does not fit.
+#[inline]
+pub(crate) fn near_word(tag: usize, timer: usize) -> Option<usize> {
+    (timer & !NEAR_PTR_MASK == 0).then_some(timer | tag << NEAR_PTR_BITS)
+}
+
+/// The timer a `near` word names if its tag is `tag` (0 for an empty entry or another tag).
+#[inline]
+pub(crate) fn near_match(word: usize, tag: usize) -> usize {
+    if word >> NEAR_PTR_BITS == tag {
+        word & NEAR_PTR_MASK
+    } else {
+        0
+    }
 }
 
 impl Bucket {
@@ -161,22 +195,22 @@ impl Bucket {
     /// With the lock held: records `timer` (hash tag `tag`), just linked at the chain's head,
     /// as the newest near entry, dropping the oldest.
     #[inline]
-    pub(crate) fn near_push(&self, tag: u32, timer: usize) {
+    pub(crate) fn near_push(&self, tag: usize, timer: usize) {
+        let Some(word) = near_word(tag, timer) else {
+            return;
+        };
         for i in (1..NEAR).rev() {
             // Relaxed (all): a hint validated on the timer; the lock orders writers.
-            self.tags[i].store(self.tags[i - 1].load(Ordering::Relaxed), Ordering::Relaxed);
             self.near[i].store(self.near[i - 1].load(Ordering::Relaxed), Ordering::Relaxed);
         }
-        self.tags[0].store(tag, Ordering::Relaxed);
-        self.near[0].store(timer, Ordering::Relaxed);
+        self.near[0].store(word, Ordering::Relaxed);
     }
 
     /// With the lock held: forgets `timer` if it is a near entry (it left the chain).
     #[inline]
     pub(crate) fn near_remove(&self, timer: usize) {
         for i in 0..NEAR {
-            if self.near[i].load(Ordering::Relaxed) == timer {
-                self.tags[i].store(0, Ordering::Relaxed);
+            if self.near[i].load(Ordering::Relaxed) & NEAR_PTR_MASK == timer {
                 self.near[i].store(0, Ordering::Relaxed);
             }
         }
@@ -185,7 +219,6 @@ impl Bucket {
     /// With the lock held: forgets every near entry (the chain moved away).
     pub(crate) fn near_clear(&self) {
         for i in 0..NEAR {
-            self.tags[i].store(0, Ordering::Relaxed);
             self.near[i].store(0, Ordering::Relaxed);
         }
     }
@@ -272,15 +305,13 @@ impl Table {
         let b = &self.buckets[idx];
         let tag = tag(hash);
         for i in 0..NEAR {
-            if b.tags[i].load(Ordering::Relaxed) == tag {
-                let n = b.near[i].load(Ordering::Relaxed);
-                if n != 0 {
-                    // SAFETY: as for chain pointers below: `near` only ever holds pointers to
-                    // timers in slot pages.
-                    let t = unsafe { &*(n as *const Timer<S>) };
-                    if t.is(owner_word, id) {
-                        return Walk::Found(t);
-                    }
+            let n = near_match(b.near[i].load(Ordering::Relaxed), tag);
+            if n != 0 {
+                // SAFETY: as for chain pointers below: `near` only ever holds pointers to
+                // timers in slot pages.
+                let t = unsafe { &*(n as *const Timer<S>) };
+                if t.is(owner_word, id) {
+                    return Walk::Found(t);
                 }
             }
         }
@@ -340,14 +371,13 @@ impl Table {
     }
 
     /// Links `timer` at the head of locked bucket `idx` (whose head was `head`) and unlocks it.
-    /// Returns the chain length after the insert.
     pub(crate) fn link_and_unlock<S: Service>(
         &self,
         idx: usize,
         head: usize,
         timer: &Timer<S>,
         hash: u64,
-    ) -> u32 {
+    ) {
         let next = if head == 0 {
             nulls(self.bits, idx)
         } else {
@@ -356,12 +386,9 @@ impl Table {
         // Relaxed: published by the Release unlock below.
         timer.hot.hash_next.store(next, Ordering::Relaxed);
         let b = &self.buckets[idx];
-        let len = b.len.load(Ordering::Relaxed) + 1;
-        b.len.store(len, Ordering::Relaxed);
         let ptr = timer as *const Timer<S> as usize;
         b.near_push(tag(hash), ptr);
         b.unlock(ptr);
-        len
     }
 
     /// Removes `timer` from locked bucket `idx` (whose head was `head`) and unlocks it.
@@ -399,8 +426,6 @@ impl Table {
             }
         }
         if found {
-            b.len
-                .store(b.len.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
             b.near_remove(target);
         }
         b.unlock(new_head);
@@ -413,9 +438,10 @@ impl Table {
     pub(crate) fn split_bucket<S: Service>(&self, i: usize, future: &Table) {
         let old = &self.buckets[i];
         // Sized before the lock is taken, so the collection below allocates under the three
-        // bucket locks only if creates lengthened the chain in between. Relaxed: a size hint.
-        let mut chain: Vec<&Timer<S>> =
-            Vec::with_capacity(old.len.load(Ordering::Relaxed) as usize + 2);
+        // bucket locks only for a chain longer than `SPLIT_CHAIN` (at the default maximum
+        // load of 2 a chain of 16 is a one-in-ten-million event; the allocation is bounded by
+        // the chain).
+        let mut chain: Vec<&Timer<S>> = Vec::with_capacity(SPLIT_CHAIN);
         let Some(head) = old.lock() else {
             debug_assert!(false, "bucket {i} split twice");
             return;
@@ -457,8 +483,6 @@ impl Table {
                 .store(ptr | LOCKED, Ordering::Release);
             heads[k] = ptr;
             let nb = &future.buckets[j];
-            nb.len
-                .store(nb.len.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             // Moved oldest first, so the near entries end up naming the newest three, as if
             // the timers had been created into this bucket.
             nb.near_push(tag(h), ptr);
@@ -471,7 +495,6 @@ impl Table {
                     .store(end_of_old, Ordering::Release);
             }
         }
-        old.len.store(0, Ordering::Relaxed);
         old.near_clear();
         // Release: pairs with the Acquire of walkers and lockers that read MOVED and then use
         // the future table's chains. This also unlocks the old bucket.
@@ -566,18 +589,20 @@ impl Tables {
         }
     }
 
-    /// After an insert made a chain of `len` in `t`: start a resize if the registry holds more
-    /// than `max_load` timers per bucket (`count` sums the registry's timers).
+    /// After an insert into `t` that left the inserting thread's count stripe at `stripe`:
+    /// start a resize if the registry holds more than `max_load` timers per bucket (`count`
+    /// sums the registry's timers).
     pub(crate) fn maybe_grow(
         &self,
         t: &Table,
-        len: u32,
+        stripe: isize,
         count: impl FnOnce() -> isize,
         guard: &Guard,
     ) {
-        // Summing the stripes is the expensive part: only chains twice the allowed average
-        // long ask (at the allowed load about 1 insert in 20 sees one; above it, most do).
-        if (len as usize) <= 2 * self.max_load || t.bits >= MAX_BITS {
+        // Summing the stripes is the expensive part: it is done when the thread's own stripe
+        // reaches a multiple of `GROW_CHECK`, so a resize starts at most `GROW_CHECK` creates
+        // per thread late.
+        if stripe % GROW_CHECK != 0 || t.bits >= MAX_BITS {
             return;
         }
         if t.future().is_some() || !std::ptr::eq(t, self.current(guard)) {
@@ -837,10 +862,8 @@ mod tests {
             let h = hash(SALT, OWNER, id);
             let b = &future.buckets[future.index(h)];
             let ptr = &**t as *const Timer<()> as usize;
-            let near = (0..NEAR).any(|i| {
-                b.near[i].load(Ordering::Relaxed) == ptr
-                    && b.tags[i].load(Ordering::Relaxed) == tag(h)
-            });
+            let near =
+                (0..NEAR).any(|i| near_match(b.near[i].load(Ordering::Relaxed), tag(h)) == ptr);
             assert!(near, "timer {id} is not a near entry of its new bucket");
             assert!(
                 matches!(future.walk(h, visible(OWNER), id), Walk::Found(f) if std::ptr::eq(f, &**t))

@@ -496,9 +496,10 @@ fn run_linear_hash_keeps_runs_adjacent_and_scatters_strides() {
 }
 
 #[test]
-fn bucket_is_one_cache_line_and_nulls_markers_are_distinct() {
-    assert_eq!(std::mem::size_of::<Bucket>(), 64);
-    assert_eq!(std::mem::align_of::<Bucket>(), 64);
+fn bucket_is_half_a_cache_line_and_nulls_markers_are_distinct() {
+    // Two buckets per line, never one across two.
+    assert_eq!(std::mem::size_of::<Bucket>(), 32);
+    assert_eq!(std::mem::align_of::<Bucket>(), 32);
     assert_ne!(nulls(10, 5), nulls(11, 5));
     assert_ne!(nulls(10, 5), nulls(10, 6));
     assert_ne!(nulls(40, (1 << 40) - 1), table::MOVED);
@@ -737,4 +738,21 @@ fn the_service_hooks_run_once_per_deleted_timer_and_once_per_destroyed_owner() {
     o.destroy();
     assert_eq!(hooks(&o), (5, 1), "destroy is idempotent");
     assert_eq!(r.len(), 0);
+}
+
+#[test]
+fn a_near_entry_keeps_tag_and_pointer_in_one_word_and_skips_what_does_not_fit() {
+    let b = Bucket::default();
+    let h = 0xABCD_0000_0000_0007u64;
+    b.near_push(table::tag(h), 0x7f12_3456_7840);
+    let w = b.near[0].load(Ordering::Relaxed);
+    assert_eq!(table::near_match(w, table::tag(h)), 0x7f12_3456_7840);
+    // Another tag does not match: the lookup goes to the chain.
+    assert_eq!(table::near_match(w, table::tag(h ^ (1 << 63))), 0);
+    // An address above 48 bits is not recorded (the chain still finds the timer).
+    b.near_push(table::tag(h), 1 << 50);
+    assert_eq!(b.near[0].load(Ordering::Relaxed), w);
+    assert_eq!(b.near[1].load(Ordering::Relaxed), 0);
+    b.near_remove(0x7f12_3456_7840);
+    assert_eq!(b.near[0].load(Ordering::Relaxed), 0);
 }
