@@ -537,6 +537,10 @@ impl Core {
                             break;
                         }
                         let adv = wheel.run(ticks[w], room, |r| {
+                            // The pop read the node (the object's second line); delivery
+                            // reads the first line too: start loading it now, so that its
+                            // miss overlaps the pop's walk to the next node.
+                            crate::sync::prefetch(r);
                             batch.push((w, Key::from_bits(u64::MAX), Target::from_addr(r)));
                         });
                         complete &= adv.complete;
