@@ -339,10 +339,10 @@ impl<S: Service> OwnerInner<S> {
         let (id, table, timer) = shard
             .locked(|st| self.create_locked(st, home, requested, init, &guard))
             .map_err(|_| Error::Poisoned(SHARD_POISONED))??;
-        let stripe = shared.count.add_as(thread, 1);
+        let created = shared.count.created(thread);
         shared
             .tables
-            .maybe_grow(table, stripe, || shared.count.sum(), &guard);
+            .maybe_grow(table, created, || shared.count.sum(), &guard);
         shared.tables.help_resize::<S>(&guard);
         if let Some(then) = then {
             // The slot stays a timer object while the owner lives; `lock_if` checks it still

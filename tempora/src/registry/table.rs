@@ -97,9 +97,9 @@ pub(crate) fn hash(salt: [u64; 2], owner_key: u64, id: i32) -> u64 {
 
 /// Shortcut entries per bucket (see [`Bucket::near`]).
 pub(crate) const NEAR: usize = 3;
-/// A create sums the registry's count (to decide on growth) when its thread's stripe of the
-/// count reaches a multiple of this.
-const GROW_CHECK: isize = 16;
+/// A create sums the registry's count (to decide on growth) once in this many creates of its
+/// thread.
+const GROW_CHECK: usize = 16;
 /// Chain members a split collects without allocating under its locks.
 const SPLIT_CHAIN: usize = 16;
 
@@ -589,20 +589,19 @@ impl Tables {
         }
     }
 
-    /// After an insert into `t` that left the inserting thread's count stripe at `stripe`:
+    /// After an insert into `t`, the inserting thread's `created`-th (`Count::created`):
     /// start a resize if the registry holds more than `max_load` timers per bucket (`count`
     /// sums the registry's timers).
     pub(crate) fn maybe_grow(
         &self,
         t: &Table,
-        stripe: isize,
+        created: usize,
         count: impl FnOnce() -> isize,
         guard: &Guard,
     ) {
-        // Summing the stripes is the expensive part: it is done when the thread's own stripe
-        // reaches a multiple of `GROW_CHECK`, so a resize starts at most `GROW_CHECK` creates
-        // per thread late.
-        if stripe % GROW_CHECK != 0 || t.bits >= MAX_BITS {
+        // Summing the stripes is the expensive part: it is done at every `GROW_CHECK`-th create
+        // of a thread, so a resize starts at most `GROW_CHECK` creates per thread late.
+        if created % GROW_CHECK != 0 || t.bits >= MAX_BITS {
             return;
         }
         if t.future().is_some() || !std::ptr::eq(t, self.current(guard)) {
