@@ -84,6 +84,15 @@ fn insert(t: &Table, timer: &Timer<()>) {
     t.link_and_unlock(idx, head, timer, h);
 }
 
+/// Empties the `near` shortcuts of `id`'s bucket, so that a lookup of a timer there walks the
+/// chain (the path these models are about) instead of finding it from the bucket.
+fn forget_near(t: &Table, id: i32) {
+    let idx = t.index(hash(SALT, OWNER, id));
+    let head = t.buckets[idx].lock().expect("not moved");
+    t.buckets[idx].near_clear();
+    t.buckets[idx].unlock(head);
+}
+
 fn lookup(t: &Table, id: i32) -> bool {
     table::find::<()>(|| t, hash(SALT, OWNER, id), visible(OWNER), id).is_some()
 }
@@ -105,6 +114,7 @@ fn loom_walk_racing_split_finds_present_timer() {
         let tb = timer(b);
         insert(&old, &ta);
         insert(&old, &tb);
+        forget_near(&old, a);
         let future = Box::into_raw(Box::new(Table::new(2, SALT)));
         old.future.store(future, Ordering::Release);
         let walker = {
@@ -116,7 +126,7 @@ fn loom_walk_racing_split_finds_present_timer() {
         // SAFETY: `future` stays allocated until the end of the model run.
         let f = unsafe { &*future };
         let idx = old.index(hash(SALT, OWNER, a));
-        old.split_bucket::<()>(idx, f);
+        old.split_bucket::<()>(idx, f, 2);
         walker.join().unwrap();
         assert!(lookup(&old, b));
         // SAFETY: from `Box::into_raw` above; the walker is joined.
@@ -135,6 +145,7 @@ fn loom_walk_racing_unlink_and_reuse_finds_present_timer() {
         insert(&t, &target);
         // `reused` is ahead of `target` in the chain: the walker passes it.
         insert(&t, &reused);
+        forget_near(&t, a);
         let reused_ptr = &*reused as *const Timer<()> as usize;
         let walker = {
             let t = t.clone();

@@ -26,8 +26,10 @@
 //! * create: a pin, the thread's owner shard lock, one bucket lock; the chain is walked only
 //!   if IDs may repeat (below).
 //! * delete: a pin, the timer lock, one bucket lock, the slot's home shard lock.
-//! * Nothing of these touches a cache line that another thread writes in the common case:
-//!   shards and count stripes are per thread index, buckets per ID run.
+//! * Nothing of these writes a cache line that another thread writes in the common case:
+//!   shards and count stripes are per thread index, buckets per ID run (two neighbouring
+//!   buckets share a line). Every 16th create of a thread also reads every count stripe
+//!   (the growth check, `table.rs`).
 //!
 //! BENCHMARKS.md has the measured figures.
 //!
@@ -77,10 +79,10 @@
 //!   timer count;
 //! * timer lock (`ByteLock` in the timer's second cache line): the timer's state. What the
 //!   service does under it is the service's to bound (the POSIX service's module doc says);
-//! * bucket lock (bit 0 of the bucket head): the chain's links and `len`. A split takes the
-//!   old bucket's and two future buckets' locks and collects the old chain into a vector sized
-//!   before the lock is taken (it grows under the lock only if creates lengthened the chain
-//!   in between: bounded by the chain).
+//! * bucket lock (bit 0 of the bucket head): the chain's links and the `near` shortcuts. A
+//!   split collects the old chain under the old bucket's lock into a vector reserved before
+//!   (four times the allowed average chain, at least 16; it grows under the lock only for a
+//!   longer chain: bounded by the chain), then takes the two future buckets' locks.
 //!
 //! A panic inside a shard's or a timer's critical section poisons that lock
 //! (`sync::ByteLock::with`); the calls that need it then fail with [`Error::Poisoned`]. The

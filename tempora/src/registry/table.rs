@@ -100,7 +100,8 @@ pub(crate) const NEAR: usize = 3;
 /// A create sums the registry's count (to decide on growth) once in this many creates of its
 /// thread.
 const GROW_CHECK: usize = 16;
-/// Chain members a split collects without allocating under its locks.
+/// Chain members a split collects without allocating under its lock, at least: it reserves
+/// `max(SPLIT_CHAIN, 4 * max_load)`.
 const SPLIT_CHAIN: usize = 16;
 
 /// One bucket, half a cache line (two share a line):
@@ -124,9 +125,9 @@ const SPLIT_CHAIN: usize = 16;
 /// walking the chain. A timer whose address does not fit 48 bits is simply not recorded.
 ///
 /// Half a line, not a whole one: the table's share of an armed timer's bytes is a bucket per
-/// `max_load` timers (and up to twice that just after a doubling), and at 32 bytes it stays
-/// under a quarter of the timer object's 128. The chain length is not kept: growth is
-/// checked from the count's stripes (`Tables::maybe_grow`).
+/// `max_load` timers (and up to twice that just after a doubling): 16-32 bytes at the default
+/// load of 2, against 32-64 with a line per bucket. The chain length is not kept: growth is
+/// checked from the registry's count (`Tables::maybe_grow`).
 #[derive(Debug, Default)]
 #[repr(C, align(32))]
 pub(crate) struct Bucket {
@@ -435,13 +436,13 @@ impl Table {
     /// Splits old bucket `i` into `future` buckets `i` and `i + len` (see the module doc).
     /// The caller claimed `i`; nobody else splits it, and nobody writes the two future buckets
     /// until this bucket reads `MOVED`.
-    pub(crate) fn split_bucket<S: Service>(&self, i: usize, future: &Table) {
+    pub(crate) fn split_bucket<S: Service>(&self, i: usize, future: &Table, reserve: usize) {
         let old = &self.buckets[i];
-        // Sized before the lock is taken, so the collection below allocates under the three
-        // bucket locks only for a chain longer than `SPLIT_CHAIN` (at the default maximum
-        // load of 2 a chain of 16 is a one-in-ten-million event; the allocation is bounded by
-        // the chain).
-        let mut chain: Vec<&Timer<S>> = Vec::with_capacity(SPLIT_CHAIN);
+        // Sized before the lock is taken, so the collection below allocates under the old
+        // bucket's lock only for a chain more than `reserve` long (four times the allowed
+        // average, at least `SPLIT_CHAIN`: at the default maximum load of 2 a chain of 16 is
+        // a one-in-ten-million event; the allocation is bounded by the chain).
+        let mut chain: Vec<&Timer<S>> = Vec::with_capacity(reserve);
         let Some(head) = old.lock() else {
             debug_assert!(false, "bucket {i} split twice");
             return;
@@ -599,9 +600,11 @@ impl Tables {
         count: impl FnOnce() -> isize,
         guard: &Guard,
     ) {
-        // Summing the stripes is the expensive part: it is done at every `GROW_CHECK`-th create
-        // of a thread, so a resize starts at most `GROW_CHECK` creates per thread late.
-        if created % GROW_CHECK != 0 || t.bits >= MAX_BITS {
+        // Summing the stripes is the expensive part: it is done at each of a thread's first
+        // `GROW_CHECK` creates and at every `GROW_CHECK`-th after, so a resize starts at most
+        // `GROW_CHECK` creates per thread late, and threads that each create only a few timers
+        // still check every one.
+        if (created >= GROW_CHECK && created % GROW_CHECK != 0) || t.bits >= MAX_BITS {
             return;
         }
         if t.future().is_some() || !std::ptr::eq(t, self.current(guard)) {
@@ -649,7 +652,7 @@ impl Tables {
         }
         let end = (start + MIGRATE_BATCH).min(n);
         for i in start..end {
-            t.split_bucket::<S>(i, f);
+            t.split_bucket::<S>(i, f, SPLIT_CHAIN.max(4 * self.max_load));
         }
         // AcqRel: the last splitter sees every other splitter's work before publishing.
         let done = t.split.fetch_add(end - start, Ordering::AcqRel) + (end - start);
@@ -717,9 +720,10 @@ fn new_buckets(len: usize) -> Buckets {
     (0..len).map(|_| Bucket::default()).collect()
 }
 
-/// A table's bucket array: zeroed memory from the global allocator, 64-byte aligned by hand.
+/// A table's bucket array: zeroed memory from the global allocator, aligned by hand to a
+/// bucket's alignment (32 bytes).
 ///
-/// Why by hand: asking the allocator for 64-byte alignment makes Rust's system allocator use
+/// Why by hand: asking the allocator for more than 16-byte alignment makes Rust's system allocator use
 /// `posix_memalign` and then write the zeroes itself, touching every page of the table at
 /// once (BENCHMARKS.md, "Design measurements"). With
 /// 16-byte alignment the request becomes `calloc`, which for a large block maps fresh
@@ -839,7 +843,7 @@ mod tests {
     }
 
     /// After a split every moved timer is a near entry of its new bucket (so a lookup finds it
-    /// from the bucket line), and the old bucket reads MOVED.
+    /// from the bucket), and the old bucket reads MOVED.
     #[test]
     fn split_moves_chains_and_refills_near_entries() {
         let old = Table::new(4, SALT);
@@ -855,7 +859,7 @@ mod tests {
             let head = old.buckets[0].lock().unwrap();
             old.link_and_unlock(0, head, t, h);
         }
-        old.split_bucket::<()>(0, &future);
+        old.split_bucket::<()>(0, &future, SPLIT_CHAIN);
         assert_eq!(old.buckets[0].head.load(Ordering::Relaxed), MOVED);
         for (t, &id) in timers.iter().zip(&ids) {
             let h = hash(SALT, OWNER, id);

@@ -446,6 +446,45 @@ fn table_grows_incrementally_and_lookups_stay_exact() {
     }
 }
 
+/// The growth check runs at every 16th create of a thread, and at each of a thread's first 16:
+/// threads that each create fewer than 16 timers must still grow the table.
+#[test]
+fn the_table_grows_when_each_thread_creates_only_a_few_timers() {
+    let r = Registry::builder()
+        .initial_buckets(16)
+        .max_load(1)
+        .build()
+        .unwrap();
+    let o = r.owner(Hooks::default());
+    let threads = 40;
+    // All alive at once, so that each has a thread index (a count stripe) of its own.
+    let start = std::sync::Barrier::new(threads);
+    let ids: Vec<Vec<TimerId>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    start.wait();
+                    let ids: Vec<TimerId> = (0..15).map(|_| mono(&o).unwrap()).collect();
+                    start.wait();
+                    ids
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    assert_eq!(r.len(), threads * 15);
+    // Each create helps a resize in progress along (8 old buckets), so the table is at least
+    // one doubling short of 600 buckets here (and stays at 16 if no thread ever checked).
+    assert!(
+        r.buckets() >= 256,
+        "600 timers, max load 1: {} buckets",
+        r.buckets()
+    );
+    for t in ids.iter().flatten() {
+        assert_eq!(o.getoverrun(*t), Ok(0));
+    }
+}
+
 #[test]
 fn destroying_an_owner_deletes_its_timers_only() {
     let r = Registry::new();
