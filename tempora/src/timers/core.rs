@@ -334,7 +334,8 @@ impl Core {
     }
 
     /// `apply` for an expiry computed from a clock reading up to `spent` ns after the time
-    /// (the coarse clock: `Owner::settime`), which a slack timer takes out of its slack.
+    /// (the coarse clock: `Owner::settime`), which a slack timer takes out of its slack. The
+    /// timer remembers it (`ItimerState::coarse`) for later placements of this expiry.
     #[inline]
     pub(crate) fn apply_spent(
         &self,
@@ -342,6 +343,7 @@ impl Core {
         arm: Arm,
         spent: u64,
     ) -> Result<(), Error> {
+        l.state.set_coarse(spent != 0);
         self.place(l, arm, spent, || self.my_base())
     }
 
@@ -404,6 +406,14 @@ impl Core {
             return self.disarm(l);
         };
         let w = clock.index();
+        // An expiry from a coarse reading keeps its lag out of the slack wherever it is placed
+        // again (before, a re-placement with the whole slack could fire it up to the lag past
+        // its bound).
+        let spent = if l.state.coarse() {
+            spent.max(self.coarse_lag)
+        } else {
+            spent
+        };
         let (tick, mode, fires_at) = self.placed(placement_of(l), expiry, spent);
         let node = l.links();
         // `node.tick()` is stable under the timer's lock while the timer names a wheel (the

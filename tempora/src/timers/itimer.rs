@@ -105,6 +105,7 @@ pub(crate) struct ItimerState {
 
 const EXPIRY_CLOCK: (u32, u8) = (0, 0b11);
 const WHEEL: (u32, u8) = (2, 0b11);
+const COARSE: (u32, u8) = (4, 0b1);
 const STATUS: (u32, u8) = (0, 0b11);
 const QUEUED: (u32, u8) = (2, 0b1);
 const CLOCK: (u32, u8) = (3, 0b11);
@@ -240,6 +241,18 @@ impl ItimerState {
 
     pub(crate) fn set_wheel(&mut self, wheel: u8) {
         set(&mut self.waits, WHEEL, wheel);
+    }
+
+    /// Whether `expiry` came from a coarse clock reading (`Owner::settime`): up to the
+    /// source's coarse lag after the time, which the timer's slack had to absorb. Every later
+    /// placement of the same expiry (a re-arm to a later time left in place and met early, a
+    /// precision change) takes the lag out of the slack again, as the arming did.
+    pub(crate) fn coarse(&self) -> bool {
+        get(self.waits, COARSE) != 0
+    }
+
+    pub(crate) fn set_coarse(&mut self, coarse: bool) {
+        set(&mut self.waits, COARSE, u8::from(coarse));
     }
 
     fn set_expiry_clock(&mut self, clock: ClockId) {

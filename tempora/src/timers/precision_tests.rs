@@ -149,47 +149,102 @@ proptest! {
         midway in 1u64..2_000 * MS,
         extra in prop::collection::vec(1u64..500 * MS, 0..8),
     ) {
-        let mut sim = Sim::new();
-        let ids: Vec<_> = timers.iter().map(|&(p, _)| sim.create(p)).collect();
-        // (expiry, armed at) of each timer's current arming.
-        let mut due: Vec<u64> = timers.iter().zip(&ids).map(|(&(_, v), &id)| sim.arm(id, v)).collect();
-        let start = sim.now();
-        let mut extra = extra.into_iter();
-        while sim.now() < start + midway {
-            let until = extra.next().map(|e| sim.now() + e).unwrap_or(start + midway);
-            if !sim.step(Some(until.min(start + midway))) {
-                break;
-            }
-        }
-        // Check and clear what fired in phase one, then re-arm some timers.
-        let mut fired_once = vec![false; ids.len()];
-        let check = |fired: &[(TimerId, u64)], due: &[u64], fired_once: &mut Vec<bool>| -> Result<(), TestCaseError> {
-            for &(id, at) in fired {
-                let i = ids.iter().position(|&x| x == id).unwrap();
-                let p = timers[i].0;
-                prop_assert!(!fired_once[i], "timer {i} fired twice");
-                fired_once[i] = true;
-                prop_assert!(at >= due[i], "{p:?} timer {i} fired {} ns early", due[i] - at);
-                let late = at - due[i];
-                match p {
-                    Precision::Deferrable => prop_assert!(late <= bound(p), "{p:?} {late} ns late"),
-                    _ => prop_assert!(late < bound(p), "{p:?} {late} ns late"),
-                }
-            }
-            Ok(())
-        };
-        let phase1 = std::mem::take(&mut *sim.fired.lock().unwrap());
-        check(&phase1, &due, &mut fired_once)?;
-        for (ix, v) in &rearm {
-            let i = ix.index(ids.len());
-            due[i] = sim.arm(ids[i], *v);
-            fired_once[i] = false;
-        }
-        while sim.step(None) {}
-        let phase2 = std::mem::take(&mut *sim.fired.lock().unwrap());
-        check(&phase2, &due, &mut fired_once)?;
-        prop_assert!(fired_once.iter().all(|&f| f), "a timer never fired: {fired_once:?}");
+        let rearm: Vec<(usize, u64)> = rearm.iter().map(|(ix, v)| (ix.index(timers.len()), *v)).collect();
+        fires_within_bounds(&timers, &rearm, midway, &extra)?;
     }
+}
+
+/// The property's body: `timers` (precision, value) armed, the driver stepped to `midway`
+/// (with `extra` early wake-ups), timers `rearm` (index, value) re-armed, then run out.
+fn fires_within_bounds(
+    timers: &[(Precision, u64)],
+    rearm: &[(usize, u64)],
+    midway: u64,
+    extra: &[u64],
+) -> Result<(), TestCaseError> {
+    let mut sim = Sim::new();
+    let ids: Vec<_> = timers.iter().map(|&(p, _)| sim.create(p)).collect();
+    let mut due: Vec<u64> = timers
+        .iter()
+        .zip(&ids)
+        .map(|(&(_, v), &id)| sim.arm(id, v))
+        .collect();
+    let start = sim.now();
+    let mut extra = extra.iter();
+    while sim.now() < start + midway {
+        let until = extra
+            .next()
+            .map(|e| sim.now() + e)
+            .unwrap_or(start + midway);
+        if !sim.step(Some(until.min(start + midway))) {
+            break;
+        }
+    }
+    // Check and clear what fired in phase one, then re-arm some timers.
+    let mut fired_once = vec![false; ids.len()];
+    let check = |fired: &[(TimerId, u64)],
+                 due: &[u64],
+                 fired_once: &mut Vec<bool>|
+     -> Result<(), TestCaseError> {
+        for &(id, at) in fired {
+            let i = ids.iter().position(|&x| x == id).unwrap();
+            let p = timers[i].0;
+            prop_assert!(!fired_once[i], "timer {i} fired twice");
+            fired_once[i] = true;
+            prop_assert!(
+                at >= due[i],
+                "{p:?} timer {i} fired {} ns early",
+                due[i] - at
+            );
+            let late = at - due[i];
+            match p {
+                Precision::Deferrable => prop_assert!(late <= bound(p), "{p:?} {late} ns late"),
+                _ => prop_assert!(late < bound(p), "{p:?} timer {i} {late} ns late"),
+            }
+        }
+        Ok(())
+    };
+    let phase1 = std::mem::take(&mut *sim.fired.lock().unwrap());
+    check(&phase1, &due, &mut fired_once)?;
+    for &(i, v) in rearm {
+        due[i] = sim.arm(ids[i], v);
+        fired_once[i] = false;
+    }
+    while sim.step(None) {}
+    let phase2 = std::mem::take(&mut *sim.fired.lock().unwrap());
+    check(&phase2, &due, &mut fired_once)?;
+    prop_assert!(
+        fired_once.iter().all(|&f| f),
+        "a timer never fired: {fired_once:?}"
+    );
+    Ok(())
+}
+
+/// A case the property found (CI, session 38): a slack timer re-armed to a later time while
+/// waiting fired later than its slack allows.
+#[test]
+fn a_slack_timer_rearmed_later_fires_within_its_slack() {
+    let s8 = Precision::Slack(Duration::from_millis(8));
+    let p = Precision::Precise;
+    let timers = [
+        (p, 1),
+        (s8, 1),
+        (s8, 1),
+        (p, 1),
+        (s8, 1),
+        (s8, 1),
+        (s8, 1),
+        (p, 1),
+        (s8, 1),
+        (p, 1),
+        (
+            Precision::Slack(Duration::from_nanos(32_768_000)),
+            1_327_911_398,
+        ),
+        (s8, 1),
+    ];
+    let rearm = [(1, 16_301), (10, 2_285_085_006)];
+    fires_within_bounds(&timers, &rearm, 1_333_604_377, &[169_710_437]).unwrap();
 }
 
 /// A deferrable timer never makes the next deadline earlier than its bound; a precise one
@@ -300,6 +355,94 @@ fn checkpoint_keeps_the_precision() {
     }
 }
 
+/// A clock whose coarse readings are exact, against a declared lag of `LAG` (its contract
+/// allows that): every coarse-armed expiry lands the whole lag after the time.
+struct CoarseIsExact(ManualClock);
+
+impl ClockSource for CoarseIsExact {
+    fn now(&self, c: ClockId) -> u64 {
+        self.0.now(c)
+    }
+    fn is_os_time(&self) -> bool {
+        false
+    }
+    fn now_coarse(&self, c: ClockId) -> Option<u64> {
+        Some(self.0.now(c))
+    }
+    fn coarse_lag(&self, _: ClockId) -> u64 {
+        LAG
+    }
+}
+
+/// A one-shot slack timer armed from a coarse reading (its expiry up to the lag late) and
+/// then placed again with the same expiry, by a precision change or by a re-arm to a later
+/// time (left in place, met early, placed again by the poll): each placement must keep the
+/// lag out of the slack as the arming did. Before, they placed it with the whole slack and
+/// it fired 36.8 ms after its expiry with a 33 ms slack.
+#[test]
+fn a_coarse_armed_slack_timer_placed_again_keeps_within_its_slack() {
+    const G: u64 = 32_768 * TICK; // the slack's granule with the whole slack as room
+    let slack = 33 * MS;
+    for how in ["set_precision", "rearm later"] {
+        let clock = ManualClock::new();
+        clock.advance(Duration::from_nanos(1_234_567));
+        let timers = Timers::builder()
+            .clock(CoarseIsExact(clock.clone()))
+            .build()
+            .unwrap();
+        let owner = timers.owner();
+        let fired = Arc::new(Mutex::new(Vec::new()));
+        let (f2, c2) = (fired.clone(), clock.clone());
+        let id = owner
+            .create(
+                ClockId::Monotonic,
+                Notify::callback(move |_, _| f2.lock().unwrap().push(c2.now(ClockId::Monotonic))),
+            )
+            .unwrap();
+        let p = Precision::Slack(Duration::from_nanos(slack));
+        owner.set_precision(id, p).unwrap();
+        let t = clock.now(ClockId::Monotonic);
+        // The coarse-armed expiry (t + LAG + value) lands 1 µs past a granule boundary: the
+        // worst case for a placement with the whole slack.
+        let value = ((t + LAG).div_ceil(G) + 30) * G + TICK - (t + LAG);
+        let arm = |v: u64| {
+            owner
+                .settime(
+                    id,
+                    SetFlags::RELATIVE,
+                    Duration::from_nanos(v),
+                    Duration::ZERO,
+                )
+                .unwrap()
+        };
+        let due = if how == "set_precision" {
+            arm(value);
+            owner.set_precision(id, p).unwrap();
+            t + value
+        } else {
+            // Armed earlier first, so that the re-arm is to a later time.
+            arm(value - 10 * MS);
+            arm(value);
+            t + value
+        };
+        while let Some(d) = timers.next_deadline() {
+            let now = clock.now(ClockId::Monotonic);
+            clock.advance(Duration::from_nanos(d.saturating_sub(now)));
+            timers.poll();
+        }
+        let fired = fired.lock().unwrap();
+        assert_eq!(fired.len(), 1, "{how}");
+        assert!(fired[0] >= due, "{how}: early");
+        let late = fired[0] - due;
+        assert!(
+            late < slack,
+            "{how}: {} µs late, slack {} µs",
+            late / 1000,
+            slack / 1000
+        );
+    }
+}
+
 /// A periodic slack timer armed while the coarse clock reads the exact time (a lag of 0,
 /// which its contract allows, against a declared lag of 4 ms): its every period must fire
 /// within `[intended, intended + slack)`, where the k-th intended expiry is the settime
@@ -309,21 +452,6 @@ fn checkpoint_keeps_the_precision() {
 /// clock.
 #[test]
 fn a_periodic_slack_timer_keeps_within_its_slack_every_period() {
-    struct CoarseIsExact(ManualClock);
-    impl ClockSource for CoarseIsExact {
-        fn now(&self, c: ClockId) -> u64 {
-            self.0.now(c)
-        }
-        fn is_os_time(&self) -> bool {
-            false
-        }
-        fn now_coarse(&self, c: ClockId) -> Option<u64> {
-            Some(self.0.now(c))
-        }
-        fn coarse_lag(&self, _: ClockId) -> u64 {
-            LAG
-        }
-    }
     let clock = ManualClock::new();
     clock.advance(Duration::from_nanos(1_234_567)); // an arbitrary phase
     let timers = Timers::builder()
