@@ -52,7 +52,19 @@ impl Owner {
         let mut made = Vec::with_capacity(plan.len());
         // Tasks waiting on this owner's queue, woken once no lock is held.
         let mut wake = Vec::new();
-        for (rec, n) in plan {
+        // Exact-ID creates read a bucket and walk its chain (the uniqueness check): at a
+        // million timers each read is a cache miss. The IDs are known ahead, so while this
+        // create runs, the bucket of the create `2 * STEP` records on and the first chain
+        // member of the one `STEP` on are loaded. (Loading the second member too, `3 * STEP`
+        // ahead, measured slower at 100k timers and no faster at 1M.)
+        const STEP: usize = 8;
+        let ids: Vec<i32> = plan.iter().map(|(rec, _)| rec.id.get()).collect();
+        for (i, (rec, n)) in plan.into_iter().enumerate() {
+            for stage in 0..2u8 {
+                if let Some(&id) = ids.get(i + STEP * (2 - usize::from(stage))) {
+                    self.reg.prefetch(id, stage);
+                }
+            }
             let mut set =
                 |mut l: LockedTimer<'_>| restore_state(core, &mut l, rec, &now, &mut wake);
             let created = self.create_then(Some(rec.id.get()), rec.clock, n, Some(&mut set));
