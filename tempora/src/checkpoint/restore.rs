@@ -115,6 +115,10 @@ fn restore_state(
     let interval = rec.interval as u64;
     let (status, overrun, latched) = (rec.status, rec.overrun, rec.overrun_last);
     let arm = state.restore(published, clock, expiry, interval, status, overrun, latched);
+    // A one-shot expiry may have come from a coarse reading (up to the lag late), which the
+    // snapshot does not record: keep the lag out of the slack, as its arming did. It costs
+    // at most a finer granule, never an early or late fire.
+    l.state.set_coarse(interval == 0);
     if rec.pending && l.state.notify() == NotifyKind::Queue {
         let seq = l.state.signal_seq;
         enqueue(core, l, seq, |w| wake.push(w));

@@ -154,29 +154,24 @@ impl<S: Service> Owner<S> {
     }
 
     /// Starts loading what a create or lookup of `id` will read, for a caller that knows the
-    /// IDs it will use well ahead (a restore): at `stage` 0 the hash bucket, at `stage` k the
-    /// k-th timer of its chain, reading the bucket and the k-1 timers before it (loaded by
-    /// the earlier stages, if the caller spaced them). A hint: it reads without locks and
-    /// changes nothing.
+    /// IDs it will use well ahead (a restore): at `stage` 0 the hash bucket; at any other
+    /// stage the first timer of its chain (the caller spaces the stages so that the bucket is
+    /// in cache by then). A hint: it reads the bucket head without a lock and changes nothing.
     pub(crate) fn prefetch(&self, id: i32, stage: u8) {
         let guard = epoch::pin();
         let hash = table::hash(self.inner.shared.salt, self.inner.key, id);
         let t = self.inner.shared.tables.current(&guard);
         let b = &t.buckets[t.index(hash)];
-        let mut at = b as *const table::Bucket as usize;
-        // Relaxed: a hint; the create reads the chain under the bucket lock.
-        let mut next = b.head.load(Ordering::Relaxed) & !table::LOCKED;
-        for _ in 0..stage {
-            if next == 0 || next & table::NULLS != 0 {
-                return;
-            }
-            at = next;
-            // SAFETY: chain words name timers in slot pages, which stay allocated while the
-            // registry exists (`Table::walk`); `self` holds the registry.
-            let timer = unsafe { &*(next as *const Timer<S>) };
-            next = timer.hot.hash_next.load(Ordering::Relaxed);
+        if stage == 0 {
+            crate::sync::prefetch(b as *const table::Bucket as usize);
+            return;
         }
-        crate::sync::prefetch(at);
+        // Relaxed: a hint; the create reads the chain under the bucket lock. A MOVED head
+        // has the NULLS bit set, as a nulls marker has: neither is followed.
+        let head = b.head.load(Ordering::Relaxed) & !table::LOCKED;
+        if head != 0 && head & table::NULLS == 0 {
+            crate::sync::prefetch(head);
+        }
     }
 
     /// Runs `f` on timer `id` with its lock held.

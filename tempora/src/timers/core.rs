@@ -410,7 +410,7 @@ impl Core {
         // again (before, a re-placement with the whole slack could fire it up to the lag past
         // its bound).
         let spent = if l.state.coarse() {
-            spent.max(self.coarse_lag)
+            spent.max(self.clock.coarse_lag(clock))
         } else {
             spent
         };

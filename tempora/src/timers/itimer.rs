@@ -78,6 +78,7 @@ unsafe impl Zeroable for ItimerState {}
 ///                                  CLOCK_REALTIME arming runs on the monotonic clock
 ///         bits 2-3  wheel          0 while the timer is in no wheel; otherwise 1 + the index
 ///                                  of the base's wheel (one per clock) that holds it
+///         bit  4    coarse         the expiry came from a coarse clock reading (`coarse`)
 ///  flags  bits 0-1  status         Status (the kernel's it_status)
 ///         bit  2    queued         the timer's one preallocated event is on its owner's queue
 ///         bits 3-4  clock          the clock the timer was created on (index into ALL_CLOCKS)

@@ -443,6 +443,56 @@ fn a_coarse_armed_slack_timer_placed_again_keeps_within_its_slack() {
     }
 }
 
+/// The same for a restore: the snapshot keeps the remaining time, not whether the expiry came
+/// from a coarse reading, so a restored one-shot keeps the lag out of its slack anyway.
+#[test]
+fn a_restored_coarse_armed_slack_timer_keeps_within_its_slack() {
+    const G: u64 = 32_768 * TICK;
+    let slack = 33 * MS;
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_nanos(1_234_567));
+    let timers = Timers::builder()
+        .clock(CoarseIsExact(clock.clone()))
+        .build()
+        .unwrap();
+    let old = timers.owner();
+    let id = old.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    old.set_precision(id, Precision::Slack(Duration::from_nanos(slack)))
+        .unwrap();
+    let t = clock.now(ClockId::Monotonic);
+    let value = ((t + LAG).div_ceil(G) + 30) * G + TICK - (t + LAG);
+    old.settime(
+        id,
+        SetFlags::RELATIVE,
+        Duration::from_nanos(value),
+        Duration::ZERO,
+    )
+    .unwrap();
+    let snap = old.checkpoint();
+    drop(old);
+    let new = timers.owner();
+    new.restore(&snap, |_| None).unwrap();
+    let due = t + value;
+    let mut fired = Vec::new();
+    while let Some(d) = timers.next_deadline() {
+        let now = clock.now(ClockId::Monotonic);
+        clock.advance(Duration::from_nanos(d.saturating_sub(now)));
+        timers.poll();
+        while new.try_recv().is_some() {
+            fired.push(clock.now(ClockId::Monotonic));
+        }
+    }
+    assert_eq!(fired.len(), 1);
+    assert!(fired[0] >= due, "early");
+    let late = fired[0] - due;
+    assert!(
+        late < slack,
+        "{} µs late, slack {} µs",
+        late / 1000,
+        slack / 1000
+    );
+}
+
 /// A periodic slack timer armed while the coarse clock reads the exact time (a lag of 0,
 /// which its contract allows, against a declared lag of 4 ms): its every period must fire
 /// within `[intended, intended + slack)`, where the k-th intended expiry is the settime
