@@ -215,7 +215,7 @@ impl Builder {
             spares: std::sync::Mutex::new(Vec::new()),
             takeovers: AtomicU64::new(0),
             max_deferral: duration_nanos(self.max_deferral),
-            coarse_lag: self.clock.coarse_lag(crate::clock::ClockId::Monotonic),
+            coarse_lags: crate::clock::ALL_CLOCKS.map(|c| self.clock.coarse_lag(c)),
             #[cfg(test)]
             crash_driver: AtomicBool::new(false),
             driver_wakeups: AtomicU64::new(0),

@@ -82,9 +82,11 @@ pub(crate) struct Core {
     pub(crate) takeovers: AtomicU64,
     /// `Builder::max_deferral`, in ns: how long after its expiry a deferrable timer may wait.
     pub(crate) max_deferral: u64,
-    /// How far the clock source's coarse monotonic clock may lag (`ClockSource::coarse_lag`):
-    /// a slack timer arms from it when its slack is at least twice this.
-    pub(crate) coarse_lag: u64,
+    /// How far each of the clock source's coarse clocks may lag (`ClockSource::coarse_lag`,
+    /// by clock index). A slack timer arms from them when its slack is at least twice the
+    /// monotonic one's, and a placement of an expiry from a coarse reading keeps its clock's
+    /// lag out of the slack.
+    pub(crate) coarse_lags: [u64; CLOCKS],
     /// Statistics: updated lists, flush, the group tree (`stats/`).
     pub(crate) stats: Arc<Hub>,
     /// Test hook: the next driver loop iteration panics (a driver dying outside a callback).
@@ -410,7 +412,7 @@ impl Core {
         // again (before, a re-placement with the whole slack could fire it up to the lag past
         // its bound).
         let spent = if l.state.coarse() {
-            spent.max(self.clock.coarse_lag(clock))
+            spent.max(self.coarse_lags[w])
         } else {
             spent
         };

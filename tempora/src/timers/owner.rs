@@ -167,7 +167,10 @@ impl Owner {
                 // period, whose re-arms have no reading to compensate, so an expiry moved
                 // later by the bound would make each of them fire up to the lag past its
                 // slack (and shift the whole schedule).
-                if value != 0 && interval == 0 && slack / 2 >= core.coarse_lag {
+                if value != 0
+                    && interval == 0
+                    && slack / 2 >= core.coarse_lags[ClockId::Monotonic.index()]
+                {
                     now.coarse();
                 }
             }
