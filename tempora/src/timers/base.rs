@@ -547,7 +547,7 @@ mod tests {
             lock(&timer, &mut |l| {
                 base.locked(|st| {
                     // SAFETY: a live timer in no wheel, alive for the whole model.
-                    unsafe { st.wheels[MONO].link(r, 1, Mode::PRECISE) }
+                    unsafe { st.wheels[MONO].set(r, 1, Mode::PRECISE) }
                 })
                 .unwrap();
                 l.state.expiry = 1;
@@ -559,31 +559,17 @@ mod tests {
                 // Delete: under the timer's lock, unlink if still linked.
                 lock(timer, &mut |l| {
                     if l.state.wheel() != 0 {
-                        let node = l.links();
-                        base.locked(|st| {
-                            if node.is_linked() {
-                                // SAFETY: linked, and the state names this wheel.
-                                unsafe { st.wheels[MONO].unlink(r) };
-                            }
-                        })
-                        .unwrap();
+                        // SAFETY: the state names this wheel: the node is here or in none.
+                        base.locked(|st| unsafe { st.wheels[MONO].take(r) })
+                            .unwrap();
                         l.state.set_wheel(0);
                     }
                 });
                 // Arm again (the next incarnation), at tick 2.
                 lock(timer, &mut |l| {
-                    let node = l.links();
-                    base.locked(|st| {
-                        // SAFETY: under both locks `is_linked` is exact; the timer is live.
-                        unsafe {
-                            if node.is_linked() {
-                                st.wheels[MONO].reschedule(r, 2);
-                            } else {
-                                st.wheels[MONO].link(r, 2, Mode::PRECISE);
-                            }
-                        }
-                    })
-                    .unwrap();
+                    // SAFETY: the node is in no wheel or this one; the timer is live.
+                    base.locked(|st| unsafe { st.wheels[MONO].set(r, 2, Mode::PRECISE) })
+                        .unwrap();
                     l.state.expiry = 2;
                     l.state.set_wheel(MONO as u8 + 1);
                 });
@@ -597,7 +583,7 @@ mod tests {
             for p in popped {
                 assert_eq!(p, r);
                 lock(&timer, &mut |l| {
-                    if usize::from(l.state.wheel()) == MONO + 1 && !l.links().is_linked() {
+                    if crate::timers::core::popped_here(l, 0, MONO) {
                         delivered.push(l.state.expiry);
                         l.state.set_wheel(0);
                     }

@@ -438,18 +438,12 @@ impl Core {
             // anywhere else (its links are still that base's), and the service has failed.
             self.disarm(l)?;
         }
-        let node = l.links();
+        debug_assert!(here || !l.links().is_linked(), "linked in another wheel");
         let placed = self.bases[b].locked_wheel(w, fires_at, |wheel| {
-            // SAFETY: under the base lock and the timer's: `is_linked` is exact, and linked
-            // means linked in this wheel (`here`: the timer names it; otherwise `disarm` took
-            // it out). The object stays alive while linked ("Safety of the timer addresses").
-            unsafe {
-                if here && node.is_linked() {
-                    wheel.reschedule(r, tick);
-                } else {
-                    wheel.link(r, tick, mode);
-                }
-            }
+            // SAFETY: the node is in no wheel or in this one (`here`: the timer names it;
+            // otherwise `disarm` took it out), and the object stays alive while linked
+            // ("Safety of the timer addresses").
+            unsafe { wheel.set(r, tick, mode) }
         });
         let Ok(((), ring)) = placed else {
             // In no wheel: `wheel` stays 0 (a linked node is in a base nobody walks again).
@@ -474,18 +468,12 @@ impl Core {
         }
         let w = usize::from(l.state.wheel() - 1);
         let r = Target::timer(NonNull::from(l.timer)).addr();
-        let node = l.links();
         // A popped node (a poll has not delivered it yet) is fine: that poll will find
         // `wheel == 0` and leave the timer alone. A poisoned base keeps a linked node, but
         // nothing walks a poisoned base again, so its address is never followed.
         let base = &self.bases[usize::from(l.state.base)];
-        let unlinked = base.locked_wheel(w, NO_EXPIRY, |wheel| {
-            if node.is_linked() {
-                // SAFETY: under the base lock, linked means linked here (the timer names
-                // this base and wheel).
-                unsafe { wheel.unlink(r) };
-            }
-        });
+        // SAFETY: the timer names this base and wheel, so its node is in no wheel or here.
+        let unlinked = base.locked_wheel(w, NO_EXPIRY, |wheel| unsafe { wheel.take(r) });
         l.state.set_wheel(0);
         unlinked
             .map(drop)
@@ -625,13 +613,7 @@ impl Core {
         // checked under its lock below.
         let timer: &Timer<Itimer> = unsafe { timer.as_ref() };
         let delivered = timer.lock_visible(|mut l| {
-            // Still waiting where it was popped, and not linked again since (`base.rs`). The
-            // order matters: `is_linked` is exact only for a node of base `b`, whose delivery
-            // lock this poll holds.
-            let current = usize::from(l.state.wheel()) == w + 1
-                && usize::from(l.state.base) == b
-                && !l.links().is_linked();
-            if !current {
+            if !popped_here(&l, b, w) {
                 return false;
             }
             l.state.set_wheel(0);
@@ -820,6 +802,16 @@ impl Core {
 /// Puts a locked `Queue` timer's one event on its owner's queue for the arming `seq`, or,
 /// if the event is already queued, makes that entry this arming's (the kernel's "already
 /// pending: nothing" for its preallocated sigqueue). A poisoned queue fails the service.
+/// Whether a timer popped from base `b`'s wheel `w` is still due there (under its lock, with
+/// that base's delivery lock held): it still names that base and wheel, and was not linked
+/// again since (`base.rs`). The order matters: `is_linked` is exact only for a node of base
+/// `b`, whose delivery lock the caller holds.
+pub(crate) fn popped_here(l: &LockedTimer<'_>, b: usize, w: usize) -> bool {
+    usize::from(l.state.wheel()) == w + 1
+        && usize::from(l.state.base) == b
+        && !l.links().is_linked()
+}
+
 /// Tasks waiting on the queue are handed to `wake`, for the caller to wake with no lock held.
 pub(crate) fn enqueue(core: &Core, l: &mut LockedTimer<'_>, seq: u32, wake: impl FnMut(Waker)) {
     l.state.sigqueue_seq = seq;

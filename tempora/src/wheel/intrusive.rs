@@ -196,33 +196,34 @@ impl<L: Locate> NodeWheel<L> {
         <Intrusive<L> as Links>::kept(tick)
     }
 
-    /// Links the object `r` at `tick`, placed as `mode` says.
+    /// Links the object `r` at `tick` as `mode` says, or, if its node is linked (here),
+    /// moves it to `tick` keeping its mode: what an arming does.
     ///
     /// # Safety
-    /// `r` names a live object (see [`Locate`]) whose node is in no wheel, and the object
-    /// stays alive until it is unlinked or popped ([`NodeWheel::run`]).
+    /// `r` names a live object (see [`Locate`]) whose node is in no wheel or in this one, and
+    /// the object stays alive until it is unlinked or popped ([`NodeWheel::run`]).
     #[inline]
-    pub(crate) unsafe fn link(&mut self, r: usize, tick: u64, mode: Mode) {
-        self.core.link(r, tick, mode);
+    pub(crate) unsafe fn set(&mut self, r: usize, tick: u64, mode: Mode) {
+        // SAFETY: the caller's promise; under `&mut self` (the wheel's lock) `is_linked` is
+        // exact for a node of this wheel.
+        if unsafe { L::node(r) }.is_linked() {
+            self.core.reschedule(r, tick);
+        } else {
+            self.core.link(r, tick, mode);
+        }
     }
 
-    /// Takes the object `r` out of this wheel.
+    /// Takes the object `r` out of this wheel if its node is linked (a popped node is not):
+    /// what a disarm does.
     ///
     /// # Safety
-    /// `r`'s node is linked in this wheel.
+    /// `r` names a live object whose node is in no wheel or in this one.
     #[inline]
-    pub(crate) unsafe fn unlink(&mut self, r: usize) {
-        self.core.unlink(r);
-    }
-
-    /// Moves the object `r` to `tick`, keeping its mode (an unlink and a link, or nothing
-    /// but the tick when it stays at the front of the same bucket).
-    ///
-    /// # Safety
-    /// `r`'s node is linked in this wheel.
-    #[inline]
-    pub(crate) unsafe fn reschedule(&mut self, r: usize, tick: u64) {
-        self.core.reschedule(r, tick);
+    pub(crate) unsafe fn take(&mut self, r: usize) {
+        // SAFETY: as in `set`.
+        if unsafe { L::node(r) }.is_linked() {
+            self.core.unlink(r);
+        }
     }
 
     /// Pops the objects due by tick `now`, handing each (unlinked) to `f`, visiting at most
