@@ -154,24 +154,16 @@ impl<S: Service> Owner<S> {
     }
 
     /// Starts loading what a create or lookup of `id` will read, for a caller that knows the
-    /// IDs it will use well ahead (a restore): at `stage` 0 the hash bucket; at any other
-    /// stage the first timer of its chain (the caller spaces the stages so that the bucket is
-    /// in cache by then). A hint: it reads the bucket head without a lock and changes nothing.
-    pub(crate) fn prefetch(&self, id: i32, stage: u8) {
+    /// IDs it will use well ahead (a restore): the hash bucket, or (`chain`) the first timer
+    /// of its chain, once the bucket should be in cache. A hint: it changes nothing.
+    pub(crate) fn prefetch(&self, id: i32, chain: bool) {
         let guard = epoch::pin();
-        let hash = table::hash(self.inner.shared.salt, self.inner.key, id);
-        let t = self.inner.shared.tables.current(&guard);
-        let b = &t.buckets[t.index(hash)];
-        if stage == 0 {
-            crate::sync::prefetch(b as *const table::Bucket as usize);
-            return;
-        }
-        // Relaxed: a hint; the create reads the chain under the bucket lock. A MOVED head
-        // has the NULLS bit set, as a nulls marker has: neither is followed.
-        let head = b.head.load(Ordering::Relaxed) & !table::LOCKED;
-        if head != 0 && head & table::NULLS == 0 {
-            crate::sync::prefetch(head);
-        }
+        let hash = self.inner.hash(TimerId(id));
+        self.inner
+            .shared
+            .tables
+            .current(&guard)
+            .prefetch(hash, chain);
     }
 
     /// Runs `f` on timer `id` with its lock held.
