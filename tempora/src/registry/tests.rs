@@ -126,6 +126,16 @@ impl TestBuilder {
     }
 }
 
+/// A registry that starts with 16 buckets and grows past `max_load` timers per bucket: small
+/// enough for a test to make it grow.
+fn small_registry(max_load: usize) -> Registry {
+    Registry::builder()
+        .initial_buckets(16)
+        .max_load(max_load)
+        .build()
+        .unwrap()
+}
+
 impl Registry {
     fn builder() -> TestBuilder {
         TestBuilder(Builder::default())
@@ -413,11 +423,7 @@ fn listing_during_concurrent_create_and_delete() {
 
 #[test]
 fn table_grows_incrementally_and_lookups_stay_exact() {
-    let r = Registry::builder()
-        .initial_buckets(16)
-        .max_load(2)
-        .build()
-        .unwrap();
+    let r = small_registry(2);
     let o = r.owner(Hooks::default());
     let mut live = BTreeSet::new();
     let mut dead = BTreeSet::new();
@@ -450,11 +456,7 @@ fn table_grows_incrementally_and_lookups_stay_exact() {
 /// threads that each create fewer than 16 timers must still grow the table.
 #[test]
 fn the_table_grows_when_each_thread_creates_only_a_few_timers() {
-    let r = Registry::builder()
-        .initial_buckets(16)
-        .max_load(1)
-        .build()
-        .unwrap();
+    let r = small_registry(1);
     let o = r.owner(Hooks::default());
     let threads = 40;
     // All alive at once, so that each has a thread index (a count stripe) of its own.
@@ -562,11 +564,7 @@ fn builder_rejects_bad_settings() {
 #[test]
 fn stress_delete_racing_lookup_never_returns_another_timer() {
     const IDS: i32 = 512;
-    let r = Registry::builder()
-        .initial_buckets(16)
-        .max_load(1)
-        .build()
-        .unwrap();
+    let r = small_registry(1);
     let o = r.owner(Hooks::default());
     o.set_restore_ids(true);
     for i in 0..IDS {
@@ -718,11 +716,7 @@ fn handles_are_send_and_sync() {
 fn stress_lookups_racing_table_growth_read_no_freed_table() {
     let iterations = if cfg!(debug_assertions) { 30 } else { 200 };
     for _ in 0..iterations {
-        let r = Registry::builder()
-            .initial_buckets(16)
-            .max_load(1)
-            .build()
-            .unwrap();
+        let r = small_registry(1);
         let watched = r.owner(Hooks::default());
         let ids: Vec<TimerId> = (0..64).map(|_| mono(&watched).unwrap()).collect();
         for t in &ids {

@@ -374,6 +374,38 @@ impl ClockSource for CoarseIsExact {
     }
 }
 
+impl CoarseIsExact {
+    /// A service on this clock, at an arbitrary phase, and the clock.
+    fn timers() -> (ManualClock, Timers) {
+        let clock = ManualClock::new();
+        clock.advance(Duration::from_nanos(1_234_567));
+        let timers = Timers::builder()
+            .clock(CoarseIsExact(clock.clone()))
+            .build()
+            .unwrap();
+        (clock, timers)
+    }
+}
+
+/// A one-shot value for an arming at `t` whose coarse-armed expiry (`t + LAG + value`) lands
+/// 1 µs past a boundary of `Slack(33 ms)`'s granule with the whole slack as room (`8^5`
+/// ticks): the worst case for a placement that forgets the lag.
+fn worst_coarse_value(t: u64) -> u64 {
+    const G: u64 = 32_768 * TICK;
+    ((t + LAG).div_ceil(G) + 30) * G + TICK - (t + LAG)
+}
+
+/// Sleeps to each next deadline and polls, as a driver would, until nothing is armed; `f`
+/// after each poll.
+fn run_out(clock: &ManualClock, timers: &Timers, mut f: impl FnMut()) {
+    while let Some(d) = timers.next_deadline() {
+        let now = clock.now(ClockId::Monotonic);
+        clock.advance(Duration::from_nanos(d.saturating_sub(now)));
+        timers.poll();
+        f();
+    }
+}
+
 /// A one-shot slack timer armed from a coarse reading (its expiry up to the lag late) and
 /// then placed again with the same expiry, by a precision change or by a re-arm to a later
 /// time (left in place, met early, placed again by the poll): each placement must keep the
@@ -381,15 +413,9 @@ impl ClockSource for CoarseIsExact {
 /// it fired 36.8 ms after its expiry with a 33 ms slack.
 #[test]
 fn a_coarse_armed_slack_timer_placed_again_keeps_within_its_slack() {
-    const G: u64 = 32_768 * TICK; // the slack's granule with the whole slack as room
     let slack = 33 * MS;
     for how in ["set_precision", "rearm later"] {
-        let clock = ManualClock::new();
-        clock.advance(Duration::from_nanos(1_234_567));
-        let timers = Timers::builder()
-            .clock(CoarseIsExact(clock.clone()))
-            .build()
-            .unwrap();
+        let (clock, timers) = CoarseIsExact::timers();
         let owner = timers.owner();
         let fired = Arc::new(Mutex::new(Vec::new()));
         let (f2, c2) = (fired.clone(), clock.clone());
@@ -402,9 +428,7 @@ fn a_coarse_armed_slack_timer_placed_again_keeps_within_its_slack() {
         let p = Precision::Slack(Duration::from_nanos(slack));
         owner.set_precision(id, p).unwrap();
         let t = clock.now(ClockId::Monotonic);
-        // The coarse-armed expiry (t + LAG + value) lands 1 µs past a granule boundary: the
-        // worst case for a placement with the whole slack.
-        let value = ((t + LAG).div_ceil(G) + 30) * G + TICK - (t + LAG);
+        let value = worst_coarse_value(t);
         let arm = |v: u64| {
             owner
                 .settime(
@@ -415,21 +439,16 @@ fn a_coarse_armed_slack_timer_placed_again_keeps_within_its_slack() {
                 )
                 .unwrap()
         };
-        let due = if how == "set_precision" {
+        if how == "set_precision" {
             arm(value);
             owner.set_precision(id, p).unwrap();
-            t + value
         } else {
             // Armed earlier first, so that the re-arm is to a later time.
             arm(value - 10 * MS);
             arm(value);
-            t + value
-        };
-        while let Some(d) = timers.next_deadline() {
-            let now = clock.now(ClockId::Monotonic);
-            clock.advance(Duration::from_nanos(d.saturating_sub(now)));
-            timers.poll();
         }
+        let due = t + value;
+        run_out(&clock, &timers, || {});
         let fired = fired.lock().unwrap();
         assert_eq!(fired.len(), 1, "{how}");
         assert!(fired[0] >= due, "{how}: early");
@@ -447,20 +466,14 @@ fn a_coarse_armed_slack_timer_placed_again_keeps_within_its_slack() {
 /// from a coarse reading, so a restored one-shot keeps the lag out of its slack anyway.
 #[test]
 fn a_restored_coarse_armed_slack_timer_keeps_within_its_slack() {
-    const G: u64 = 32_768 * TICK;
     let slack = 33 * MS;
-    let clock = ManualClock::new();
-    clock.advance(Duration::from_nanos(1_234_567));
-    let timers = Timers::builder()
-        .clock(CoarseIsExact(clock.clone()))
-        .build()
-        .unwrap();
+    let (clock, timers) = CoarseIsExact::timers();
     let old = timers.owner();
     let id = old.create(ClockId::Monotonic, Notify::Queue).unwrap();
     old.set_precision(id, Precision::Slack(Duration::from_nanos(slack)))
         .unwrap();
     let t = clock.now(ClockId::Monotonic);
-    let value = ((t + LAG).div_ceil(G) + 30) * G + TICK - (t + LAG);
+    let value = worst_coarse_value(t);
     old.settime(
         id,
         SetFlags::RELATIVE,
@@ -474,14 +487,11 @@ fn a_restored_coarse_armed_slack_timer_keeps_within_its_slack() {
     new.restore(&snap, |_| None).unwrap();
     let due = t + value;
     let mut fired = Vec::new();
-    while let Some(d) = timers.next_deadline() {
-        let now = clock.now(ClockId::Monotonic);
-        clock.advance(Duration::from_nanos(d.saturating_sub(now)));
-        timers.poll();
+    run_out(&clock, &timers, || {
         while new.try_recv().is_some() {
             fired.push(clock.now(ClockId::Monotonic));
         }
-    }
+    });
     assert_eq!(fired.len(), 1);
     assert!(fired[0] >= due, "early");
     let late = fired[0] - due;
@@ -502,12 +512,7 @@ fn a_restored_coarse_armed_slack_timer_keeps_within_its_slack() {
 /// clock.
 #[test]
 fn a_periodic_slack_timer_keeps_within_its_slack_every_period() {
-    let clock = ManualClock::new();
-    clock.advance(Duration::from_nanos(1_234_567)); // an arbitrary phase
-    let timers = Timers::builder()
-        .clock(CoarseIsExact(clock.clone()))
-        .build()
-        .unwrap();
+    let (clock, timers) = CoarseIsExact::timers();
     let owner = timers.owner();
     let fired = Arc::new(Mutex::new(Vec::new()));
     let (f2, c2) = (fired.clone(), clock.clone());
