@@ -806,6 +806,7 @@ impl Core {
 /// that base's delivery lock held): it still names that base and wheel, and was not linked
 /// again since (`base.rs`). The order matters: `is_linked` is exact only for a node of base
 /// `b`, whose delivery lock the caller holds.
+#[inline]
 pub(crate) fn popped_here(l: &LockedTimer<'_>, b: usize, w: usize) -> bool {
     usize::from(l.state.wheel()) == w + 1
         && usize::from(l.state.base) == b
