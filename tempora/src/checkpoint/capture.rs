@@ -6,6 +6,7 @@ use crate::clock::ClockId;
 use crate::sync::Ordering;
 use crate::timers::object::{callback_of, CallbackCell};
 use crate::timers::{NotifyKind, Owner, Precision};
+use std::borrow::Cow;
 
 impl Owner {
     /// A snapshot of the owner's logical state (see [`crate::checkpoint`] for what it holds and
@@ -35,10 +36,12 @@ impl Owner {
             let st = &*l.state;
             let kind = st.notify();
             let name = match (kind, callback_of(&l)) {
-                (NotifyKind::None, _) => NOTIFY_NONE,
-                (NotifyKind::Queue, _) => NOTIFY_QUEUE,
-                (NotifyKind::Callback, Some(CallbackCell { name: Some(n), .. })) => n,
-                (NotifyKind::Callback, _) => "callback",
+                (NotifyKind::None, _) => Cow::Borrowed(NOTIFY_NONE),
+                (NotifyKind::Queue, _) => Cow::Borrowed(NOTIFY_QUEUE),
+                (NotifyKind::Callback, Some(CallbackCell { name: Some(n), .. })) => {
+                    Cow::Owned(n.to_string())
+                }
+                (NotifyKind::Callback, _) => Cow::Borrowed("callback"),
             };
             let status = st.status();
             let expiry_clock = st.expiry_clock();
@@ -56,7 +59,7 @@ impl Owner {
             timers.push(TimerRecord {
                 id: l.id(),
                 clock: st.clock(),
-                notify: name.to_string(),
+                notify: name,
                 status,
                 pending: st.event_pending(),
                 expiry,

@@ -1,12 +1,15 @@
 //! The binary format of a [`Snapshot`] (the module doc of [`super`] has the table): encoding,
 //! the bounds-checked decoder, and files.
 
-use super::{corrupt, Expiry, Snapshot, TimerRecord, MAGIC, MAX_PAYLOAD, VERSION};
+use super::{
+    corrupt, Expiry, Snapshot, TimerRecord, MAGIC, MAX_PAYLOAD, NOTIFY_NONE, NOTIFY_QUEUE, VERSION,
+};
 use crate::clock::ClockId;
 use crate::error::Error;
 use crate::timers::types::{slack_ns, slack_of_ns};
 use crate::timers::Precision;
 use crate::timers::{Status, TimerId};
+use std::borrow::Cow;
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -456,9 +459,12 @@ impl<'a> Reader<'a> {
         let overrun = self.i64()?;
         let overrun_last = self.i32()?;
         let name_len = self.u16()? as usize;
-        let name = std::str::from_utf8(self.take(name_len)?)
-            .map_err(|_| corrupt("notification name is not UTF-8"))?
-            .to_string();
+        let name = match std::str::from_utf8(self.take(name_len)?) {
+            Ok(NOTIFY_NONE) => Cow::Borrowed(NOTIFY_NONE),
+            Ok(NOTIFY_QUEUE) => Cow::Borrowed(NOTIFY_QUEUE),
+            Ok(name) => Cow::Owned(name.to_string()),
+            Err(_) => return Err(corrupt("notification name is not UTF-8")),
+        };
         // Minor version 1; a record of version 1.0 has none: the owner's default.
         let precision = self
             .tail_u64()?

@@ -82,6 +82,7 @@ mod tests;
 use crate::clock::ClockId;
 use crate::error::Error;
 use crate::timers::{Status, TimerId};
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 /// The magic at the start of every snapshot.
@@ -128,8 +129,10 @@ pub struct TimerRecord {
     pub id: TimerId,
     /// The clock it was created on.
     pub clock: ClockId,
-    /// Its notification's name: `none`, `queue`, or a callback's name.
-    pub notify: String,
+    /// Its notification's name: `none`, `queue`, or a callback's name. A `Cow` so that the
+    /// common names cost no allocation per timer in a checkpoint or a decode: `none` and
+    /// `queue` are borrowed ([`NOTIFY_NONE`], [`NOTIFY_QUEUE`]), a callback's name owned.
+    pub notify: Cow<'static, str>,
     /// Armed, disarmed, or waiting for its event to be consumed.
     pub status: Status,
     /// Whether its event is pending on the owner's queue.

@@ -34,56 +34,68 @@ impl Owner {
             return Err(Error::IdInUse);
         }
         snapshot.validate()?;
-        let mut plan = Vec::with_capacity(snapshot.timers.len());
+        // Each record's notification, checked before anything is made. Only mapped names are
+        // kept (in record order); `none` and `queue` need nothing.
+        let notification = |rec: &TimerRecord| match &*rec.notify {
+            NOTIFY_NONE => Ok(None),
+            NOTIFY_QUEUE => Ok(None),
+            name => notify(name)
+                .map(Some)
+                .ok_or_else(|| Error::UnknownNotify(name.into())),
+        };
+        let mut mapped = Vec::new();
         for rec in &snapshot.timers {
-            let n = match rec.notify.as_str() {
-                NOTIFY_NONE => Notify::None,
-                NOTIFY_QUEUE => Notify::Queue,
-                name => notify(name).ok_or_else(|| Error::UnknownNotify(name.into()))?,
-            };
-            plan.push((rec, n));
+            mapped.extend(notification(rec)?);
         }
+        let mut mapped = mapped.into_iter();
         let (counter, mode, slack) = (self.reg.counter(), self.restore_ids(), self.default_slack());
         self.set_restore_ids(true);
         // Before the timers: those of `Default` precision are armed with it.
         self.set_default_slack(snapshot.default_slack);
         let core = self.core();
         let now = core.now_all();
-        let mut made = Vec::with_capacity(plan.len());
         // Tasks waiting on this owner's queue, woken once no lock is held.
         let mut wake = Vec::new();
-        // Exact-ID creates read a bucket and walk its chain (the uniqueness check): at a
-        // million timers each read is a cache miss. The IDs are known ahead, so while this
-        // create runs, the bucket of the create `2 * STEP` records on and the first chain
-        // member of the one `STEP` on are loaded. (Loading the second member too, `3 * STEP`
-        // ahead, measured slower at 100k timers and no faster at 1M.)
-        const STEP: usize = 8;
-        // `plan` is in the snapshot's order.
-        let ahead = |i: usize| snapshot.timers.get(i).map(|rec| rec.id.get());
-        for (i, (rec, n)) in plan.into_iter().enumerate() {
-            if let Some(id) = ahead(i + 2 * STEP) {
-                self.reg.prefetch(id, false);
-            }
-            if let Some(id) = ahead(i + STEP) {
-                self.reg.prefetch(id, true);
-            }
-            let mut set =
-                |mut l: LockedTimer<'_>| restore_state(core, &mut l, rec, &now, &mut wake);
-            let created = self.create_then(Some(rec.id.get()), rec.clock, n, Some(&mut set));
-            match created {
-                Ok(_) => made.push(rec.id),
-                Err(e) => {
-                    for &id in &made {
-                        let _ = self.delete(id);
-                    }
-                    self.reg.set_counter(counter);
-                    self.set_restore_ids(mode);
-                    self.set_default_slack(slack);
-                    core.flush_halt();
-                    wake.into_iter().for_each(Waker::wake);
-                    return Err(e);
+        // Other creates in this owner wait until the timers are made. An owner that held no
+        // timer as the section began holds none but the snapshot's (whose IDs `validate`
+        // found distinct), so the exact-ID creates skip the chain walk for their ID
+        // (`registry::Owner::exclusive`); their buckets are then all they read of the table,
+        // and the IDs are known ahead, so the bucket of the create `AHEAD` records on is
+        // loaded while this one runs.
+        const AHEAD: usize = 16;
+        let records = &snapshot.timers;
+        // The records made before a create failed, and its error.
+        let failed = self.reg.exclusive(|ex| {
+            for (i, rec) in records.iter().enumerate() {
+                if let Some(next) = records.get(i + AHEAD) {
+                    ex.prefetch(next.id.get());
+                }
+                let n = match &*rec.notify {
+                    NOTIFY_NONE => Notify::None,
+                    NOTIFY_QUEUE => Notify::Queue,
+                    _ => mapped.next().expect("one per mapped name"),
+                };
+                let mut set =
+                    |mut l: LockedTimer<'_>| restore_state(core, &mut l, rec, &now, &mut wake);
+                let id = rec.id.get();
+                if let Err(e) =
+                    self.create_via(rec.clock, n, |init| ex.create(id, init, Some(&mut set)))
+                {
+                    return Some((i, e));
                 }
             }
+            None
+        });
+        if let Some((made, e)) = failed {
+            for rec in &records[..made] {
+                let _ = self.delete(rec.id);
+            }
+            self.reg.set_counter(counter);
+            self.set_restore_ids(mode);
+            self.set_default_slack(slack);
+            core.flush_halt();
+            wake.into_iter().for_each(Waker::wake);
+            return Err(e);
         }
         self.reg.set_counter(snapshot.counter);
         self.set_restore_ids(snapshot.restore_ids);

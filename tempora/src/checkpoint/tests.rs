@@ -679,7 +679,7 @@ fn long_and_multibyte_names_encode_exactly_or_are_refused() {
         ] {
             let name: String = unit.repeat(len.div_ceil(unit.len()));
             let mut snap = sample();
-            snap.timers[2].notify = name.clone();
+            snap.timers[2].notify = name.clone().into();
             match encoded(&snap) {
                 Ok(bytes) => {
                     let back = Snapshot::decode(&bytes).unwrap_or_else(|e| {
@@ -849,7 +849,7 @@ fn save_to_refuses_an_unencodable_snapshot_and_writes_nothing() {
     let dir = std::env::temp_dir().join(format!("tempora-ckpt-long-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut snap = sample();
-    snap.timers[2].notify = "é".repeat(MAX_NAME);
+    snap.timers[2].notify = "é".repeat(MAX_NAME).into();
     let e = snap.save_to(dir.join("owner.ckpt")).unwrap_err();
     assert!(
         matches!(e, Error::CorruptSnapshot(ref m) if m.contains("name")),
@@ -1089,5 +1089,57 @@ fn every_stored_enum_maps_to_its_documented_value() {
             expiry_from_disk(kind, 0, 0),
             Err(Error::CorruptSnapshot(format!("expiry kind {kind}")))
         );
+    }
+}
+
+/// A restore racing another thread's creates in the same owner: no two timers share an ID,
+/// a restore that succeeds has every snapshot ID, and one that fails (the owner was not
+/// empty) leaves only the other thread's timers. The restore's exact-ID creates skip the
+/// uniqueness walk while other creates wait (`registry::Owner::exclusive`). The snapshot's
+/// records go from the highest ID down and the other thread starts once the restore has made
+/// a timer, so without the wait its counter IDs (0, 1, ...) are ones the restore makes again
+/// later.
+#[test]
+fn a_restore_racing_creates_in_its_owner_leaves_every_id_unique() {
+    let clock = ManualClock::new();
+    let timers = service(&clock);
+    let src = timers.owner();
+    src.set_restore_ids(true);
+    for i in 0..2000 {
+        src.create_with_id(i, ClockId::Monotonic, Notify::None)
+            .unwrap();
+    }
+    let mut snap = src.checkpoint();
+    snap.timers.reverse();
+    let wanted: std::collections::BTreeSet<i32> = (0..2000).collect();
+    for _ in 0..20 {
+        let target = timers.owner();
+        let (restored, theirs) = std::thread::scope(|s| {
+            let other = s.spawn(|| {
+                while target.timers().is_empty() {
+                    std::hint::spin_loop();
+                }
+                (0..50)
+                    .map(|_| target.create(ClockId::Monotonic, Notify::None).unwrap())
+                    .map(|t| t.get())
+                    .collect::<Vec<_>>()
+            });
+            let restored = target.restore(&snap, |_| None);
+            (restored, other.join().unwrap())
+        });
+        let ids: Vec<i32> = target.timers().iter().map(|t| t.id.get()).collect();
+        let unique: std::collections::BTreeSet<i32> = ids.iter().copied().collect();
+        assert_eq!(unique.len(), ids.len(), "two timers share an ID");
+        match restored {
+            Ok(()) => {
+                assert!(wanted.is_subset(&unique));
+                assert_eq!(ids.len(), wanted.len() + theirs.len());
+            }
+            Err(Error::IdInUse) => {
+                let theirs: std::collections::BTreeSet<i32> = theirs.into_iter().collect();
+                assert_eq!(unique, theirs, "a failed restore keeps nothing of its own");
+            }
+            Err(e) => panic!("restore: {e}"),
+        }
     }
 }

@@ -84,6 +84,8 @@ struct OwnerInner<S: Service> {
     shared: Arc<Shared<S>>,
     ids: Ids,
     dead: AtomicBool,
+    /// Set while an [`Exclusive`] section runs: other creates in the owner wait until it ends.
+    exclusive: AtomicBool,
     /// Set by a teardown that met a poisoned lock (a panic inside a shard's or a timer's
     /// critical section): a timer may still be hashed or named by the service, so the owner's
     /// slot pages are never recycled (they leak, rather than be reused under a reference that
@@ -106,6 +108,7 @@ impl<S: Service> Owner<S> {
                 shared: shared.clone(),
                 ids: Ids::new(shared.id_mask),
                 dead: AtomicBool::new(false),
+                exclusive: AtomicBool::new(false),
                 poisoned: AtomicBool::new(false),
                 slots: Slots::new(),
                 shards: (0..shared.shards)
@@ -153,17 +156,72 @@ impl<S: Service> Owner<S> {
         self.inner.delete(id)
     }
 
-    /// Starts loading what a create or lookup of `id` will read, for a caller that knows the
-    /// IDs it will use well ahead (a restore): the hash bucket, or (`chain`) the first timer
-    /// of its chain, once the bucket should be in cache. A hint: it changes nothing.
-    pub(crate) fn prefetch(&self, id: i32, chain: bool) {
-        let guard = epoch::pin();
-        let hash = self.inner.hash(TimerId(id));
-        self.inner
-            .shared
-            .tables
-            .current(&guard)
-            .prefetch(hash, chain);
+    /// Runs `f` with every other create in this owner held off: creates by other threads wait
+    /// (spinning, then yielding) until `f` returns, and `f` creates through the [`Exclusive`]
+    /// it is given. Deletes, lookups and teardown are not held off. A restore runs in one: if
+    /// the owner holds no timer when the section starts (none hashed, in any state), no ID
+    /// can be taken but by the section's own creates, so its exact-ID creates skip the walk of
+    /// their chain (at a million timers, a cache miss per chain member).
+    ///
+    /// Sections of one owner run one after the other. `f` must not create through the owner
+    /// itself, which would wait for its own section.
+    pub(crate) fn exclusive<R>(&self, f: impl FnOnce(&mut Exclusive<'_, S>) -> R) -> R {
+        let inner = &*self.inner;
+        // Why no create of another thread can run while `alone` holds, by store buffering as
+        // in `teardown`:
+        //
+        //   the section                           a create in this owner
+        //   (A') exclusive: false -> true         (C) shards[i]: null -> new shard
+        //   (B') shards[i].load(): null? else     (D') lock it; exclusive.load()?
+        //        lock it, read `live`, unlock
+        //
+        // If (B') reads null, the creator's (D') comes later in the SeqCst order and reads
+        // true. Otherwise (B') takes shard i's lock: a create holding it has finished (its
+        // slot is counted in `live`), and a later holder reads true at (D') and waits. So
+        // once every shard was read, no slot of the owner is taken but by the section; deletes
+        // only lower the counts. A sum of 0 means no timer of the owner is hashed.
+        let mut spins = 0;
+        // SeqCst: (A').
+        while inner
+            .exclusive
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed)
+            .is_err()
+        {
+            crate::sync::backoff(&mut spins);
+        }
+        // Clears the flag however `f` ends, unwinding included.
+        struct Open<'a>(&'a AtomicBool);
+        impl Drop for Open<'_> {
+            fn drop(&mut self) {
+                // Release: a waiting creator that reads false sees the section's timers.
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _open = Open(&inner.exclusive);
+        let mut live = 0u64;
+        let mut readable = true;
+        for p in inner.shards.iter() {
+            // SeqCst: (B').
+            let p = p.load(Ordering::SeqCst);
+            if p.is_null() {
+                continue;
+            }
+            // SAFETY: installed shards live as long as the owner.
+            let shard = unsafe { &*p };
+            match shard.locked(|st| st.live) {
+                Ok(n) => live += u64::from(n),
+                // A create panicked in it: what it left is unknown, so walk as usual.
+                Err(Poisoned) => readable = false,
+            }
+        }
+        let mut ex = Exclusive {
+            owner: inner,
+            alone: readable && live == 0,
+            guard: epoch::pin(),
+            thread: thread_index(),
+            creates: 0,
+        };
+        f(&mut ex)
     }
 
     /// Runs `f` on timer `id` with its lock held.
@@ -336,27 +394,33 @@ impl<S: Service> OwnerInner<S> {
         init: S::Init,
         then: Option<Then<'_, S>>,
     ) -> Result<TimerId, Error> {
-        let shared = &*self.shared;
         // Validate before allocating anything (Linux e0fd4d42e27f fixed a leak here).
         if let Some(id) = requested {
-            if !self.ids.restoring() {
-                return Err(Error::NotRestoring);
-            }
-            if id < 0 || id as u32 > shared.id_mask {
-                return Err(Error::InvalidId);
-            }
+            self.check_requested(id)?;
         }
         let guard = epoch::pin();
         let thread = thread_index();
         let (home, shard) = self.shard(thread);
-        let (id, table, timer) = shard
-            .locked(|st| self.create_locked(st, home, requested, init, &guard))
-            .map_err(|_| Error::Poisoned(SHARD_POISONED))??;
-        let created = shared.count.created(thread);
-        shared
-            .tables
-            .maybe_grow(table, created, || shared.count.sum(), &guard);
-        shared.tables.help_resize::<S>(&guard);
+        let mut init = Some(init);
+        let mut spins = 0;
+        let (id, table, timer) = loop {
+            let made = shard
+                .locked(|st| {
+                    // SeqCst: (D') in `Owner::exclusive`'s argument.
+                    if self.exclusive.load(Ordering::SeqCst) {
+                        return None;
+                    }
+                    let init = init.take().expect("taken once");
+                    Some(self.create_locked(st, home, requested, init, true, &guard))
+                })
+                .map_err(|_| Error::Poisoned(SHARD_POISONED))?;
+            match made {
+                Some(made) => break made?,
+                // An exclusive section (a restore) runs in this owner: wait for its end.
+                None => crate::sync::backoff(&mut spins),
+            }
+        };
+        self.after_create(thread, table, &guard);
         if let Some(then) = then {
             // The slot stays a timer object while the owner lives; `lock_if` checks it still
             // holds this timer.
@@ -367,13 +431,39 @@ impl<S: Service> OwnerInner<S> {
         Ok(id)
     }
 
-    /// The body of `create`, with the shard lock held.
+    /// What follows every insert: the growth check and a share of a resize in progress.
+    #[inline]
+    fn after_create(&self, thread: usize, table: &Table, guard: &Guard) {
+        let shared = &*self.shared;
+        let created = shared.count.created(thread);
+        shared
+            .tables
+            .maybe_grow(table, created, || shared.count.sum(), guard);
+        shared.tables.help_resize::<S>(guard);
+    }
+
+    /// Whether an exact-ID create of `id` may go ahead (before anything is allocated).
+    #[inline]
+    fn check_requested(&self, id: i32) -> Result<(), Error> {
+        if !self.ids.restoring() {
+            return Err(Error::NotRestoring);
+        }
+        if id < 0 || id as u32 > self.shared.id_mask {
+            return Err(Error::InvalidId);
+        }
+        Ok(())
+    }
+
+    /// The body of `create`, with the shard lock held. `check` false: a requested ID is known
+    /// to be free (an [`Exclusive`] section of an owner that had no timer), so its chain is
+    /// not walked, and the counter is left for the section's caller to set.
     fn create_locked<'s, 'g>(
         &'s self,
         st: &mut ShardState,
         home: u16,
         requested: Option<i32>,
         init: S::Init,
+        check: bool,
         guard: &'g Guard,
     ) -> Result<(TimerId, &'g Table, &'s Timer<S>), Error> {
         let shared = &*self.shared;
@@ -419,7 +509,10 @@ impl<S: Service> OwnerInner<S> {
             // A creator that takes the lock first inserts first, and the exact-ID create or
             // wrapped candidate that comes later always walks the chain and finds it. So
             // "two timers with one ID" is impossible.
-            let maybe_taken = requested.is_some() || self.ids.maybe_reused();
+            let maybe_taken = match requested {
+                Some(_) => check,
+                None => self.ids.maybe_reused(),
+            };
             if maybe_taken && t.taken::<S>(head, self.key, id) {
                 t.buckets[idx].unlock(head);
                 if requested.is_some() {
@@ -431,7 +524,7 @@ impl<S: Service> OwnerInner<S> {
             t.link_and_unlock(idx, head, timer, hash);
             break (id, t);
         };
-        if requested.is_some() {
+        if requested.is_some() && check {
             // Linux sets (not maxes) the counter at hash-insert time.
             self.ids.set_counter((id as u32).wrapping_add(1));
         }
@@ -458,6 +551,7 @@ impl<S: Service> OwnerInner<S> {
             let index = st.free_head;
             let timer = self.slots.get(index, guard);
             st.free_head = timer.hot.free_next.load(Ordering::Relaxed);
+            st.live += 1;
             return Some((index, timer));
         }
         if st.bump_left == 0 {
@@ -472,6 +566,7 @@ impl<S: Service> OwnerInner<S> {
         // Relaxed: published with the timer by its create, as every field of the slot.
         timer.hot.index.store(index, Ordering::Relaxed);
         timer.hot.home.store(home, Ordering::Relaxed);
+        st.live += 1;
         Some((index, timer))
     }
 
@@ -482,6 +577,7 @@ impl<S: Service> OwnerInner<S> {
         timer.hot.owner.store(0, Ordering::Release);
         timer.hot.free_next.store(st.free_head, Ordering::Relaxed);
         st.free_head = index;
+        st.live -= 1;
     }
 
     /// The hash of this owner's timer `id`.
@@ -685,6 +781,70 @@ impl<S: Service> Drop for OwnerInner<S> {
     }
 }
 
+/// Creates inside [`Owner::exclusive`]: no other create runs in the owner meanwhile.
+pub(crate) struct Exclusive<'a, S: Service> {
+    owner: &'a OwnerInner<S>,
+    /// The owner held no timer when the section started (see `Owner::exclusive`).
+    alone: bool,
+    /// One pin for the section (renewed every `REPIN` creates, so that reclamation goes on),
+    /// instead of a pin, with its full fence, per create and per prefetch.
+    guard: Guard,
+    thread: usize,
+    creates: u32,
+}
+
+impl<S: Service> Exclusive<'_, S> {
+    /// Creates between two renewals of the section's pin.
+    const REPIN: u32 = 1024;
+
+    /// Whether the owner held no timer when the section started: then exact-ID creates do
+    /// not walk their chain, and do not set the ID counter either (the section's caller sets
+    /// it, as a restore does).
+    #[cfg(test)]
+    pub(crate) fn alone(&self) -> bool {
+        self.alone
+    }
+
+    /// `Owner::create` of exactly `id` (restore mode must be on), with its errors; if
+    /// [`Exclusive::alone`], the ID is not looked for (the caller knows it was not created in
+    /// the section already) and the counter is not set.
+    pub(crate) fn create(
+        &mut self,
+        id: i32,
+        init: S::Init,
+        then: Option<Then<'_, S>>,
+    ) -> Result<TimerId, Error> {
+        let owner = self.owner;
+        owner.check_requested(id)?;
+        self.creates = self.creates.wrapping_add(1);
+        if self.creates % Self::REPIN == 0 {
+            self.guard.repin();
+        }
+        let guard = &self.guard;
+        let (home, shard) = owner.shard(self.thread);
+        let check = !self.alone;
+        let (id, table, timer) = shard
+            .locked(|st| owner.create_locked(st, home, Some(id), init, check, guard))
+            .map_err(|_| Error::Poisoned(SHARD_POISONED))??;
+        owner.after_create(self.thread, table, guard);
+        if let Some(then) = then {
+            // As in `OwnerInner::create`.
+            timer
+                .lock_if(visible(owner.key), Some(id.0), then)
+                .map_err(|_| Error::Poisoned(TIMER_POISONED))?;
+        }
+        Ok(id)
+    }
+
+    /// Starts loading the hash bucket a create of `id` will lock, for a caller that knows its
+    /// IDs well ahead (a restore). A hint: it changes nothing.
+    pub(crate) fn prefetch(&self, id: i32) {
+        let hash = self.owner.hash(TimerId(id));
+        let table = self.owner.shared.tables.current(&self.guard);
+        table.prefetch(hash);
+    }
+}
+
 /// A shard's state, covered by its lock.
 #[derive(Debug, Default)]
 pub(crate) struct ShardState {
@@ -695,6 +855,9 @@ pub(crate) struct ShardState {
     pub(crate) bump_block: u32,
     /// The shard's claimed IDs.
     pub(crate) ids: IdBlock,
+    /// Slots of this shard in use: taken off its free list or bump block and not yet given
+    /// back (hashed timers of any state, and a create's slot before it is hashed).
+    pub(crate) live: u32,
 }
 
 /// One shard of an owner.

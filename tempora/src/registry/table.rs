@@ -292,21 +292,10 @@ impl Table {
         }
     }
 
-    /// Starts loading the bucket of `hash`, or (`chain`) the first timer of its chain: a hint
-    /// (`Owner::prefetch`), which follows no MOVED head or nulls marker.
+    /// Starts loading the bucket of `hash`: a hint (`Exclusive::prefetch`).
     #[inline]
-    pub(crate) fn prefetch(&self, hash: u64, chain: bool) {
-        let idx = self.index(hash);
-        let at = if chain {
-            let p = self.first(idx);
-            if p & NULLS != 0 {
-                return;
-            }
-            p
-        } else {
-            &self.buckets[idx] as *const Bucket as usize
-        };
-        crate::sync::prefetch(at);
+    pub(crate) fn prefetch(&self, hash: u64) {
+        crate::sync::prefetch(&self.buckets[self.index(hash)] as *const Bucket as usize);
     }
 
     /// Walks the chain of `hash` looking for the visible timer (owner, id), without locks.

@@ -789,3 +789,108 @@ fn a_near_entry_keeps_tag_and_pointer_in_one_word_and_skips_what_does_not_fit() 
     b.near_remove(0x7f12_3456_7840);
     assert_eq!(b.near[0].load(Ordering::Relaxed), 0);
 }
+
+const NONE_INIT: (ClockId, NotifyKind) = (ClockId::Monotonic, NotifyKind::None);
+
+#[test]
+fn an_exclusive_section_knows_whether_the_owner_holds_a_timer() {
+    let r = Registry::new();
+    let o = r.owner(Hooks::default());
+    let other = r.owner(Hooks::default());
+    o.set_restore_ids(true);
+    assert!(o.exclusive(|ex| ex.alone()), "a new owner");
+    mono(&other).unwrap();
+    assert!(
+        o.exclusive(|ex| ex.alone()),
+        "another owner's timers do not count"
+    );
+    let t = mono(&o).unwrap();
+    assert!(!o.exclusive(|ex| ex.alone()), "a timer of its own");
+    // Not alone: the section's exact-ID creates still look for their ID, and set the counter.
+    assert_eq!(
+        o.exclusive(|ex| ex.create(t.get(), NONE_INIT, None)),
+        Err(Error::IdInUse)
+    );
+    o.exclusive(|ex| ex.create(500, NONE_INIT, None)).unwrap();
+    o.delete(t).unwrap();
+    o.delete(id(500)).unwrap();
+    assert!(o.exclusive(|ex| ex.alone()), "its timers deleted");
+    // Alone: the creates go in unchecked (their IDs distinct), each found by lookups after.
+    let made: Vec<TimerId> = o
+        .exclusive(|ex| {
+            (0..40)
+                .map(|i| ex.create(i * 3, NONE_INIT, None))
+                .collect::<Result<_, _>>()
+        })
+        .unwrap();
+    let listed: BTreeSet<i32> = o.timers().iter().map(|t| t.id.get()).collect();
+    assert_eq!(listed, (0..40).map(|i| i * 3).collect());
+    for t in made {
+        assert_eq!(o.getoverrun(t), Ok(0));
+    }
+    // The errors of an exact-ID create come first.
+    assert_eq!(
+        o.exclusive(|ex| ex.create(-1, NONE_INIT, None)),
+        Err(Error::InvalidId)
+    );
+    o.set_restore_ids(false);
+    assert_eq!(
+        o.exclusive(|ex| ex.create(1, NONE_INIT, None)),
+        Err(Error::NotRestoring)
+    );
+}
+
+/// Creates of other threads wait for an exclusive section to end; without the wait, the
+/// other thread's create ends while the section is still open.
+#[test]
+fn creates_of_other_threads_wait_for_an_exclusive_section() {
+    let r = Registry::new();
+    let o = r.owner(Hooks::default());
+    o.set_restore_ids(true);
+    let open = StdAtomicBool::new(false);
+    let started = StdAtomicBool::new(false);
+    std::thread::scope(|s| {
+        let other = o.exclusive(|ex| {
+            open.store(true, Ordering::SeqCst);
+            let other = s.spawn(|| {
+                started.store(true, Ordering::SeqCst);
+                let t = mono(&o).unwrap();
+                (t, open.load(Ordering::SeqCst))
+            });
+            while !started.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            // The section goes on for a while after the other create began.
+            for i in 0..200 {
+                ex.create(1000 + i, NONE_INIT, None).unwrap();
+                std::thread::yield_now();
+            }
+            open.store(false, Ordering::SeqCst);
+            other
+        });
+        let (t, during) = other.join().unwrap();
+        assert!(
+            !during,
+            "a create ended inside another thread's exclusive section"
+        );
+        assert!(
+            !(1000..1200).contains(&t.get()),
+            "the other create took a section ID"
+        );
+    });
+    assert_eq!(o.timers().len(), 201);
+}
+
+/// An exclusive section ends (its flag cleared) when its closure panics: later creates do
+/// not wait forever.
+#[test]
+fn an_exclusive_section_that_panics_lets_creates_go_on() {
+    let r = Registry::new();
+    let o = r.owner(Hooks::default());
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        o.exclusive(|_| panic!("inside the section"));
+    }));
+    assert!(caught.is_err());
+    let done = std::thread::scope(|s| s.spawn(|| mono(&o)).join().unwrap());
+    assert!(done.is_ok());
+}

@@ -76,6 +76,17 @@ impl Owner {
         notify: Notify,
         then: Option<&mut dyn FnMut(LockedTimer<'_>)>,
     ) -> Result<TimerId, Error> {
+        self.create_via(clock, notify, |init| self.reg.create(requested, init, then))
+    }
+
+    /// The service's side of every create (callback name, group limit, statistics) around
+    /// `create`, the registry's insert of a timer built from the init it is handed.
+    pub(crate) fn create_via(
+        &self,
+        clock: ClockId,
+        notify: Notify,
+        create: impl FnOnce(ItimerInit) -> Result<TimerId, Error>,
+    ) -> Result<TimerId, Error> {
         self.core().check()?;
         if let Notify::NamedCallback(name, _) = &notify {
             if let Some(why) = types::callback_name_error(name) {
@@ -105,7 +116,7 @@ impl Owner {
             tally.add(Counter::Refused, 1);
             return Err(Error::LimitReached(group));
         }
-        let r = self.reg.create(requested, init, then);
+        let r = create(init);
         match r {
             Ok(_) => tally.add(Counter::Created, 1),
             Err(_) => tally.group.uncharge(),
