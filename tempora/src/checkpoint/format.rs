@@ -395,9 +395,6 @@ impl<'a> Reader<'a> {
     fn u32(&mut self) -> Result<u32, Error> {
         Ok(u32::from_le_bytes(self.array()?))
     }
-    fn i32(&mut self) -> Result<i32, Error> {
-        Ok(i32::from_le_bytes(self.array()?))
-    }
     fn u64(&mut self) -> Result<u64, Error> {
         Ok(u64::from_le_bytes(self.array()?))
     }
@@ -409,9 +406,6 @@ impl<'a> Reader<'a> {
         } else {
             Ok(None)
         }
-    }
-    fn i64(&mut self) -> Result<i64, Error> {
-        Ok(i64::from_le_bytes(self.array()?))
     }
     fn u8(&mut self) -> Result<u8, Error> {
         Ok(self.array::<1>()?[0])
@@ -438,27 +432,32 @@ impl<'a> Reader<'a> {
         Ok(Reader::new(self.take(len)?, base))
     }
 
-    fn clock(&mut self) -> Result<ClockId, Error> {
-        let raw = self.i32()?;
-        clock_from_disk(raw).ok_or_else(|| corrupt(format!("clock id {raw} is not supported")))
-    }
-
     fn timer(&mut self) -> Result<TimerRecord, Error> {
-        let raw_id = self.i32()?;
+        // The fixed fields in one bounds check (a record is at least `TIMER_FIELDS` long),
+        // then read at constant offsets.
+        let f = self.array::<TIMER_FIELDS>()?;
+        let i32_at = |at: usize| i32::from_le_bytes([f[at], f[at + 1], f[at + 2], f[at + 3]]);
+        let i64_at = |at: usize| {
+            let mut b = [0; 8];
+            b.copy_from_slice(&f[at..at + 8]);
+            i64::from_le_bytes(b)
+        };
+        let raw_id = i32_at(0);
         let id = TimerId::new(raw_id).ok_or_else(|| corrupt(format!("negative ID {raw_id}")))?;
-        let clock = self.clock()?;
-        let code = self.u8()?;
+        let raw_clock = i32_at(4);
+        let clock = clock_from_disk(raw_clock)
+            .ok_or_else(|| corrupt(format!("clock id {raw_clock} is not supported")))?;
+        let code = f[8];
         let status = status_from_disk(code).ok_or_else(|| corrupt(format!("status {code}")))?;
-        let pending = self.flag("pending")?;
-        let kind = self.u8()?;
-        let expiry_clock = self.i32()?;
-        let ns = self.i64()?;
-        let expiry = expiry_from_disk(kind, expiry_clock, ns)?;
+        let pending = match f[9] {
+            0 => false,
+            1 => true,
+            v => return Err(corrupt(format!("pending is {v}, not 0 or 1"))),
+        };
+        let expiry = expiry_from_disk(f[10], i32_at(11), i64_at(15))?;
         // The rules on values are `check_timer`'s, applied to the whole snapshot by `decode`.
-        let interval = self.i64()?;
-        let overrun = self.i64()?;
-        let overrun_last = self.i32()?;
-        let name_len = self.u16()? as usize;
+        let (interval, overrun, overrun_last) = (i64_at(23), i64_at(31), i32_at(39));
+        let name_len = usize::from(u16::from_le_bytes([f[43], f[44]]));
         let name = match std::str::from_utf8(self.take(name_len)?) {
             Ok(NOTIFY_NONE) => Cow::Borrowed(NOTIFY_NONE),
             Ok(NOTIFY_QUEUE) => Cow::Borrowed(NOTIFY_QUEUE),

@@ -20,6 +20,10 @@ impl Owner {
     /// All or nothing: everything is checked first, and if a create still fails the timers
     /// made so far are deleted and the counter, mode and default slack put back.
     ///
+    /// While the timers are made, creates in this owner by other threads wait until they
+    /// are all made (so none can take an ID the snapshot holds in between). Lookups,
+    /// settimes and deletes do not wait.
+    ///
     /// # Errors
     /// [`Error::UnknownNotify`] for a name `notify` does not map;
     /// [`Error::CorruptSnapshot`] for a snapshot [`Snapshot::validate`] refuses (duplicate IDs,
