@@ -45,8 +45,8 @@
 //!
 //! # Hash
 //!
-//! Keyed by (owner key, ID) with the *run-linear keyed hash* (`table::hash`): runs of 16
-//! consecutive IDs of an owner fill 16 consecutive buckets, runs and owners scatter by two
+//! Keyed by (owner key, ID) with the *run-linear keyed hash* (`table::hash`): runs of 256
+//! consecutive IDs of an owner fill 256 consecutive buckets, runs and owners scatter by two
 //! folded multiplies with a random per-registry salt.
 //!
 //! # IDs

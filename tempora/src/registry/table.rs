@@ -56,8 +56,12 @@ pub(crate) const LARGE_FREE_BYTES: usize = 16 << 20;
 /// Old buckets a create or delete splits while a resize is in progress.
 pub(crate) const MIGRATE_BATCH: usize = 8;
 
-/// Consecutive timer IDs of one owner that land in consecutive buckets (see [`hash`]).
-pub(crate) const RUN_BITS: u32 = 4;
+/// `2^RUN_BITS` consecutive timer IDs of one owner land in consecutive buckets (see
+/// [`hash`]): 256 IDs, an 8 KiB stretch of buckets. Runs of 16 (512 bytes) left a sweep
+/// over a million IDs with a fresh random stretch every 16 lookups, most of whose lines
+/// missed before the hardware prefetcher caught the stream (BENCHMARKS.md, "Design
+/// measurements").
+pub(crate) const RUN_BITS: u32 = 8;
 
 /// The nulls marker ending chain `idx` of a table of `2^bits` buckets.
 #[inline]
@@ -78,20 +82,22 @@ fn splitmix64(mut z: u64) -> u64 {
 ///
 /// The owner key (spread by a multiply with the golden-ratio constant), the ID's run number
 /// (`id >> RUN_BITS`) and the registry's random salt are combined and put through the
-/// [`splitmix64`] finalizer; the ID's low `RUN_BITS` bits are then *added*. So the 16
-/// consecutive IDs of a run fall into 16 consecutive buckets from a random start (one 512-byte stretch of the table:
-/// a create-then-lookup sweep over an owner's IDs, the seed suite's Tests 1-3 (BENCHMARKS.md) and the common case of
-/// IDs handed out in order, walks the table sequentially and the hardware prefetcher hides the
-/// misses), while distinct runs, owners and strides (the seed suite's sparse restore case: IDs 512
-/// apart) scatter uniformly. The salt is drawn per registry, so a caller who picks IDs
+/// [`splitmix64`] finalizer; the ID's low `RUN_BITS` bits are then *added*. So the 256
+/// consecutive IDs of a run fall into 256 consecutive buckets from a random start (an 8 KiB
+/// stretch of the table: a sweep over an owner's IDs in order, such as the seed suite's
+/// Tests 1-3, the service suite's settime and gettime cases (BENCHMARKS.md) and a restore,
+/// walks the table sequentially and the hardware prefetcher hides the misses), while
+/// distinct runs, owners and strides (the seed suite's sparse restore case: IDs 512 apart)
+/// scatter uniformly. Each bucket still gets at most one ID of a run, so the chain lengths
+/// are those of a random hash; lookups in random order gain nothing from the runs. The salt is drawn per registry, so a caller who picks IDs
 /// (exact-ID mode) cannot aim them at one bucket.
 #[inline]
 pub(crate) fn hash(salt: [u64; 2], owner_key: u64, id: i32) -> u64 {
     let id = u64::from(id as u32);
     let owner = owner_key.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ salt[0];
     let run = splitmix64(owner ^ (id >> RUN_BITS).wrapping_add(salt[1]));
-    // Added, not appended: appending would confine IDs with a stride that is a multiple of 16
-    // (all with the same low bits) to one bucket in 16.
+    // Added, not appended: appending would confine IDs with a stride that is a multiple of
+    // 2^RUN_BITS (all with the same low bits) to one bucket in 2^RUN_BITS.
     run.wrapping_add(id & ((1 << RUN_BITS) - 1))
 }
 
