@@ -131,7 +131,7 @@ pub struct TimerRecord {
     pub clock: ClockId,
     /// Its notification's name: `none`, `queue`, or a callback's name. A `Cow` so that the
     /// common names cost no allocation per timer in a checkpoint or a decode: `none` and
-    /// `queue` are borrowed ([`NOTIFY_NONE`], [`NOTIFY_QUEUE`]), a callback's name owned.
+    /// `queue` are borrowed, a callback's name owned.
     pub notify: Cow<'static, str>,
     /// Armed, disarmed, or waiting for its event to be consumed.
     pub status: Status,

@@ -34,6 +34,8 @@ impl Owner {
         snapshot: &Snapshot,
         notify: impl Fn(&str) -> Option<Notify>,
     ) -> Result<(), Error> {
+        // A first look, so that a non-empty owner is reported before a bad snapshot; the
+        // section below decides.
         if !self.timers().is_empty() {
             return Err(Error::IdInUse);
         }
@@ -52,24 +54,29 @@ impl Owner {
             mapped.extend(notification(rec)?);
         }
         let mut mapped = mapped.into_iter();
-        let (counter, mode, slack) = (self.reg.counter(), self.restore_ids(), self.default_slack());
-        self.set_restore_ids(true);
-        // Before the timers: those of `Default` precision are armed with it.
-        self.set_default_slack(snapshot.default_slack);
         let core = self.core();
         let now = core.now_all();
         // Tasks waiting on this owner's queue, woken once no lock is held.
         let mut wake = Vec::new();
-        // Other creates in this owner wait until the timers are made. An owner that held no
-        // timer as the section began holds none but the snapshot's (whose IDs `validate`
+        // Everything from the check that the owner is empty to the last setting runs in one
+        // exclusive section: other creates in the owner wait, and two restores of one owner
+        // run one after the other (the second finds the owner not empty). An owner that held
+        // no timer as the section began holds none but the snapshot's (whose IDs `validate`
         // found distinct), so the exact-ID creates skip the chain walk for their ID
         // (`registry::Owner::exclusive`); their buckets are then all they read of the table,
         // and the IDs are known ahead, so the bucket of the create `AHEAD` records on is
         // loaded while this one runs.
         const AHEAD: usize = 16;
         let records = &snapshot.timers;
-        // The records made before a create failed, and its error.
-        let failed = self.reg.exclusive(|ex| {
+        let restored = self.reg.exclusive(|ex| {
+            if !ex.alone() {
+                return Err(Error::IdInUse);
+            }
+            let (counter, mode, slack) =
+                (self.reg.counter(), self.restore_ids(), self.default_slack());
+            self.set_restore_ids(true);
+            // Before the timers: those of `Default` precision are armed with it.
+            self.set_default_slack(snapshot.default_slack);
             for (i, rec) in records.iter().enumerate() {
                 if let Some(next) = records.get(i + AHEAD) {
                     ex.prefetch(next.id.get());
@@ -85,27 +92,25 @@ impl Owner {
                 if let Err(e) =
                     self.create_via(rec.clock, n, |init| ex.create(id, init, Some(&mut set)))
                 {
-                    return Some((i, e));
+                    // Record `i` too: a create can fail after its timer was hashed (a lock
+                    // poisoned under `set`), and in an owner that had no timer every timer
+                    // with these IDs is the restore's.
+                    for rec in &records[..=i] {
+                        let _ = self.delete(rec.id);
+                    }
+                    self.reg.set_counter(counter);
+                    self.set_restore_ids(mode);
+                    self.set_default_slack(slack);
+                    return Err(e);
                 }
             }
-            None
+            self.reg.set_counter(snapshot.counter);
+            self.set_restore_ids(snapshot.restore_ids);
+            Ok(())
         });
-        if let Some((made, e)) = failed {
-            for rec in &records[..made] {
-                let _ = self.delete(rec.id);
-            }
-            self.reg.set_counter(counter);
-            self.set_restore_ids(mode);
-            self.set_default_slack(slack);
-            core.flush_halt();
-            wake.into_iter().for_each(Waker::wake);
-            return Err(e);
-        }
-        self.reg.set_counter(snapshot.counter);
-        self.set_restore_ids(snapshot.restore_ids);
         core.flush_halt();
         wake.into_iter().for_each(Waker::wake);
-        Ok(())
+        restored
     }
 }
 

@@ -1143,3 +1143,55 @@ fn a_restore_racing_creates_in_its_owner_leaves_every_id_unique() {
         }
     }
 }
+
+/// Two restores of one owner at once: the one that reaches its section second fails with
+/// `IdInUse` and changes nothing, so the owner ends with the first one's timers, counter and
+/// exact-ID mode. Restore `a` maps a callback name, and its mapping waits until restore `b`
+/// has ended, so both pass the first look at the owner while it is empty. Before the check
+/// for an empty owner and the settings moved into the restore's exclusive section, both
+/// snapshots (distinct IDs) were restored into the one owner.
+#[test]
+fn two_restores_of_one_owner_at_once_leave_the_first_ones_timers_and_settings() {
+    let clock = ManualClock::new();
+    let timers = service(&clock);
+    let log = Log::default();
+    let snapshot = |ids: std::ops::Range<i32>, restore_ids: bool| {
+        let src = timers.owner();
+        src.set_restore_ids(true);
+        for i in ids {
+            src.create_with_id(i, ClockId::Monotonic, tick(&log))
+                .unwrap();
+        }
+        src.set_restore_ids(restore_ids);
+        src.checkpoint()
+    };
+    let a = snapshot(0..300, true);
+    let b = snapshot(5000..5100, false);
+    let target = timers.owner();
+    let (start, b_done) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+    let first = std::sync::Once::new();
+    let (ra, rb) = std::thread::scope(|s| {
+        let other = s.spawn(|| {
+            start.wait();
+            let r = target.restore(&b, |_| Some(tick(&log)));
+            b_done.wait();
+            r
+        });
+        let ra = target.restore(&a, |_| {
+            // At `a`'s first mapped name, after its first look at the (empty) owner: `b`
+            // runs whole.
+            first.call_once(|| {
+                start.wait();
+                b_done.wait();
+            });
+            Some(tick(&log))
+        });
+        (ra, other.join().unwrap())
+    });
+    assert_eq!((ra, rb), (Err(Error::IdInUse), Ok(())));
+    let after = target.checkpoint();
+    let ids = |s: &Snapshot| s.timers.iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(ids(&after), ids(&b));
+    assert_eq!(after.counter, b.counter);
+    assert_eq!(after.restore_ids, b.restore_ids);
+}

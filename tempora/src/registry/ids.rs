@@ -72,9 +72,10 @@ impl Ids {
     /// Relaxed: the caller reads it after taking the bucket lock of its candidate, and the
     /// creates that may repeat an ID (an exact-ID create, a candidate past the wrap) store it
     /// before they take the bucket lock of theirs; the argument is at the check in
-    /// `create_locked`. `set_counter` (a restore) stores it with the version bump instead, and
-    /// a shard that claims from the new counter reads it after that bump: restores are
-    /// assumed not to race creates in the same owner.
+    /// `create_locked`. `set_counter` stores it with the version bump as well, and a shard
+    /// that claims from the new counter reads it after that bump. A restore's exact-ID
+    /// creates set it at (B) like any other; other creates wait for the restore's end
+    /// (`Owner::exclusive`).
     #[inline]
     pub(crate) fn maybe_reused(&self) -> bool {
         self.reused.load(Ordering::Relaxed)

@@ -11,6 +11,9 @@
 //! store in `reset_for_create` or the Release fence in `mark_deleted` is removed, or if
 //! `read_current` reads the generation after the owner word.
 //!
+//! And of the exclusive section's entry (a restore's) racing an owner's first create: the
+//! section may skip the uniqueness walk only if no create went ahead unseen.
+//!
 //! What the slot models cover: the real `Timer::lock_if`, `Timer::mark_deleted`,
 //! `Timer::reset_for_create` and `Timer::read_current`, with the owner-word and ID stores of
 //! `free_slot_locked` and `create_locked` copied from `owner.rs`, on a model service whose
@@ -269,5 +272,69 @@ fn loom_reader_racing_delete_reads_a_state_the_timer_had() {
             matches!(got, None | Some(1)),
             "the reader validated a read of timer 0 as armed = {got:?}; it was armed while it lived"
         );
+    });
+}
+
+/// The exclusive section's entry (`Owner::exclusive`) racing an owner's first create, whose
+/// thread installs its shard: if the section counts no slot in use ("alone"), the create must
+/// have seen the flag and not made its timer. The shard install, the flag, the fences and the
+/// count are the real `Shard`'s and the accesses of `owner.rs`, copied (`OwnerInner` itself
+/// does not run under loom: crossbeam-epoch is not loom-instrumented). The same shape is
+/// teardown's `dead` flag against a first create. Fails without either SeqCst fence (the
+/// store-buffering outcome: the section misses the new shard and the creator misses the
+/// flag). Loom checks the fences only: it models SeqCst fences, not SeqCst loads and stores.
+#[test]
+fn loom_exclusive_section_racing_a_first_create_is_not_alone_if_the_create_went_ahead() {
+    use super::owner::Shard;
+    use crate::sync::{fence, AtomicBool, AtomicPtr};
+    loom::model(|| {
+        let exclusive = Arc::new(AtomicBool::new(false));
+        let slot = Arc::new(AtomicPtr::<Shard>::new(std::ptr::null_mut()));
+        let creator = {
+            let (exclusive, slot) = (exclusive.clone(), slot.clone());
+            loom::thread::spawn(move || {
+                // (C): `new_shard`.
+                let fresh = Box::into_raw(Box::new(Shard::new()));
+                let installed = slot.compare_exchange(
+                    std::ptr::null_mut(),
+                    fresh,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                );
+                fence(Ordering::SeqCst);
+                assert!(installed.is_ok());
+                // SAFETY: installed above; freed at the end of the model run.
+                let shard = unsafe { &*fresh };
+                // (D'): `try_create`.
+                shard
+                    .locked(|st| {
+                        if exclusive.load(Ordering::SeqCst) {
+                            return false;
+                        }
+                        st.live += 1;
+                        true
+                    })
+                    .unwrap()
+            })
+        };
+        // (A') and (B'): `Owner::exclusive`.
+        assert!(exclusive
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok());
+        fence(Ordering::SeqCst);
+        let p = slot.load(Ordering::SeqCst);
+        let live = if p.is_null() {
+            0
+        } else {
+            // SAFETY: installed by the creator; freed at the end of the model run.
+            unsafe { &*p }.locked(|st| st.live).unwrap()
+        };
+        let made = creator.join().unwrap();
+        assert!(
+            !(made && live == 0),
+            "the section counted no slot in use while a create went ahead"
+        );
+        // SAFETY: from `Box::into_raw` in the creator, which is joined.
+        drop(unsafe { Box::from_raw(slot.load(Ordering::SeqCst)) });
     });
 }

@@ -24,7 +24,8 @@
 //! * lookup (getoverrun): an epoch pin, the hash, one bucket (its `near` shortcuts
 //!   usually name the timer), the timer's two lines; no lock, no store.
 //! * create: a pin, the thread's owner shard lock, one bucket lock; the chain is walked only
-//!   if IDs may repeat (below).
+//!   if IDs may repeat (below), and not by a restore into an empty owner, whose section holds
+//!   other creates off (`Owner::exclusive`).
 //! * delete: a pin, the timer lock, one bucket lock, the slot's home shard lock.
 //! * Nothing of these writes a cache line that another thread writes in the common case:
 //!   shards and count stripes are per thread index, buckets per ID run (two neighbouring
@@ -65,7 +66,7 @@
 //!   `PR_TIMER_CREATE_RESTORE_IDS`): [`Owner::create`] with a requested ID takes it; in use
 //!   → [`Error::IdInUse`] (`EBUSY`), negative or beyond the limit → [`Error::InvalidId`]
 //!   (`EINVAL`), mode off → [`Error::NotRestoring`]. On success the counter is **set** to
-//!   `id + 1`, so after restoring, normal creates continue after the last restored ID (Linux
+//!   `id + 1` (a restore into an empty owner sets it once, to the snapshot's), so after restoring, normal creates continue after the last restored ID (Linux
 //!   6.18 on the development machine: restore 200 then 100, switch off, the next ID is 101;
 //!   restoring in ascending order, as checkpoint tools do, means after the highest).
 //!

@@ -6,8 +6,9 @@
 //!                         ├─ ids          the ID counter and exact-ID mode (`ids.rs`)
 //!                         ├─ slots        the owner's slot pages (`slots.rs`)
 //!                         ├─ shards[N] ─┬─ lock (ByteLock) ─ free list of slots, bump block,
-//!                         │             │                    ID block
+//!                         │             │                    ID block, slots in use (`live`)
 //!                         │             └─ one per (thread index & (N-1)), cache-line padded
+//!                         ├─ exclusive    set while a restore's section runs (`Owner::exclusive`)
 //!                         └─ service      the service's per-owner part (`Service::Owner`)
 //! ```
 //!
@@ -23,7 +24,8 @@ use super::timer::{visible, Locked, Service, Timer, PENDING};
 use super::TimerId;
 use crate::error::Error;
 use crate::sync::{
-    lock_order, thread_index, AtomicBool, AtomicPtr, ByteLock, Ordering, Poisoned, UnsafeCell,
+    fence, lock_order, thread_index, AtomicBool, AtomicPtr, ByteLock, Ordering, Poisoned,
+    UnsafeCell, WaitQueue,
 };
 use crossbeam_epoch::{self as epoch, Guard};
 use crossbeam_utils::CachePadded;
@@ -84,8 +86,10 @@ struct OwnerInner<S: Service> {
     shared: Arc<Shared<S>>,
     ids: Ids,
     dead: AtomicBool,
-    /// Set while an [`Exclusive`] section runs: other creates in the owner wait until it ends.
+    /// Set while an [`Exclusive`] section runs: other creates in the owner wait until it ends,
+    /// parked on `opened`.
     exclusive: AtomicBool,
+    opened: WaitQueue,
     /// Set by a teardown that met a poisoned lock (a panic inside a shard's or a timer's
     /// critical section): a timer may still be hashed or named by the service, so the owner's
     /// slot pages are never recycled (they leak, rather than be reused under a reference that
@@ -109,6 +113,7 @@ impl<S: Service> Owner<S> {
                 ids: Ids::new(shared.id_mask),
                 dead: AtomicBool::new(false),
                 exclusive: AtomicBool::new(false),
+                opened: WaitQueue::default(),
                 poisoned: AtomicBool::new(false),
                 slots: Slots::new(),
                 shards: (0..shared.shards)
@@ -157,7 +162,7 @@ impl<S: Service> Owner<S> {
     }
 
     /// Runs `f` with every other create in this owner held off: creates by other threads wait
-    /// (spinning, then yielding) until `f` returns, and `f` creates through the [`Exclusive`]
+    /// (parked, holding nothing) until `f` returns, and `f` creates through the [`Exclusive`]
     /// it is given. Deletes, lookups and teardown are not held off. A restore runs in one: if
     /// the owner holds no timer when the section starts (none hashed, in any state), no ID
     /// can be taken but by the section's own creates, so its exact-ID creates skip the walk of
@@ -165,6 +170,9 @@ impl<S: Service> Owner<S> {
     ///
     /// Sections of one owner run one after the other. `f` must not create through the owner
     /// itself, which would wait for its own section.
+    ///
+    /// [`Owner::wait_open`] lets a caller wait before it takes anything a waiting create
+    /// would hold on to (a group charge).
     pub(crate) fn exclusive<R>(&self, f: impl FnOnce(&mut Exclusive<'_, S>) -> R) -> R {
         let inner = &*self.inner;
         // Why no create of another thread can run while `alone` holds, by store buffering as
@@ -180,24 +188,30 @@ impl<S: Service> Owner<S> {
         // slot is counted in `live`), and a later holder reads true at (D') and waits. So
         // once every shard was read, no slot of the owner is taken but by the section; deletes
         // only lower the counts. A sum of 0 means no timer of the owner is hashed.
-        let mut spins = 0;
         // SeqCst: (A').
         while inner
             .exclusive
             .compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed)
             .is_err()
         {
-            crate::sync::backoff(&mut spins);
+            inner
+                .opened
+                .wait(|| inner.exclusive.load(Ordering::SeqCst), None);
         }
-        // Clears the flag however `f` ends, unwinding included.
-        struct Open<'a>(&'a AtomicBool);
+        // See `new_shard`.
+        fence(Ordering::SeqCst);
+        // Clears the flag and wakes the waiters however `f` ends, unwinding included.
+        struct Open<'a>(&'a AtomicBool, &'a WaitQueue);
         impl Drop for Open<'_> {
             fn drop(&mut self) {
-                // Release: a waiting creator that reads false sees the section's timers.
+                // Release: a waiting creator that reads false sees the section's timers. A
+                // waiter checks the flag under the queue's lock before it sleeps, and
+                // `wake_all` takes that lock after this store, so none sleeps through it.
                 self.0.store(false, Ordering::Release);
+                self.1.wake_all();
             }
         }
-        let _open = Open(&inner.exclusive);
+        let _open = Open(&inner.exclusive, &inner.opened);
         let mut live = 0u64;
         let mut readable = true;
         for p in inner.shards.iter() {
@@ -222,6 +236,14 @@ impl<S: Service> Owner<S> {
             creates: 0,
         };
         f(&mut ex)
+    }
+
+    /// Returns once no [`Owner::exclusive`] section runs in the owner (at once if none does),
+    /// parked meanwhile. A create waits so by itself; this is for a caller that would
+    /// otherwise hold something while its create waits.
+    #[inline]
+    pub(crate) fn wait_open(&self) {
+        self.inner.wait_open();
     }
 
     /// Runs `f` on timer `id` with its lock held.
@@ -370,13 +392,19 @@ impl<S: Service> OwnerInner<S> {
     #[cold]
     fn new_shard(&self, i: usize) -> &Shard {
         let fresh = Box::into_raw(Box::new(CachePadded::new(Shard::new())));
-        // SeqCst: (C) in `teardown`'s argument.
-        match self.shards[i].compare_exchange(
+        // SeqCst: (C) in `teardown`'s and `Owner::exclusive`'s arguments.
+        let installed = self.shards[i].compare_exchange(
             std::ptr::null_mut(),
             fresh,
             Ordering::SeqCst,
             Ordering::SeqCst,
-        ) {
+        );
+        // The SeqCst accesses carry both arguments; the fences (one per thread's first create
+        // in the owner, and one per teardown or section) state them in the form loom checks,
+        // which models SeqCst fences but not SeqCst loads and stores
+        // (`loom_exclusive_section_racing_a_first_create_...`).
+        fence(Ordering::SeqCst);
+        match installed {
             // SAFETY: just installed; freed only when the owner is dropped.
             Ok(_) => unsafe { &*fresh },
             Err(winner) => {
@@ -392,43 +420,73 @@ impl<S: Service> OwnerInner<S> {
         &self,
         requested: Option<i32>,
         init: S::Init,
-        then: Option<Then<'_, S>>,
+        mut then: Option<Then<'_, S>>,
     ) -> Result<TimerId, Error> {
         // Validate before allocating anything (Linux e0fd4d42e27f fixed a leak here).
         if let Some(id) = requested {
             self.check_requested(id)?;
         }
-        let guard = epoch::pin();
         let thread = thread_index();
         let (home, shard) = self.shard(thread);
         let mut init = Some(init);
-        let mut spins = 0;
-        let (id, table, timer) = loop {
-            let made = shard
-                .locked(|st| {
-                    // SeqCst: (D') in `Owner::exclusive`'s argument.
-                    if self.exclusive.load(Ordering::SeqCst) {
-                        return None;
-                    }
-                    let init = init.take().expect("taken once");
-                    Some(self.create_locked(st, home, requested, init, true, &guard))
-                })
-                .map_err(|_| Error::Poisoned(SHARD_POISONED))?;
-            match made {
-                Some(made) => break made?,
-                // An exclusive section (a restore) runs in this owner: wait for its end.
-                None => crate::sync::backoff(&mut spins),
+        loop {
+            // Parked, holding nothing (no pin, no lock), while an exclusive section runs.
+            self.wait_open();
+            if let Some(id) =
+                self.try_create(thread, home, shard, requested, &mut init, &mut then)?
+            {
+                return Ok(id);
             }
+        }
+    }
+
+    /// One attempt of `create`: `Ok(None)`, with `init` and `then` untouched, if an exclusive
+    /// section began since `wait_open` returned.
+    #[inline]
+    fn try_create(
+        &self,
+        thread: usize,
+        home: u16,
+        shard: &Shard,
+        requested: Option<i32>,
+        init: &mut Option<S::Init>,
+        then: &mut Option<Then<'_, S>>,
+    ) -> Result<Option<TimerId>, Error> {
+        let guard = epoch::pin();
+        let made = shard
+            .locked(|st| {
+                // SeqCst: (D') in `Owner::exclusive`'s argument.
+                if self.exclusive.load(Ordering::SeqCst) {
+                    return None;
+                }
+                let init = init.take().expect("taken once");
+                Some(self.create_locked(st, home, requested, init, true, &guard))
+            })
+            .map_err(|_| Error::Poisoned(SHARD_POISONED))?;
+        let Some(made) = made else {
+            return Ok(None);
         };
+        let (id, table, timer) = made?;
         self.after_create(thread, table, &guard);
-        if let Some(then) = then {
+        if let Some(then) = then.take() {
             // The slot stays a timer object while the owner lives; `lock_if` checks it still
             // holds this timer.
             timer
                 .lock_if(visible(self.key), Some(id.0), then)
                 .map_err(|_| Error::Poisoned(TIMER_POISONED))?;
         }
-        Ok(id)
+        Ok(Some(id))
+    }
+
+    /// Returns once no exclusive section runs in the owner (at once if none does), parked
+    /// meanwhile.
+    #[inline]
+    fn wait_open(&self) {
+        // Acquire: a waiter that reads false sees what the section made.
+        while self.exclusive.load(Ordering::Acquire) {
+            self.opened
+                .wait(|| self.exclusive.load(Ordering::SeqCst), None);
+        }
     }
 
     /// What follows every insert: the growth check and a share of a resize in progress.
@@ -508,7 +566,9 @@ impl<S: Service> OwnerInner<S> {
             // the timer to, under both locks) and so sees the flag at (A) and walks the chain.
             // A creator that takes the lock first inserts first, and the exact-ID create or
             // wrapped candidate that comes later always walks the chain and finds it. So
-            // "two timers with one ID" is impossible.
+            // "two timers with one ID" is impossible. The one exact-ID create that does not
+            // walk (`check` false) runs in an exclusive section of an owner that had no slot
+            // in use, with every other create held off (`Owner::exclusive`).
             let maybe_taken = match requested {
                 Some(_) => check,
                 None => self.ids.maybe_reused(),
@@ -684,6 +744,8 @@ impl<S: Service> OwnerInner<S> {
         if self.dead.swap(true, Ordering::SeqCst) {
             return;
         }
+        // See `new_shard`.
+        fence(Ordering::SeqCst);
         for p in self.shards.iter() {
             // SeqCst: (B).
             let p = p.load(Ordering::SeqCst);
@@ -800,7 +862,6 @@ impl<S: Service> Exclusive<'_, S> {
     /// Whether the owner held no timer when the section started: then exact-ID creates do
     /// not walk their chain, and do not set the ID counter either (the section's caller sets
     /// it, as a restore does).
-    #[cfg(test)]
     pub(crate) fn alone(&self) -> bool {
         self.alone
     }

@@ -38,7 +38,9 @@ impl fmt::Debug for Owner {
 }
 
 impl Owner {
-    /// Creates a disarmed timer on `clock` with the next free ID.
+    /// Creates a disarmed timer on `clock` with the next free ID. While a
+    /// [`restore`](Owner::restore) of this owner makes its timers, a create waits (parked)
+    /// until it is done.
     ///
     /// # Errors
     /// [`Error::NoFreeId`] (`EAGAIN`) when every ID is in use; [`Error::LimitReached`]
@@ -50,6 +52,7 @@ impl Owner {
     }
 
     /// Creates a timer with exactly the ID `id` (restore mode, [`Owner::set_restore_ids`]).
+    /// Waits for a running [`restore`](Owner::restore) of this owner as [`Owner::create`] does.
     ///
     /// # Errors
     /// [`Error::NotRestoring`] if restore mode is off; [`Error::InvalidId`] for a negative ID
@@ -76,6 +79,8 @@ impl Owner {
         notify: Notify,
         then: Option<&mut dyn FnMut(LockedTimer<'_>)>,
     ) -> Result<TimerId, Error> {
+        // Before the group charge, which a create waiting for a restore would otherwise hold.
+        self.reg.wait_open();
         self.create_via(clock, notify, |init| self.reg.create(requested, init, then))
     }
 
