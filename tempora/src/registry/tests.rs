@@ -634,17 +634,17 @@ fn a_deleted_owners_pages_are_reused_by_the_next_owner() {
     let bytes = a.slot_bytes();
     drop(a);
     // The pages reach the pool after an epoch grace period; other tests' threads may hold
-    // pins for a moment, so give the epoch a few chances to advance.
+    // pins meanwhile (an exclusive section holds one for its length), so keep giving the epoch
+    // chances to advance, for up to 10 s.
     let pages = 1000usize.div_ceil(64) * 64 * std::mem::size_of::<Timer>();
     assert!(
         bytes > pages && bytes < pages + 1024,
         "16 pages and a directory: {bytes}"
     );
-    for _ in 0..100_000 {
-        if r.pooled_bytes() == pages {
-            break;
-        }
+    let start = std::time::Instant::now();
+    while r.pooled_bytes() != pages && start.elapsed() < std::time::Duration::from_secs(10) {
         crossbeam_epoch::pin().flush();
+        std::thread::yield_now();
     }
     assert_eq!(r.pooled_bytes(), pages, "torn-down owner's pages pooled");
     let b = r.owner(Hooks::default());
