@@ -68,9 +68,21 @@ impl Owner {
         // loaded while this one runs.
         const AHEAD: usize = 16;
         let records = &snapshot.timers;
+        // What the rollback's deletes released (callbacks), dropped once the section is over:
+        // their drops may run user code, which could create in this owner and so wait for
+        // the section forever.
+        let mut released = Vec::new();
         let restored = self.reg.exclusive(|ex| {
+            // Not alone: a slot still in use (a delete in flight, a destroyed owner's timers,
+            // a create that panicked). The restore goes on only if no timer is visible, and
+            // then its creates walk their chains as any exact-ID create does.
             if !ex.alone() {
-                return Err(Error::IdInUse);
+                if self.reg.is_destroyed() {
+                    return Err(Error::OwnerDeleted);
+                }
+                if !self.timers().is_empty() {
+                    return Err(Error::IdInUse);
+                }
             }
             let (counter, mode, slack) =
                 (self.reg.counter(), self.restore_ids(), self.default_slack());
@@ -93,10 +105,10 @@ impl Owner {
                     self.create_via(rec.clock, n, |init| ex.create(id, init, Some(&mut set)))
                 {
                     // Record `i` too: a create can fail after its timer was hashed (a lock
-                    // poisoned under `set`), and in an owner that had no timer every timer
-                    // with these IDs is the restore's.
+                    // poisoned under `set`). The owner had no visible timer and no other
+                    // create ran since, so every visible timer with these IDs is the restore's.
                     for rec in &records[..=i] {
-                        let _ = self.delete(rec.id);
+                        released.extend(self.reg.delete_keeping(rec.id).ok());
                     }
                     self.reg.set_counter(counter);
                     self.set_restore_ids(mode);
@@ -108,6 +120,7 @@ impl Owner {
             self.set_restore_ids(snapshot.restore_ids);
             Ok(())
         });
+        drop(released);
         core.flush_halt();
         wake.into_iter().for_each(Waker::wake);
         restored

@@ -1195,3 +1195,25 @@ fn two_restores_of_one_owner_at_once_leave_the_first_ones_timers_and_settings() 
     assert_eq!(after.counter, b.counter);
     assert_eq!(after.restore_ids, b.restore_ids);
 }
+
+/// A restore into a destroyed owner fails with `OwnerDeleted`, whether or not the owner had
+/// timers (its torn-down timers' slots stay in use, so its restore section is not "alone";
+/// that must not turn into `IdInUse`).
+#[test]
+fn a_restore_into_a_destroyed_owner_reports_it_deleted() {
+    let clock = ManualClock::new();
+    let timers = service(&clock);
+    let snap = sample();
+    for had_timers in [false, true] {
+        let o = timers.owner();
+        if had_timers {
+            o.create(ClockId::Monotonic, Notify::None).unwrap();
+        }
+        o.destroy();
+        assert_eq!(
+            o.restore(&snap, |_| Some(Notify::None)),
+            Err(Error::OwnerDeleted),
+            "had timers: {had_timers}"
+        );
+    }
+}

@@ -158,6 +158,14 @@ impl<S: Service> Owner<S> {
     /// [`Error::UnknownTimer`] if this owner has no timer `id`; [`Error::OwnerDeleted`];
     /// [`Error::Poisoned`].
     pub(crate) fn delete(&self, id: TimerId) -> Result<(), Error> {
+        // With no lock held (the hook's contract).
+        self.inner.delete(id).map(drop)
+    }
+
+    /// [`Owner::delete`], handing back what the delete hook released instead of dropping it,
+    /// for a caller that must not run what its drop may run (user code) just yet: a restore's
+    /// rollback, inside its exclusive section.
+    pub(crate) fn delete_keeping(&self, id: TimerId) -> Result<S::Released, Error> {
         self.inner.delete(id)
     }
 
@@ -171,8 +179,9 @@ impl<S: Service> Owner<S> {
     /// Sections of one owner run one after the other. `f` must not create through the owner
     /// itself, which would wait for its own section.
     ///
-    /// [`Owner::wait_open`] lets a caller wait before it takes anything a waiting create
-    /// would hold on to (a group charge).
+    /// [`Owner::wait_open`] lets a caller wait before it takes something a waiting create
+    /// would hold on to (a group charge); a section that begins right after it returned can
+    /// still make the create wait holding it.
     pub(crate) fn exclusive<R>(&self, f: impl FnOnce(&mut Exclusive<'_, S>) -> R) -> R {
         let inner = &*self.inner;
         // Why no create of another thread can run while `alone` holds, by store buffering as
@@ -698,7 +707,7 @@ impl<S: Service> OwnerInner<S> {
         })
     }
 
-    fn delete(&self, id: TimerId) -> Result<(), Error> {
+    fn delete(&self, id: TimerId) -> Result<S::Released, Error> {
         let guard = epoch::pin();
         let word = visible(self.key);
         let hash = self.hash(id);
@@ -713,9 +722,7 @@ impl<S: Service> OwnerInner<S> {
         let _ = home.locked(|st| self.free_slot_locked(st, index, timer));
         self.shared.count.add(-1);
         self.shared.tables.help_resize::<S>(&guard);
-        // With no lock held (the hook's contract).
-        drop(released);
-        Ok(())
+        Ok(released)
     }
 
     /// Unlinks a pending timer from its chain (the ID becomes free).

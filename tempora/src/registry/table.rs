@@ -88,8 +88,13 @@ fn splitmix64(mut z: u64) -> u64 {
 /// Tests 1-3, the service suite's settime and gettime cases (BENCHMARKS.md) and a restore,
 /// walks the table sequentially and the hardware prefetcher hides the misses), while
 /// distinct runs, owners and strides (the seed suite's sparse restore case: IDs 512 apart)
-/// scatter uniformly. Each bucket still gets at most one ID of a run, so the chain lengths
-/// are those of a random hash; lookups in random order gain nothing from the runs. The salt is drawn per registry, so a caller who picks IDs
+/// scatter uniformly. In a table of at least 256 buckets each bucket gets at most one ID of a
+/// run, so the chain lengths are those of a random hash; lookups in random order gain
+/// nothing from the runs. A smaller table (only by [`Builder::initial_buckets`]: the default
+/// is 512 per CPU) is wrapped by a run, so IDs of one run spaced by the table's size share a
+/// bucket (at most 256 / size of them) until the table grows past 2 timers per bucket.
+///
+/// [`Builder::initial_buckets`]: crate::timers::Builder::initial_buckets The salt is drawn per registry, so a caller who picks IDs
 /// (exact-ID mode) cannot aim them at one bucket.
 #[inline]
 pub(crate) fn hash(salt: [u64; 2], owner_key: u64, id: i32) -> u64 {
