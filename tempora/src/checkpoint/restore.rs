@@ -50,8 +50,18 @@ impl Owner {
                 .ok_or_else(|| Error::UnknownNotify(name.into())),
         };
         let mut mapped = Vec::new();
+        // A second handle on every mapped callback, dropped once the section is over: a
+        // callback the section lets go of (a create that fails, the rollback's deletes) is
+        // then never the last handle, so no user `Drop` runs inside the section (one that
+        // creates in this owner would wait for the section forever).
+        let mut keep = Vec::new();
         for rec in &snapshot.timers {
-            mapped.extend(notification(rec)?);
+            if let Some(n) = notification(rec)? {
+                if let Notify::Callback(f) | Notify::NamedCallback(_, f) = &n {
+                    keep.push(f.clone());
+                }
+                mapped.push(n);
+            }
         }
         let mut mapped = mapped.into_iter();
         let core = self.core();
@@ -120,7 +130,7 @@ impl Owner {
             self.set_restore_ids(snapshot.restore_ids);
             Ok(())
         });
-        drop(released);
+        drop((released, keep, mapped));
         core.flush_halt();
         wake.into_iter().for_each(Waker::wake);
         restored

@@ -1217,3 +1217,53 @@ fn a_restore_into_a_destroyed_owner_reports_it_deleted() {
         );
     }
 }
+
+/// A restore that fails part-way (a group limit) lets go of the callbacks it was handed only
+/// after its exclusive section: a callback whose drop creates in the owner must not wait for
+/// the section forever (a create inside the section from its own thread would).
+#[test]
+fn a_failed_restores_callbacks_are_dropped_after_its_section() {
+    use std::sync::atomic::{AtomicUsize, Ordering as O};
+    let clock = ManualClock::new();
+    let timers = service(&clock);
+    let log = Log::default();
+    let src = timers.owner();
+    src.set_restore_ids(true);
+    for i in 0..5 {
+        src.create_with_id(i, ClockId::Monotonic, tick(&log))
+            .unwrap();
+    }
+    let snap = src.checkpoint();
+    let group = timers.group("g").unwrap();
+    group.set_max_timers(Some(3));
+    let target = group.owner();
+    /// Creates a timer in its owner when dropped.
+    struct CreatesOnDrop(Owner, Arc<AtomicUsize>);
+    impl Drop for CreatesOnDrop {
+        fn drop(&mut self) {
+            if self.0.create(ClockId::Monotonic, Notify::None).is_ok() {
+                self.1.fetch_add(1, O::SeqCst);
+            }
+        }
+    }
+    let made = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (t, m) = (target.clone(), made.clone());
+    // A thread of its own, so that a hang shows as a timeout here.
+    std::thread::spawn(move || {
+        let r = t.restore(&snap, |_| {
+            let on_drop = CreatesOnDrop(t.clone(), m.clone());
+            Some(Notify::callback_named("tick", move |_, _| {
+                let _ = &on_drop;
+            }))
+        });
+        let _ = tx.send(r);
+    });
+    let r = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the restore hangs");
+    assert_eq!(r, Err(Error::LimitReached("g".into())));
+    // The five callbacks were dropped after the section: three creates fit the limit.
+    assert_eq!(made.load(O::SeqCst), 3);
+    assert_eq!(target.timers().len(), 3);
+}
