@@ -93,9 +93,10 @@ fn splitmix64(mut z: u64) -> u64 {
 /// nothing from the runs. A smaller table (only by [`Builder::initial_buckets`]: the default
 /// is 512 per CPU) is wrapped by a run, so IDs of one run spaced by the table's size share a
 /// bucket (at most 256 / size of them) until the table grows past 2 timers per bucket.
-///
-/// [`Builder::initial_buckets`]: crate::timers::Builder::initial_buckets The salt is drawn per registry, so a caller who picks IDs
+/// The salt is drawn per registry, so a caller who picks IDs
 /// (exact-ID mode) cannot aim them at one bucket.
+///
+/// [`Builder::initial_buckets`]: crate::timers::Builder::initial_buckets
 #[inline]
 pub(crate) fn hash(salt: [u64; 2], owner_key: u64, id: i32) -> u64 {
     let id = u64::from(id as u32);

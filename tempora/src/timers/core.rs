@@ -799,9 +799,6 @@ impl Core {
     }
 }
 
-/// Puts a locked `Queue` timer's one event on its owner's queue for the arming `seq`, or,
-/// if the event is already queued, makes that entry this arming's (the kernel's "already
-/// pending: nothing" for its preallocated sigqueue). A poisoned queue fails the service.
 /// Whether a timer popped from base `b`'s wheel `w` is still due there (under its lock, with
 /// that base's delivery lock held): it still names that base and wheel, and was not linked
 /// again since (`base.rs`). The order matters: `is_linked` is exact only for a node of base
@@ -813,6 +810,9 @@ pub(crate) fn popped_here(l: &LockedTimer<'_>, b: usize, w: usize) -> bool {
         && !l.links().is_linked()
 }
 
+/// Puts a locked `Queue` timer's one event on its owner's queue for the arming `seq`, or,
+/// if the event is already queued, makes that entry this arming's (the kernel's "already
+/// pending: nothing" for its preallocated sigqueue). A poisoned queue fails the service.
 /// Tasks waiting on the queue are handed to `wake`, for the caller to wake with no lock held.
 pub(crate) fn enqueue(core: &Core, l: &mut LockedTimer<'_>, seq: u32, wake: impl FnMut(Waker)) {
     l.state.sigqueue_seq = seq;
