@@ -43,8 +43,7 @@ impl Owner {
         // Each record's notification, checked before anything is made. Only mapped names are
         // kept (in record order); `none` and `queue` need nothing.
         let notification = |rec: &TimerRecord| match &*rec.notify {
-            NOTIFY_NONE => Ok(None),
-            NOTIFY_QUEUE => Ok(None),
+            NOTIFY_NONE | NOTIFY_QUEUE => Ok(None),
             name => notify(name)
                 .map(Some)
                 .ok_or_else(|| Error::UnknownNotify(name.into())),
@@ -78,10 +77,6 @@ impl Owner {
         // loaded while this one runs.
         const AHEAD: usize = 16;
         let records = &snapshot.timers;
-        // What the rollback's deletes released (callbacks), dropped once the section is over:
-        // their drops may run user code, which could create in this owner and so wait for
-        // the section forever.
-        let mut released = Vec::new();
         let restored = self.reg.exclusive(|ex| {
             // Not alone: a slot still in use (a delete in flight, a destroyed owner's timers,
             // a create that panicked). The restore goes on only if no timer is visible, and
@@ -117,8 +112,9 @@ impl Owner {
                     // Record `i` too: a create can fail after its timer was hashed (a lock
                     // poisoned under `set`). The owner had no visible timer and no other
                     // create ran since, so every visible timer with these IDs is the restore's.
+                    // Their callbacks are not the last handles (`keep`).
                     for rec in &records[..=i] {
-                        released.extend(self.reg.delete_keeping(rec.id).ok());
+                        let _ = self.reg.delete(rec.id);
                     }
                     self.reg.set_counter(counter);
                     self.set_restore_ids(mode);
@@ -130,7 +126,7 @@ impl Owner {
             self.set_restore_ids(snapshot.restore_ids);
             Ok(())
         });
-        drop((released, keep, mapped));
+        drop((keep, mapped));
         core.flush_halt();
         wake.into_iter().for_each(Waker::wake);
         restored

@@ -158,14 +158,6 @@ impl<S: Service> Owner<S> {
     /// [`Error::UnknownTimer`] if this owner has no timer `id`; [`Error::OwnerDeleted`];
     /// [`Error::Poisoned`].
     pub(crate) fn delete(&self, id: TimerId) -> Result<(), Error> {
-        // With no lock held (the hook's contract).
-        self.inner.delete(id).map(drop)
-    }
-
-    /// [`Owner::delete`], handing back what the delete hook released instead of dropping it,
-    /// for a caller that must not run what its drop may run (user code) just yet: a restore's
-    /// rollback, inside its exclusive section.
-    pub(crate) fn delete_keeping(&self, id: TimerId) -> Result<S::Released, Error> {
         self.inner.delete(id)
     }
 
@@ -716,7 +708,7 @@ impl<S: Service> OwnerInner<S> {
         })
     }
 
-    fn delete(&self, id: TimerId) -> Result<S::Released, Error> {
+    fn delete(&self, id: TimerId) -> Result<(), Error> {
         let guard = epoch::pin();
         let word = visible(self.key);
         let hash = self.hash(id);
@@ -731,7 +723,9 @@ impl<S: Service> OwnerInner<S> {
         let _ = home.locked(|st| self.free_slot_locked(st, index, timer));
         self.shared.count.add(-1);
         self.shared.tables.help_resize::<S>(&guard);
-        Ok(released)
+        // With no lock held (the hook's contract).
+        drop(released);
+        Ok(())
     }
 
     /// Unlinks a pending timer from its chain (the ID becomes free).
