@@ -387,6 +387,25 @@ impl CoarseIsExact {
     }
 }
 
+/// What a recording timer saw: (monotonic time, overrun) of each call.
+type Fires = Arc<Mutex<Vec<(u64, i32)>>>;
+
+/// A monotonic timer of `owner` whose callback records each call's time on `clock` and
+/// overrun.
+fn recording_timer(owner: &Owner, clock: &ManualClock) -> (TimerId, Fires) {
+    let fired = Fires::default();
+    let (f2, c2) = (fired.clone(), clock.clone());
+    let id = owner
+        .create(
+            ClockId::Monotonic,
+            Notify::callback(move |_, ov| {
+                f2.lock().unwrap().push((c2.now(ClockId::Monotonic), ov))
+            }),
+        )
+        .unwrap();
+    (id, fired)
+}
+
 /// A one-shot value for an arming at `t` whose coarse-armed expiry (`t + LAG + value`) lands
 /// 1 µs past a boundary of `Slack(33 ms)`'s granule with the whole slack as room (`8^5`
 /// ticks): the worst case for a placement that forgets the lag.
@@ -417,14 +436,7 @@ fn a_coarse_armed_slack_timer_placed_again_keeps_within_its_slack() {
     for how in ["set_precision", "rearm later"] {
         let (clock, timers) = CoarseIsExact::timers();
         let owner = timers.owner();
-        let fired = Arc::new(Mutex::new(Vec::new()));
-        let (f2, c2) = (fired.clone(), clock.clone());
-        let id = owner
-            .create(
-                ClockId::Monotonic,
-                Notify::callback(move |_, _| f2.lock().unwrap().push(c2.now(ClockId::Monotonic))),
-            )
-            .unwrap();
+        let (id, fired) = recording_timer(&owner, &clock);
         let p = Precision::Slack(Duration::from_nanos(slack));
         owner.set_precision(id, p).unwrap();
         let t = clock.now(ClockId::Monotonic);
@@ -451,8 +463,9 @@ fn a_coarse_armed_slack_timer_placed_again_keeps_within_its_slack() {
         run_out(&clock, &timers, || {});
         let fired = fired.lock().unwrap();
         assert_eq!(fired.len(), 1, "{how}");
-        assert!(fired[0] >= due, "{how}: early");
-        let late = fired[0] - due;
+        let at = fired[0].0;
+        assert!(at >= due, "{how}: early");
+        let late = at - due;
         assert!(
             late < slack,
             "{how}: {} µs late, slack {} µs",
@@ -514,16 +527,7 @@ fn a_restored_coarse_armed_slack_timer_keeps_within_its_slack() {
 fn a_periodic_slack_timer_keeps_within_its_slack_every_period() {
     let (clock, timers) = CoarseIsExact::timers();
     let owner = timers.owner();
-    let fired = Arc::new(Mutex::new(Vec::new()));
-    let (f2, c2) = (fired.clone(), clock.clone());
-    let id = owner
-        .create(
-            ClockId::Monotonic,
-            Notify::callback(move |_, ov| {
-                f2.lock().unwrap().push((c2.now(ClockId::Monotonic), ov))
-            }),
-        )
-        .unwrap();
+    let (id, fired) = recording_timer(&owner, &clock);
     let slack = 33 * MS;
     owner
         .set_precision(id, Precision::Slack(Duration::from_nanos(slack)))
