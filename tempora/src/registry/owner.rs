@@ -431,20 +431,18 @@ impl<S: Service> OwnerInner<S> {
         let (home, shard) = self.shard(thread);
         let mut init = Some(init);
         loop {
+            // Parked, holding nothing (no pin, no lock), while an exclusive section runs.
+            self.wait_open();
             if let Some(id) =
                 self.try_create(thread, home, shard, requested, &mut init, &mut then)?
             {
                 return Ok(id);
             }
-            // An exclusive section runs: parked, holding nothing (no pin, no lock), until it
-            // ends. (The service's create waits before it charges a group, so this is the
-            // rare case of a section that began since.)
-            self.wait_open();
         }
     }
 
     /// One attempt of `create`: `Ok(None)`, with `init` and `then` untouched, if an exclusive
-    /// section runs.
+    /// section began since `wait_open` returned.
     #[inline]
     fn try_create(
         &self,
@@ -469,8 +467,16 @@ impl<S: Service> OwnerInner<S> {
         let Some(made) = made else {
             return Ok(None);
         };
-        self.finish_create(thread, made?, then.take(), &guard)
-            .map(Some)
+        let (id, table, timer) = made?;
+        self.after_create(thread, table, &guard);
+        if let Some(then) = then.take() {
+            // The slot stays a timer object while the owner lives; `lock_if` checks it still
+            // holds this timer.
+            timer
+                .lock_if(visible(self.key), Some(id.0), then)
+                .map_err(|_| Error::Poisoned(TIMER_POISONED))?;
+        }
+        Ok(Some(id))
     }
 
     /// Returns once no exclusive section runs in the owner (at once if none does), parked
@@ -484,30 +490,15 @@ impl<S: Service> OwnerInner<S> {
         }
     }
 
-    /// What follows every insert (`create_locked`'s result), with the shard lock released:
-    /// the growth check, a share of a resize in progress, then `then` on the new timer.
+    /// What follows every insert: the growth check and a share of a resize in progress.
     #[inline]
-    fn finish_create(
-        &self,
-        thread: usize,
-        (id, table, timer): (TimerId, &Table, &Timer<S>),
-        then: Option<Then<'_, S>>,
-        guard: &Guard,
-    ) -> Result<TimerId, Error> {
+    fn after_create(&self, thread: usize, table: &Table, guard: &Guard) {
         let shared = &*self.shared;
         let created = shared.count.created(thread);
         shared
             .tables
             .maybe_grow(table, created, || shared.count.sum(), guard);
         shared.tables.help_resize::<S>(guard);
-        if let Some(then) = then {
-            // The slot stays a timer object while the owner lives; `lock_if` checks it still
-            // holds this timer.
-            timer
-                .lock_if(visible(self.key), Some(id.0), then)
-                .map_err(|_| Error::Poisoned(TIMER_POISONED))?;
-        }
-        Ok(id)
     }
 
     /// Whether an exact-ID create of `id` may go ahead (before anything is allocated).
@@ -900,10 +891,17 @@ impl<S: Service> Exclusive<'_, S> {
         let guard = &self.guard;
         let (home, shard) = owner.shard(self.thread);
         let check = !self.alone;
-        let made = shard
+        let (id, table, timer) = shard
             .locked(|st| owner.create_locked(st, home, Some(id), init, check, guard))
             .map_err(|_| Error::Poisoned(SHARD_POISONED))??;
-        owner.finish_create(self.thread, made, then, guard)
+        owner.after_create(self.thread, table, guard);
+        if let Some(then) = then {
+            // As in `OwnerInner::create`.
+            timer
+                .lock_if(visible(owner.key), Some(id.0), then)
+                .map_err(|_| Error::Poisoned(TIMER_POISONED))?;
+        }
+        Ok(id)
     }
 
     /// Starts loading the hash bucket a create of `id` will lock, for a caller that knows its
