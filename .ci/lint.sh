@@ -4,3 +4,5 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+# The import graph of the library's files has no circle (tests/architecture.rs reads it).
+cargo test -q -p tempora --test architecture

@@ -49,8 +49,8 @@
 //! application-driven service with no driver, its own bases).
 
 use crate::clock::{duration_nanos, ClockId};
-use crate::timers::builder::Drivers;
 use crate::timers::core::Core;
+use crate::timers::driver::Drivers;
 use crate::timers::sleep::{SleepCell, SleepState};
 use crate::Timers;
 use std::fmt;
@@ -171,7 +171,7 @@ impl Sleep {
                 }
             })
         };
-        core.flush_halt();
+        core.health.flush_halt();
     }
 
     /// [`Sleep::reset`] to `d` from now.
@@ -224,7 +224,7 @@ impl Future for Sleep {
                 })
             };
             drop(old.take());
-            core.flush_halt();
+            core.health.flush_halt();
             match r {
                 Some(true) => return Poll::Ready(()),
                 Some(false) => return Poll::Pending,
@@ -254,7 +254,7 @@ impl Drop for Sleep {
             // hold it, that delivery is over (`timers/sleep.rs`). Poisoned: it ended too.
             drop(core.bases[b].delivery());
         }
-        core.flush_halt();
+        core.health.flush_halt();
     }
 }
 

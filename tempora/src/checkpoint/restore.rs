@@ -6,8 +6,9 @@ use crate::clock::ClockId;
 use crate::clock::CLOCKS;
 use crate::error::Error;
 use crate::sync::Ordering;
-use crate::timers::core::{enqueue, Core};
+use crate::timers::core::Core;
 use crate::timers::object::LockedTimer;
+use crate::timers::poll::enqueue;
 use crate::timers::{Notify, NotifyKind, Owner};
 use std::task::Waker;
 
@@ -127,7 +128,7 @@ impl Owner {
             Ok(())
         });
         drop((keep, mapped));
-        core.flush_halt();
+        core.health.flush_halt();
         wake.into_iter().for_each(Waker::wake);
         restored
     }

@@ -5,7 +5,7 @@
 //!   ├─ lock: ByteLock                covers the three wheels and `sleep`
 //!   ├─ wheels[REALTIME, MONOTONIC, BOOTTIME]: NodeWheel   ticks of `tick` ns on that clock,
 //!   │                                linking the timer objects themselves
-//!   ├─ sleeps: Wheel<Target>         the sleeps' entries, on the monotonic clock
+//!   ├─ sleeps: Wheel<NonNull<SleepCell>>         the sleeps' entries, on the monotonic clock
 //!   ├─ sleep[3] (under the lock)     the tick on each wheel's clock before which the driver
 //!   │                                serving this base must be woken (0: it is awake)
 //!   └─ delivery: Mutex<()>           held from a poll's pop of a batch to its delivery
@@ -21,11 +21,11 @@
 //! earlier, it clears `sleep` (one ring per sleep is enough) and rings the driver's doorbell
 //! after unlocking. Both sides hold the base lock, so "the driver did not see the new timer
 //! and the armer did not see the driver's deadline" is impossible. The ring itself cannot be
-//! lost either (see `Doorbell`). Arming later than `D` rings nobody.
+//! lost either (see `Doorbell` in `doorbell.rs`). Arming later than `D` rings nobody.
 //!
 //! A timer wheel's entries are the timer objects themselves, linked through their own wheel
-//! node (`links`; the intrusive storage, `wheel/intrusive.rs`) and named by address (a
-//! [`Target`]). Sleeps wait in a slab wheel of their own (`BaseState::sleeps`), whose entries
+//! node (`links`; the intrusive storage, `wheel/intrusive.rs`) and named by address
+//! ([`timer_addr`]). Sleeps wait in a slab wheel of their own (`BaseState::sleeps`), whose entries
 //! hold their cells' addresses (`sleep.rs` has their rules, with entry keys). The timer in
 //! turn records where it waits (`ItimerState::base` and `wheel()`), written under
 //! the timer's lock. Only a holder of both the timer's lock and the base lock links the node
@@ -79,83 +79,39 @@
 //! `Error::Poisoned` to arming calls and as a failure of the whole service to its receivers.
 //! A poisoned delivery lock (a panic while delivering) counts the same.
 
-use super::fd;
 use super::object::Itimer;
 use super::sleep::SleepCell;
-use crate::clock::{ClockId, Resolution, ALL_CLOCKS, CLOCKS};
+use crate::clock::{ClockId, CLOCKS};
 use crate::registry::Timer;
 use crate::sync::{
-    lock_order, AtomicU64, ByteLock, Mutex, MutexGuard, Ordering, Poisoned, UnsafeCell, WaitQueue,
+    lock_order, AtomicU64, ByteLock, Mutex, MutexGuard, Ordering, Poisoned, UnsafeCell,
 };
 use crate::wheel::intrusive::{Locate, Node, NodeWheel};
 use crate::wheel::Wheel;
-use std::num::NonZeroUsize;
-use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
-use std::time::Instant;
 
-/// What waits in a base's wheel, by address: an interval timer's object or a sleep's cell,
-/// told apart by the address's bit 0 (both are at least 8-byte aligned; bit 1 stays clear for
-/// the wheel's head markers).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Target(NonNull<u8>);
-
-/// What a [`Target`] points at.
-pub(crate) enum Waiting {
-    Timer(NonNull<Timer<Itimer>>),
-    Sleep(NonNull<SleepCell>),
+/// A timer object's name in a base's timer wheel: its address, provenance exposed.
+#[inline]
+pub(crate) fn timer_addr(t: &Timer<Itimer>) -> usize {
+    (t as *const Timer<Itimer>).expose_provenance()
 }
 
-const SLEEP_TAG: usize = 1;
-
-impl Target {
-    pub(crate) fn timer(t: NonNull<Timer<Itimer>>) -> Target {
-        Target(t.cast())
-    }
-
-    pub(crate) fn sleep(s: NonNull<SleepCell>) -> Target {
-        const { assert!(std::mem::align_of::<SleepCell>() >= 4) };
-        Target(s.cast::<u8>().map_addr(|a| a | SLEEP_TAG))
-    }
-
-    /// The wheel's name for it (the tagged address, its provenance exposed).
-    #[inline]
-    pub(crate) fn addr(self) -> usize {
-        self.0.as_ptr().expose_provenance()
-    }
-
-    /// The target a wheel named `r` ([`Target::addr`]).
-    #[inline]
-    pub(crate) fn from_addr(r: usize) -> Target {
-        let p = std::ptr::with_exposed_provenance_mut::<u8>(r);
-        Target(NonNull::new(p).expect("a wheel names no null target"))
-    }
-
-    pub(crate) fn get(self) -> Waiting {
-        if self.0.addr().get() & SLEEP_TAG == 0 {
-            Waiting::Timer(self.0.cast())
-        } else {
-            // Never zero: the untagged address is the cell's (`unwrap_or` only satisfies the type).
-            let untag = |a: NonZeroUsize| NonZeroUsize::new(a.get() & !SLEEP_TAG).unwrap_or(a);
-            Waiting::Sleep(self.0.map_addr(untag).cast())
-        }
-    }
+/// The timer object a timer wheel names `r` ([`timer_addr`]).
+#[inline]
+pub(crate) fn timer_at(r: usize) -> NonNull<Timer<Itimer>> {
+    let p = std::ptr::with_exposed_provenance_mut::<Timer<Itimer>>(r);
+    NonNull::new(p).expect("a wheel names no null timer")
 }
-
-// SAFETY: a `Target` is an address; it is dereferenced only by expiry, under the rules in
-// `Core::deliver` (timers: pinned epoch, entry popped while current; sleeps: `sleep.rs`), and
-// by the wheel that links it (`TargetLocate`).
-unsafe impl Send for Target {}
 
 /// How a base's timer wheels find a timer's node (its `links`).
-pub(crate) struct TargetLocate;
+pub(crate) struct TimerLocate;
 
 // SAFETY: a base's timer wheels are given only the addresses of live timer objects
-// (`Target::addr` of `Target::timer`), which stay alive while linked: a timer is unlinked at its
+// ([`timer_addr`]), which stay alive while linked: a timer is unlinked at its
 // delete, under its lock, before its slot can be reused or its owner's pages freed ("Safety of
 // the timer addresses" in `timers/mod.rs`). A node left linked in a poisoned base is never
 // reached again: nothing walks that base.
-unsafe impl Locate for TargetLocate {
+unsafe impl Locate for TimerLocate {
     #[inline]
     unsafe fn node<'a>(r: usize) -> &'a Node {
         let p = std::ptr::with_exposed_provenance::<Timer<Itimer>>(r);
@@ -166,10 +122,7 @@ unsafe impl Locate for TargetLocate {
 }
 
 /// A base's timer wheel: timer objects linked through their own nodes.
-pub(crate) type BaseWheel = NodeWheel<TargetLocate>;
-
-/// "No expiry": a wheel or a driver with nothing armed.
-pub(crate) const NO_EXPIRY: u64 = u64::MAX;
+pub(crate) type BaseWheel = NodeWheel<TimerLocate>;
 
 pub(crate) struct Base {
     lock: ByteLock,
@@ -235,13 +188,13 @@ pub(crate) struct BaseState {
     /// addresses. A burst of sleeps due at one instant is popped from contiguous entries, and
     /// their cells (scattered in their futures) are then touched from the batch with their
     /// misses overlapping; linked through the cells, the pop would follow one dependent miss
-    /// per sleep (measured 1.5-3x slower on the async suite's `fire`).
-    pub(crate) sleeps: Wheel<Target>,
+    /// per sleep.
+    pub(crate) sleeps: Wheel<NonNull<SleepCell>>,
     /// See "Waking a sleeping driver" in the module doc.
     pub(crate) sleep: [u64; CLOCKS],
     /// What a ring does to `sleep`: clears it (a driver, which re-reads every base once
     /// awake), or lowers it to the entry that rang (the deadline fd, which stays armed at
-    /// that entry and must hear of any earlier one: see [`DeadlineFd`]).
+    /// that entry and must hear of any earlier one: see `DeadlineFd` in `wake.rs`).
     pub(crate) ring_lowers: bool,
 }
 
@@ -299,7 +252,7 @@ impl Base {
     pub(crate) fn locked_sleeps<R>(
         &self,
         fires_at: u64,
-        f: impl FnOnce(&mut Wheel<Target>) -> R,
+        f: impl FnOnce(&mut Wheel<NonNull<SleepCell>>) -> R,
     ) -> Result<(R, bool), Poisoned> {
         self.locked_ringing(ClockId::Monotonic.index(), fires_at, |st| f(&mut st.sleeps))
     }
@@ -334,184 +287,11 @@ impl Base {
     }
 }
 
-/// The monotonic time (ns) by which a sleeper must wake for a base's wheels, with the clocks
-/// at `now`: their earliest firing (`Wheel::next_fire`, not the next re-placement visit), or
-/// `max_deferral` ns after their earliest deferrable firing if that is sooner (a deferrable
-/// timer never wakes anyone before its bound); `NO_EXPIRY` if none.
-pub(crate) fn earliest_fire(
-    res: Resolution,
-    max_deferral: u64,
-    st: &BaseState,
-    now: &[u64; CLOCKS],
-) -> u64 {
-    st.wheels
-        .iter()
-        .enumerate()
-        .flat_map(|(w, wheel)| {
-            let fire = wheel.next_fire().map(|t| to_monotonic(res, w, t, now));
-            let deferred = wheel
-                .next_deferred_fire()
-                .map(|t| to_monotonic(res, w, t, now).saturating_add(max_deferral));
-            fire.into_iter().chain(deferred)
-        })
-        .chain(st.sleeps.next_fire().map(|t| res.tick_start(t)))
-        .min()
-        .unwrap_or(NO_EXPIRY)
-}
-
-/// Monotonic time (ns) at which wheel `w`'s tick `tick` starts, with the clocks at `now`.
-pub(crate) fn to_monotonic(res: Resolution, w: usize, tick: u64, now: &[u64; CLOCKS]) -> u64 {
-    let at = res.tick_start(tick);
-    let mono = now[ClockId::Monotonic.index()];
-    if ALL_CLOCKS[w] == ClockId::Monotonic {
-        at
-    } else {
-        mono.saturating_add(at.saturating_sub(now[w]))
-    }
-}
-
-/// The tick on wheel `w`'s clock of monotonic time `mono_ns` (rounded up: a timer before it is
-/// before the deadline).
-pub(crate) fn from_monotonic(res: Resolution, w: usize, mono_ns: u64, now: &[u64; CLOCKS]) -> u64 {
-    if mono_ns == NO_EXPIRY {
-        return NO_EXPIRY;
-    }
-    let mono = now[ClockId::Monotonic.index()];
-    let at = if ALL_CLOCKS[w] == ClockId::Monotonic {
-        mono_ns
-    } else {
-        now[w].saturating_add(mono_ns.saturating_sub(mono))
-    };
-    res.ticks_ceil(at)
-}
-
 /// A held delivery lock (`Base::delivery`); released on drop.
 pub(crate) struct Delivering<'a> {
     // Dropped first: the lock is released before the lock-order mark is cleared.
     _guard: MutexGuard<'a, ()>,
     _order: lock_order::Entered,
-}
-
-/// The deadline fd of an application-driven service (`Timers::deadline_fd`): a timerfd on
-/// the monotonic clock, armed at the earliest firing of all bases, so that an event loop
-/// waits on it instead of a driver thread.
-///
-/// It follows the drivers' protocol ("Waking a sleeping driver" in the module doc), with the
-/// fd in the driver's place: a refresh (after every `Timers::poll`) publishes its deadline
-/// in every base's `sleep`, base by base under each base's lock, and arms the fd, all under
-/// the fd's lock; an arm earlier than a base's published `sleep` rings, which lowers that
-/// `sleep` to the new entry and, under the fd's lock, moves the fd earlier if the entry is
-/// before what the fd is armed at. A ring that waited for a refresh's lock compares with
-/// that refresh's deadline, which either saw its entry (it scanned the base after the arm) or
-/// is at most the value the arm compared with; so the fd is never armed later than the
-/// earliest entry, and an arm later than the published deadline costs no system call.
-#[derive(Debug)]
-pub(crate) struct DeadlineFd {
-    pub(crate) fd: OwnedFd,
-    /// The monotonic time (ns) the fd is armed at, `NO_EXPIRY` if disarmed.
-    pub(crate) armed: std::sync::Mutex<u64>,
-}
-
-impl DeadlineFd {
-    /// A disarmed timerfd on the monotonic clock.
-    pub(crate) fn new() -> std::io::Result<DeadlineFd> {
-        Ok(DeadlineFd {
-            fd: fd::timerfd(libc::CLOCK_MONOTONIC, true)?,
-            armed: std::sync::Mutex::new(NO_EXPIRY),
-        })
-    }
-
-    /// The fd's lock (no panic happens under it: a system call, stores, base sections that
-    /// poison their own lock).
-    pub(crate) fn lock(&self) -> DeadlineGuard<'_> {
-        let order = lock_order::enter(lock_order::DEADLINE_FD);
-        let guard = self
-            .armed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        DeadlineGuard {
-            armed: guard,
-            _order: order,
-        }
-    }
-
-    /// Arms the fd at monotonic time `at` (`NO_EXPIRY`: disarms it), with its lock held.
-    /// Re-arming also resets its readability: it is readable only once `at` has passed.
-    pub(crate) fn set(&self, armed: &mut u64, at: u64) {
-        // 0 disarms a timerfd: a deadline at time 0 (in the past) fires at 1 ns instead.
-        let ns = if at == NO_EXPIRY { 0 } else { at.max(1) };
-        fd::arm(&self.fd, libc::TFD_TIMER_ABSTIME, ns);
-        *armed = at;
-    }
-
-    /// A ring: moves the fd to `at` if that is earlier than where it is armed.
-    pub(crate) fn lower(&self, at: u64) {
-        let mut g = self.lock();
-        if at < *g.armed {
-            self.set(&mut g.armed, at);
-        }
-    }
-}
-
-/// A held deadline-fd lock ([`DeadlineFd::lock`]): the time the fd is armed at.
-pub(crate) struct DeadlineGuard<'a> {
-    // Dropped first: the lock is released before the lock-order mark is cleared.
-    pub(crate) armed: std::sync::MutexGuard<'a, u64>,
-    _order: lock_order::Entered,
-}
-
-/// A futex-style word a driver sleeps on.
-///
-/// ```text
-///   driver                                   armer
-///   t = seq            (T)                   (under the base lock: sees sleep[w] > tick)
-///   publish sleep[w] under base locks        seq += 1                    (R)
-///   park(validate: seq == t)  (V)            unpark_all
-/// ```
-///
-/// The driver takes its token (T) before it publishes its deadline, and the armer increments
-/// the word (R) only after it saw the published deadline under the base lock, so R happens
-/// after T and the token never includes it. `park` runs V under the wait queue's lock, and
-/// `unpark_all` takes that lock after R: either V runs first and the driver is queued when the
-/// wake-up comes, or V runs after and reads the new value (the lock orders R before it), and
-/// the driver does not sleep. A ring is therefore never lost. The loom test
-/// `loom_driver_sleep_races_an_earlier_arm` checks the protocol; taking the token after the
-/// publish (so that a ring between the two is absorbed into it) makes it deadlock.
-#[derive(Debug, Default)]
-pub(crate) struct Doorbell {
-    seq: AtomicU64,
-    queue: WaitQueue,
-}
-
-impl Doorbell {
-    /// The token to sleep on: taken before the deadline is published (T).
-    pub(crate) fn token(&self) -> u64 {
-        // Acquire: pairs with the Release in `ring`; a ring seen here is acted upon by the
-        // poll that follows.
-        self.seq.load(Ordering::Acquire)
-    }
-
-    /// Wakes the driver (R).
-    pub(crate) fn ring(&self) {
-        // Release: the wheel change that made the ring necessary is visible to the driver
-        // (it also re-reads the wheels under the base lock). A driver running callbacks
-        // re-reads `seq` after flagging it, and the ringer then checks the flag, each with a
-        // SeqCst fence between (`driver::Handover`): one of the two sees the other.
-        self.seq.fetch_add(1, Ordering::Release);
-        self.queue.wake_all();
-    }
-
-    /// The ring count, read after a SeqCst fence (`driver::Handover::enter`).
-    pub(crate) fn seq_after_fence(&self) -> u64 {
-        self.seq.load(Ordering::Relaxed)
-    }
-
-    /// Sleeps until rung (since `token` was taken) or until `deadline` (V).
-    pub(crate) fn sleep(&self, token: u64, deadline: Option<Instant>) {
-        // Relaxed: runs under the wait queue's lock, which `ring`'s wake-up also takes.
-        self.queue
-            .wait(|| self.seq.load(Ordering::Relaxed) == token, deadline);
-    }
 }
 
 #[cfg(all(test, loom))]
@@ -537,7 +317,7 @@ mod tests {
             let timer = Arc::new(Timer::<Itimer>::default());
             // Visible (owner key 1), so that `lock_visible` enters it.
             timer.hot.owner.store(2, Ordering::Relaxed);
-            let r = Target::timer(NonNull::from(&*timer)).addr();
+            let r = timer_addr(&timer);
             // Armed: linked at tick 1, the state naming the wheel; `expiry` is the arming.
             let lock =
                 |t: &Timer<Itimer>,
@@ -583,7 +363,7 @@ mod tests {
             for p in popped {
                 assert_eq!(p, r);
                 lock(&timer, &mut |l| {
-                    if crate::timers::core::popped_here(l, 0, MONO) {
+                    if crate::timers::object::popped_here(l, 0, MONO) {
                         delivered.push(l.state.expiry);
                         l.state.set_wheel(0);
                     }

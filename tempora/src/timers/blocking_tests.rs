@@ -333,7 +333,7 @@ fn every_spare_is_joined_when_the_service_drops() {
         drop(timers);
         // The drop joins every spare it takes from the list: one left there went unjoined.
         assert_eq!(
-            core.spares.lock().unwrap().len(),
+            core.drivers.spares.lock().unwrap().len(),
             0,
             "run {i}: a spare outlived the service's drop"
         );

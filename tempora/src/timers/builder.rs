@@ -1,19 +1,22 @@
 //! Building a [`Timers`] service ([`Builder`]) and starting and stopping its driver threads.
 
 use super::base::Base;
-use super::core::{Core, DRIVER_DIED};
-use super::driver;
+use super::core::{Core, DriverCounts};
+use super::driver::Drivers;
+use super::health::Health;
 use super::object::Itimer;
+use super::wake::Wakeups;
 use super::Timers;
 use crate::clock::{duration_nanos, ClockSource, OsClock, Resolution, ALL_CLOCKS};
 use crate::error::Error;
 use crate::registry;
 use crate::stats::tally::Hub;
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+#[cfg(test)]
+use crate::sync::AtomicBool;
+use crate::sync::AtomicU64;
 use crossbeam_utils::CachePadded;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::Duration;
 use strength_reduce::StrengthReducedUsize;
 
@@ -195,32 +198,29 @@ impl Builder {
                 .collect(),
             callback_panics: AtomicU64::new(0),
             base_count: StrengthReducedUsize::new(bases),
-            bells: (0..drivers).map(|_| CachePadded::default()).collect(),
-            deadline: OnceLock::new(),
-            shutdown: AtomicBool::new(false),
-            failure: OnceLock::new(),
-            halted: AtomicBool::new(false),
-            halt_pending: AtomicBool::new(false),
-            owners: std::sync::Mutex::new(Vec::new()),
-            stats: Hub::new(self.stats),
-            #[cfg(not(loom))]
-            standby: if self.spare_drivers > 0 && self.clock.is_os_time() {
-                (0..drivers)
-                    .map(|_| super::standby::Standby::new().map(CachePadded::new))
-                    .collect::<Result<_, _>>()?
-            } else {
-                Box::default()
+            wake: Wakeups::new(
+                drivers,
+                #[cfg(not(loom))]
+                if self.spare_drivers > 0 && self.clock.is_os_time() {
+                    (0..drivers)
+                        .map(|_| super::standby::Standby::new().map(CachePadded::new))
+                        .collect::<Result<_, _>>()?
+                } else {
+                    Box::default()
+                },
+            ),
+            health: Health::new(),
+            drivers: DriverCounts {
+                wakeups: AtomicU64::new(0),
+                spare_limit: self.spare_drivers,
+                spares: std::sync::Mutex::new(Vec::new()),
+                takeovers: AtomicU64::new(0),
             },
-            spare_limit: self.spare_drivers,
-            spares: std::sync::Mutex::new(Vec::new()),
-            takeovers: AtomicU64::new(0),
+            stats: Hub::new(self.stats),
             max_deferral: duration_nanos(self.max_deferral),
             coarse_lags: crate::clock::ALL_CLOCKS.map(|c| self.clock.coarse_lag(c)),
             #[cfg(test)]
             crash_driver: AtomicBool::new(false),
-            driver_wakeups: AtomicU64::new(0),
-            #[cfg(test)]
-            rings: AtomicU64::new(0),
         });
         let drivers = Drivers::start(&core, drivers)?;
         Ok(Timers {
@@ -230,84 +230,22 @@ impl Builder {
     }
 }
 
-/// The driver threads of a `Timers`, stopped and joined on drop.
-pub(crate) struct Drivers {
-    pub(crate) core: Arc<Core>,
-    threads: Vec<JoinHandle<()>>,
-    #[cfg(not(loom))]
-    watch: Option<Arc<driver::ClockWatch>>,
-}
-
-impl Drivers {
-    pub(crate) fn start(core: &Arc<Core>, n: usize) -> Result<Drivers, Error> {
-        let mut d = Drivers {
-            core: core.clone(),
-            threads: Vec::new(),
-            #[cfg(not(loom))]
-            watch: None,
-        };
-        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
-                .name(name)
-                .spawn(f)
-                .map_err(Error::from)
-        };
-        for k in 0..n {
-            let c = core.clone();
-            // On error, `d`'s drop stops the threads started so far.
-            d.threads.push(spawn(
-                format!("tempora-driver-{k}"),
-                Box::new(move || {
-                    // A driver never dies silently: a panic that escapes its loop (callbacks'
-                    // are caught inside it) fails the service, which wakes every receiver.
-                    if super::serial::catch(|| driver::run(&c, k, n)).is_none() {
-                        c.fail(DRIVER_DIED);
-                        c.flush_halt();
-                    }
-                }),
-            )?);
-        }
-        #[cfg(not(loom))]
-        if n > 0 && core.clock.is_os_time() {
-            if let Some(w) = driver::ClockWatch::new() {
-                let w = Arc::new(w);
-                let (c, w2) = (core.clone(), w.clone());
-                d.watch = Some(w);
-                d.threads.push(spawn(
-                    "tempora-clockwatch".into(),
-                    Box::new(move || w2.run(&c)),
-                )?);
-            }
-        }
-        Ok(d)
+impl Default for Timers {
+    fn default() -> Self {
+        Timers::new()
     }
 }
 
-impl Drop for Drivers {
-    fn drop(&mut self) {
-        self.core.shutdown.store(true, Ordering::Release);
-        self.core.halt();
-        self.core.ring_all();
-        #[cfg(not(loom))]
-        if let Some(w) = &self.watch {
-            w.stop();
-        }
-        #[cfg(not(loom))]
-        self.core.standby.iter().for_each(|s| s.stop());
-        let me = std::thread::current().id();
-        let spares = std::mem::take(
-            &mut *self
-                .core
-                .spares
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-        for t in self.threads.drain(..).chain(spares) {
-            // A callback on a driver that drops the last `Timers` cannot join its own thread;
-            // that driver sees `shutdown` and ends by itself.
-            if t.thread().id() != me {
-                let _ = t.join();
-            }
-        }
+impl Timers {
+    /// A service on the OS clocks with the default configuration.
+    pub fn new() -> Timers {
+        Builder::default()
+            .build()
+            .expect("the default configuration is valid")
+    }
+
+    /// A [`Builder`].
+    pub fn builder() -> Builder {
+        Builder::default()
     }
 }

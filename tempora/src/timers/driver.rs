@@ -55,21 +55,25 @@
 //! re-arm discards a firing nobody has read yet). The
 //! standby's state lives in `standby.rs`; this module runs the protocol.
 
-use super::base::{earliest_fire, from_monotonic, Doorbell, NO_EXPIRY};
 use super::core::Core;
+use super::doorbell::{Doorbell, NO_EXPIRY};
 #[cfg(not(loom))]
 use super::fd;
+use super::health::DRIVER_DIED;
 use super::serial::Call;
 #[cfg(not(loom))]
 use super::standby::{Standby, Steps as _};
+use super::wake::{earliest_fire, from_monotonic};
 #[cfg(not(loom))]
 use crate::clock::ClockSource;
 use crate::clock::{ClockId, CLOCKS};
+use crate::error::Error;
 use crate::sync::Ordering;
 use std::cell::{Cell, RefCell};
 #[cfg(not(loom))]
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// One sleep of a driver: takes the doorbell's token (T), runs `prepare` (poll, then publish
@@ -121,10 +125,10 @@ pub(crate) fn run(core: &Arc<Core>, k: usize, n: usize) {
 /// Drives bases `k, k + n, ...`: poll, publish the next deadline, run the callbacks, sleep.
 /// `true` if a spare took over (the caller follows), `false` once the service stops.
 fn lead(core: &Arc<Core>, k: usize, n: usize) -> bool {
-    let bell = &core.bells[k];
+    let bell = &core.wake.bells[k];
     let mine: Vec<usize> = (k..core.bases.len()).step_by(n).collect();
     let calls = RefCell::new(Vec::new());
-    while !core.shutdown.load(Ordering::Acquire) {
+    while !core.health.shutdown.load(Ordering::Acquire) {
         #[cfg(test)]
         if core.crash_driver.swap(false, Ordering::Relaxed) {
             panic!("tempora test: a driver dies");
@@ -152,7 +156,7 @@ fn lead(core: &Arc<Core>, k: usize, n: usize) -> bool {
                 }
                 deadline.set(deadline_ns);
                 let mono = now[ClockId::Monotonic.index()];
-                if deadline_ns <= mono || core.shutdown.load(Ordering::Acquire) {
+                if deadline_ns <= mono || core.health.shutdown.load(Ordering::Acquire) {
                     return None;
                 }
                 Some(
@@ -165,7 +169,7 @@ fn lead(core: &Arc<Core>, k: usize, n: usize) -> bool {
         match slept {
             Slept::Handed => return true,
             Slept::Yes => {
-                core.driver_wakeups.fetch_add(1, Ordering::Relaxed);
+                core.drivers.wakeups.fetch_add(1, Ordering::Relaxed);
             }
             Slept::No => {}
         }
@@ -181,7 +185,7 @@ fn lead(core: &Arc<Core>, k: usize, n: usize) -> bool {
 /// has spares) to take over at `deadline` or at an earlier arm's ring. `false` if one did.
 fn run_calls(core: &Arc<Core>, k: usize, calls: &mut Vec<Call>, token: u64, deadline: u64) -> bool {
     #[cfg(not(loom))]
-    if let Some(s) = core.standby.get(k) {
+    if let Some(s) = core.wake.standby.get(k) {
         return lead_calls(s, core, k, calls, token, deadline);
     }
     let _ = (k, token, deadline);
@@ -193,7 +197,7 @@ fn run_calls(core: &Arc<Core>, k: usize, calls: &mut Vec<Call>, token: u64, dead
 /// stops.
 fn follow(core: &Arc<Core>, k: usize) -> bool {
     #[cfg(not(loom))]
-    if let Some(s) = core.standby.get(k) {
+    if let Some(s) = core.wake.standby.get(k) {
         return follow_standby(s, core);
     }
     let _ = (core, k);
@@ -245,7 +249,7 @@ fn lead_calls(
         };
         let Some(call) = next else { break };
         if held.is_none() && (s.following.load(Relaxed) > 0 || start_spare(s, core, k)) {
-            held = Some(s.begin(&core.bells[k], token));
+            held = Some(s.begin(&core.wake.bells[k], token));
         }
         if let Some(held) = held {
             let now = crate::clock::OsClock.now(ClockId::Monotonic);
@@ -274,12 +278,12 @@ fn lead_calls(
 fn follow_standby(s: &Standby, core: &Arc<Core>) -> bool {
     use std::sync::atomic::Ordering::Relaxed;
     loop {
-        if !fd::wait(&s.fd) || core.shutdown.load(Ordering::Acquire) {
+        if !fd::wait(&s.fd) || core.health.shutdown.load(Ordering::Acquire) {
             return false;
         }
         if s.state.take_over() {
             s.following.fetch_sub(1, Relaxed);
-            core.takeovers.fetch_add(1, Relaxed);
+            core.drivers.takeovers.fetch_add(1, Relaxed);
             return true;
         }
         // The leader finished first (a stale expiry): wait again.
@@ -290,23 +294,24 @@ fn follow_standby(s: &Standby, core: &Arc<Core>) -> bool {
 /// Starts a spare for driver `k`, following, if fewer than the limit were started.
 fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
     use std::sync::atomic::Ordering::Relaxed;
-    if s.started.fetch_add(1, Relaxed) >= core.spare_limit {
+    if s.started.fetch_add(1, Relaxed) >= core.drivers.spare_limit {
         s.started.fetch_sub(1, Relaxed);
         return false;
     }
     // Spawned and recorded under the lock, and never once the service is stopping: `Drop`
     // sets `shutdown` and then takes this list under the same lock to join it.
     let mut spares = core
+        .drivers
         .spares
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if core.shutdown.load(Ordering::Acquire) {
+    if core.health.shutdown.load(Ordering::Acquire) {
         s.started.fetch_sub(1, Relaxed);
         return false;
     }
     s.following.fetch_add(1, Relaxed);
     let c = core.clone();
-    let n = core.bells.len();
+    let n = core.wake.bells.len();
     let spawned = std::thread::Builder::new()
         .name(format!("tempora-spare-{k}"))
         .spawn(move || {
@@ -317,8 +322,8 @@ fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
                 }
             };
             if super::serial::catch(body).is_none() {
-                c.fail(super::core::DRIVER_DIED);
-                c.flush_halt();
+                c.health.fail(super::health::DRIVER_DIED);
+                c.health.flush_halt();
             }
         });
     match spawned {
@@ -386,15 +391,99 @@ impl ClockWatch {
 
     /// The watcher thread's body.
     pub(crate) fn run(&self, core: &Core) {
-        while self.wait() && !core.shutdown.load(Ordering::Acquire) {
-            core.ring_all();
+        while self.wait() && !core.health.shutdown.load(Ordering::Acquire) {
+            core.wake.ring_all();
+        }
+    }
+}
+
+/// The driver threads of a `Timers`, stopped and joined on drop.
+pub(crate) struct Drivers {
+    pub(crate) core: Arc<Core>,
+    threads: Vec<JoinHandle<()>>,
+    #[cfg(not(loom))]
+    watch: Option<Arc<ClockWatch>>,
+}
+
+impl Drivers {
+    pub(crate) fn start(core: &Arc<Core>, n: usize) -> Result<Drivers, Error> {
+        let mut d = Drivers {
+            core: core.clone(),
+            threads: Vec::new(),
+            #[cfg(not(loom))]
+            watch: None,
+        };
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(f)
+                .map_err(Error::from)
+        };
+        for k in 0..n {
+            let c = core.clone();
+            // On error, `d`'s drop stops the threads started so far.
+            d.threads.push(spawn(
+                format!("tempora-driver-{k}"),
+                Box::new(move || {
+                    // A driver never dies silently: a panic that escapes its loop (callbacks'
+                    // are caught inside it) fails the service, which wakes every receiver.
+                    if super::serial::catch(|| run(&c, k, n)).is_none() {
+                        c.health.fail(DRIVER_DIED);
+                        c.health.flush_halt();
+                    }
+                }),
+            )?);
+        }
+        #[cfg(not(loom))]
+        if n > 0 && core.clock.is_os_time() {
+            if let Some(w) = ClockWatch::new() {
+                let w = Arc::new(w);
+                let (c, w2) = (core.clone(), w.clone());
+                d.watch = Some(w);
+                d.threads.push(spawn(
+                    "tempora-clockwatch".into(),
+                    Box::new(move || w2.run(&c)),
+                )?);
+            }
+        }
+        Ok(d)
+    }
+}
+
+impl Drop for Drivers {
+    fn drop(&mut self) {
+        self.core.health.shutdown.store(true, Ordering::Release);
+        self.core.health.halt();
+        self.core.wake.ring_all();
+        #[cfg(not(loom))]
+        if let Some(w) = &self.watch {
+            w.stop();
+        }
+        #[cfg(not(loom))]
+        self.core.wake.standby.iter().for_each(|s| s.stop());
+        let me = std::thread::current().id();
+        let spares = std::mem::take(
+            &mut *self
+                .core
+                .drivers
+                .spares
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for t in self.threads.drain(..).chain(spares) {
+            // A callback on a driver that drops the last `Timers` cannot join its own thread;
+            // that driver sees `shutdown` and ends by itself.
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
         }
     }
 }
 
 #[cfg(all(test, loom))]
 mod tests {
-    use super::super::base::{Base, Target, NO_EXPIRY};
+    use super::super::base::Base;
+    use super::super::sleep::SleepCell;
     use super::*;
     use crate::wheel::Mode;
     use loom::sync::Arc;
@@ -413,7 +502,7 @@ mod tests {
             let (b2, bell2) = (base.clone(), bell.clone());
             let armer = loom::thread::spawn(move || {
                 // A sleep's entry (never followed: nothing pops it).
-                let sleep = Target::sleep(NonNull::dangling());
+                let sleep = NonNull::<SleepCell>::dangling();
                 let (_, ring) = b2
                     .locked_sleeps(10, |w| w.insert_with(10, Mode::PRECISE, sleep))
                     .unwrap();

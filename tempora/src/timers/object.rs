@@ -17,13 +17,13 @@
 //! ```
 //!
 //! The `registry::Service` implementation that ties these parts to the registry is in
-//! `core.rs`, beside the wheels its delete hook takes a timer out of: the hook hands back the
-//! timer's callback, which the registry drops once it holds no lock, and destroying an owner
-//! closes its event queue.
+//! `contract.rs`, above the core whose wheels its delete hook takes a timer out of: the hook
+//! hands back the timer's callback, which the registry drops once it holds no lock, and
+//! destroying an owner closes its event queue.
 
 use super::notify::Sink;
 use super::serial::Serial;
-use super::types::NotifyKind;
+use super::types::{NotifyKind, Placement};
 use crate::clock::ClockId;
 use crate::registry::{Locked, Zeroable};
 use crate::registry::{Timer, TimerId};
@@ -132,6 +132,31 @@ pub(crate) fn callback_of<'l>(l: &'l LockedTimer<'_>) -> Option<&'l CallbackCell
     // SAFETY: null or the timer's live `Box<CallbackCell>`, freed only by the delete hook under
     // the lock `l` holds; the reference does not outlive `l`.
     unsafe { cb.as_ref() }
+}
+
+/// Whether a timer popped from base `b`'s wheel `w` is still due there (under its lock, with
+/// that base's delivery lock held): it still names that base and wheel, and was not linked
+/// again since (`base.rs`). The order matters: `is_linked` is exact only for a node of base
+/// `b`, whose delivery lock the caller holds.
+#[inline]
+pub(crate) fn popped_here(l: &LockedTimer<'_>, b: usize, w: usize) -> bool {
+    usize::from(l.state.wheel()) == w + 1
+        && usize::from(l.state.base) == b
+        && !l.links().is_linked()
+}
+
+/// A locked timer's precision with its owner's default applied.
+#[inline]
+pub(crate) fn placement_of(l: &LockedTimer<'_>) -> Placement {
+    // Relaxed (both): written under the timer's lock, which `l` holds (`set_precision`), or
+    // at create; the owner's default is a setting read at each arming, with no other data.
+    let p = l.fixed().precision.load(Ordering::Relaxed);
+    let default = if p == 0 {
+        sink_of(l).default_slack.load(Ordering::Relaxed)
+    } else {
+        0
+    };
+    Placement::of(p, default)
 }
 
 #[cfg(all(test, not(loom)))]

@@ -1,8 +1,10 @@
 //! An owner's calls: the POSIX timer calls on its timers, and receiving their events.
 
-use super::core::{placement_of, Core, QUEUE_POISONED};
+use super::core::Core;
+use super::health::QUEUE_POISONED;
 use super::itimer::{self, Consumed};
 use super::notify::{self, Event, Registered};
+use super::object::placement_of;
 use super::object::{callback_of, CallbackCell, EventQueue, Itimer, ItimerInit, LockedTimer};
 use super::serial::Serial;
 use super::types::{
@@ -92,7 +94,7 @@ impl Owner {
         notify: Notify,
         create: impl FnOnce(ItimerInit) -> Result<TimerId, Error>,
     ) -> Result<TimerId, Error> {
-        self.core().check()?;
+        self.core().health.check()?;
         if let Notify::NamedCallback(name, _) = &notify {
             if let Some(why) = types::callback_name_error(name) {
                 return Err(Error::InvalidConfig(why));
@@ -173,7 +175,7 @@ impl Owner {
         let value = value.into().to_nanos()?;
         let interval = interval.into().to_nanos()?;
         let core = self.core();
-        core.check()?;
+        core.health.check()?;
         let now = LazyNow::new(&*core.clock);
         let old = self.reg.with_timer(id, |mut l| {
             if let Placement::Slack(slack) = placement_of(&l) {
@@ -199,7 +201,7 @@ impl Owner {
             let (old, arm) = state.settime(published, &now, flags.is_abstime(), value, interval);
             core.apply_spent(&mut l, arm, now.spent()).map(|()| old)
         });
-        core.flush_halt();
+        core.health.flush_halt();
         let old = old??;
         let what = if value == 0 {
             Counter::Disarmed
@@ -219,7 +221,7 @@ impl Owner {
     /// [`Error::Poisoned`] if the service has failed.
     pub fn set_precision(&self, id: TimerId, precision: Precision) -> Result<(), Error> {
         let core = self.core();
-        core.check()?;
+        core.health.check()?;
         let r = self.reg.with_timer(id, |mut l| {
             // Relaxed: read under this lock (`placement_of`).
             l.fixed()
@@ -236,7 +238,7 @@ impl Owner {
             };
             core.apply(&mut l, arm)
         });
-        core.flush_halt();
+        core.health.flush_halt();
         r?
     }
 
@@ -304,7 +306,7 @@ impl Owner {
     #[doc(alias = "timer_delete")]
     pub fn delete(&self, id: TimerId) -> Result<(), Error> {
         let r = self.reg.delete(id);
-        self.core().flush_halt();
+        self.core().health.flush_halt();
         r
     }
 
@@ -337,13 +339,13 @@ impl Owner {
             });
             let tally = &self.sink().tally;
             if let Ok(Some(Some(overrun))) = got {
-                core.flush_halt();
+                core.health.flush_halt();
                 tally.delivered(overrun);
                 return Some(Event::new(ev.id, overrun));
             }
             tally.add(Counter::StaleDropped, 1);
         }
-        core.flush_halt();
+        core.health.flush_halt();
         None
     }
 
@@ -397,7 +399,7 @@ impl Owner {
             return Some(Error::OwnerDeleted);
         }
         if closed != 0 {
-            return Some(self.core().halted_why());
+            return Some(self.core().health.halted_why());
         }
         if self.sink().is_poisoned() {
             return Some(Error::Poisoned(QUEUE_POISONED));

@@ -3,9 +3,8 @@
 //!
 //! A sleep has no ID, no slot and no owner: it is not addressed by anyone but the future that
 //! holds it, so it needs none of the registry. Its cell lives inside the pinned future, and a
-//! wheel entry of the monotonic wheel of one base points at it while it is armed (the payload
-//! [`Target::sleep`](super::base::Target)), exactly as an interval timer's entry points at its
-//! timer object.
+//! wheel entry of the sleeps' wheel of one base (on the monotonic clock) holds its address while
+//! it is armed, as an interval timer's wheel links its timer object.
 //!
 //! # Who touches a cell
 //!

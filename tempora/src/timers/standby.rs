@@ -1,9 +1,9 @@
 //! A driver's standby while it runs callbacks ("Callbacks that block" in `driver.rs`, which
 //! runs the protocol): who leads (`Handover`), the spares' timerfd, and the callbacks not run
-//! yet. Kept apart from `driver.rs` so that `Core`, which holds a standby per driver and kicks
-//! it on a ring, does not depend on the drivers' loop.
+//! yet. Kept apart from `driver.rs` so that the wake-ups (`wake.rs`), which hold a standby per
+//! driver and kick it on a ring, do not depend on the drivers' loop.
 
-use super::base::{Doorbell, NO_EXPIRY};
+use super::doorbell::{Doorbell, NO_EXPIRY};
 #[cfg(not(loom))]
 use super::fd;
 #[cfg(not(loom))]

@@ -960,7 +960,7 @@ fn until_driver_sleeps(timers: &Timers) {
     let mono = ClockId::Monotonic.index();
     while !timers.core.bases.iter().any(|b| {
         let t = b.locked(|st| st.sleep[mono]).unwrap();
-        t != 0 && t != base::NO_EXPIRY
+        t != 0 && t != super::doorbell::NO_EXPIRY
     }) {
         std::thread::yield_now();
     }
@@ -997,7 +997,7 @@ fn an_earlier_arm_rings_the_sleeping_driver_a_later_one_does_not() {
     // Once the driver publishes a finite deadline it sleeps until the 1 h timer; arming
     // later does not wake it.
     until_driver_sleeps(&timers);
-    let rings = timers.core.rings.load(Ordering::Relaxed);
+    let rings = timers.core.wake.rings.load(Ordering::Relaxed);
     owner
         .settime(
             near,
@@ -1007,7 +1007,7 @@ fn an_earlier_arm_rings_the_sleeping_driver_a_later_one_does_not() {
         )
         .unwrap();
     assert_eq!(
-        timers.core.rings.load(Ordering::Relaxed),
+        timers.core.wake.rings.load(Ordering::Relaxed),
         rings,
         "later: no ring"
     );
@@ -1017,7 +1017,7 @@ fn an_earlier_arm_rings_the_sleeping_driver_a_later_one_does_not() {
         .settime(near, SetFlags::RELATIVE, ms(2), Duration::ZERO)
         .unwrap();
     assert_eq!(
-        timers.core.rings.load(Ordering::Relaxed),
+        timers.core.wake.rings.load(Ordering::Relaxed),
         rings + 1,
         "earlier: one ring"
     );
@@ -1087,9 +1087,9 @@ fn a_panicking_callback_does_not_stop_its_driver() {
 #[test]
 fn clock_was_set_rings_every_driver() {
     let timers = Timers::builder().bases(2).drivers(2).build().unwrap();
-    let rings = timers.core.rings.load(Ordering::Relaxed);
+    let rings = timers.core.wake.rings.load(Ordering::Relaxed);
     timers.clock_was_set();
-    assert_eq!(timers.core.rings.load(Ordering::Relaxed), rings + 2);
+    assert_eq!(timers.core.wake.rings.load(Ordering::Relaxed), rings + 2);
     assert!(matches!(
         Timers::builder().bases(1).drivers(2).build(),
         Err(Error::InvalidConfig(_))
@@ -1522,14 +1522,14 @@ fn the_deadline_fd_follows_the_earliest_timer() {
     owner
         .settime(far, SetFlags::RELATIVE, Duration::from_secs(3600), ms(0))
         .unwrap();
-    let rings = timers.core.rings.load(Ordering::Relaxed);
+    let rings = timers.core.wake.rings.load(Ordering::Relaxed);
     assert!(rings >= 1, "the first timer moved the fd from disarmed");
     let later = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
     owner
         .settime(later, SetFlags::RELATIVE, Duration::from_secs(7200), ms(0))
         .unwrap();
     assert_eq!(
-        timers.core.rings.load(Ordering::Relaxed),
+        timers.core.wake.rings.load(Ordering::Relaxed),
         rings,
         "a later arm costs no system call"
     );
@@ -1540,7 +1540,7 @@ fn the_deadline_fd_follows_the_earliest_timer() {
     owner
         .settime(soon, SetFlags::RELATIVE, ms(20), ms(0))
         .unwrap();
-    assert_eq!(timers.core.rings.load(Ordering::Relaxed), rings + 1);
+    assert_eq!(timers.core.wake.rings.load(Ordering::Relaxed), rings + 1);
     assert!(fd_readable(fd, 60_000), "readable at the deadline");
     assert!(
         timers.now(ClockId::Monotonic) >= before + 20 * MS,

@@ -1,0 +1,79 @@
+//! The registry's contract with the service (`registry::Service`): what a create writes into
+//! a timer object, what deleting a timer and destroying an owner do, and the service's part of
+//! each owner.
+//!
+//! The delete hook runs under the timer's lock with the timer already invisible: it counts the
+//! delete, gives back the group charge, takes the timer out of its wheel and hands back its
+//! callback, which the registry drops once it holds no lock (a callback's `Drop` is user
+//! code). Destroying an owner closes its event queue, so its receivers stop waiting.
+
+use super::core::Core;
+use super::itimer::{ItimerPublished, ItimerState};
+use super::notify::CLOSED_OWNER;
+use super::object::{
+    callback_of, CallbackCell, EventQueue, Itimer, ItimerFixed, ItimerInit, LockedTimer,
+};
+use crate::registry::Service;
+use crate::stats::Counter;
+use crate::sync::Ordering;
+use crate::wheel::intrusive::Node;
+use std::sync::Arc;
+
+/// The service's part of each owner.
+pub(crate) struct OwnerPart {
+    pub(crate) core: Arc<Core>,
+    /// Shared with the service's list of owners' queues (`Health`, weakly); timers' `sink` points at it.
+    pub(crate) sink: Arc<EventQueue>,
+}
+
+impl Service for Itimer {
+    type Fixed = ItimerFixed;
+    type Published = ItimerPublished;
+    type Links = Node;
+    type State = ItimerState;
+    type Init = ItimerInit;
+    type Owner = OwnerPart;
+    type Released = Option<Box<CallbackCell>>;
+
+    fn init(
+        fixed: &ItimerFixed,
+        published: &ItimerPublished,
+        state: &mut ItimerState,
+        init: ItimerInit,
+    ) {
+        // Relaxed (all): published with the timer by the create (`Service::init`).
+        fixed.sink.store(init.sink.cast_mut(), Ordering::Relaxed);
+        let callback = init.callback.map_or(std::ptr::null_mut(), Box::into_raw);
+        fixed.callback.store(callback, Ordering::Relaxed);
+        fixed.precision.store(0, Ordering::Relaxed);
+        state.create(published, init.clock, init.notify);
+    }
+
+    fn on_delete(owner: &OwnerPart, l: &mut LockedTimer<'_>) -> Option<Box<CallbackCell>> {
+        let tally = &owner.sink.tally;
+        tally.add(Counter::Deleted, 1);
+        tally.group.uncharge();
+        // A poisoned base fails the service; the timer is deleted all the same (its node, if
+        // still linked there, is never reached again).
+        let _ = owner.core.disarm(l);
+        l.state.delete();
+        if let Some(cell) = callback_of(l) {
+            // Expiries folded into a running call are stale now (`serial.rs`).
+            cell.serial.drop_folded();
+        }
+        // Relaxed: under the timer's lock, which every reader of `callback` holds.
+        let cb = l
+            .fixed()
+            .callback
+            .swap(std::ptr::null_mut(), Ordering::Relaxed);
+        // SAFETY: `callback` is null or a `Box<CallbackCell>` leaked at create (`init`), taken
+        // out exactly once, here, under the lock.
+        (!cb.is_null()).then(|| unsafe { Box::from_raw(cb) })
+    }
+
+    fn on_destroy(owner: &OwnerPart) {
+        owner.sink.close(CLOSED_OWNER);
+        // The teardown's delete hooks may have met a failure; no lock is held now.
+        owner.core.health.flush_halt();
+    }
+}

@@ -1,0 +1,340 @@
+//! Polling and delivery: popping what is due from each base, and delivering it (an event
+//! queued, a callback or a waker collected) under each timer's or sleep cell's lock once the
+//! base lock is released; callbacks and wakers then run with no tempora lock held.
+//!
+//! A poll holds a base's delivery lock from the pop of a batch until the batch is delivered
+//! (the poll barrier, `base.rs`), and pins the epoch over the same span, so that a popped
+//! timer's address stays a timer object ("Safety of the timer addresses", `timers/mod.rs`).
+//! Whether a popped timer is still due is decided under its lock (`object::popped_here`).
+
+use super::base::timer_at;
+use super::core::Core;
+use super::health::{BASE_POISONED, QUEUE_POISONED};
+use super::itimer::{Arm, Consumed};
+use super::object::{callback_of, popped_here, sink_of, EventRef, Itimer, LockedTimer};
+use super::serial::Call;
+use super::sleep::SleepCell;
+use super::types::NotifyKind;
+use crate::clock::{ClockId, LazyNow, ALL_CLOCKS, CLOCKS};
+use crate::registry::{Timer, TIMER_POISONED};
+use crate::stats::Counter;
+use crate::sync::{Ordering, Poisoned};
+use crate::wheel::Key;
+use std::cell::Cell;
+use std::ptr::NonNull;
+use std::task::Waker;
+
+/// What a poll popped from a base, delivered once the base lock is released.
+#[derive(Clone, Copy)]
+enum Popped {
+    /// A timer object, from the wheel of clock index `w` (its wheels link the objects).
+    Timer {
+        w: usize,
+        timer: NonNull<Timer<Itimer>>,
+    },
+    /// A sleep's cell, with its entry's key: the entry is current only while the cell still
+    /// holds that key (`sleep.rs`).
+    Sleep { key: Key, cell: NonNull<SleepCell> },
+}
+
+thread_local! {
+    /// Each thread's buffer of popped entries (`Core::poll`).
+    static BATCH: Cell<Vec<Popped>> = const { Cell::new(Vec::new()) };
+    /// Each thread's buffer of the calls a batch collected (`Core::poll_then`).
+    static CALLS: Cell<Vec<Call>> = const { Cell::new(Vec::new()) };
+}
+
+/// The monotonic wheel's index: sleeps wait there.
+const MONOTONIC: usize = ClockId::Monotonic.index();
+
+impl Core {
+    /// Polls every base at the clocks' current time, running what fired; how many fired.
+    pub(crate) fn poll_now(&self) -> usize {
+        self.poll(self.now_all())
+    }
+
+    fn poll(&self, now: [u64; CLOCKS]) -> usize {
+        self.poll_then(now, &mut |calls| self.run_calls(calls))
+    }
+
+    /// A poll that leaves what it would run (callbacks, wake-ups) in `out`, for the caller to
+    /// run (a driver runs them after publishing its next deadline: `driver.rs`).
+    pub(crate) fn poll_collect(&self, out: &mut Vec<Call>) -> usize {
+        self.poll_then(self.now_all(), &mut |calls| out.append(calls))
+    }
+
+    /// Polls every base, handing each batch's calls to `after` once no lock is held.
+    fn poll_then(&self, now: [u64; CLOCKS], after: &mut dyn FnMut(&mut Vec<Call>)) -> usize {
+        let ticks = now.map(|n| self.res.ticks_floor(n));
+        let lazy = LazyNow::from(&*self.clock, now);
+        // The thread's batch and calls buffers, taken out for this poll (a callback that polls
+        // again takes empty ones) and put back at the end: a poll allocates nothing once its
+        // thread has polled before (`after` leaves `calls` empty).
+        let mut batch = BATCH.with(Cell::take);
+        batch.reserve(self.batch);
+        let mut calls = CALLS.with(Cell::take);
+        let mut fired = 0;
+        let n = self.bases.len();
+        let first = self.my_base();
+        let timed = self.stats.enabled;
+        for i in 0..n {
+            let b = (first + i) % n;
+            let base = &self.bases[b];
+            let mut counted = false;
+            loop {
+                // Held from the pop until the batch is delivered: the poll barrier (`base.rs`).
+                let Ok(delivering) = base.delivery() else {
+                    self.health.fail(BASE_POISONED);
+                    break;
+                };
+                // Pinned from before the pop until the entries are delivered (`timers/mod.rs`,
+                // "Safety of the timer addresses").
+                let guard = crossbeam_epoch::pin();
+                if !counted {
+                    base.counters.poll();
+                    counted = true;
+                }
+                let popped = base.locked(|st| {
+                    // The hold is timed inside the lock: from taking it to letting it go.
+                    let start = timed.then(std::time::Instant::now);
+                    let mut complete = true;
+                    for (w, wheel) in st.wheels.iter_mut().enumerate() {
+                        if ticks[w] < wheel.now() {
+                            // Only the realtime clock can step back: re-base its wheel so that
+                            // nothing fires before the wall clock reaches it again.
+                            wheel.rebase(ticks[w]);
+                        }
+                        let room = self.batch - batch.len();
+                        if room == 0 {
+                            complete = false;
+                            break;
+                        }
+                        let adv = wheel.run(ticks[w], room, |r| {
+                            // The pop read the node (the object's second line); delivery
+                            // reads the first line too: start loading it now, so that its
+                            // miss overlaps the pop's walk to the next node.
+                            crate::sync::prefetch(r);
+                            batch.push(Popped::Timer {
+                                w,
+                                timer: timer_at(r),
+                            });
+                        });
+                        complete &= adv.complete;
+                    }
+                    let room = self.batch - batch.len();
+                    if room == 0 {
+                        complete = false;
+                    } else {
+                        let adv = st.sleeps.advance(ticks[MONOTONIC], room, |e| {
+                            batch.push(Popped::Sleep {
+                                key: e.key,
+                                cell: e.value,
+                            });
+                        });
+                        complete &= adv.complete;
+                    }
+                    (complete, start.map(|s| s.elapsed().as_nanos() as u64))
+                });
+                let Ok((complete, held)) = popped else {
+                    self.health.fail(BASE_POISONED);
+                    break;
+                };
+                let mut here = 0;
+                for &popped in &batch {
+                    here += self.deliver(b, popped, &lazy, &mut calls);
+                }
+                if !batch.is_empty() {
+                    base.counters.batch(here as u64, held);
+                }
+                fired += here;
+                batch.clear();
+                drop(guard);
+                drop(delivering);
+                after(&mut calls);
+                if complete {
+                    break;
+                }
+            }
+        }
+        BATCH.with(|b| b.set(batch));
+        debug_assert!(calls.is_empty(), "`after` takes every call");
+        calls.clear();
+        CALLS.with(|c| c.set(calls));
+        self.health.flush_halt();
+        fired
+    }
+
+    /// Handles one entry popped from base `b`: 1 if it fired a timer or a sleep.
+    fn deliver(&self, b: usize, popped: Popped, now: &LazyNow<'_>, calls: &mut Vec<Call>) -> usize {
+        match popped {
+            Popped::Timer { w, timer } => self.deliver_timer(b, w, timer, now, calls),
+            Popped::Sleep { key, cell } => {
+                // SAFETY: the entry was in the wheel when popped, and this poll holds base
+                // `b`'s delivery lock, which the sleep's holder waits for before freeing a
+                // cell whose entry it could not remove (`sleep.rs`, "Why the memory stays
+                // valid").
+                let cell = unsafe { cell.as_ref() };
+                self.deliver_sleep(b, key, cell, now, calls)
+            }
+        }
+    }
+
+    /// Handles a timer popped from base `b`'s wheel `w`: 1 if it fired.
+    fn deliver_timer(
+        &self,
+        b: usize,
+        w: usize,
+        timer: NonNull<Timer<Itimer>>,
+        now: &LazyNow<'_>,
+        calls: &mut Vec<Call>,
+    ) -> usize {
+        // SAFETY: the timer was linked when popped, after the caller pinned the epoch, so the
+        // slot page is not recycled before the caller unpins (`timers/mod.rs`, "Safety of the
+        // timer addresses"); it holds a `Timer` (slots are type-stable), whose identity is
+        // checked under its lock below.
+        let timer: &Timer<Itimer> = unsafe { timer.as_ref() };
+        let delivered = timer.lock_visible(|mut l| {
+            if !popped_here(&l, b, w) {
+                return false;
+            }
+            l.state.set_wheel(0);
+            let clock = ALL_CLOCKS[w];
+            if now.get(clock) < l.state.expiry {
+                // Never early. The entry was left in place by a re-arm to a later time (see
+                // `apply`), or a clock source broke its contract: the timer waits for its time
+                // again. It goes to tick `ceil(expiry / tick)`, which is after `floor(now /
+                // tick)`, so this poll does not meet it again.
+                let expiry = l.state.expiry;
+                let _ = self.apply_on(&mut l, Arm::At { clock, expiry }, b);
+                return false;
+            }
+            let expiry = l.state.expiry;
+            let Some(event) = l.state.expire() else {
+                return false;
+            };
+            let tally = &sink_of(&l).tally;
+            tally.expired(now.get(clock).saturating_sub(expiry));
+            match l.state.notify() {
+                NotifyKind::Queue => {
+                    enqueue(self, &mut l, event.seq(), |w| calls.push(Call::Wake(w)))
+                }
+                NotifyKind::Callback => {
+                    let (state, published) = l.state_and_published();
+                    if let Consumed::Deliver { overrun, rearm } =
+                        state.consume(published, event, now)
+                    {
+                        // Its next period, on the base it came from (the poll barrier).
+                        let _ = self.apply_on(&mut l, rearm, b);
+                        if let Some(cell) = callback_of(&l) {
+                            // None: a call of this timer runs (another poller's); it runs the
+                            // callback again for this expiry when it returns.
+                            if let Some(call) = cell.serial.take(overrun) {
+                                let tally = sink_of(&l).tally.clone();
+                                tally.delivered(overrun);
+                                calls.push(Call::Callback(call, l.id(), overrun, tally));
+                            }
+                        }
+                    }
+                }
+                NotifyKind::None => {}
+            }
+            true
+        });
+        match delivered {
+            Ok(fired) => usize::from(fired == Some(true)),
+            Err(Poisoned) => {
+                self.health.fail(TIMER_POISONED);
+                0
+            }
+        }
+    }
+
+    fn run_calls(&self, calls: &mut Vec<Call>) {
+        calls.drain(..).for_each(|c| self.run_call(c));
+    }
+
+    /// Runs one callback or wake-up; a panic in it is caught and counted.
+    pub(crate) fn run_call(&self, call: Call) {
+        match call {
+            Call::Callback(call, id, overrun, tally) => {
+                let mut first = true;
+                call.run(id, overrun, &mut |overrun, panicked| {
+                    if !std::mem::take(&mut first) {
+                        // A run for expiries folded while the call before it ran.
+                        tally.delivered(overrun);
+                    }
+                    if panicked {
+                        self.callback_panics.fetch_add(1, Ordering::Relaxed);
+                        tally.add(Counter::CallbackPanics, 1);
+                    }
+                });
+            }
+            Call::Wake(w) => {
+                if super::serial::catch(|| w.wake()).is_none() {
+                    self.callback_panics.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Handles a sleep's entry popped from base `b`: fires it if its deadline passed (its
+    /// waker goes to `calls`), places it again if a reset moved the deadline later, lets go
+    /// of it if it is no longer current (its future is being dropped). 1 if it fired.
+    fn deliver_sleep(
+        &self,
+        b: usize,
+        key: Key,
+        cell: &SleepCell,
+        now: &LazyNow<'_>,
+        calls: &mut Vec<Call>,
+    ) -> usize {
+        let fired = cell.locked(|s| {
+            let current = s.at.armed && usize::from(s.at.base) == b && s.body.key == key.to_bits();
+            if !current {
+                return false;
+            }
+            s.at.armed = false;
+            if now.get(ClockId::Monotonic) < s.body.deadline {
+                // Reset to a later deadline while in the wheel (`Sleep::reset`): wait again,
+                // on this base (the poll barrier). A poisoned base fails the service; the
+                // task is woken then, so that its next poll meets the failure (`place`).
+                if self.sleep_place(cell, s, b).is_err() {
+                    if let Some(w) = s.body.waker.take() {
+                        calls.push(Call::Wake(w));
+                    }
+                }
+                return false;
+            }
+            s.at.fired = true;
+            if let Some(w) = s.body.waker.take() {
+                calls.push(Call::Wake(w));
+            }
+            true
+        });
+        // A poisoned cell (a bug) is left alone: its holder no longer expects deliveries.
+        usize::from(fired == Ok(true))
+    }
+}
+
+/// Puts a locked `Queue` timer's one event on its owner's queue for the arming `seq`, or,
+/// if the event is already queued, makes that entry this arming's (the kernel's "already
+/// pending: nothing" for its preallocated sigqueue). A poisoned queue fails the service.
+/// Tasks waiting on the queue are handed to `wake`, for the caller to wake with no lock held.
+pub(crate) fn enqueue(core: &Core, l: &mut LockedTimer<'_>, seq: u32, wake: impl FnMut(Waker)) {
+    l.state.sigqueue_seq = seq;
+    if l.state.queued() {
+        return;
+    }
+    l.state.set_queued(true);
+    let pushed = sink_of(l).push(
+        EventRef {
+            timer: NonNull::from(l.timer),
+            id: l.id(),
+            generation: l.generation(),
+        },
+        wake,
+    );
+    if pushed.is_err() {
+        core.health.fail(QUEUE_POISONED);
+    }
+}

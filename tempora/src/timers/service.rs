@@ -1,0 +1,346 @@
+//! [`Timers`], the service a user holds, and [`Group`], a handle on a statistics group of its
+//! owners: making owners, polling without drivers, the deadline fd, statistics. The calls on
+//! timers are [`Owner`]'s (`owner.rs`); this file holds what spans every owner.
+
+use super::contract::OwnerPart;
+use super::core::Core;
+use super::doorbell::NO_EXPIRY;
+use super::driver::Drivers;
+use super::object::EventQueue;
+use super::owner::Owner;
+use super::wake;
+use crate::clock::ClockId;
+use crate::error::Error;
+use crate::stats::group::GroupNode;
+use crate::stats::tally::Tally;
+use crate::stats::{GroupStats, Stats};
+use crate::sync::Ordering;
+use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The timer service: bases, clock, registry. Cloning shares it. See the [module doc](super).
+#[derive(Clone)]
+pub struct Timers {
+    pub(crate) core: Arc<Core>,
+    /// Stops and joins the drivers when the last `Timers` handle and the last
+    /// [`Sleep`](crate::time::Sleep) go (owners keep only the core, so their events stay
+    /// readable).
+    pub(crate) drivers: Arc<Drivers>,
+}
+
+impl fmt::Debug for Timers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timers")
+            .field("bases", &self.core.bases.len())
+            .field("tick_ns", &self.core.res.nanos())
+            .field("timers", &self.core.registry.len())
+            .finish()
+    }
+}
+
+impl Timers {
+    /// A new owner: a namespace of timer IDs with its own event queue, directly under the
+    /// service (in no group).
+    pub fn owner(&self) -> Owner {
+        new_owner(&self.core, &self.core.stats.root)
+    }
+
+    /// The top-level group named `name`, made if it does not exist ([`crate::stats`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a name that is empty, longer than 64 bytes, or holds a
+    /// `/`, a `"`, a `\` or a control character.
+    pub fn group(&self, name: &str) -> Result<Group, Error> {
+        Group::child_of(&self.core, &self.core.stats.root, name)
+    }
+
+    /// The service's statistics: every owner's and group's counts and lateness, and the
+    /// bases', flushed first (every update made before the call is in them). Reading never
+    /// makes a thread that arms or fires timers wait ([`crate::stats`]).
+    pub fn stats(&self) -> Stats {
+        stats_of(&self.core)
+    }
+
+    /// The current time on `clock`, from the service's clock source, in ns.
+    pub fn now(&self, clock: ClockId) -> u64 {
+        self.core.clock.now(clock)
+    }
+
+    /// The wheels' tick in nanoseconds.
+    pub fn tick_nanos(&self) -> u64 {
+        self.core.res.nanos()
+    }
+
+    /// Number of bases.
+    pub fn bases(&self) -> usize {
+        self.core.bases.len()
+    }
+
+    /// Timers of all owners of this service (exact when no create or delete is in flight).
+    pub fn timer_count(&self) -> usize {
+        self.core.registry.len()
+    }
+
+    /// Buckets in the timer-ID hash table shared by all owners (it doubles as it fills).
+    pub fn id_table_buckets(&self) -> usize {
+        self.core.registry.buckets()
+    }
+
+    /// Bytes of the timer-ID hash table (during a resize, the old and the new table).
+    pub fn id_table_bytes(&self) -> usize {
+        self.core.registry.table_bytes()
+    }
+
+    /// Bytes of slot pages kept for reuse after their owners were destroyed.
+    pub fn pooled_bytes(&self) -> usize {
+        self.core.registry.pooled_bytes()
+    }
+
+    /// Times a driver thread woke from sleep (each an OS wake-up), since build.
+    pub fn driver_wakeups(&self) -> u64 {
+        self.core.drivers.wakeups.load(Ordering::Relaxed)
+    }
+
+    /// Times a spare driver took the place of a driver that was running callbacks past its
+    /// next deadline (or past an earlier arm), since build ([`Builder::spare_drivers`](super::Builder::spare_drivers)).
+    pub fn spare_takeovers(&self) -> u64 {
+        self.core.drivers.takeovers.load(Ordering::Relaxed)
+    }
+
+    /// Spare driver threads started so far (they stay, waiting, until the service stops).
+    pub fn spare_threads(&self) -> usize {
+        self.core
+            .drivers
+            .spares
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+
+    /// Number of background driver threads.
+    pub fn drivers(&self) -> usize {
+        self.core.wake.bells.len()
+    }
+
+    /// Callbacks that panicked (each panic is caught; the poll goes on).
+    pub fn callback_panics(&self) -> u64 {
+        self.core.callback_panics.load(Ordering::Relaxed)
+    }
+
+    /// `Ok` while the service works; [`Error::Poisoned`] (naming what) once a panic inside one
+    /// of its critical sections, or a driver thread that died, left part of it unusable. From
+    /// then on arming calls fail with that error and receivers return it once their queues are
+    /// empty; polls go on serving what is intact.
+    pub fn health(&self) -> Result<(), Error> {
+        match self.core.health.failure.get() {
+            Some(&what) => Err(Error::Poisoned(what)),
+            None => Ok(()),
+        }
+    }
+
+    /// Fires every timer due by now (each clock read once, at the start): queues events, runs
+    /// callbacks. Returns the number of expiries this call handled (events queued or refreshed,
+    /// callbacks run).
+    ///
+    /// It is a barrier, also while drivers or other threads poll: when it returns, every timer
+    /// due by its clock reading has expired, whoever popped it. Its event is queued (a
+    /// `try_recv` after it finds it), and a settime or gettime after it sees the fired state.
+    /// Callbacks that another poller fired may still be running on that poller's thread.
+    ///
+    /// Callbacks run on the calling thread with no tempora lock held. A panicking callback is
+    /// caught and counted ([`Timers::callback_panics`]). A base poisoned by a panic inside
+    /// tempora is skipped and reported by [`Timers::health`].
+    pub fn poll(&self) -> usize {
+        let fired = self.core.poll_now();
+        self.core.refresh_deadline();
+        fired
+    }
+
+    /// A file descriptor (a timerfd on the monotonic clock) that becomes readable when a
+    /// timer is due, for an application-driven service ([`Builder::drivers`](super::Builder::drivers)`(0)`) whose
+    /// event loop waits on it beside its sockets and calls [`Timers::poll`] when it is
+    /// readable: `poll` re-arms it at the next deadline, which also makes it not readable
+    /// again (there is no need to `read(2)` it). An arm that moves the next deadline earlier
+    /// re-arms it at once; an arm later than it costs no system call (the drivers' rule,
+    /// `base.rs`). Like [`Timers::next_deadline`], it may fire early after timers were
+    /// cancelled (a poll then fires nothing and re-arms it), never late.
+    ///
+    /// Made on the first call (a service that never asks pays nothing); closed when the last
+    /// thing that holds the service's core is gone: its `Timers` handles, sleeps and owners.
+    ///
+    /// Without drivers there is no watch on the realtime clock: after the wall clock is set,
+    /// call [`Timers::clock_was_set`] (it makes the fd readable at once), or absolute
+    /// `CLOCK_REALTIME` timers fire when the monotonic time they were converted to comes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] if the service has driver threads (they fire the timers) or
+    /// runs on a clock source other than the OS's (a timerfd cannot follow it);
+    /// [`Error::Io`] if the timerfd cannot be made.
+    pub fn deadline_fd(&self) -> Result<BorrowedFd<'_>, Error> {
+        let core = &*self.core;
+        if !core.wake.bells.is_empty() {
+            return Err(Error::InvalidConfig(
+                "a deadline fd is for a service without drivers (drivers(0))",
+            ));
+        }
+        if !core.clock.is_os_time() {
+            return Err(Error::InvalidConfig(
+                "a deadline fd needs the OS clocks: a timerfd cannot follow another clock source",
+            ));
+        }
+        if core.wake.deadline.get().is_none() {
+            // A racing first call's fd wins; ours is closed. The fd is visible before any
+            // base publishes a deadline, so every ring finds it.
+            let _ = core.wake.deadline.set(wake::DeadlineFd::new()?);
+            core.refresh_deadline();
+        }
+        Ok(core.wake.deadline.get().expect("set above").fd.as_fd())
+    }
+
+    /// Tells the service that the realtime clock was set: drivers wake and re-evaluate
+    /// absolute `CLOCK_REALTIME` timers at once (with drivers on the OS clocks this is
+    /// detected by itself, through `timerfd`'s `TFD_TIMER_CANCEL_ON_SET`).
+    pub fn clock_was_set(&self) {
+        self.core.wake.ring_all();
+    }
+
+    /// The monotonic time (ns, on the service's clock source) at which [`Timers::poll`] next
+    /// fires a timer, or `None` if no timer is armed: each wheel's `next_fire`, so a loop that
+    /// sleeps until it wakes once per expiry instant (it may be early after timers were
+    /// cancelled, never late). Deadlines of realtime and boot-time timers are converted with
+    /// the clocks' current offsets. May be in the past: poll at once. Takes each base's lock
+    /// briefly.
+    pub fn next_deadline(&self) -> Option<u64> {
+        let core = &*self.core;
+        let now = core.now_all();
+        let best = core
+            .bases
+            .iter()
+            // A poisoned base fires nothing again: it has no deadline.
+            .filter_map(|base| {
+                base.locked(|st| wake::earliest_fire(core.res, core.max_deferral, st, &now))
+                    .ok()
+            })
+            .min()
+            .unwrap_or(NO_EXPIRY);
+        (best != NO_EXPIRY).then_some(best)
+    }
+
+    /// Time from now until [`Timers::next_deadline`] (zero if it has passed), for a loop's
+    /// `epoll_wait`/`poll` timeout; `None` if no timer is armed.
+    pub fn next_timeout(&self) -> Option<Duration> {
+        let at = self.next_deadline()?;
+        let now = self.core.clock.now(ClockId::Monotonic);
+        Some(Duration::from_nanos(at.saturating_sub(now)))
+    }
+}
+
+/// A new owner of `core` in `group`.
+fn new_owner(core: &Arc<Core>, group: &Arc<GroupNode>) -> Owner {
+    let tally = Tally::new(&core.stats, group, core.stats.next_owner_id());
+    let sink = Arc::new(EventQueue::new(tally));
+    core.health.register(&sink);
+    let part = OwnerPart {
+        core: core.clone(),
+        sink,
+    };
+    Owner {
+        reg: core.registry.owner(part),
+    }
+}
+
+/// `Timers::stats`.
+fn stats_of(core: &Core) -> Stats {
+    core.stats.flush();
+    let bases = core
+        .bases
+        .iter()
+        .enumerate()
+        .map(|(i, b)| b.counters.read(i))
+        .collect();
+    Stats::of(&core.stats, bases)
+}
+
+/// A group of owners ([`crate::stats`]): its statistics are the sums over its subtree, and it
+/// may cap the timers living in it. Cloning shares it; a group lives as long as its service's
+/// core (the tree keeps it), whether or not a handle does.
+#[derive(Clone)]
+pub struct Group {
+    core: Arc<Core>,
+    node: Arc<GroupNode>,
+}
+
+impl fmt::Debug for Group {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Group")
+            .field("path", &self.node.path)
+            .field("max_timers", &self.node.max_timers())
+            .field("live", &self.node.live())
+            .finish()
+    }
+}
+
+impl Group {
+    fn child_of(core: &Arc<Core>, parent: &Arc<GroupNode>, name: &str) -> Result<Group, Error> {
+        let bad = name.is_empty()
+            || name.len() > 64
+            || name
+                .chars()
+                .any(|c| c == '/' || c == '"' || c == '\\' || c.is_control());
+        if bad {
+            return Err(Error::InvalidConfig(
+                "a group name is 1 to 64 bytes with no '/', '\"', '\\' or control character",
+            ));
+        }
+        Ok(Group {
+            core: core.clone(),
+            node: parent.child(name),
+        })
+    }
+
+    /// The subgroup named `name`, made if it does not exist.
+    ///
+    /// # Errors
+    /// As [`Timers::group`].
+    pub fn subgroup(&self, name: &str) -> Result<Group, Error> {
+        Group::child_of(&self.core, &self.node, name)
+    }
+
+    /// A new owner in this group.
+    pub fn owner(&self) -> Owner {
+        new_owner(&self.core, &self.node)
+    }
+
+    /// The names from the top-level group down to this one, joined by `/`.
+    pub fn path(&self) -> &str {
+        &self.node.path
+    }
+
+    /// Caps the timers living in this group's subtree (`None`: no cap, the default). A
+    /// create that would pass the cap of this group or of any group above it fails with
+    /// [`Error::LimitReached`] (`EAGAIN`) and changes nothing; concurrent creates never pass
+    /// it. Lowering it below [`Group::live_timers`] deletes nothing: creates fail until
+    /// deletes bring the subtree under it.
+    pub fn set_max_timers(&self, max: Option<u64>) {
+        self.node.set_max_timers(max);
+    }
+
+    /// The cap set by [`Group::set_max_timers`].
+    pub fn max_timers(&self) -> Option<u64> {
+        self.node.max_timers()
+    }
+
+    /// The timers living in the subtree now: exact, kept by every create and delete for the
+    /// cap, with no flush.
+    pub fn live_timers(&self) -> u64 {
+        self.node.live().unwrap_or(0)
+    }
+
+    /// The group's statistics, flushed first: sums over its subtree, and its members.
+    pub fn stats(&self) -> GroupStats {
+        self.core.stats.flush();
+        GroupStats::of(&self.core.stats, &self.node)
+    }
+}
