@@ -381,3 +381,124 @@ fn the_import_reader_sees_arrows_through_parents_and_tests() {
     assert!(arrows("timers/poll.rs").contains(Path::new("timers/core.rs")));
     assert!(arrows("timers/base.rs").contains(Path::new("timers/object.rs")));
 }
+
+/// The repository's root (the workspace).
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The part of ARCHITECTURE.md between `<!-- NAME:begin -->` and `<!-- NAME:end -->`.
+fn section(name: &str) -> String {
+    let text = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).unwrap();
+    let begin = format!("<!-- {name}:begin -->");
+    let end = format!("<!-- {name}:end -->");
+    let i = text
+        .find(&begin)
+        .unwrap_or_else(|| panic!("ARCHITECTURE.md has no {begin}"));
+    let j = text[i..]
+        .find(&end)
+        .unwrap_or_else(|| panic!("ARCHITECTURE.md has no {end}"));
+    text[i + begin.len()..i + j].to_string()
+}
+
+/// Every source file of the workspace's crates (`*/src/**`), relative to the repository.
+fn workspace_sources() -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for e in std::fs::read_dir(repo()).unwrap() {
+        let src = e.unwrap().path().join("src");
+        if src.join("lib.rs").exists() || src.join("main.rs").exists() {
+            let mut files = Vec::new();
+            rust_files(&src, &mut files);
+            let c_files = std::fs::read_dir(&src).into_iter().flatten();
+            files.extend(c_files.flatten().map(|e| e.path()).filter(|p| {
+                p.extension()
+                    .is_some_and(|x| x == "c" || x == "h" || x == "toml")
+            }));
+            for f in files {
+                let rel = f.strip_prefix(repo()).unwrap();
+                out.insert(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    out
+}
+
+/// ARCHITECTURE.md's table of files names every source file of the workspace (a row may name
+/// a folder, ending in `/`, for all the files below it) and nothing that does not exist.
+#[test]
+fn the_maps_file_table_names_every_source_file() {
+    let rows: Vec<String> = section("files")
+        .lines()
+        .filter_map(|l| {
+            let cell = l.strip_prefix("| `")?;
+            Some(cell[..cell.find('`')?].to_string())
+        })
+        .collect();
+    assert!(!rows.is_empty(), "the files table has no rows");
+    let files = workspace_sources();
+    let covered = |f: &String| {
+        rows.iter()
+            .any(|r| r == f || (r.ends_with('/') && f.starts_with(r.as_str())))
+    };
+    let missing: Vec<&String> = files.iter().filter(|f| !covered(f)).collect();
+    let stale: Vec<&String> = rows
+        .iter()
+        .filter(|r| {
+            !files
+                .iter()
+                .any(|f| *f == **r || (r.ends_with('/') && f.starts_with(r.as_str())))
+        })
+        .collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "ARCHITECTURE.md's files table: missing {missing:?}, naming what does not exist {stale:?}"
+    );
+}
+
+/// Every test or loom model ARCHITECTURE.md names (a backticked `snake_case` name with at
+/// least three words, in its invariants and its table of checks) is a function of the
+/// workspace.
+#[test]
+fn every_test_the_map_names_exists() {
+    let text = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).unwrap();
+    let mut sources = String::new();
+    for f in workspace_sources() {
+        sources.push_str(&std::fs::read_to_string(repo().join(&f)).unwrap_or_default());
+    }
+    for dir in [
+        "tempora/tests",
+        "tempora-cli/tests",
+        "tempora-capi/tests",
+        "tempora-bench/tests",
+    ] {
+        let mut files = Vec::new();
+        if repo().join(dir).is_dir() {
+            rust_files(&repo().join(dir), &mut files);
+        }
+        for f in files {
+            sources.push_str(&std::fs::read_to_string(f).unwrap());
+        }
+    }
+    let names: BTreeSet<&str> = text
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| {
+            s.split('_').count() >= 3
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        })
+        .collect();
+    assert!(names.len() > 10, "found only {names:?}");
+    let gone: Vec<&&str> = names
+        .iter()
+        .filter(|n| !sources.contains(&format!("fn {n}(")))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "ARCHITECTURE.md names tests that do not exist: {gone:?}"
+    );
+}

@@ -184,4 +184,51 @@ mod tests {
         assert_eq!(offset_of!(ItimerState, overrun), 24);
         assert_eq!(offset_of!(ItimerState, sigqueue_seq), 28);
     }
+
+    /// ARCHITECTURE.md's drawing of the timer object names each field at its offset.
+    #[test]
+    fn the_maps_timer_object_is_the_layout() {
+        let map = include_str!("../../../ARCHITECTURE.md");
+        let i = map
+            .find("<!-- object:begin -->")
+            .expect("the drawing's begin marker");
+        let j = map
+            .find("<!-- object:end -->")
+            .expect("the drawing's end marker");
+        let drawn: Vec<(usize, &str)> = map[i..j]
+            .lines()
+            .flat_map(|l| {
+                let words: Vec<&str> = l.split_whitespace().collect();
+                let pairs: Vec<(usize, &str)> = words
+                    .windows(2)
+                    .filter_map(|w| Some((w[0].parse().ok()?, w[1])))
+                    .collect();
+                pairs
+            })
+            .collect();
+        type T = Timer<Itimer>;
+        let layout = [
+            (offset_of!(T, hot.hash_next), "hash_next"),
+            (offset_of!(T, hot.owner), "owner"),
+            (offset_of!(T, hot.id), "id"),
+            (offset_of!(T, hot.home), "home"),
+            (offset_of!(T, hot.index), "index"),
+            (offset_of!(T, hot.free_next), "free_next"),
+            (offset_of!(T, hot.generation), "generation"),
+            (offset_of!(T, hot.fixed), "fixed"),
+            (offset_of!(T, written.lock), "lock"),
+            (offset_of!(T, written.published), "published"),
+            (offset_of!(T, written.links), "links"),
+            (offset_of!(T, written.state), "state"),
+        ];
+        let names: Vec<&str> = layout.iter().map(|&(_, n)| n).collect();
+        let mut drawn: Vec<(usize, &str)> = drawn
+            .into_iter()
+            .filter(|(_, n)| names.contains(n))
+            .collect();
+        drawn.sort();
+        let mut layout = layout.to_vec();
+        layout.sort();
+        assert_eq!(drawn, layout, "ARCHITECTURE.md's timer object drawing");
+    }
 }
