@@ -7,7 +7,8 @@ use super::format::{
 };
 use super::*;
 use crate::clock::{ClockSource, ManualClock};
-use crate::{Event, Notify, Owner, Precision, SetFlags, Timers};
+use crate::testing::{self, drain};
+use crate::{Notify, Owner, Precision, SetFlags, Timers};
 use proptest::prelude::*;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,14 +16,6 @@ use std::time::Duration;
 const MS: u64 = 1_000_000;
 
 type Log = Arc<Mutex<Vec<(TimerId, i32)>>>;
-
-fn service(clock: &ManualClock) -> Timers {
-    Timers::builder()
-        .clock(clock.clone())
-        .bases(2)
-        .build()
-        .unwrap()
-}
 
 fn tick(log: &Log) -> Notify {
     let log = log.clone();
@@ -48,12 +41,6 @@ fn observe(o: &Owner) -> Vec<Observed> {
         })
         .collect();
     v.sort_by_key(|x| x.0);
-    v
-}
-
-fn drain(o: &Owner) -> Vec<Event> {
-    let mut v: Vec<_> = o.try_iter().collect();
-    v.sort_by_key(|e| e.id);
     v
 }
 
@@ -147,7 +134,7 @@ proptest! {
         steps in proptest::collection::vec(1u64..60, 1..12),
     ) {
         let ca = ManualClock::new();
-        let ta = service(&ca);
+        let ta = testing::manual(ca.clone(), |_| ());
         let log_a: Log = Arc::default();
         let a = build(&ca, &ta, &log_a, &specs, dense, run_ms);
         let bytes = a.checkpoint().encode();
@@ -159,7 +146,7 @@ proptest! {
         let cb = ManualClock::new();
         cb.advance(Duration::from_secs(3600));
         cb.set_realtime(ca.now(ClockId::Realtime));
-        let tb = service(&cb);
+        let tb = testing::manual(cb.clone(), |_| ());
         let log_b: Log = Arc::default();
         let b = tb.owner();
         b.restore(&snap, |name| (name == "tick").then(|| tick(&log_b))).unwrap();
@@ -237,7 +224,7 @@ proptest! {
 /// A snapshot with a bit of everything.
 fn sample() -> Snapshot {
     let clock = ManualClock::new();
-    let timers = service(&clock);
+    let timers = testing::manual(clock.clone(), |_| ());
     let log: Log = Arc::default();
     let specs: Vec<Spec> = (0..6)
         .map(|i| Spec {
@@ -260,7 +247,7 @@ fn sample() -> Snapshot {
 #[test]
 fn restore_puts_back_the_default_slack() {
     let clock = ManualClock::new();
-    let timers = service(&clock);
+    let timers = testing::manual(clock.clone(), |_| ());
     let a = timers.owner();
     a.set_default_slack(Some(Duration::from_millis(20)));
     let id = a.create(ClockId::Monotonic, Notify::Queue).unwrap();
@@ -433,7 +420,7 @@ fn absurd_counts_lengths_duplicates_and_times_are_refused() {
 fn a_failed_restore_leaves_the_owner_unchanged() {
     let snap = sample();
     let clock = ManualClock::new();
-    let timers = service(&clock);
+    let timers = testing::manual(clock.clone(), |_| ());
     let o = timers.owner();
     // An unknown name: nothing created.
     let e = o.restore(&snap, |_| None).unwrap_err();
@@ -444,11 +431,9 @@ fn a_failed_restore_leaves_the_owner_unchanged() {
     assert!(o.timers().is_empty());
     assert!(!o.restore_ids());
     // An ID beyond a smaller owner's ID space fails midway: what was made is undone.
-    let small_timers = Timers::builder()
-        .clock(clock.clone())
-        .id_bits(8)
-        .build()
-        .unwrap();
+    let small_timers = testing::manual(clock.clone(), |b| {
+        b.id_bits(8);
+    });
     let small = small_timers.owner();
     let e = small.restore(&snap, |_| Some(Notify::None)).unwrap_err();
     assert!(matches!(e, Error::InvalidId), "{e}");
@@ -767,7 +752,7 @@ fn restore_refuses_what_decode_refuses() {
         }),
     ];
     let clock = ManualClock::new();
-    let timers = service(&clock);
+    let timers = testing::manual(clock.clone(), |_| ());
     for (i, (what, edit)) in cases.iter().enumerate() {
         let mut bad = good.clone();
         edit(&mut bad.timers[queue]);
@@ -829,7 +814,7 @@ fn extreme_remaining_times_restore_without_overflow() {
     }
     let clock = ManualClock::new();
     clock.advance(Duration::from_secs(10));
-    let timers = service(&clock);
+    let timers = testing::manual(clock.clone(), |_| ());
     let past = timers.owner();
     past.restore(&snap, |_| Some(Notify::None)).unwrap();
     timers.poll();
@@ -1102,7 +1087,7 @@ fn every_stored_enum_maps_to_its_documented_value() {
 #[test]
 fn a_restore_racing_creates_in_its_owner_leaves_every_id_unique() {
     let clock = ManualClock::new();
-    let timers = service(&clock);
+    let timers = testing::manual(clock.clone(), |_| ());
     let src = timers.owner();
     src.set_restore_ids(true);
     for i in 0..2000 {
@@ -1153,7 +1138,7 @@ fn a_restore_racing_creates_in_its_owner_leaves_every_id_unique() {
 #[test]
 fn two_restores_of_one_owner_at_once_leave_the_first_ones_timers_and_settings() {
     let clock = ManualClock::new();
-    let timers = service(&clock);
+    let timers = testing::manual(clock.clone(), |_| ());
     let log = Log::default();
     let snapshot = |ids: std::ops::Range<i32>, restore_ids: bool| {
         let src = timers.owner();
@@ -1202,7 +1187,7 @@ fn two_restores_of_one_owner_at_once_leave_the_first_ones_timers_and_settings() 
 #[test]
 fn a_restore_into_a_destroyed_owner_reports_it_deleted() {
     let clock = ManualClock::new();
-    let timers = service(&clock);
+    let timers = testing::manual(clock.clone(), |_| ());
     let snap = sample();
     for had_timers in [false, true] {
         let o = timers.owner();
@@ -1225,7 +1210,7 @@ fn a_restore_into_a_destroyed_owner_reports_it_deleted() {
 fn a_failed_restores_callbacks_are_dropped_after_its_section() {
     use std::sync::atomic::{AtomicUsize, Ordering as O};
     let clock = ManualClock::new();
-    let timers = service(&clock);
+    let timers = testing::manual(clock.clone(), |_| ());
     let log = Log::default();
     let src = timers.owner();
     src.set_restore_ids(true);
