@@ -17,6 +17,10 @@
 //! Integration tests (`tempora/tests/`) cannot see this module; theirs is
 //! `tempora/tests/common/mod.rs`.
 
+// Under loom only the wheel's tests (and the loom models) are built, and they use a part of
+// this module: the rest is unused there, not dead.
+#![cfg_attr(loom, allow(dead_code))]
+
 use crate::clock::{ClockId, ClockSource, ManualClock, OsClock};
 use crate::timers::{Builder, Event, ItimerSpec, Notify, Owner, SetFlags, TimerId, Timers};
 use std::sync::atomic::{AtomicU64, Ordering};
