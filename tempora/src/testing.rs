@@ -6,6 +6,7 @@
 //!   strategies stay proptest).
 //! - [`quiet_panics`], the one swap of the process-wide panic hook, serialised by one lock.
 //! - [`drain`], the one way to take every event an owner has queued.
+//! - `Poison`, the test binary's allocator, which overwrites what it frees.
 //! - One builder per kind of service:
 //!
 //!   | kind                     | clocks        | who polls                      | builder          |
@@ -159,6 +160,40 @@ impl TestRng {
         self.next_u64() % n
     }
 }
+
+// ---- the allocator -----------------------------------------------------------------------
+
+/// The test binary's allocator: it frees memory only after overwriting it with 0xA5, so a use
+/// after free (of a retired hash table, a torn-down owner's pages, a timer's memory behind a
+/// wheel entry) reads poison: pointers that crash or compare unequal, instead of stale data
+/// that happens to look right. Not under loom, whose models count on their own allocations.
+#[cfg(not(loom))]
+struct Poison;
+
+// SAFETY: forwards to the system allocator; `dealloc` writes only the block being freed, which
+// the caller owns until the call returns.
+#[cfg(not(loom))]
+unsafe impl std::alloc::GlobalAlloc for Poison {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: same contract as ours.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: same contract as ours.
+        unsafe { std::alloc::System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: `ptr` is a live block of `layout.size()` bytes owned by the caller.
+        unsafe {
+            std::ptr::write_bytes(ptr, 0xA5, layout.size());
+            std::alloc::System.dealloc(ptr, layout)
+        }
+    }
+}
+
+#[cfg(not(loom))]
+#[global_allocator]
+static ALLOC: Poison = Poison;
 
 // ---- panics ----------------------------------------------------------------------------------
 
