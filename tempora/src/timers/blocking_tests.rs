@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::clock::{ClockSource, OsClock};
+use crate::testing;
 use std::sync::atomic::{AtomicU64, Ordering as O};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -20,7 +21,9 @@ fn mono() -> u64 {
 /// that window: a spare takes over, so every one fires, none early, none later than `BOUND`.
 /// With `spare_drivers(0)` the same run waits for the sleeping callback (the last check).
 fn run(spares: usize) -> (u64, usize, u64) {
-    let timers = Timers::builder().spare_drivers(spares).build().unwrap();
+    let timers = testing::driven(|b| {
+        b.spare_drivers(spares);
+    });
     let owner = timers.owner();
     let t0 = mono() + 100 * MS;
     let blocker = owner
@@ -107,7 +110,7 @@ fn without_spares_a_blocked_callback_delays_the_others() {
 /// callback beside itself and the second call's delete failed with `UnknownTimer`.
 #[test]
 fn a_timers_callback_never_runs_beside_itself() {
-    let timers = Timers::builder().build().unwrap();
+    let timers = testing::driven(|_| ());
     let owner = Arc::new(timers.owner());
     let inside = Arc::new(AtomicU64::new(0));
     let overlaps = Arc::new(AtomicU64::new(0));
@@ -204,7 +207,9 @@ fn wait_for(done: impl Fn() -> bool) {
 #[test]
 fn a_replaced_leader_leaves_its_successors_standby_armed() {
     for _ in 0..3 {
-        let timers = Timers::builder().spare_drivers(4).build().unwrap();
+        let timers = testing::driven(|b| {
+            b.spare_drivers(4);
+        });
         let owner = timers.owner();
         let t0 = mono() + 50 * MS;
         let sleeper =
@@ -236,7 +241,9 @@ fn a_replaced_leader_leaves_its_successors_standby_armed() {
 #[test]
 fn a_callback_queued_behind_a_blocking_one_is_taken_over() {
     for other in [None, Some(300), Some(10_000)] {
-        let timers = Timers::builder().spare_drivers(4).build().unwrap();
+        let timers = testing::driven(|b| {
+            b.spare_drivers(4);
+        });
         let owner = timers.owner();
         let t0 = mono() + 50 * MS;
         let first = Arc::new(AtomicU64::new(0));
@@ -277,7 +284,9 @@ fn a_callback_queued_behind_a_blocking_one_is_taken_over() {
 /// A ring now moves the standby to the time the arm falls due.
 #[test]
 fn a_callback_rearming_itself_causes_no_hand_over() {
-    let timers = Timers::builder().spare_drivers(4).build().unwrap();
+    let timers = testing::driven(|b| {
+        b.spare_drivers(4);
+    });
     let owner = Arc::new(timers.owner());
     let n = Arc::new(AtomicU64::new(0));
     let (n2, me) = (n.clone(), Arc::downgrade(&owner));
@@ -315,7 +324,9 @@ fn a_callback_rearming_itself_causes_no_hand_over() {
 #[test]
 fn every_spare_is_joined_when_the_service_drops() {
     for i in 0..100u64 {
-        let timers = Timers::builder().spare_drivers(4).build().unwrap();
+        let timers = testing::driven(|b| {
+            b.spare_drivers(4);
+        });
         let core = timers.core.clone();
         let owner = timers.owner();
         let at = mono() + 20 * MS;
