@@ -385,8 +385,8 @@ fn run_out(clock: &ManualClock, timers: &Timers, mut f: impl FnMut()) {
 /// A one-shot slack timer armed from a coarse reading (its expiry up to the lag late) and
 /// then placed again with the same expiry, by a precision change or by a re-arm to a later
 /// time (left in place, met early, placed again by the poll): each placement must keep the
-/// lag out of the slack as the arming did. Before, they placed it with the whole slack and
-/// it fired 36.8 ms after its expiry with a 33 ms slack.
+/// lag out of the slack as the arming did. A placement that uses the whole slack fires it
+/// 36.8 ms after its expiry with a 33 ms slack.
 #[test]
 fn a_coarse_armed_slack_timer_placed_again_keeps_within_its_slack() {
     let slack = 33 * MS;
@@ -476,10 +476,9 @@ fn a_restored_coarse_armed_slack_timer_keeps_within_its_slack() {
 /// A periodic slack timer armed while the coarse clock reads the exact time (a lag of 0,
 /// which its contract allows, against a declared lag of 4 ms): its every period must fire
 /// within `[intended, intended + slack)`, where the k-th intended expiry is the settime
-/// time plus `value + (k-1)·interval`. The expiry was computed from the coarse reading plus
-/// the lag, up to 4 ms late, and re-arms carried that shift into every period with the full
-/// slack on top: 36.6 ms late with a 33 ms slack. A periodic arming now reads the exact
-/// clock.
+/// time plus `value + (k-1)·interval`. An expiry computed from the coarse reading plus the
+/// lag is up to 4 ms late, and re-arms carry that shift into every period with the full
+/// slack on top: 36.6 ms late with a 33 ms slack. A periodic arming reads the exact clock.
 #[test]
 fn a_periodic_slack_timer_keeps_within_its_slack_every_period() {
     let (clock, timers) = coarse_is_exact();

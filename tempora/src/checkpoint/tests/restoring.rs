@@ -98,9 +98,9 @@ fn a_restore_racing_creates_in_its_owner_leaves_every_id_unique() {
 /// Two restores of one owner at once: the one that reaches its section second fails with
 /// `IdInUse` and changes nothing, so the owner ends with the first one's timers, counter and
 /// exact-ID mode. Restore `a` maps a callback name, and its mapping waits until restore `b`
-/// has ended, so both pass the first look at the owner while it is empty. Before the check
-/// for an empty owner and the settings moved into the restore's exclusive section, both
-/// snapshots (distinct IDs) were restored into the one owner.
+/// has ended, so both pass the first look at the owner while it is empty. Unless the check
+/// for an empty owner and the settings are in the restore's exclusive section, both
+/// snapshots (distinct IDs) are restored into the one owner.
 #[test]
 fn two_restores_of_one_owner_at_once_leave_the_first_ones_timers_and_settings() {
     let clock = ManualClock::new();
