@@ -17,8 +17,8 @@
 //! meaningless; the run is then restarted (a few times) rather than failed.
 //!
 //! `TEMPORA_SOAK=<steps>` runs a longer sequence (default 300 steps, about 6 s: long enough,
-//! with the service's background driver running, to have caught a `poll` that returned while
-//! the driver still held a popped timer undelivered, which 40 steps hid).
+//! with the service's background driver running, to catch a `poll` that returns while the
+//! driver still holds a popped timer undelivered, which 40 steps can miss).
 
 mod common;
 

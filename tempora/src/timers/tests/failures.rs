@@ -6,7 +6,7 @@
 use super::*;
 
 /// Runs `f` on a thread of its own and returns its result, failing the test if it has not
-/// returned within a minute: each check below would spin or sleep forever without its fix,
+/// returned within a minute: each check below would spin or sleep forever if its rule broke,
 /// and a test that hangs reports nothing.
 fn without_hanging<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
     let (tx, rx) = std::sync::mpsc::channel();
