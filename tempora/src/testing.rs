@@ -9,17 +9,17 @@
 //! - `Poison`, the test binary's allocator, which overwrites what it frees.
 //! - One builder per kind of service:
 //!
-//!   | kind                     | clocks        | who polls                      | builder          |
-//!   |--------------------------|---------------|--------------------------------|------------------|
-//!   | manual                   | manual (test) | the test, after moving time    | [`manual`], [`Manual`] |
-//!   | deadline fd              | OS            | the test, when the fd is ready | [`deadline_fd`]  |
-//!   | driven                   | OS            | background driver threads      | [`driven`]       |
+//!   | kind        | clocks        | who polls                      | builder                |
+//!   |-------------|---------------|--------------------------------|------------------------|
+//!   | manual      | manual (test) | the test, after moving time    | [`manual`], [`Manual`] |
+//!   | deadline fd | OS            | the test, when the fd is ready | [`deadline_fd`]        |
+//!   | driven      | OS            | background driver threads      | [`driven`]             |
 //!
 //! Integration tests (`tempora/tests/`) cannot see this module; theirs is
 //! `tempora/tests/common/mod.rs`.
 
-// Under loom only the wheel's tests (and the loom models) are built, and they use a part of
-// this module: the rest is unused there, not dead.
+// Under loom the only unit tests built beside the models are the wheel's, which use the RNG
+// alone: the rest is unused there, not dead.
 #![cfg_attr(loom, allow(dead_code))]
 
 use crate::clock::{ClockId, ClockSource, ManualClock, OsClock};
