@@ -50,6 +50,9 @@ pub mod time;
 pub mod timers;
 pub mod wheel;
 
+#[cfg(test)]
+mod testing;
+
 #[doc(hidden)]
 pub mod bench_door;
 

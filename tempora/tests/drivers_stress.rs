@@ -11,6 +11,9 @@
 //!
 //! `TEMPORA_SOAK_SECS` runs it longer (default 1 s).
 
+mod common;
+
+use common::Rng;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,15 +44,9 @@ fn soak_secs() -> f64 {
         .unwrap_or(1.0)
 }
 
-/// A xorshift stream started from `seed`.
-fn xorshift(seed: u64) -> impl FnMut() -> u64 {
-    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    }
+/// The service both tests churn: the OS clocks, two bases, one background driver.
+fn driven() -> Timers {
+    Timers::builder().bases(2).drivers(1).build().unwrap()
 }
 
 #[derive(Default)]
@@ -88,7 +85,7 @@ fn arm(owner: &Owner, id: TimerId, value: u64, interval: u64) -> (u64, u64) {
 #[test]
 fn drivers_under_churn_never_fire_early_twice_or_lose_a_period() {
     let secs = soak_secs();
-    let timers = Timers::builder().bases(2).drivers(1).build().unwrap();
+    let timers = driven();
     let shared = timers.owner();
     let stop = Arc::new(AtomicBool::new(false));
     // Queue timers on the shared owner, never deleted during the run: (first lower bound,
@@ -142,7 +139,8 @@ fn drivers_under_churn_never_fire_early_twice_or_lose_a_period() {
             let (shared, stop, early, timers) =
                 (shared.clone(), stop.clone(), early.clone(), timers.clone());
             std::thread::spawn(move || {
-                let mut next = xorshift(w + 1);
+                let mut rng = Rng::new(w + 1);
+                let mut next = move || rng.next_u64();
                 let mut own = timers.owner();
                 // (on the shared owner?, ID, tally)
                 let mut live: Vec<(bool, TimerId, Arc<Mutex<Tally>>)> = Vec::new();
@@ -266,13 +264,14 @@ fn sleeps_reset_and_dropped_while_firing_are_never_early_nor_lost() {
     use std::task::{Context, Waker};
     use tempora::time::Sleep;
     let secs = soak_secs();
-    let timers = Timers::builder().bases(2).drivers(1).build().unwrap();
+    let timers = driven();
     let stop = Arc::new(AtomicBool::new(false));
     let workers: Vec<_> = (0..2u64)
         .map(|w| {
             let (timers, stop) = (timers.clone(), stop.clone());
             std::thread::spawn(move || {
-                let mut next = xorshift(w + 7);
+                let mut rng = Rng::new(w + 7);
+                let mut next = move || rng.next_u64();
                 let mut cx = Context::from_waker(Waker::noop());
                 let mut live: Vec<Pin<Box<Sleep>>> = Vec::new();
                 let (mut done, mut early, mut lost) = (0u64, 0u64, 0u64);

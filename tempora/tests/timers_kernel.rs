@@ -17,9 +17,12 @@
 //! meaningless; the run is then restarted (a few times) rather than failed.
 //!
 //! `TEMPORA_SOAK=<steps>` runs a longer sequence (default 300 steps, about 6 s: long enough,
-//! with the service's background driver running, to have caught a `poll` that returned while
-//! the driver still held a popped timer undelivered, which 40 steps hid).
+//! with the service's background driver running, to catch a `poll` that returns while the
+//! driver still holds a popped timer undelivered, which 40 steps can miss).
 
+mod common;
+
+use common::Rng;
 use std::time::{Duration, Instant};
 use tempora::clock::{ClockId, ClockSource, OsClock};
 use tempora::{Notify, SetFlags, Timers};
@@ -35,21 +38,6 @@ const CLOCKS: [ClockId; PAIRS] = [
     ClockId::Realtime,
     ClockId::Monotonic,
 ];
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 struct Pair {
     kernel: i32,
@@ -74,7 +62,7 @@ enum Outcome {
 }
 
 fn run(stream: u64, steps: usize, signo: i32) -> Outcome {
-    let mut rng = Rng(stream);
+    let mut rng = Rng::new(stream);
     let timers = Timers::builder().bases(2).build().unwrap();
     let owner = timers.owner();
     let tid = k::gettid();

@@ -2,18 +2,18 @@
 
 use crate::clock::{ClockId, ManualClock};
 use crate::stats::{Counts, GroupStats};
+use crate::testing::{self, quiet_panics};
 use crate::{Error, Notify, SetFlags, Timers};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
+/// A manual-clock service with a 100 µs tick, and its clock.
 fn service() -> (Timers, ManualClock) {
     let clock = ManualClock::new();
-    let timers = Timers::builder()
-        .clock(clock.clone())
-        .tick(Duration::from_micros(100))
-        .build()
-        .unwrap();
+    let timers = testing::manual(clock.clone(), |b| {
+        b.tick(Duration::from_micros(100));
+    });
     (timers, clock)
 }
 
@@ -86,8 +86,6 @@ fn lateness_is_expiry_to_firing() {
 fn callbacks_count_deliveries_and_panics() {
     let (timers, clock) = service();
     let o = timers.owner();
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
     let ok = o
         .create(ClockId::Monotonic, Notify::Callback(Arc::new(|_, _| {})))
         .unwrap();
@@ -99,11 +97,12 @@ fn callbacks_count_deliveries_and_panics() {
         .unwrap();
     o.settime(ok, SetFlags::RELATIVE, MS, MS).unwrap();
     o.settime(bad, SetFlags::RELATIVE, MS, ZERO).unwrap();
-    clock.advance(MS);
-    timers.poll();
-    clock.advance(3 * MS);
-    timers.poll();
-    std::panic::set_hook(hook);
+    quiet_panics(|| {
+        clock.advance(MS);
+        timers.poll();
+        clock.advance(3 * MS);
+        timers.poll();
+    });
     let c = o.stats().counts;
     assert_eq!((c.expired, c.delivered, c.callback_panics), (3, 3, 1));
     assert_eq!(c.overruns, 2, "ok's second delivery missed two periods");
@@ -325,11 +324,9 @@ fn a_flush_racing_updates_loses_nothing() {
 
 #[test]
 fn stats_off_counts_nothing_but_limits_hold() {
-    let timers = Timers::builder()
-        .clock(ManualClock::new())
-        .stats(false)
-        .build()
-        .unwrap();
+    let timers = testing::manual(ManualClock::new(), |b| {
+        b.stats(false);
+    });
     let g = timers.group("g").unwrap();
     g.set_max_timers(Some(1));
     let o = g.owner();
@@ -428,7 +425,9 @@ fn churn_of_owners_racing_flushes_and_a_driver_loses_nothing() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0.5);
-    let timers = Timers::builder().drivers(1).build().unwrap();
+    let timers = testing::driven(|b| {
+        b.drivers(1);
+    });
     let top = timers.group("top").unwrap();
     let leaves = [top.subgroup("a").unwrap(), top.subgroup("b").unwrap()];
     let done = AtomicBool::new(false);

@@ -3,9 +3,13 @@
 //! 200 ms a blocked driver would add).
 
 use super::*;
+use crate::clock::ClockId;
 use crate::clock::{ClockSource, OsClock};
+use crate::testing;
 use std::sync::atomic::{AtomicU64, Ordering as O};
+use std::sync::Arc;
 use std::sync::Mutex;
+use std::time::Duration;
 use std::time::Instant;
 
 const MS: u64 = 1_000_000;
@@ -20,7 +24,9 @@ fn mono() -> u64 {
 /// that window: a spare takes over, so every one fires, none early, none later than `BOUND`.
 /// With `spare_drivers(0)` the same run waits for the sleeping callback (the last check).
 fn run(spares: usize) -> (u64, usize, u64) {
-    let timers = Timers::builder().spare_drivers(spares).build().unwrap();
+    let timers = testing::driven(|b| {
+        b.spare_drivers(spares);
+    });
     let owner = timers.owner();
     let t0 = mono() + 100 * MS;
     let blocker = owner
@@ -103,11 +109,11 @@ fn without_spares_a_blocked_callback_delays_the_others() {
 /// runs, a spare takes over and meets the timer due again. The callback must not run twice at
 /// once (the next call waits, its overrun counting the periods it folds), and once the call
 /// has deleted its own timer, no call of it follows (the folded expiry is dropped, as a
-/// delete drops a queued event). Before calls were serialized per timer, the spare ran the
-/// callback beside itself and the second call's delete failed with `UnknownTimer`.
+/// delete drops a queued event). Without calls serialized per timer, the spare runs the
+/// callback beside itself and the second call's delete fails with `UnknownTimer`.
 #[test]
 fn a_timers_callback_never_runs_beside_itself() {
-    let timers = Timers::builder().build().unwrap();
+    let timers = testing::driven(|_| ());
     let owner = Arc::new(timers.owner());
     let inside = Arc::new(AtomicU64::new(0));
     let overlaps = Arc::new(AtomicU64::new(0));
@@ -198,13 +204,15 @@ fn wait_for(done: impl Fn() -> bool) {
 }
 
 /// A blocks 100 ms; B falls due 20 ms later and blocks 600 ms on the spare that took over;
-/// C falls due meanwhile and needs a second hand-over. When A returned, its replaced leader
-/// disarmed the standby fd that B's leader had armed for C, so C waited for B: 320 ms late
-/// in 5 runs of 5. A replaced leader no longer touches the fd.
+/// C falls due meanwhile and needs a second hand-over. A replaced leader must leave the
+/// standby fd alone: if A's, on return, disarms the fd that B's leader armed for C, C waits
+/// for B (320 ms late in 5 runs of 5).
 #[test]
 fn a_replaced_leader_leaves_its_successors_standby_armed() {
     for _ in 0..3 {
-        let timers = Timers::builder().spare_drivers(4).build().unwrap();
+        let timers = testing::driven(|b| {
+            b.spare_drivers(4);
+        });
         let owner = timers.owner();
         let t0 = mono() + 50 * MS;
         let sleeper =
@@ -230,13 +238,15 @@ fn a_replaced_leader_leaves_its_successors_standby_armed() {
 }
 
 /// Two callbacks fall due at once, and whichever runs first blocks 500 ms: the other was
-/// collected by the same poll, so the deadline the standby was armed at (the next timer, or
-/// none) did not cover it, and it ran 500 ms late (300 ms with a timer due at +300 ms). A
-/// call with others queued behind it now arms the standby `CALL_GRACE_NS` ahead.
+/// collected by the same poll, so a standby armed at the next timer's deadline (or none)
+/// does not cover it, and it runs 500 ms late (300 ms with a timer due at +300 ms). A call
+/// with others queued behind it arms the standby `CALL_GRACE_NS` ahead.
 #[test]
 fn a_callback_queued_behind_a_blocking_one_is_taken_over() {
     for other in [None, Some(300), Some(10_000)] {
-        let timers = Timers::builder().spare_drivers(4).build().unwrap();
+        let timers = testing::driven(|b| {
+            b.spare_drivers(4);
+        });
         let owner = timers.owner();
         let t0 = mono() + 50 * MS;
         let first = Arc::new(AtomicU64::new(0));
@@ -273,11 +283,13 @@ fn a_callback_queued_behind_a_blocking_one_is_taken_over() {
 
 /// A one-shot callback that re-arms itself 1 ms ahead, 200 times: nothing blocks, so no
 /// spare should take over. Its arm is earlier than the deadline the driver published, so it
-/// rings; the ring fired the standby at once, and a spare took over in 129 of 200 calls.
-/// A ring now moves the standby to the time the arm falls due.
+/// rings. A ring moves the standby to the time the arm falls due; one that fires the standby
+/// at once has a spare take over (129 of 200 calls).
 #[test]
 fn a_callback_rearming_itself_causes_no_hand_over() {
-    let timers = Timers::builder().spare_drivers(4).build().unwrap();
+    let timers = testing::driven(|b| {
+        b.spare_drivers(4);
+    });
     let owner = Arc::new(timers.owner());
     let n = Arc::new(AtomicU64::new(0));
     let (n2, me) = (n.clone(), Arc::downgrade(&owner));
@@ -309,13 +321,15 @@ fn a_callback_rearming_itself_causes_no_hand_over() {
 }
 
 /// The service drops while its driver runs a batch of 3000 callbacks: the driver, still
-/// leading, started a spare after `Drop` had taken the list of spares to join, so that
-/// spare was never joined (in 364 of 400 runs). Spares are now refused once the service
-/// stops, under the lock `Drop` takes the list with.
+/// leading, may start a spare after `Drop` has taken the list of spares to join, and that
+/// spare is never joined (364 of 400 runs when nothing refuses it). Spares are refused once
+/// the service stops, under the lock `Drop` takes the list with.
 #[test]
 fn every_spare_is_joined_when_the_service_drops() {
     for i in 0..100u64 {
-        let timers = Timers::builder().spare_drivers(4).build().unwrap();
+        let timers = testing::driven(|b| {
+            b.spare_drivers(4);
+        });
         let core = timers.core.clone();
         let owner = timers.owner();
         let at = mono() + 20 * MS;

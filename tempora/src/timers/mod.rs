@@ -146,11 +146,3 @@ pub use owner::{Events, Owner, Recv};
 pub use types::{Callback, ItimerSpec, Notify, NotifyKind, Precision, SetFlags, Status, TimerInfo};
 
 pub use service::{Group, Timers};
-
-// What the test files (`tests.rs`, `blocking_tests.rs`, `precision_tests.rs`) take from here
-// through `use super::*`.
-#[cfg(all(test, not(loom)))]
-use {
-    crate::clock::ClockId, crate::error::Error, crate::sync::Ordering, std::sync::Arc,
-    std::time::Duration,
-};

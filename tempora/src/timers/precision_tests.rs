@@ -3,10 +3,14 @@
 //! does. Each test fails if its rule is broken.
 
 use super::*;
+use crate::clock::ClockId;
 use crate::clock::{ClockSource, ManualClock};
+use crate::error::Error;
+use crate::testing::{self, Manual, TestClock};
 use proptest::prelude::*;
-use std::sync::atomic::{AtomicU64, Ordering as O};
+use std::sync::Arc;
 use std::sync::Mutex;
+use std::time::Duration;
 
 const MS: u64 = 1_000_000;
 const TICK: u64 = 1_000;
@@ -14,56 +18,35 @@ const MAX_DEFERRAL: u64 = 50 * MS;
 /// How far the test clock's coarse readings lag.
 const LAG: u64 = 4 * MS;
 
-/// A manual clock whose coarse readings lag it by a pseudo-random amount in `0..=LAG`, as an
-/// OS coarse clock does: a slack timer armed from them must still never fire early.
-struct Lagging {
-    inner: ManualClock,
-    seed: AtomicU64,
-}
-
-impl ClockSource for Lagging {
-    fn now(&self, clock: ClockId) -> u64 {
-        self.inner.now(clock)
-    }
-    fn is_os_time(&self) -> bool {
-        false
-    }
-    fn now_coarse(&self, clock: ClockId) -> Option<u64> {
-        let x = self.seed.fetch_add(0x9E37_79B9_7F4A_7C15, O::Relaxed);
-        let lag = (x ^ (x >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9) % (LAG + 1);
-        Some(self.inner.now(clock).saturating_sub(lag))
-    }
-    fn coarse_lag(&self, _: ClockId) -> u64 {
-        LAG
-    }
-}
-
+/// A service whose coarse readings lag its manual clock by a pseudo-random amount in
+/// `0..=LAG`, as an OS coarse clock does (a slack timer armed from them must still never fire
+/// early), and a simulated driver's record.
 struct Sim {
-    clock: ManualClock,
-    timers: Timers,
-    owner: Owner,
+    svc: Manual,
     /// (timer, monotonic time of its callback)
     fired: Arc<Mutex<Vec<(TimerId, u64)>>>,
     wakeups: u64,
 }
 
+impl std::ops::Deref for Sim {
+    type Target = Manual;
+    fn deref(&self) -> &Manual {
+        &self.svc
+    }
+}
+
 impl Sim {
     fn new() -> Sim {
         let clock = ManualClock::new();
-        let timers = Timers::builder()
-            .clock(Lagging {
-                inner: clock.clone(),
-                seed: AtomicU64::new(1),
-            })
-            .bases(2)
-            .max_deferral(Duration::from_nanos(MAX_DEFERRAL))
-            .build()
-            .unwrap();
-        let owner = timers.owner();
+        let svc = Manual::on(
+            &clock,
+            TestClock::over(&clock).coarse_lagging(LAG, 1),
+            |b| {
+                b.max_deferral(Duration::from_nanos(MAX_DEFERRAL));
+            },
+        );
         Sim {
-            clock,
-            timers,
-            owner,
+            svc,
             fired: Arc::default(),
             wakeups: 0,
         }
@@ -355,36 +338,14 @@ fn checkpoint_keeps_the_precision() {
     }
 }
 
-/// A clock whose coarse readings are exact, against a declared lag of `LAG` (its contract
-/// allows that): every coarse-armed expiry lands the whole lag after the time.
-struct CoarseIsExact(ManualClock);
-
-impl ClockSource for CoarseIsExact {
-    fn now(&self, c: ClockId) -> u64 {
-        self.0.now(c)
-    }
-    fn is_os_time(&self) -> bool {
-        false
-    }
-    fn now_coarse(&self, c: ClockId) -> Option<u64> {
-        Some(self.0.now(c))
-    }
-    fn coarse_lag(&self, _: ClockId) -> u64 {
-        LAG
-    }
-}
-
-impl CoarseIsExact {
-    /// A service on this clock, at an arbitrary phase, and the clock.
-    fn timers() -> (ManualClock, Timers) {
-        let clock = ManualClock::new();
-        clock.advance(Duration::from_nanos(1_234_567));
-        let timers = Timers::builder()
-            .clock(CoarseIsExact(clock.clone()))
-            .build()
-            .unwrap();
-        (clock, timers)
-    }
+/// A service on a clock whose coarse readings are exact, against a declared lag of `LAG`
+/// (its contract allows that): every coarse-armed expiry lands the whole lag after the time.
+/// At an arbitrary phase; and its clock.
+fn coarse_is_exact() -> (ManualClock, Timers) {
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_nanos(1_234_567));
+    let timers = testing::manual(TestClock::over(&clock).coarse_exact(LAG), |_| ());
+    (clock, timers)
 }
 
 /// What a recording timer saw: (monotonic time, overrun) of each call.
@@ -428,13 +389,13 @@ fn run_out(clock: &ManualClock, timers: &Timers, mut f: impl FnMut()) {
 /// A one-shot slack timer armed from a coarse reading (its expiry up to the lag late) and
 /// then placed again with the same expiry, by a precision change or by a re-arm to a later
 /// time (left in place, met early, placed again by the poll): each placement must keep the
-/// lag out of the slack as the arming did. Before, they placed it with the whole slack and
-/// it fired 36.8 ms after its expiry with a 33 ms slack.
+/// lag out of the slack as the arming did. A placement that uses the whole slack fires it
+/// 36.8 ms after its expiry with a 33 ms slack.
 #[test]
 fn a_coarse_armed_slack_timer_placed_again_keeps_within_its_slack() {
     let slack = 33 * MS;
     for how in ["set_precision", "rearm later"] {
-        let (clock, timers) = CoarseIsExact::timers();
+        let (clock, timers) = coarse_is_exact();
         let owner = timers.owner();
         let (id, fired) = recording_timer(&owner, &clock);
         let p = Precision::Slack(Duration::from_nanos(slack));
@@ -480,7 +441,7 @@ fn a_coarse_armed_slack_timer_placed_again_keeps_within_its_slack() {
 #[test]
 fn a_restored_coarse_armed_slack_timer_keeps_within_its_slack() {
     let slack = 33 * MS;
-    let (clock, timers) = CoarseIsExact::timers();
+    let (clock, timers) = coarse_is_exact();
     let old = timers.owner();
     let id = old.create(ClockId::Monotonic, Notify::Queue).unwrap();
     old.set_precision(id, Precision::Slack(Duration::from_nanos(slack)))
@@ -519,13 +480,12 @@ fn a_restored_coarse_armed_slack_timer_keeps_within_its_slack() {
 /// A periodic slack timer armed while the coarse clock reads the exact time (a lag of 0,
 /// which its contract allows, against a declared lag of 4 ms): its every period must fire
 /// within `[intended, intended + slack)`, where the k-th intended expiry is the settime
-/// time plus `value + (k-1)·interval`. The expiry was computed from the coarse reading plus
-/// the lag, up to 4 ms late, and re-arms carried that shift into every period with the full
-/// slack on top: 36.6 ms late with a 33 ms slack. A periodic arming now reads the exact
-/// clock.
+/// time plus `value + (k-1)·interval`. An expiry computed from the coarse reading plus the
+/// lag is up to 4 ms late, and re-arms carry that shift into every period with the full
+/// slack on top: 36.6 ms late with a 33 ms slack. A periodic arming reads the exact clock.
 #[test]
 fn a_periodic_slack_timer_keeps_within_its_slack_every_period() {
-    let (clock, timers) = CoarseIsExact::timers();
+    let (clock, timers) = coarse_is_exact();
     let owner = timers.owner();
     let (id, fired) = recording_timer(&owner, &clock);
     let slack = 33 * MS;

@@ -1,0 +1,139 @@
+//! Snapshots, one file per topic, under the manual clock:
+//!
+//! - `round_trip`: checkpoint → bytes → restore keeps every timer, setting and future
+//!   delivery (a property test), the precision defaults, and extreme remaining times.
+//! - `corrupt`: corrupt input (a decoder fuzz, truncations, bit flips, absurd counts) is an
+//!   error, for `decode` and `restore` alike.
+//! - `files`: saving and loading files: atomic writes, I/O errors, bounded reads.
+//! - `encoding`: the format pinned to the module doc's table: its bytes and every stored
+//!   enum's values; names that fit or are refused.
+//! - `restoring`: a restore is all or nothing, also when it races creates or another
+//!   restore, or meets a destroyed owner.
+
+use super::format::{
+    clock_from_disk, clock_to_disk, expiry_from_disk, expiry_to_disk, status_from_disk,
+    status_to_disk, Reader, HEADER, OWNER_FIELDS, TIMER_FIELDS,
+};
+use super::*;
+use crate::clock::{ClockSource, ManualClock};
+use crate::testing::{self, drain};
+use crate::{Notify, Owner, Precision, SetFlags, Timers};
+use proptest::prelude::*;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+mod corrupt;
+mod encoding;
+mod files;
+mod restoring;
+mod round_trip;
+
+const MS: u64 = 1_000_000;
+
+type Log = Arc<Mutex<Vec<(TimerId, i32)>>>;
+
+fn tick(log: &Log) -> Notify {
+    let log = log.clone();
+    Notify::callback_named("tick", move |id, o| log.lock().unwrap().push((id, o)))
+}
+
+/// One timer of a generated owner.
+#[derive(Debug, Clone)]
+struct Spec {
+    id: i32,
+    clock: u8,
+    notify: u8,
+    abs: bool,
+    value_ms: u64,
+    interval_ms: u64,
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    (
+        0i32..5000,
+        0u8..3,
+        0u8..3,
+        any::<bool>(),
+        0u64..300,
+        prop_oneof![Just(0u64), 1u64..50],
+    )
+        .prop_map(|(id, clock, notify, abs, value_ms, interval_ms)| Spec {
+            id,
+            clock,
+            notify,
+            abs,
+            value_ms,
+            interval_ms,
+        })
+}
+
+/// Builds an owner from `specs` (IDs sparse or dense, every clock and notification, armed,
+/// disarmed, periodic with overruns and pending events after `run_ms`).
+fn build(
+    clock: &ManualClock,
+    timers: &Timers,
+    log: &Log,
+    specs: &[Spec],
+    dense: bool,
+    run_ms: u64,
+) -> Owner {
+    let o = timers.owner();
+    o.set_restore_ids(!dense);
+    for (i, s) in specs.iter().enumerate() {
+        let c = [ClockId::Monotonic, ClockId::Realtime, ClockId::Boottime][s.clock as usize];
+        let n = match s.notify {
+            0 => Notify::None,
+            1 => Notify::Queue,
+            _ => tick(log),
+        };
+        let id = if dense {
+            o.create(c, n)
+        } else {
+            o.create_with_id(s.id, c, n)
+        };
+        let Ok(id) = id else { continue }; // a duplicate sparse ID: skip it
+        let value = Duration::from_millis(s.value_ms);
+        let interval = Duration::from_millis(s.interval_ms);
+        if s.abs {
+            let at = clock.now(c) + s.value_ms * MS;
+            o.settime(id, SetFlags::ABSTIME, Duration::from_nanos(at), interval)
+                .unwrap();
+        } else {
+            o.settime(id, SetFlags::RELATIVE, value, interval).unwrap();
+        }
+        if i % 7 == 3 {
+            clock.advance(Duration::from_millis(3));
+        }
+    }
+    clock.advance(Duration::from_millis(run_ms));
+    timers.poll();
+    // Consume about half the events, leaving the rest pending.
+    for _ in 0..o.queued() / 2 {
+        o.try_recv();
+    }
+    o
+}
+
+/// A snapshot with a bit of everything.
+fn sample() -> Snapshot {
+    let clock = ManualClock::new();
+    let timers = testing::manual(clock.clone(), |_| ());
+    let log: Log = Arc::default();
+    let specs: Vec<Spec> = (0..6)
+        .map(|i| Spec {
+            id: i * 100,
+            clock: (i % 3) as u8,
+            notify: (i % 3) as u8,
+            abs: i % 2 == 0,
+            value_ms: 10 + i as u64,
+            interval_ms: if i % 2 == 0 { 5 } else { 0 },
+        })
+        .collect();
+    let o = build(&clock, &timers, &log, &specs, false, 40);
+    o.set_default_slack(Some(Duration::from_millis(3)));
+    o.checkpoint()
+}
+
+fn encoded(s: &Snapshot) -> Result<Vec<u8>, Error> {
+    s.try_encode()
+}

@@ -1,0 +1,315 @@
+//! Test support for the crate's unit tests, each piece written once:
+//!
+//! - [`TestClock`], the one test clock: a [`ClockSource`] over a [`ManualClock`] or the OS
+//!   clocks, whose coarse readings are absent, exact, or lagging by a pseudo-random amount.
+//! - [`TestRng`], the one seeded pseudo-random generator (tests stay deterministic; proptest
+//!   strategies stay proptest).
+//! - [`quiet_panics`], the one swap of the process-wide panic hook, serialised by one lock.
+//! - [`drain`], the one way to take every event an owner has queued.
+//! - `Poison`, the test binary's allocator, which overwrites what it frees.
+//! - One builder per kind of service:
+//!
+//!   | kind        | clocks        | who polls                      | builder                |
+//!   |-------------|---------------|--------------------------------|------------------------|
+//!   | manual      | manual (test) | the test, after moving time    | [`manual`], [`Manual`] |
+//!   | deadline fd | OS            | the test, when the fd is ready | [`deadline_fd`]        |
+//!   | driven      | OS            | background driver threads      | [`driven`]             |
+//!
+//! Integration tests (`tempora/tests/`) cannot see this module; theirs is
+//! `tempora/tests/common/mod.rs`.
+
+// Under loom the only unit tests built beside the models are the wheel's, which use the RNG
+// alone: the rest is unused there, not dead.
+#![cfg_attr(loom, allow(dead_code))]
+
+use crate::clock::{ClockId, ClockSource, ManualClock, OsClock};
+use crate::timers::{Builder, Event, ItimerSpec, Notify, Owner, SetFlags, TimerId, Timers};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+// ---- the test clock --------------------------------------------------------------------------
+
+/// The test clock: the times of a [`ManualClock`] (or of the OS clocks), with coarse readings
+/// chosen by the test.
+///
+/// - [`TestClock::os`]: the OS clocks behind a source that is not [`OsClock`]'s type (a
+///   wrapper, as a user's logging or counting source would be); no coarse readings.
+/// - [`TestClock::over`]: a manual clock's times; no coarse readings until one of:
+/// - [`TestClock::coarse_exact`]: coarse readings equal to the time, against a declared lag
+///   (the contract allows that): every coarse-armed expiry lands the whole lag late.
+/// - [`TestClock::coarse_lagging`]: coarse readings that lag the time by a pseudo-random
+///   amount in `0..=lag`, as an OS coarse clock does.
+#[derive(Clone)]
+pub(crate) struct TestClock {
+    /// `None`: the OS clocks.
+    manual: Option<ManualClock>,
+    coarse: Coarse,
+}
+
+#[derive(Clone)]
+enum Coarse {
+    None,
+    Exact { lag: u64 },
+    Lagging { lag: u64, rng: Arc<TestRng> },
+}
+
+impl TestClock {
+    /// The OS clocks, wrapped.
+    pub(crate) fn os() -> TestClock {
+        TestClock {
+            manual: None,
+            coarse: Coarse::None,
+        }
+    }
+
+    /// The times of `clock` (a handle to the same clock: moving either moves both).
+    pub(crate) fn over(clock: &ManualClock) -> TestClock {
+        TestClock {
+            manual: Some(clock.clone()),
+            coarse: Coarse::None,
+        }
+    }
+
+    /// Coarse readings equal to the time, declared to lag by up to `lag` ns.
+    pub(crate) fn coarse_exact(self, lag: u64) -> TestClock {
+        TestClock {
+            coarse: Coarse::Exact { lag },
+            ..self
+        }
+    }
+
+    /// Coarse readings that lag the time by a pseudo-random amount in `0..=lag` (drawn from a
+    /// [`TestRng`] seeded with `seed`), declared to lag by up to `lag` ns.
+    pub(crate) fn coarse_lagging(self, lag: u64, seed: u64) -> TestClock {
+        TestClock {
+            coarse: Coarse::Lagging {
+                lag,
+                rng: Arc::new(TestRng::new(seed)),
+            },
+            ..self
+        }
+    }
+}
+
+impl ClockSource for TestClock {
+    fn now(&self, clock: ClockId) -> u64 {
+        match &self.manual {
+            Some(m) => m.now(clock),
+            None => OsClock.now(clock),
+        }
+    }
+    fn is_os_time(&self) -> bool {
+        match &self.manual {
+            Some(m) => m.is_os_time(),
+            None => OsClock.is_os_time(),
+        }
+    }
+    fn now_coarse(&self, clock: ClockId) -> Option<u64> {
+        match &self.coarse {
+            Coarse::None => None,
+            Coarse::Exact { .. } => Some(self.now(clock)),
+            Coarse::Lagging { lag, rng } => {
+                Some(self.now(clock).saturating_sub(rng.below(lag + 1)))
+            }
+        }
+    }
+    fn coarse_lag(&self, _: ClockId) -> u64 {
+        match &self.coarse {
+            Coarse::None => 0,
+            Coarse::Exact { lag } | Coarse::Lagging { lag, .. } => *lag,
+        }
+    }
+}
+
+// ---- the seeded RNG --------------------------------------------------------------------------
+
+/// The tests' pseudo-random numbers: SplitMix64 (Steele, Lea and Flood, "Fast splittable
+/// pseudorandom number generators", 2014). The state is a counter advanced by a fixed odd
+/// gamma, and each output is the counter mixed by two multiply-xorshift rounds, so a seed
+/// fixes the whole stream: runs are deterministic. The counter is atomic, so one generator
+/// can be shared by `&` (a clock source, threads); threads that share one draw from a single
+/// stream, in whatever order they come.
+///
+/// Not for cryptography, nor for tests that want shrinking: those are proptest's.
+pub(crate) struct TestRng(AtomicU64);
+
+impl TestRng {
+    /// SplitMix64's gamma: 2^64 divided by the golden ratio, made odd.
+    const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+    /// The stream of `seed` (any value, 0 included).
+    pub(crate) fn new(seed: u64) -> TestRng {
+        TestRng(AtomicU64::new(seed))
+    }
+
+    /// The next 64 pseudo-random bits.
+    pub(crate) fn next_u64(&self) -> u64 {
+        // Relaxed: the counter orders nothing but itself.
+        let mut z = self
+            .0
+            .fetch_add(Self::GAMMA, Ordering::Relaxed)
+            .wrapping_add(Self::GAMMA);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n > 0`; the modulo bias is below 2^-32 for `n < 2^32`).
+    pub(crate) fn below(&self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}
+
+// ---- the allocator -----------------------------------------------------------------------
+
+/// The test binary's allocator: it frees memory only after overwriting it with 0xA5, so a use
+/// after free (of a retired hash table, a torn-down owner's pages, a timer's memory behind a
+/// wheel entry) reads poison: pointers that crash or compare unequal, instead of stale data
+/// that happens to look right. Not under loom, whose models count on their own allocations.
+#[cfg(not(loom))]
+struct Poison;
+
+// SAFETY: forwards to the system allocator; `dealloc` writes only the block being freed, which
+// the caller owns until the call returns.
+#[cfg(not(loom))]
+unsafe impl std::alloc::GlobalAlloc for Poison {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: same contract as ours.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: same contract as ours.
+        unsafe { std::alloc::System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: `ptr` is a live block of `layout.size()` bytes owned by the caller.
+        unsafe {
+            std::ptr::write_bytes(ptr, 0xA5, layout.size());
+            std::alloc::System.dealloc(ptr, layout)
+        }
+    }
+}
+
+#[cfg(not(loom))]
+#[global_allocator]
+static ALLOC: Poison = Poison;
+
+// ---- panics ----------------------------------------------------------------------------------
+
+/// Runs `f` with panic messages silenced (the panics it provokes are expected). The hook is
+/// process-wide, so every swap in the test binary goes through here and is serialised by one
+/// lock: two overlapping swaps would otherwise restore each other's silent hook and lose the
+/// default one for the rest of the run.
+pub(crate) fn quiet_panics<R>(f: impl FnOnce() -> R) -> R {
+    static HOOK: Mutex<()> = Mutex::new(());
+    // A test that failed while holding it poisons it; the hook is still restored below.
+    let _serial = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    r.unwrap_or_else(|payload| std::panic::resume_unwind(payload))
+}
+
+// ---- events ----------------------------------------------------------------------------------
+
+/// Every event queued on `owner` now, taken off its queue, in ID order (the order in which
+/// bases deliver is not part of any contract).
+pub(crate) fn drain(owner: &Owner) -> Vec<Event> {
+    let mut v: Vec<_> = owner.try_iter().collect();
+    v.sort_by_key(|e| e.id);
+    v
+}
+
+// ---- services --------------------------------------------------------------------------------
+
+/// A service on `clock` (a [`ManualClock`] or a [`TestClock`] over one): two bases, no
+/// driver (no thread can sleep on a manual clock), then `configure`. Time moves only when the
+/// test moves it, and timers fire only when it polls.
+pub(crate) fn manual(clock: impl ClockSource, configure: impl FnOnce(&mut Builder)) -> Timers {
+    let mut b = Timers::builder();
+    b.clock(clock).bases(2);
+    configure(&mut b);
+    b.build().unwrap()
+}
+
+/// A service on the OS clocks with no driver, then `configure`: the test polls it, when its
+/// deadline fd ([`Timers::deadline_fd`]) is readable.
+pub(crate) fn deadline_fd(configure: impl FnOnce(&mut Builder)) -> Timers {
+    let mut b = Timers::builder();
+    b.drivers(0);
+    configure(&mut b);
+    b.build().unwrap()
+}
+
+/// A service on the OS clocks that background drivers poll (one by default; `configure` sets
+/// the bases, drivers and spares).
+pub(crate) fn driven(configure: impl FnOnce(&mut Builder)) -> Timers {
+    let mut b = Timers::builder();
+    configure(&mut b);
+    b.build().unwrap()
+}
+
+/// A [`manual`] service with one owner, and the steps most tests take on it.
+pub(crate) struct Manual {
+    pub(crate) clock: ManualClock,
+    pub(crate) timers: Timers,
+    pub(crate) owner: Owner,
+}
+
+impl Manual {
+    /// On a fresh manual clock, with the [`manual`] defaults.
+    pub(crate) fn new() -> Manual {
+        Manual::with(|_| ())
+    }
+
+    /// On a fresh manual clock, with the [`manual`] defaults and then `configure`.
+    pub(crate) fn with(configure: impl FnOnce(&mut Builder)) -> Manual {
+        let clock = ManualClock::new();
+        Manual::on(&clock, clock.clone(), configure)
+    }
+
+    /// On `source` (`clock`, or a [`TestClock`] over it), then `configure`.
+    pub(crate) fn on(
+        clock: &ManualClock,
+        source: impl ClockSource,
+        configure: impl FnOnce(&mut Builder),
+    ) -> Manual {
+        let timers = manual(source, configure);
+        let owner = timers.owner();
+        Manual {
+            clock: clock.clone(),
+            timers,
+            owner,
+        }
+    }
+
+    /// A new `Queue` timer of the owner on `clock`.
+    pub(crate) fn queue(&self, clock: ClockId) -> TimerId {
+        self.owner.create(clock, Notify::Queue).unwrap()
+    }
+
+    /// Arms `id` relative to now; returns the old setting.
+    pub(crate) fn arm(&self, id: TimerId, value: Duration, interval: Duration) -> ItimerSpec {
+        self.owner
+            .settime(id, SetFlags::RELATIVE, value, interval)
+            .unwrap()
+    }
+
+    /// Moves the clock by `d` and polls: the number of timers fired.
+    pub(crate) fn advance(&self, d: Duration) -> usize {
+        self.clock.advance(d);
+        self.timers.poll()
+    }
+
+    /// The time left until `id` expires (ns).
+    pub(crate) fn value(&self, id: TimerId) -> u64 {
+        self.owner.gettime(id).unwrap().as_nanos().0
+    }
+
+    /// [`drain`] of the owner.
+    pub(crate) fn drain(&self) -> Vec<Event> {
+        drain(&self.owner)
+    }
+}

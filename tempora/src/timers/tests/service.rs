@@ -1,0 +1,293 @@
+//! Building a service and what polls it: the builder's checks, background drivers (OS
+//! clocks, real threads) and the deadline fd. No timing is asserted.
+
+use super::*;
+
+#[test]
+fn builder_rejects_bad_configurations() {
+    assert!(matches!(
+        Timers::builder().bases(0).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        Timers::builder().tick(Duration::ZERO).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        Timers::builder().batch(0).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+    let t = Timers::builder().bases(3).build().unwrap();
+    assert_eq!(t.bases(), 3);
+    assert_eq!(t.tick_nanos(), 1_000);
+}
+
+/// A clock source that wraps the OS clocks (here: the test clock over them) still gets its
+/// driver; the manual clock gets none.
+#[test]
+fn default_drivers_follow_the_clock_source_not_its_type() {
+    let wrapped = Timers::builder().clock(TestClock::os()).build().unwrap();
+    assert_eq!(wrapped.drivers(), 1);
+    let manual = Timers::builder().clock(ManualClock::new()).build().unwrap();
+    assert_eq!(manual.drivers(), 0);
+}
+
+/// Waits (yielding, never sleeping) until a driver has published a finite sleep deadline on
+/// the monotonic wheels: it has seen an armed timer and is about to sleep until it.
+fn until_driver_sleeps(timers: &Timers) {
+    let mono = ClockId::Monotonic.index();
+    while !timers.core.bases.iter().any(|b| {
+        let t = b.locked(|st| st.sleep[mono]).unwrap();
+        t != 0 && t != crate::timers::doorbell::NO_EXPIRY
+    }) {
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_driver_fires_timers_with_nobody_polling() {
+    let timers = testing::driven(|b| {
+        b.bases(2).drivers(1);
+    });
+    assert_eq!(timers.drivers(), 1);
+    let owner = timers.owner();
+    let t = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner.settime(t, SetFlags::RELATIVE, ms(1), ms(1)).unwrap();
+    for _ in 0..3 {
+        let e = owner.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert_eq!(e.map(|e| e.id), Some(t));
+    }
+    assert!(timers.driver_wakeups() > 0);
+}
+
+#[test]
+fn an_earlier_arm_rings_the_sleeping_driver_a_later_one_does_not() {
+    let timers = testing::driven(|b| {
+        b.bases(2).drivers(1);
+    });
+    let owner = timers.owner();
+    let far = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    let near = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner
+        .settime(
+            far,
+            SetFlags::RELATIVE,
+            Duration::from_secs(3600),
+            Duration::ZERO,
+        )
+        .unwrap();
+    // Once the driver publishes a finite deadline it sleeps until the 1 h timer; arming
+    // later does not wake it.
+    until_driver_sleeps(&timers);
+    let rings = timers.core.wake.rings.load(Ordering::Relaxed);
+    owner
+        .settime(
+            near,
+            SetFlags::RELATIVE,
+            Duration::from_secs(7200),
+            Duration::ZERO,
+        )
+        .unwrap();
+    assert_eq!(
+        timers.core.wake.rings.load(Ordering::Relaxed),
+        rings,
+        "later: no ring"
+    );
+    // Arming earlier than its sleep wakes it, and the timer fires (without the ring the
+    // driver would sleep for an hour and this would time out).
+    owner
+        .settime(near, SetFlags::RELATIVE, ms(2), Duration::ZERO)
+        .unwrap();
+    assert_eq!(
+        timers.core.wake.rings.load(Ordering::Relaxed),
+        rings + 1,
+        "earlier: one ring"
+    );
+    let e = owner.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(e.map(|e| e.id), Some(near));
+}
+
+#[test]
+fn dropping_timers_joins_its_drivers_and_pending_events_stay_readable() {
+    let timers = testing::driven(|b| {
+        b.bases(2).drivers(2);
+    });
+    let owner = timers.owner();
+    // The core is held by this handle and its driver set, the owner, each driver and the
+    // clock watcher.
+    assert_eq!(Arc::strong_count(&owner.reg.service().core), 6);
+    let t = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    let rearmed = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner
+        .settime(
+            t,
+            SetFlags::RELATIVE,
+            Duration::from_nanos(1),
+            Duration::ZERO,
+        )
+        .unwrap();
+    // Wait until it fired: its event is then pending on the owner's queue.
+    while owner.queued() == 0 {
+        std::thread::yield_now();
+    }
+    owner
+        .settime(rearmed, SetFlags::RELATIVE, ms(1), Duration::ZERO)
+        .unwrap();
+    drop(timers);
+    assert_eq!(
+        Arc::strong_count(&owner.reg.service().core),
+        1,
+        "every driver thread (and the watcher) ended before drop returned"
+    );
+    assert_eq!(owner.try_recv().map(|e| e.id), Some(t), "still readable");
+    assert!(owner.gettime(rearmed).is_ok(), "the owner still works");
+}
+
+#[test]
+fn a_panicking_callback_does_not_stop_its_driver() {
+    let timers = testing::driven(|b| {
+        b.bases(1).drivers(1);
+    });
+    let owner = timers.owner();
+    let boom = owner
+        .create(ClockId::Monotonic, Notify::callback(|_, _| panic!("boom")))
+        .unwrap();
+    let after = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    quiet_panics(|| {
+        owner
+            .settime(boom, SetFlags::RELATIVE, ms(1), Duration::ZERO)
+            .unwrap();
+        while timers.callback_panics() == 0 {
+            std::thread::yield_now();
+        }
+    });
+    // The same driver goes on firing timers armed after the panic.
+    owner
+        .settime(after, SetFlags::RELATIVE, ms(1), Duration::ZERO)
+        .unwrap();
+    let e = owner.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(e.map(|e| e.id), Some(after));
+    assert_eq!(timers.callback_panics(), 1);
+}
+
+#[test]
+fn clock_was_set_rings_every_driver() {
+    let timers = testing::driven(|b| {
+        b.bases(2).drivers(2);
+    });
+    let rings = timers.core.wake.rings.load(Ordering::Relaxed);
+    timers.clock_was_set();
+    assert_eq!(timers.core.wake.rings.load(Ordering::Relaxed), rings + 2);
+    assert!(matches!(
+        Timers::builder().bases(1).drivers(2).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+}
+
+/// poll(2) on one fd: readable within `timeout_ms` (0: now)?
+fn fd_readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd that lives for the call.
+    let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    assert!(r >= 0, "poll: {}", std::io::Error::last_os_error());
+    p.revents & libc::POLLIN != 0
+}
+
+#[test]
+fn a_deadline_fd_needs_os_clocks_and_no_drivers() {
+    let fx = Manual::with(|b| {
+        b.drivers(0);
+    });
+    assert!(matches!(
+        fx.timers.deadline_fd(),
+        Err(Error::InvalidConfig(_))
+    ));
+    let driven = testing::driven(|b| {
+        b.drivers(1);
+    });
+    assert!(matches!(driven.deadline_fd(), Err(Error::InvalidConfig(_))));
+}
+
+/// The deadline fd on the OS clocks: armed at the earliest timer, moved by an earlier arm (a
+/// ring) and not by a later one, readable at the deadline and not before, re-armed by poll.
+/// No timing assertion: "not before" is checked against the clock, and the far deadlines are
+/// hours away.
+#[test]
+fn the_deadline_fd_follows_the_earliest_timer() {
+    let timers = testing::deadline_fd(|b| {
+        b.bases(2);
+    });
+    let owner = timers.owner();
+    let fd = timers.deadline_fd().unwrap();
+    assert!(!fd_readable(fd, 0), "nothing armed");
+    let far = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner
+        .settime(far, SetFlags::RELATIVE, Duration::from_secs(3600), ms(0))
+        .unwrap();
+    let rings = timers.core.wake.rings.load(Ordering::Relaxed);
+    assert!(rings >= 1, "the first timer moved the fd from disarmed");
+    let later = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner
+        .settime(later, SetFlags::RELATIVE, Duration::from_secs(7200), ms(0))
+        .unwrap();
+    assert_eq!(
+        timers.core.wake.rings.load(Ordering::Relaxed),
+        rings,
+        "a later arm costs no system call"
+    );
+    assert!(!fd_readable(fd, 0));
+    // An earlier one moves it (a realtime timer: converted to the monotonic clock).
+    let soon = owner.create(ClockId::Realtime, Notify::Queue).unwrap();
+    let before = timers.now(ClockId::Monotonic);
+    owner
+        .settime(soon, SetFlags::RELATIVE, ms(20), ms(0))
+        .unwrap();
+    assert_eq!(timers.core.wake.rings.load(Ordering::Relaxed), rings + 1);
+    assert!(fd_readable(fd, 60_000), "readable at the deadline");
+    assert!(
+        timers.now(ClockId::Monotonic) >= before + 20 * MS,
+        "never before it"
+    );
+    assert_eq!(timers.poll(), 1);
+    assert_eq!(owner.try_recv().map(|e| e.id), Some(soon));
+    assert!(
+        !fd_readable(fd, 0),
+        "poll re-armed it at the next deadline, an hour away"
+    );
+    // A sleep moves it too.
+    let sleep = timers.sleep(ms(5));
+    let deadline = sleep.deadline();
+    let mut sleep = std::pin::pin!(sleep);
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    assert!(sleep.as_mut().poll(&mut cx).is_pending());
+    assert!(fd_readable(fd, 60_000));
+    assert!(timers.now(ClockId::Monotonic) >= deadline);
+    timers.poll();
+    assert!(sleep.as_mut().poll(&mut cx).is_ready());
+    // Everything cancelled: the fd may fire early (a poll then does nothing), never late;
+    // after that poll it is disarmed.
+    owner.delete(far).unwrap();
+    owner.delete(later).unwrap();
+    timers.poll();
+    assert_eq!(timers.next_deadline(), None);
+    assert!(!fd_readable(fd, 0));
+}
+
+/// `clock_was_set` makes the deadline fd readable at once: the loop polls and re-evaluates
+/// absolute realtime timers.
+#[test]
+fn clock_was_set_makes_the_deadline_fd_readable() {
+    let timers = testing::deadline_fd(|_| ());
+    let fd = timers.deadline_fd().unwrap();
+    assert!(!fd_readable(fd, 0));
+    timers.clock_was_set();
+    assert!(fd_readable(fd, 60_000));
+    timers.poll();
+    assert!(!fd_readable(fd, 0));
+}
