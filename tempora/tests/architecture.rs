@@ -502,3 +502,36 @@ fn every_test_the_map_names_exists() {
         "ARCHITECTURE.md names tests that do not exist: {gone:?}"
     );
 }
+
+/// The files table lists each folder's files bottom-up: a file imports only files of its
+/// folder listed above it.
+#[test]
+fn the_maps_file_table_is_bottom_up() {
+    let rows: Vec<PathBuf> = section("files")
+        .lines()
+        .filter_map(|l| {
+            let cell = l.strip_prefix("| `tempora/src/")?;
+            Some(PathBuf::from(&cell[..cell.find('`')?]))
+        })
+        .collect();
+    let g = graph();
+    let mut wrong = Vec::new();
+    for (k, row) in rows.iter().enumerate() {
+        for to in g.get(row).into_iter().flatten() {
+            let below = rows.iter().position(|r| r == to);
+            let same_folder = to.parent() == row.parent();
+            let known = KNOWN.iter().any(|c| {
+                let has = |p: &PathBuf| c.iter().any(|f| Path::new(f) == p);
+                has(row) && has(to)
+            });
+            if same_folder && !known && below.is_some_and(|b| b > k) {
+                wrong.push(format!(
+                    "{} imports {}, listed below it",
+                    row.display(),
+                    to.display()
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
