@@ -35,6 +35,17 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+fn any_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            any_files(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
 /// The module path of a file under `src/`.
 fn module_of(rel: &Path) -> Vec<String> {
     let mut parts: Vec<String> = rel
@@ -534,4 +545,50 @@ fn the_maps_file_table_is_bottom_up() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Every file or folder ARCHITECTURE.md cites in backticks (`timers/base.rs`,
+/// `checkpoint/tests/`) exists: some file of the repository's path ends with it.
+#[test]
+fn every_file_the_map_cites_exists() {
+    let text = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).unwrap();
+    let mut all = Vec::new();
+    for e in std::fs::read_dir(repo()).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if p.is_dir() && !name.starts_with('.') && !name.starts_with("target") {
+            any_files(&p, &mut all);
+        }
+    }
+    let all: Vec<String> = all
+        .iter()
+        .map(|p| {
+            p.strip_prefix(repo())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let cited: BTreeSet<&str> = text
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| {
+            (s.ends_with(".rs") || (s.ends_with('/') && s.len() > 1))
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c))
+        })
+        .collect();
+    assert!(cited.len() > 20, "found only {cited:?}");
+    let gone: Vec<&&str> = cited
+        .iter()
+        .filter(|c| {
+            !all.iter()
+                .any(|f| f.ends_with(**c) || f.contains(&format!("/{c}")) || f.starts_with(**c))
+        })
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "ARCHITECTURE.md cites files that do not exist: {gone:?}"
+    );
 }

@@ -284,9 +284,8 @@ mod tests {
     /// A leader about to run callbacks races an arm that rings its doorbell (after the
     /// leader's token): the leader sees the ring or the ringer sees the leader in callbacks,
     /// so the spare's timerfd is fired by one of them. Removing either SeqCst fence fails
-    /// it. (The first version used SeqCst loads and stores instead of fences, which the
-    /// memory model also allows; loom models SeqCst accesses as acquire/release only, so it
-    /// could not check that one.)
+    /// it. (SeqCst loads and stores in place of the fences would be correct too, but loom
+    /// models SeqCst accesses as acquire/release only, so it could not check that form.)
     #[test]
     fn loom_handover_a_ring_is_never_missed() {
         loom::model(|| {
