@@ -53,6 +53,7 @@ pub mod wheel;
 #[cfg(test)]
 mod testing;
 
+#[cfg(feature = "bench-internals")]
 #[doc(hidden)]
 pub mod bench_door;
 

@@ -3,11 +3,16 @@
 //! Everything in tempora that is shared between threads takes its atomics from here, so the
 //! loom tests (`--cfg loom`, `.ci/loom.sh`) check the same code that ships.
 //!
-//! [`ByteLock`] is tempora's own lock, written here rather than taken from a crate because it
-//! must fit in one byte of a timer's written cache line and in the low bit of a hash bucket's
-//! head word, and because its unlock is a plain release store (one atomic read-modify-write per
-//! lock/unlock pair instead of two; BENCHMARKS.md, "Design measurements", has the cost of the
-//! alternative).
+//! Every lock of the crate is held through this module's ranked types ([`Locked`],
+//! [`RankedLock`], [`RankedMutex`], and [`RankToken`] for a lock whose mechanism lives
+//! elsewhere), whose type names the lock's rank in the crate's one lock order ([`rank`]);
+//! debug builds check the order at every lock.
+//!
+//! [`ByteLock`], the one-byte lock under [`Locked`] and [`RankedLock`], is tempora's own,
+//! written here rather than taken from a crate because it must fit in one byte of a timer's
+//! written cache line, and because its unlock is a plain release store (one atomic
+//! read-modify-write per lock/unlock pair instead of two; BENCHMARKS.md, "Design
+//! measurements", measures the alternative).
 
 /// Fences, loom's under `cfg(loom)` (loom does not observe a `std` fence): the slot protocol's
 /// (`registry/timer.rs`) are checked by the models in `registry/loom_tests.rs`.
@@ -30,12 +35,12 @@ pub(crate) use std::sync::atomic::{
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
 
-/// A parking mutex, for the one lock that is held across a batch of work (a base's delivery
-/// lock): it poisons on unwind.
+/// The parking mutex under [`RankedMutex`]. Crate-visible only for the `timers/` files on the
+/// scan test's allow-list (`tests::UNCONVERTED_TIMERS_FILES`).
 #[cfg(loom)]
-pub(crate) use loom::sync::{Mutex, MutexGuard};
+pub(crate) use loom::sync::{Mutex as StdMutex, MutexGuard as StdMutexGuard};
 #[cfg(not(loom))]
-pub(crate) use std::sync::{Mutex, MutexGuard};
+pub(crate) use std::sync::{Mutex as StdMutex, MutexGuard as StdMutexGuard};
 
 /// `UnsafeCell` with loom's closure-based access API, so the same call sites build under both.
 #[cfg(not(loom))]
@@ -108,6 +113,11 @@ pub(crate) struct Poisoned;
 /// A one-byte lock: `0` free, `1` held, `2` poisoned. Lock is one compare-exchange (Acquire),
 /// unlock one store (Release); a contended locker spins, then yields ([`backoff`]). It does
 /// not park, so it is only for short critical sections (see [`backoff`]).
+///
+/// It is the mechanism under [`Locked`] and [`RankedLock`], which are how the rest of the crate
+/// holds one (with a rank, checked in debug builds). It is crate-visible only for the
+/// `timers/` files on the scan test's allow-list (`tests::UNCONVERTED_TIMERS_FILES`), which
+/// still pair it with [`lock_order::enter`] by hand.
 ///
 /// **Unwinding.** A critical section run through [`ByteLock::with`] that panics leaves the
 /// lock *poisoned*, never held: every later [`ByteLock::lock`] (including the ones spinning on
@@ -201,7 +211,7 @@ impl ByteLock {
 }
 
 /// Dropped only while unwinding out of a critical section (the happy path forgets it).
-pub(crate) struct PoisonOnUnwind<'a>(pub(crate) &'a ByteLock);
+struct PoisonOnUnwind<'a>(&'a ByteLock);
 
 impl Drop for PoisonOnUnwind<'_> {
     fn drop(&mut self) {
@@ -214,92 +224,668 @@ pub(crate) fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// The lock order of the whole crate, in one place, and its debug-build check.
+/// The lock order of the whole crate: every lock's rank, in one place.
 ///
-/// Every lock has a rank; a thread may take a lock only while every lock it holds has a lower
-/// rank. Locks of one rank are never held together.
+/// A thread may take a lock only while every lock it holds has a lower rank; locks of one
+/// rank are never held together, except the hash buckets of a table split (the old bucket,
+/// then the two future buckets: [`RankToken::nested`]). Every lock of the crate is one of
+/// [`Locked`], [`RankedLock`] or [`RankedMutex`], or (for a lock whose mechanism lives
+/// elsewhere: a hash bucket's head bit, an owner's restore section) holds a [`RankToken`]
+/// while it is held; each names its rank in its type, so the rank of every lock is stated
+/// where the lock is declared, and debug builds check the rule at every lock (the tests
+/// `lock_order_violation_is_caught_in_debug_builds` and `queue_and_bucket_locks_are_ranked`).
+/// Release builds (and loom models, whose threads share one OS thread) compile the check away.
 ///
-/// | rank | locks | taken while holding |
-/// |---|---|---|
-/// | 1 | an owner's ID shard (`registry`); a base's delivery lock (`timers/base.rs`) | nothing |
-/// | 2 | a timer (`registry/timer.rs`); a sleep's cell (`timers/sleep.rs`) | a delivery lock (a poll delivering), or nothing |
-/// | 3 | the service's deadline-fd lock (`timers/base.rs`) | a timer or cell (a ring), or nothing |
-/// | 4 | a hash bucket, a base, an owner's event queue, its readiness-fd lock (`timers/notify.rs`), a statistics list's naive-flush lock (`stats/tally.rs`, benchmark only) | a shard (bucket), a timer or cell (base, queue, fd), the deadline-fd lock (base), or nothing |
-///
-/// Bucket locks are the one exception to "never two of one rank": a table split holds the old
-/// bucket and then the two future buckets (old table before future table). The page-directory
-/// lock (`registry/slots.rs`) is taken only under a shard lock and takes nothing.
-///
-/// The readiness-fd lock takes its queue's lock (both rank 4: the queue takes nothing).
-///
-/// Debug builds assert the rule for shards, delivery locks, timers, cells, fd locks and bases
-/// at every lock
-/// (the test `lock_order_violation_is_caught_in_debug_builds`); bucket and queue locks are not
-/// tracked. Release builds (and loom models, whose threads share one OS thread) compile the
-/// check away.
-pub(crate) mod lock_order {
-    /// Rank 1: an owner's ID shard.
+/// [`TABLE`] lists every lock with its rank, where it lives and what its holders take; the
+/// unit test `lock_table_matches_architecture_md` checks that ARCHITECTURE.md shows exactly
+/// that table.
+pub(crate) mod rank {
+    /// An owner's exclusive restore section (`registry/owner.rs`).
+    pub(crate) const SECTION: u8 = 0;
+    /// The global service's build lock (`time.rs`).
+    pub(crate) const BUILDING: u8 = 0;
+    /// An owner's ID shard (`registry/owner.rs`).
     pub(crate) const SHARD: u8 = 1;
-    /// Rank 1: a base's delivery lock.
+    /// A base's delivery lock (`timers/base.rs`).
     pub(crate) const DELIVERY: u8 = 1;
-    /// Rank 2: a timer.
+    /// A timer (`registry/timer.rs`); a sleep's cell (`timers/sleep.rs`).
     pub(crate) const TIMER: u8 = 2;
-    /// Rank 3: the service's deadline-fd lock (a ring under a timer lock takes it; a refresh
-    /// holds it while it takes each base).
+    /// The service's deadline-fd lock (`timers/base.rs`).
     pub(crate) const DEADLINE_FD: u8 = 3;
-    /// Rank 4: a base.
+    /// The service's list of owners' event queues (`timers/core.rs`).
+    pub(crate) const OWNERS: u8 = 3;
+    /// A base (`timers/base.rs`).
     pub(crate) const BASE: u8 = 4;
-    /// Rank 4: an owner's readiness-fd lock (it takes its event queue's lock, which has no
-    /// rank: that lock takes nothing).
+    /// A hash bucket (`registry/table.rs`; a split: the old bucket, then two future buckets).
+    pub(crate) const BUCKET: u8 = 4;
+    /// An owner's readiness-fd lock (`timers/notify.rs`).
     pub(crate) const READY_FD: u8 = 4;
-    /// Rank 4: a statistics updated list's naive-flush lock (`stats/tally.rs`; taken only in
-    /// the benchmark's naive mode): by a push under a timer lock (an expiry counted), and by a
-    /// flush holding no tempora lock; it takes nothing.
-    pub(crate) const STATS_LIST: u8 = 4;
+    /// An owner's event queue (`timers/notify.rs`; taken under READY_FD and TIMER).
+    pub(crate) const QUEUE: u8 = 5;
+    /// The statistics' one-flush-at-a-time lock (`stats/tally.rs`).
+    pub(crate) const FLUSHING: u8 = 6;
+    /// A statistics list's naive-flush lock (`stats/tally.rs`, `bench-internals` only).
+    #[cfg(feature = "bench-internals")]
+    pub(crate) const STATS_LIST: u8 = 7;
+    /// An owner's flushed statistics totals (`stats/tally.rs`); a group's (`stats/group.rs`).
+    pub(crate) const TOTALS: u8 = 8;
+    /// The statistics' list of member owners (`stats/tally.rs`).
+    pub(crate) const MEMBERS: u8 = 9;
+    /// A statistics group's list of children (`stats/group.rs`).
+    pub(crate) const CHILDREN: u8 = 9;
+    /// The service's list of spare driver threads (`timers/core.rs`).
+    pub(crate) const SPARES: u8 = 9;
+    /// A standby's callbacks not yet run (`timers/standby.rs`).
+    pub(crate) const PENDING: u8 = 9;
+    /// A standby's timerfd plan (`timers/standby.rs`; it arms the fd under it).
+    pub(crate) const PLAN: u8 = 9;
+    /// An owner's slot-page directory grow lock (`registry/slots.rs`).
+    pub(crate) const PAGE_GROW: u8 = 9;
 
+    /// The naive-flush lock's rank, for [`TABLE`], which lists it whether or not the feature
+    /// is on (so that ARCHITECTURE.md has one table).
+    const STATS_LIST_RANK: u8 = 7;
+    #[cfg(feature = "bench-internals")]
+    const _: () = assert!(STATS_LIST == STATS_LIST_RANK);
+
+    /// One lock of the crate: its rank, what it is, where it lives, and what its holders take
+    /// while they hold it.
+    #[allow(dead_code, reason = "read by the lock-table test")]
+    pub(crate) struct Lock {
+        pub(crate) rank: u8,
+        pub(crate) lock: &'static str,
+        pub(crate) at: &'static str,
+        pub(crate) held_while_taking: &'static str,
+    }
+
+    /// Every lock of the crate, by rank: ARCHITECTURE.md's lock table is this one, rendered
+    /// (the unit test `lock_table_matches_architecture_md`).
+    #[allow(dead_code, reason = "read by the lock-table test")]
+    pub(crate) const TABLE: &[Lock] = &[
+        Lock {
+            rank: SECTION,
+            lock: "an owner's exclusive restore section",
+            at: "`registry/owner.rs`",
+            held_while_taking: "an ID shard, a hash bucket, a timer (the section's creates)",
+        },
+        Lock {
+            rank: BUILDING,
+            lock: "the global service's build lock",
+            at: "`time.rs`",
+            held_while_taking: "the owners and spares lists (a failed build stops its drivers)",
+        },
+        Lock {
+            rank: SHARD,
+            lock: "an owner's ID shard",
+            at: "`registry/owner.rs`",
+            held_while_taking: "a hash bucket (a create), the slot pages' grow lock",
+        },
+        Lock {
+            rank: DELIVERY,
+            lock: "a base's delivery lock",
+            at: "`timers/base.rs`",
+            held_while_taking: "a timer or a sleep's cell (a poll delivering what it popped)",
+        },
+        Lock {
+            rank: TIMER,
+            lock: "a timer; a sleep's cell",
+            at: "`registry/timer.rs`, `timers/sleep.rs`",
+            held_while_taking: "a base (arm, disarm, the delete hook), an event queue (an \
+                                expiry queued), the deadline-fd lock or a standby's fd plan \
+                                (a ring), a readiness-fd lock (after a push), a naive-flush \
+                                lock (an expiry counted)",
+        },
+        Lock {
+            rank: DEADLINE_FD,
+            lock: "the service's deadline-fd lock",
+            at: "`timers/base.rs`",
+            held_while_taking: "each base in turn (a refresh after a poll)",
+        },
+        Lock {
+            rank: OWNERS,
+            lock: "the service's list of owners' event queues",
+            at: "`timers/core.rs`",
+            held_while_taking: "each owner's event queue and readiness-fd lock (closing them)",
+        },
+        Lock {
+            rank: BASE,
+            lock: "a base",
+            at: "`timers/base.rs`",
+            held_while_taking: "nothing",
+        },
+        Lock {
+            rank: BUCKET,
+            lock: "a hash bucket",
+            at: "`registry/table.rs`",
+            held_while_taking: "the two future buckets, nested (a table split)",
+        },
+        Lock {
+            rank: READY_FD,
+            lock: "an owner's readiness-fd lock",
+            at: "`timers/notify.rs`",
+            held_while_taking: "its owner's event queue",
+        },
+        Lock {
+            rank: QUEUE,
+            lock: "an owner's event queue",
+            at: "`timers/notify.rs`",
+            held_while_taking: "nothing",
+        },
+        Lock {
+            rank: FLUSHING,
+            lock: "the statistics' flush lock",
+            at: "`stats/tally.rs`",
+            held_while_taking: "the naive-flush locks, the totals",
+        },
+        Lock {
+            rank: STATS_LIST_RANK,
+            lock: "a statistics list's naive-flush lock (`bench-internals` only)",
+            at: "`stats/tally.rs`",
+            held_while_taking: "the totals (the naive flush aggregates under it)",
+        },
+        Lock {
+            rank: TOTALS,
+            lock: "an owner's or a group's flushed statistics totals",
+            at: "`stats/tally.rs`, `stats/group.rs`",
+            held_while_taking: "nothing",
+        },
+        Lock {
+            rank: MEMBERS,
+            lock: "the statistics' list of member owners",
+            at: "`stats/tally.rs`",
+            held_while_taking: "nothing",
+        },
+        Lock {
+            rank: CHILDREN,
+            lock: "a statistics group's children",
+            at: "`stats/group.rs`",
+            held_while_taking: "nothing",
+        },
+        Lock {
+            rank: SPARES,
+            lock: "the service's list of spare driver threads",
+            at: "`timers/core.rs`",
+            held_while_taking: "nothing",
+        },
+        Lock {
+            rank: PENDING,
+            lock: "a standby's callbacks not yet run",
+            at: "`timers/standby.rs`",
+            held_while_taking: "nothing",
+        },
+        Lock {
+            rank: PLAN,
+            lock: "a standby's timerfd plan",
+            at: "`timers/standby.rs`",
+            held_while_taking: "nothing (it arms the timerfd)",
+        },
+        Lock {
+            rank: PAGE_GROW,
+            lock: "an owner's slot-page directory grow lock",
+            at: "`registry/slots.rs`",
+            held_while_taking: "nothing",
+        },
+    ];
+}
+
+/// The debug-build record of the ranks the calling thread holds.
+mod order {
     #[cfg(all(debug_assertions, not(loom)))]
     thread_local! {
         /// Bit `r` set: this thread holds a lock of rank `r`.
-        static HELD: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
+        static HELD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     }
+
+    /// A lock of `rank` is being taken: panics (in debug builds) if the thread holds one of the
+    /// same or a higher rank; marks the rank held.
+    #[inline(always)]
+    pub(super) fn enter(rank: u8) {
+        #[cfg(all(debug_assertions, not(loom)))]
+        HELD.with(|h| {
+            let held = h.get();
+            assert!(
+                held >> rank == 0,
+                "lock order: a rank-{rank} lock taken while holding a lock of rank >= {rank} \
+                 (held ranks {held:#b}; see sync::rank)"
+            );
+            h.set(held | 1 << rank);
+        });
+        #[cfg(not(all(debug_assertions, not(loom))))]
+        let _ = rank;
+    }
+
+    /// A second lock of `rank` is being taken by a holder of one: panics (in debug builds)
+    /// unless the thread holds `rank` and nothing above it. Marks nothing.
+    #[inline(always)]
+    pub(super) fn enter_nested(rank: u8) {
+        #[cfg(all(debug_assertions, not(loom)))]
+        HELD.with(|h| {
+            let held = h.get();
+            assert!(
+                held >> rank == 1,
+                "lock order: a nested rank-{rank} lock taken while not holding exactly rank \
+                 {rank} at the top (held ranks {held:#b}; see sync::rank)"
+            );
+        });
+        #[cfg(not(all(debug_assertions, not(loom))))]
+        let _ = rank;
+    }
+
+    /// The lock of `rank` that [`enter`] marked was released.
+    #[inline(always)]
+    pub(super) fn leave(rank: u8) {
+        #[cfg(all(debug_assertions, not(loom)))]
+        HELD.with(|h| h.set(h.get() & !(1 << rank)));
+        #[cfg(not(all(debug_assertions, not(loom))))]
+        let _ = rank;
+    }
+}
+
+/// Proof that the calling thread holds a lock of rank `RANK`, checked against the lock order
+/// when it was made ([`rank`]); dropping it (unwinding included) clears the mark. Every guard
+/// of this module holds one. It is free in release builds: a zero-sized value whose making
+/// and dropping compile to nothing.
+///
+/// Made by hand only for the locks whose mechanism lives elsewhere: a hash bucket's head bit
+/// (`registry/table.rs`) and an owner's restore section (`registry/owner.rs`).
+#[must_use]
+pub(crate) struct RankToken<const RANK: u8> {
+    /// Whether this token marked the rank (a nested one did not).
+    #[cfg(all(debug_assertions, not(loom)))]
+    marked: bool,
+    /// The mark is the thread's: the token stays on it.
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl<const RANK: u8> RankToken<RANK> {
+    /// A lock of rank `RANK` is being taken: panics (debug builds) if the thread holds a lock
+    /// of the same or a higher rank.
+    #[inline(always)]
+    pub(crate) fn enter() -> Self {
+        const { assert!(RANK < 32, "ranks are bits of a u32") };
+        order::enter(RANK);
+        RankToken {
+            #[cfg(all(debug_assertions, not(loom)))]
+            marked: true,
+            _thread: std::marker::PhantomData,
+        }
+    }
+
+    /// A second lock of rank `RANK` is being taken by the holder of `outer`, the one case
+    /// where the rule allows two of a rank: a table split's future buckets, under the old
+    /// bucket. Panics (debug builds) if the thread holds anything above `RANK`.
+    #[inline(always)]
+    pub(crate) fn nested(outer: &RankToken<RANK>) -> Self {
+        let _ = outer;
+        order::enter_nested(RANK);
+        RankToken {
+            #[cfg(all(debug_assertions, not(loom)))]
+            marked: false,
+            _thread: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<const RANK: u8> Drop for RankToken<RANK> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        #[cfg(all(debug_assertions, not(loom)))]
+        if self.marked {
+            order::leave(RANK);
+        }
+    }
+}
+
+/// State of type `T` under a one-byte lock of rank `RANK` ([`rank`]): the only way to reach
+/// the state is with the lock held, through [`Locked::with`] or [`Locked::lock`]. A panic
+/// inside the critical section poisons the lock (as [`ByteLock::with`]): every later lock
+/// fails with [`Poisoned`].
+///
+/// [`Locked::with`] is the hot form: in release builds it is exactly the lock's
+/// compare-exchange, `f` on the state, and the unlocking store.
+pub(crate) struct Locked<T, const RANK: u8> {
+    lock: ByteLock,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is reached only with the lock held (`with`, `lock`), by one thread at a
+// time, so sharing a `Locked` shares a `T` only as a `Mutex<T>` does: `T: Send` suffices.
+unsafe impl<T: Send, const RANK: u8> Sync for Locked<T, RANK> {}
+
+impl<T, const RANK: u8> std::fmt::Debug for Locked<T, RANK> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Locked")
+            .field("rank", &RANK)
+            .field("poisoned", &self.is_poisoned())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Default, const RANK: u8> Default for Locked<T, RANK> {
+    fn default() -> Self {
+        Locked::new(T::default())
+    }
+}
+
+impl<T, const RANK: u8> Locked<T, RANK> {
+    #[cfg(not(loom))]
+    pub(crate) const fn new(value: T) -> Self {
+        Locked {
+            lock: ByteLock::new(),
+            value: UnsafeCell::new(value),
+        }
+    }
+    #[cfg(loom)]
+    pub(crate) fn new(value: T) -> Self {
+        Locked {
+            lock: ByteLock::new(),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// Runs `f` on the state with the lock held: released afterwards, poisoned if `f` panics;
+    /// [`Poisoned`] once an earlier holder panicked.
+    #[inline]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Result<R, Poisoned> {
+        let _rank = RankToken::<RANK>::enter();
+        // SAFETY: `ByteLock::with` holds the lock for the whole closure, and the state is
+        // reached only under it: this is the only reference.
+        self.lock
+            .with(|| self.value.with_mut(|p| f(unsafe { &mut *p })))
+    }
+
+    /// Takes the lock: the guard gives the state, and releases the lock when dropped (poisons
+    /// it if dropped by a panic that began while it was held).
+    #[inline]
+    #[allow(
+        dead_code,
+        reason = "the guard form, for holders that cannot use a closure"
+    )]
+    pub(crate) fn lock(&self) -> Result<Guard<'_, T, RANK>, Poisoned> {
+        let rank = RankToken::<RANK>::enter();
+        self.lock.lock()?;
+        Ok(Guard {
+            locked: self,
+            panicking: std::thread::panicking(),
+            _rank: rank,
+        })
+    }
+
+    /// Whether a holder panicked inside the lock.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.lock.is_poisoned()
+    }
+}
+
+/// The state of a held [`Locked`]; the lock is released when the guard is dropped.
+#[must_use]
+pub(crate) struct Guard<'a, T, const RANK: u8> {
+    locked: &'a Locked<T, RANK>,
+    /// Whether the thread was already unwinding when it took the lock.
+    panicking: bool,
+    // Dropped after `Drop::drop` released the lock: the mark outlives the lock.
+    _rank: RankToken<RANK>,
+}
+
+impl<T, const RANK: u8> Guard<'_, T, RANK> {
+    /// Takes `next`, of a higher rank (checked at compile time), while this one is held.
+    #[inline]
+    #[allow(dead_code, reason = "the compile-time-checked form of a nested lock")]
+    pub(crate) fn then<'b, U, const S: u8>(
+        &self,
+        next: &'b Locked<U, S>,
+    ) -> Result<Guard<'b, U, S>, Poisoned> {
+        const {
+            assert!(
+                S > RANK,
+                "a lock taken under another must have a higher rank"
+            )
+        };
+        next.lock()
+    }
+}
+
+impl<T, const RANK: u8> std::ops::Deref for Guard<'_, T, RANK> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the lock, so no other reference to the state exists.
+        self.locked.value.with_mut(|p| unsafe { &*p })
+    }
+}
+
+impl<T, const RANK: u8> std::ops::DerefMut for Guard<'_, T, RANK> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`; `&mut self` makes this the only reference through the guard.
+        self.locked.value.with_mut(|p| unsafe { &mut *p })
+    }
+}
+
+impl<T, const RANK: u8> Drop for Guard<'_, T, RANK> {
+    #[inline]
+    fn drop(&mut self) {
+        if !self.panicking && std::thread::panicking() {
+            self.locked.lock.poison();
+        } else {
+            self.locked.lock.unlock();
+        }
+    }
+}
+
+/// A bare one-byte lock of rank `RANK`, for state laid out beside it that cannot sit in one
+/// cell with it: a timer's lock, at a fixed offset of the timer's written cache line
+/// (`registry/timer.rs`). Same size and layout as [`ByteLock`]; the rank check as in
+/// [`Locked`].
+#[derive(Debug, Default)]
+#[repr(transparent)]
+pub(crate) struct RankedLock<const RANK: u8>(ByteLock);
+
+impl<const RANK: u8> RankedLock<RANK> {
+    #[cfg(not(loom))]
+    #[allow(dead_code, reason = "the locks that use it are built by `Default`")]
+    pub(crate) const fn new() -> Self {
+        RankedLock(ByteLock::new())
+    }
+    #[cfg(loom)]
+    #[allow(dead_code, reason = "the locks that use it are built by `Default`")]
+    pub(crate) fn new() -> Self {
+        RankedLock(ByteLock::new())
+    }
+
+    /// Runs `f` with the lock held: released afterwards, poisoned if `f` panics.
+    #[inline]
+    pub(crate) fn with<R>(&self, f: impl FnOnce() -> R) -> Result<R, Poisoned> {
+        let _rank = RankToken::<RANK>::enter();
+        self.0.with(f)
+    }
+
+    /// Takes the lock until the guard is dropped (poisoned if dropped by a panic that began
+    /// while it was held).
+    #[inline]
+    #[allow(
+        dead_code,
+        reason = "the guard form, for holders that cannot use a closure"
+    )]
+    pub(crate) fn lock(&self) -> Result<LockGuard<'_, RANK>, Poisoned> {
+        let rank = RankToken::<RANK>::enter();
+        self.0.lock()?;
+        Ok(LockGuard {
+            lock: self,
+            panicking: std::thread::panicking(),
+            _rank: rank,
+        })
+    }
+
+    /// Marks the lock, which the caller holds, poisoned for good.
+    #[allow(
+        dead_code,
+        reason = "for holders that detect a broken invariant themselves"
+    )]
+    pub(crate) fn poison(&self) {
+        self.0.poison();
+    }
+
+    /// Whether a holder panicked inside the lock.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.0.is_poisoned()
+    }
+}
+
+/// A held [`RankedLock`]; released when dropped.
+#[must_use]
+pub(crate) struct LockGuard<'a, const RANK: u8> {
+    lock: &'a RankedLock<RANK>,
+    panicking: bool,
+    _rank: RankToken<RANK>,
+}
+
+impl<const RANK: u8> Drop for LockGuard<'_, RANK> {
+    #[inline]
+    fn drop(&mut self) {
+        if !self.panicking && std::thread::panicking() {
+            self.lock.0.poison();
+        } else {
+            self.lock.0.unlock();
+        }
+    }
+}
+
+/// A `std` mutex (loom's under `cfg(loom)`) of rank `RANK`, checked at every lock like the
+/// others: for the locks held across a batch of work or a system call, where a waiter should
+/// park rather than spin.
+pub(crate) struct RankedMutex<T, const RANK: u8> {
+    inner: StdMutex<T>,
+}
+
+impl<T: std::fmt::Debug, const RANK: u8> std::fmt::Debug for RankedMutex<T, RANK> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RankedMutex")
+            .field("rank", &RANK)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Default, const RANK: u8> Default for RankedMutex<T, RANK> {
+    fn default() -> Self {
+        RankedMutex::new(T::default())
+    }
+}
+
+impl<T, const RANK: u8> RankedMutex<T, RANK> {
+    #[cfg(not(loom))]
+    pub(crate) const fn new(value: T) -> Self {
+        RankedMutex {
+            inner: StdMutex::new(value),
+        }
+    }
+    #[cfg(loom)]
+    pub(crate) fn new(value: T) -> Self {
+        RankedMutex {
+            inner: StdMutex::new(value),
+        }
+    }
+
+    /// Takes the mutex; [`Poisoned`] if a holder panicked.
+    #[inline]
+    #[allow(
+        dead_code,
+        reason = "for the mutexes whose holders can panic mid-change"
+    )]
+    pub(crate) fn lock(&self) -> Result<MutexGuard<'_, T, RANK>, Poisoned> {
+        let rank = RankToken::<RANK>::enter();
+        let guard = self.inner.lock().map_err(|_| Poisoned)?;
+        Ok(MutexGuard { guard, _rank: rank })
+    }
+
+    /// Takes the mutex, poisoned or not: for the mutexes under which nothing can panic but
+    /// what would leave the state consistent (a push, a prune, an addition).
+    #[inline]
+    pub(crate) fn lock_or_recover(&self) -> MutexGuard<'_, T, RANK> {
+        let rank = RankToken::<RANK>::enter();
+        let guard = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        MutexGuard { guard, _rank: rank }
+    }
+
+    /// The state, poisoned or not.
+    #[allow(dead_code, reason = "for owners that take the state back")]
+    pub(crate) fn into_inner(self) -> T {
+        self.inner
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A held [`RankedMutex`]; released when dropped.
+#[must_use]
+pub(crate) struct MutexGuard<'a, T, const RANK: u8> {
+    // Dropped first: the mutex is released before the rank mark is cleared.
+    guard: StdMutexGuard<'a, T>,
+    _rank: RankToken<RANK>,
+}
+
+impl<T, const RANK: u8> MutexGuard<'_, T, RANK> {
+    /// Runs `f` on the state of `next`, of a higher rank (checked at compile time), while
+    /// this one is held.
+    #[inline]
+    pub(crate) fn then_with<U, R, const S: u8>(
+        &self,
+        next: &Locked<U, S>,
+        f: impl FnOnce(&mut U) -> R,
+    ) -> Result<R, Poisoned> {
+        const {
+            assert!(
+                S > RANK,
+                "a lock taken under another must have a higher rank"
+            )
+        };
+        next.with(f)
+    }
+}
+
+impl<T, const RANK: u8> std::ops::Deref for MutexGuard<'_, T, RANK> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.guard
+    }
+}
+
+impl<T, const RANK: u8> std::ops::DerefMut for MutexGuard<'_, T, RANK> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.guard
+    }
+}
+
+/// The lock-order check with a rank given at run time, for the `timers/` files on the scan
+/// test's allow-list (`tests::UNCONVERTED_TIMERS_FILES`), which pair a [`ByteLock`] or a
+/// `std` mutex with it by hand. Same rule and same mark as [`RankToken`].
+pub(crate) mod lock_order {
+    pub(crate) use super::rank::*;
 
     /// Proof that a lock of some rank was entered; leaving (on drop, unwinding included)
     /// clears the mark.
     #[must_use]
     pub(crate) struct Entered {
-        #[cfg(all(debug_assertions, not(loom)))]
         rank: u8,
     }
 
-    /// A lock of `rank` is being taken: panics (in debug builds) if the thread holds one of the
-    /// same or a higher rank.
+    /// A lock of `rank` is being taken: panics (in debug builds) if the thread holds one of
+    /// the same or a higher rank.
     #[inline]
     pub(crate) fn enter(rank: u8) -> Entered {
-        #[cfg(all(debug_assertions, not(loom)))]
-        {
-            HELD.with(|h| {
-                let held = h.get();
-                assert!(
-                    held >> rank == 0,
-                    "lock order: a rank-{rank} lock taken while holding a lock of rank >= {rank} \
-                     (held ranks {held:#b}; see sync::lock_order)"
-                );
-                h.set(held | 1 << rank);
-            });
-            Entered { rank }
-        }
-        #[cfg(not(all(debug_assertions, not(loom))))]
-        {
-            let _ = rank;
-            Entered {}
-        }
+        super::order::enter(rank);
+        Entered { rank }
     }
 
     impl Drop for Entered {
         #[inline]
         fn drop(&mut self) {
-            #[cfg(all(debug_assertions, not(loom)))]
-            HELD.with(|h| h.set(h.get() & !(1 << self.rank)));
+            super::order::leave(self.rank);
         }
     }
 }

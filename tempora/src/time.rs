@@ -49,6 +49,7 @@
 //! application-driven service with no driver, its own bases).
 
 use crate::clock::{duration_nanos, ClockId};
+use crate::sync::{rank, RankedMutex};
 use crate::timers::core::Core;
 use crate::timers::driver::Drivers;
 use crate::timers::sleep::{SleepCell, SleepState};
@@ -362,13 +363,17 @@ pub fn try_global() -> Result<&'static Timers, crate::Error> {
     static GLOBAL: OnceLock<Timers> = OnceLock::new();
     // Held while the service is built, so that one is built; a failed attempt leaves
     // `GLOBAL` empty for the next call.
-    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    #[cfg(not(loom))]
+    static BUILDING: RankedMutex<(), { rank::BUILDING }> = RankedMutex::new(());
+    // Loom's mutex has no `const` constructor (and no loom model builds the global service).
+    #[cfg(loom)]
+    static BUILDING: std::sync::LazyLock<RankedMutex<(), { rank::BUILDING }>> =
+        std::sync::LazyLock::new(|| RankedMutex::new(()));
     if let Some(t) = GLOBAL.get() {
         return Ok(t);
     }
-    let _building = BUILDING
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Nothing is changed under it but `GLOBAL`, which a panic leaves empty or set.
+    let _building = BUILDING.lock_or_recover();
     if let Some(t) = GLOBAL.get() {
         return Ok(t);
     }

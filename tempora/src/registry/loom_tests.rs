@@ -83,17 +83,18 @@ fn insert(t: &Table, timer: &Timer<()>) {
     let id = timer.hot.id.load(Ordering::Relaxed);
     let h = hash(SALT, OWNER, id);
     let idx = t.index(h);
-    let head = t.buckets[idx].lock().expect("not moved");
-    t.link_and_unlock(idx, head, timer, h);
+    let locked = t.buckets[idx].lock().expect("not moved");
+    t.link_and_unlock(idx, locked, timer, h);
 }
 
 /// Empties the `near` shortcuts of `id`'s bucket, so that a lookup of a timer there walks the
 /// chain (the path these models are about) instead of finding it from the bucket.
 fn forget_near(t: &Table, id: i32) {
     let idx = t.index(hash(SALT, OWNER, id));
-    let head = t.buckets[idx].lock().expect("not moved");
+    let locked = t.buckets[idx].lock().expect("not moved");
     t.buckets[idx].near_clear();
-    t.buckets[idx].unlock(head);
+    let head = locked.head();
+    locked.unlock(head);
 }
 
 fn lookup(t: &Table, id: i32) -> bool {
@@ -162,8 +163,8 @@ fn loom_walk_racing_unlink_and_reuse_finds_present_timer() {
         r.hot.owner.store(visible(OWNER) | 1, Ordering::Relaxed);
         let h = hash(SALT, OWNER, b);
         let idx = t.index(h);
-        let head = t.buckets[idx].lock().unwrap();
-        assert!(t.unlink_and_unlock(idx, head, r));
+        let locked = t.buckets[idx].lock().unwrap();
+        assert!(t.unlink_and_unlock(idx, locked, r));
         let other = (b + 1..)
             .find(|&i| hash(SALT, OWNER, i) & 1 != h & 1)
             .unwrap();

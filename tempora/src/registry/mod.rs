@@ -74,32 +74,33 @@
 //!
 //! Locks, all short: no callback, no blocking call, and allocation only where named here, with
 //! what bounds it:
-//! * shard lock (`ByteLock`): an owner shard's free list and ID/slot blocks. A create that
-//!   needs a fresh slot block may allocate a slot page (64 timers, 8 KiB) and double the page
-//!   directory under it (`Slots::add_page`): once per 64 slots, bounded by the owner's peak
-//!   timer count;
-//! * timer lock (`ByteLock` in the timer's second cache line): the timer's state. What the
-//!   service does under it is the service's to bound (the POSIX service's module doc says);
-//! * bucket lock (bit 0 of the bucket head): the chain's links and the `near` shortcuts. A
-//!   split collects the old chain under the old bucket's lock into a vector reserved before
-//!   (four times the allowed average chain, at least 16; it grows under the lock only for a
-//!   longer chain: bounded by the chain), then takes the two future buckets' locks.
+//! * shard lock (`sync::Locked`, rank SHARD): an owner shard's free list and ID/slot blocks.
+//!   A create that needs a fresh slot block may allocate a slot page (64 timers, 8 KiB) and
+//!   double the page directory under it (`Slots::add_page`): once per 64 slots, bounded by the
+//!   owner's peak timer count;
+//! * timer lock (a `sync::RankedLock` of rank TIMER in the timer's second cache line): the
+//!   timer's state. What the service does under it is the service's to bound (the POSIX
+//!   service's module doc says);
+//! * bucket lock (bit 0 of the bucket head, held as a `table::BucketGuard`, rank BUCKET): the
+//!   chain's links and the `near` shortcuts. A split collects the old chain under the old
+//!   bucket's lock into a vector reserved before (four times the allowed average chain, at
+//!   least 16; it grows under the lock only for a longer chain: bounded by the chain), then
+//!   takes the two future buckets' locks.
 //!
 //! A panic inside a shard's or a timer's critical section poisons that lock
-//! (`sync::ByteLock::with`); the calls that need it then fail with [`Error::Poisoned`]. The
+//! (`sync::Locked::with`); the calls that need it then fail with [`Error::Poisoned`]. The
 //! bucket lock has no poisoned state: its critical sections are pointer updates that do not
 //! panic short of a broken invariant of the chain (a `debug_assert`), and one that did would
 //! leave the bucket locked. That is the one lock to which the poisoning rule does not reach.
 //!
-//! The crate's whole lock order is in one place, `sync::lock_order` (and ARCHITECTURE.md);
-//! the registry's part: **shard → timer → bucket (old table → future table); page directory
-//! (`grow`, once per 64 fresh slots) only under a shard lock, taking nothing else.** A create
-//! holds its
-//! shard lock while it hashes the new timer (so an owner teardown, which takes every shard lock
-//! first, never races a half-made timer); delete takes the timer lock, drops it, then the
-//! bucket lock, then the home shard's lock with nothing else held; a split takes the old bucket
-//! then the two future buckets. No path takes a lock that comes earlier in the order while
-//! holding a later one.
+//! The crate's whole lock order is in one place, `sync::rank` (and ARCHITECTURE.md); the
+//! registry's part: **restore section → shard → timer → bucket (old table → future table);
+//! page directory (`grow`, once per 64 fresh slots) only under a shard lock, taking nothing
+//! else.** A create holds its shard lock while it hashes the new timer (so an owner teardown,
+//! which takes every shard lock first, never races a half-made timer); delete takes the timer
+//! lock, drops it, then the bucket lock, then the home shard's lock with nothing else held; a
+//! split takes the old bucket then the two future buckets. No path takes a lock that comes
+//! earlier in the order while holding a later one; debug builds check it at every lock.
 //!
 //! # Lock-free lookups, and what they may observe
 //!

@@ -5,7 +5,7 @@
 //!  Owner<S> ── OwnerInner ── key          unique per registry, never 0
 //!                         ├─ ids          the ID counter and exact-ID mode (`ids.rs`)
 //!                         ├─ slots        the owner's slot pages (`slots.rs`)
-//!                         ├─ shards[N] ─┬─ lock (ByteLock) ─ free list of slots, bump block,
+//!                         ├─ shards[N] ─┬─ Locked (SHARD) ── free list of slots, bump block,
 //!                         │             │                    ID block, slots in use (`live`)
 //!                         │             └─ one per (thread index & (N-1)), cache-line padded
 //!                         ├─ exclusive    set while a restore's section runs (`Owner::exclusive`)
@@ -24,8 +24,8 @@ use super::timer::{visible, Locked, Service, Timer, PENDING};
 use super::TimerId;
 use crate::error::Error;
 use crate::sync::{
-    fence, lock_order, thread_index, AtomicBool, AtomicPtr, ByteLock, Ordering, Poisoned,
-    UnsafeCell, WaitQueue,
+    self, fence, rank, thread_index, AtomicBool, AtomicPtr, Ordering, Poisoned, RankToken,
+    WaitQueue,
 };
 use crossbeam_epoch::{self as epoch, Guard};
 use crossbeam_utils::CachePadded;
@@ -176,6 +176,9 @@ impl<S: Service> Owner<S> {
     /// still make the create wait holding it.
     pub(crate) fn exclusive<R>(&self, f: impl FnOnce(&mut Exclusive<'_, S>) -> R) -> R {
         let inner = &*self.inner;
+        // The section is a lock of the crate's order (`sync::rank::SECTION`): held from here
+        // to the end of `f`, released (the mark cleared) after `Open` reopened the owner.
+        let _section = RankToken::<{ rank::SECTION }>::enter();
         // Why no create of another thread can run while `alone` holds, by store buffering as
         // in `teardown`:
         //
@@ -554,7 +557,7 @@ impl<S: Service> OwnerInner<S> {
                 // (B): set before the bucket lock is taken below.
                 self.ids.note_reused();
             }
-            let (t, idx, head) = shared.tables.lock_bucket(hash, guard);
+            let (t, idx, locked) = shared.tables.lock_bucket(hash, guard);
             // Is the candidate in use? A candidate from the counter's first pass cannot be,
             // unless an exact-ID create or a wrapped counter made IDs repeat, so the chain (one
             // random memory access per other timer in it) is only walked then.
@@ -574,15 +577,16 @@ impl<S: Service> OwnerInner<S> {
                 Some(_) => check,
                 None => self.ids.maybe_reused(),
             };
-            if maybe_taken && t.taken::<S>(head, self.key, id) {
-                t.buckets[idx].unlock(head);
+            if maybe_taken && t.taken::<S>(locked.head(), self.key, id) {
+                let head = locked.head();
+                locked.unlock(head);
                 if requested.is_some() {
                     self.free_slot_locked(st, index, timer);
                     return Err(Error::IdInUse);
                 }
                 continue;
             }
-            t.link_and_unlock(idx, head, timer, hash);
+            t.link_and_unlock(idx, locked, timer, hash);
             break (id, t);
         };
         if requested.is_some() && check {
@@ -721,8 +725,8 @@ impl<S: Service> OwnerInner<S> {
 
     /// Unlinks a pending timer from its chain (the ID becomes free).
     fn unhash(&self, timer: &Timer<S>, hash: u64, guard: &Guard) {
-        let (t, idx, head) = self.shared.tables.lock_bucket(hash, guard);
-        let found = t.unlink_and_unlock(idx, head, timer);
+        let (t, idx, locked) = self.shared.tables.lock_bucket(hash, guard);
+        let found = t.unlink_and_unlock(idx, locked, timer);
         debug_assert!(
             found,
             "a pending timer is hashed until its deleter unhashes it"
@@ -928,36 +932,24 @@ pub(crate) struct ShardState {
     pub(crate) live: u32,
 }
 
-/// One shard of an owner.
+/// One shard of an owner: its state under its lock.
 #[derive(Debug)]
-pub(crate) struct Shard {
-    lock: ByteLock,
-    state: UnsafeCell<ShardState>,
-}
-
-// SAFETY: `state` is only accessed through `Shard::locked`, with `lock` held.
-unsafe impl Sync for Shard {}
+pub(crate) struct Shard(sync::Locked<ShardState, { rank::SHARD }>);
 
 impl Shard {
     pub(crate) fn new() -> Shard {
-        Shard {
-            lock: ByteLock::new(),
-            state: UnsafeCell::new(ShardState {
-                free_head: NONE,
-                bump_block: SLOT_BLOCK,
-                ..ShardState::default()
-            }),
-        }
+        Shard(sync::Locked::new(ShardState {
+            free_head: NONE,
+            bump_block: SLOT_BLOCK,
+            ..ShardState::default()
+        }))
     }
 
     /// Runs `f` with the shard locked; [`Poisoned`] once a holder panicked (a panic in `f`
     /// poisons it).
     #[inline]
     pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut ShardState) -> R) -> Result<R, Poisoned> {
-        let _order = lock_order::enter(lock_order::SHARD);
-        // SAFETY: `with` holds the lock for the whole closure, so this is the only access.
-        self.lock
-            .with(|| self.state.with_mut(|p| f(unsafe { &mut *p })))
+        self.0.with(f)
     }
 
     /// Waits until no create holds the shard (taking and releasing its lock); `false` if it

@@ -27,7 +27,7 @@
 //! in. Pooled pages are freed when the registry is dropped.
 
 use super::timer::{Service, Timer};
-use crate::sync::{AtomicPtr, AtomicU32, ByteLock, Ordering};
+use crate::sync::{rank, AtomicPtr, AtomicU32, Ordering, RankedLock};
 use crossbeam_epoch::{Atomic, Guard, Owned};
 use std::alloc::Layout;
 
@@ -67,7 +67,7 @@ pub(crate) struct Slots<S: Service> {
     /// Read by every slot access.
     dir: Atomic<Dir<S>>,
     /// Serialises page allocation and directory growth (once per 64 fresh slots).
-    grow: ByteLock,
+    grow: RankedLock<{ rank::PAGE_GROW }>,
     /// Written by every shard's block claim: a line of its own, away from `dir`.
     claimed: crossbeam_utils::CachePadded<AtomicU32>,
 }
@@ -76,7 +76,7 @@ impl<S: Service> Slots<S> {
     pub(crate) fn new() -> Slots<S> {
         Slots {
             dir: Atomic::new(Dir::with_capacity(4)),
-            grow: ByteLock::new(),
+            grow: RankedLock::new(),
             claimed: crossbeam_utils::CachePadded::new(AtomicU32::new(0)),
         }
     }

@@ -37,7 +37,7 @@
 //! table.
 
 use super::timer::{Service, Timer};
-use crate::sync::{backoff, AtomicPtr, AtomicUsize, Ordering};
+use crate::sync::{backoff, rank, AtomicPtr, AtomicUsize, Ordering, RankToken};
 use crossbeam_epoch::{self as epoch, Atomic, Guard};
 
 /// Bucket head bit 0: the bucket's lock.
@@ -176,10 +176,22 @@ pub(crate) fn near_match(word: usize, tag: usize) -> usize {
 }
 
 impl Bucket {
-    /// Locks the bucket and returns its head (lock bit clear), or `None` if it was split
+    /// Locks the bucket (rank BUCKET of `sync::rank`), or returns `None` if it was split
     /// (`MOVED`): the caller goes to the future table.
     #[inline]
-    pub(crate) fn lock(&self) -> Option<usize> {
+    pub(crate) fn lock(&self) -> Option<BucketGuard<'_>> {
+        self.lock_ranked(RankToken::enter())
+    }
+
+    /// Locks the bucket while the caller holds `outer`'s: a table split's future buckets,
+    /// under the old bucket (the one case of two locks of one rank). `None` as in `lock`.
+    #[inline]
+    pub(crate) fn lock_nested(&self, outer: &BucketGuard<'_>) -> Option<BucketGuard<'_>> {
+        self.lock_ranked(RankToken::nested(&outer.rank))
+    }
+
+    #[inline]
+    fn lock_ranked(&self, rank: RankToken<{ rank::BUCKET }>) -> Option<BucketGuard<'_>> {
         let mut spins = 0;
         loop {
             // Relaxed: a hint; the compare-exchange is the synchronising access.
@@ -197,7 +209,11 @@ impl Bucket {
                     .compare_exchange_weak(h, h | LOCKED, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
                 {
-                    return Some(h);
+                    return Some(BucketGuard {
+                        bucket: self,
+                        head: h,
+                        rank,
+                    });
                 }
                 continue;
             }
@@ -235,14 +251,41 @@ impl Bucket {
             self.near[i].store(0, Ordering::Relaxed);
         }
     }
+}
 
-    /// Unlocks the bucket, publishing `head` as the chain's first word.
+/// A held bucket lock: the bucket, and its head word as the lock found it (lock bit clear).
+/// [`BucketGuard::unlock`] releases it, publishing the new head. The bucket lock has no
+/// poisoned state (the registry's module doc, "Locking"): a guard dropped without `unlock`,
+/// which only unwinding out of a broken chain invariant does, leaves the bucket locked (its
+/// rank mark is cleared).
+#[must_use]
+pub(crate) struct BucketGuard<'a> {
+    bucket: &'a Bucket,
+    head: usize,
+    rank: RankToken<{ rank::BUCKET }>,
+}
+
+impl<'a> BucketGuard<'a> {
+    /// The chain's first word when the lock was taken (0 for an empty bucket).
     #[inline]
-    pub(crate) fn unlock(&self, head: usize) {
+    pub(crate) fn head(&self) -> usize {
+        self.head
+    }
+
+    /// The locked bucket.
+    #[inline]
+    pub(crate) fn bucket(&self) -> &'a Bucket {
+        self.bucket
+    }
+
+    /// Unlocks the bucket, publishing `head` as the chain's first word (`MOVED` for a split
+    /// bucket).
+    #[inline]
+    pub(crate) fn unlock(self, head: usize) {
         debug_assert_eq!(head & LOCKED, 0);
         // Release: publishes the chain changes (and a new timer's fields) made under the lock;
         // pairs with the Acquire loads of walkers and the next locker.
-        self.head.store(head, Ordering::Release);
+        self.bucket.head.store(head, Ordering::Release);
     }
 }
 
@@ -389,14 +432,16 @@ impl Table {
         false
     }
 
-    /// Links `timer` at the head of locked bucket `idx` (whose head was `head`) and unlocks it.
+    /// Links `timer` at the head of bucket `idx`, locked by `locked`, and unlocks it.
     pub(crate) fn link_and_unlock<S: Service>(
         &self,
         idx: usize,
-        head: usize,
+        locked: BucketGuard<'_>,
         timer: &Timer<S>,
         hash: u64,
     ) {
+        debug_assert!(std::ptr::eq(locked.bucket(), &self.buckets[idx]));
+        let head = locked.head();
         let next = if head == 0 {
             nulls(self.bits, idx)
         } else {
@@ -404,22 +449,23 @@ impl Table {
         };
         // Relaxed: published by the Release unlock below.
         timer.hot.hash_next.store(next, Ordering::Relaxed);
-        let b = &self.buckets[idx];
         let ptr = timer as *const Timer<S> as usize;
-        b.near_push(tag(hash), ptr);
-        b.unlock(ptr);
+        locked.bucket().near_push(tag(hash), ptr);
+        locked.unlock(ptr);
     }
 
-    /// Removes `timer` from locked bucket `idx` (whose head was `head`) and unlocks it.
-    /// Returns false (and changes nothing) if the timer is not in the chain.
+    /// Removes `timer` from bucket `idx`, locked by `locked`, and unlocks it. Returns false
+    /// (and changes nothing) if the timer is not in the chain.
     pub(crate) fn unlink_and_unlock<S: Service>(
         &self,
         idx: usize,
-        head: usize,
+        locked: BucketGuard<'_>,
         timer: &Timer<S>,
     ) -> bool {
+        debug_assert!(std::ptr::eq(locked.bucket(), &self.buckets[idx]));
+        let head = locked.head();
         let target = timer as *const Timer<S> as usize;
-        let b = &self.buckets[idx];
+        let b = locked.bucket();
         // Relaxed: we hold the bucket lock, which orders every write to this chain.
         let next = timer.hot.hash_next.load(Ordering::Relaxed);
         let mut found = false;
@@ -447,7 +493,7 @@ impl Table {
         if found {
             b.near_remove(target);
         }
-        b.unlock(new_head);
+        locked.unlock(new_head);
         found
     }
 
@@ -461,11 +507,11 @@ impl Table {
         // average, at least `SPLIT_CHAIN`: at the default maximum load of 2 a chain of 16 is
         // a one-in-ten-million event; the allocation is bounded by the chain).
         let mut chain: Vec<&Timer<S>> = Vec::with_capacity(reserve);
-        let Some(head) = old.lock() else {
+        let Some(old_locked) = old.lock() else {
             debug_assert!(false, "bucket {i} split twice");
             return;
         };
-        let mut p = head;
+        let mut p = old_locked.head();
         while p != 0 && p & NULLS == 0 {
             // SAFETY: the old bucket's lock is held; its chain holds live timers only.
             let t = unsafe { &*(p as *const Timer<S>) };
@@ -474,12 +520,12 @@ impl Table {
         }
         let lo = i;
         let hi = i + self.buckets.len();
-        let mut heads = [0usize; 2];
-        for (k, &j) in [lo, hi].iter().enumerate() {
-            heads[k] = future.buckets[j]
-                .lock()
-                .expect("a future bucket is never MOVED");
-        }
+        let future_locked = [lo, hi].map(|j| {
+            future.buckets[j]
+                .lock_nested(&old_locked)
+                .expect("a future bucket is never MOVED")
+        });
+        let mut heads = [future_locked[0].head(), future_locked[1].head()];
         let end_of_old = nulls(self.bits, i);
         for (pos, t) in chain.iter().enumerate().rev() {
             let owner_key = t.hot.owner.load(Ordering::Relaxed) >> 1;
@@ -515,11 +561,11 @@ impl Table {
             }
         }
         old.near_clear();
-        // Release: pairs with the Acquire of walkers and lockers that read MOVED and then use
-        // the future table's chains. This also unlocks the old bucket.
-        old.head.store(MOVED, Ordering::Release);
-        for (k, &j) in [lo, hi].iter().enumerate() {
-            future.buckets[j].unlock(heads[k]);
+        // Release (in `unlock`): pairs with the Acquire of walkers and lockers that read MOVED
+        // and then use the future table's chains. This also unlocks the old bucket.
+        old_locked.unlock(MOVED);
+        for (locked, head) in future_locked.into_iter().zip(heads) {
+            locked.unlock(head);
         }
     }
 }
@@ -595,14 +641,18 @@ impl Tables {
         find(|| self.current(guard), hash, owner_word, id)
     }
 
-    /// Locks the bucket of `hash` in the table that holds it now; returns (table, index, head).
+    /// Locks the bucket of `hash` in the table that holds it now; returns (table, index, lock).
     #[inline]
-    pub(crate) fn lock_bucket<'g>(&self, hash: u64, guard: &'g Guard) -> (&'g Table, usize, usize) {
+    pub(crate) fn lock_bucket<'g>(
+        &self,
+        hash: u64,
+        guard: &'g Guard,
+    ) -> (&'g Table, usize, BucketGuard<'g>) {
         let mut t = self.current(guard);
         loop {
             let idx = t.index(hash);
             match t.buckets[idx].lock() {
-                Some(head) => return (t, idx, head),
+                Some(locked) => return (t, idx, locked),
                 None => t = t.future().expect("a MOVED bucket has a future table"),
             }
         }
@@ -874,8 +924,8 @@ mod tests {
         let timers: Vec<Box<Timer<()>>> = ids.iter().map(|&id| timer(id)).collect();
         for (t, &id) in timers.iter().zip(&ids) {
             let h = hash(SALT, OWNER, id);
-            let head = old.buckets[0].lock().unwrap();
-            old.link_and_unlock(0, head, t, h);
+            let locked = old.buckets[0].lock().unwrap();
+            old.link_and_unlock(0, locked, t, h);
         }
         old.split_bucket::<()>(0, &future, SPLIT_CHAIN);
         assert_eq!(old.buckets[0].head.load(Ordering::Relaxed), MOVED);

@@ -15,7 +15,7 @@
 //!      32  generation    AtomicU32    bumped by every create in this slot
 //!      40  fixed         S::Fixed     the service's fields set at create (atomics)
 //!          line 2: written while the timer is in use
-//!      64  lock          ByteLock     the timer's own lock: covers every write below
+//!      64  lock          RankedLock   the timer's own lock (rank TIMER): covers every write below
 //!      68  published     S::Published the service's fields written under the lock and read
 //!                                     without it (`Timer::read_current`)
 //!      72  links         S::Links     the service's wheel links (24 bytes for the POSIX
@@ -42,8 +42,8 @@
 
 use super::TimerId;
 use crate::sync::{
-    fence, lock_order, AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, ByteLock, Ordering,
-    Poisoned, UnsafeCell,
+    fence, rank, AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, Poisoned,
+    RankedLock, UnsafeCell,
 };
 
 /// `owner` bit 0: the slot is hashed (its ID is taken) but not visible to lookups, because it
@@ -149,7 +149,7 @@ pub(crate) struct ReadMostly<F> {
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
 pub(crate) struct Written<P, N, T> {
-    pub(crate) lock: ByteLock,
+    pub(crate) lock: RankedLock<{ rank::TIMER }>,
     pub(crate) published: P,
     pub(crate) links: N,
     pub(crate) state: UnsafeCell<T>,
@@ -226,10 +226,9 @@ impl<S: Service> Locked<'_, S> {
     }
 }
 
-/// Opens a timer lock's critical section: `lock_order`'s check, then the lock itself.
+/// Runs `f` in a timer lock's critical section (the rank check, then the lock itself).
 #[inline]
 fn with_timer_lock<S: Service, R>(timer: &Timer<S>, f: impl FnOnce() -> R) -> Result<R, Poisoned> {
-    let _order = lock_order::enter(lock_order::TIMER);
     timer.written.lock.with(f)
 }
 

@@ -21,7 +21,7 @@
 
 use super::hist::Buckets;
 use super::totals::{Totals, COUNTERS};
-use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::sync::{rank, AtomicU64, Ordering, RankedMutex};
 use std::sync::Arc;
 
 /// No limit.
@@ -34,8 +34,10 @@ pub(crate) struct GroupNode {
     /// The names from below the root, joined by `/` ("" for the root).
     pub(crate) path: String,
     pub(crate) parent: Option<Arc<GroupNode>>,
-    children: Mutex<Vec<Arc<GroupNode>>>,
-    totals: Mutex<Totals>,
+    /// Nothing panics under it (a push, a clone, a take): a poisoned one is used as it is.
+    children: RankedMutex<Vec<Arc<GroupNode>>, { rank::CHILDREN }>,
+    /// Nothing panics under it (integer additions, a clone): a poisoned one is used as it is.
+    totals: RankedMutex<Totals, { rank::TOTALS }>,
     /// Timers living in the subtree (not kept by the root).
     live: AtomicU64,
     max: AtomicU64,
@@ -51,8 +53,8 @@ impl GroupNode {
             name,
             path,
             parent,
-            children: Mutex::new(Vec::new()),
-            totals: Mutex::new(Totals::default()),
+            children: RankedMutex::new(Vec::new()),
+            totals: RankedMutex::new(Totals::default()),
             live: AtomicU64::new(0),
             max: AtomicU64::new(UNLIMITED),
         }
@@ -65,7 +67,7 @@ impl GroupNode {
 
     /// The child named `name`, made if it does not exist.
     pub(crate) fn child(self: &Arc<GroupNode>, name: &str) -> Arc<GroupNode> {
-        let mut children = lock(&self.children);
+        let mut children = self.children.lock_or_recover();
         if let Some(c) = children.iter().find(|c| c.name == name) {
             return c.clone();
         }
@@ -84,7 +86,7 @@ impl GroupNode {
     /// held their children would never be freed. Nodes still held (by an owner's tally or a
     /// `Group` handle) keep their path up.
     pub(crate) fn release_children(&self) {
-        let children = std::mem::take(&mut *lock(&self.children));
+        let children = std::mem::take(&mut *self.children.lock_or_recover());
         for c in &children {
             c.release_children();
         }
@@ -92,16 +94,16 @@ impl GroupNode {
 
     /// The children, in creation order.
     pub(crate) fn children(&self) -> Vec<Arc<GroupNode>> {
-        lock(&self.children).clone()
+        self.children.lock_or_recover().clone()
     }
 
     pub(crate) fn absorb(&self, delta: &[u64; COUNTERS], late: Option<&Buckets>) {
-        lock(&self.totals).add(delta, late);
+        self.totals.lock_or_recover().add(delta, late);
     }
 
     /// The flushed totals.
     pub(crate) fn totals(&self) -> Totals {
-        lock(&self.totals).clone()
+        self.totals.lock_or_recover().clone()
     }
 
     /// The limit, if one is set.
@@ -168,9 +170,4 @@ impl GroupNode {
             g = g.parent.as_ref().expect("`stop` is above");
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> crate::sync::MutexGuard<'_, T> {
-    // The sections only push, clone and add integers; a panic in one leaves consistent data.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -6,12 +6,12 @@
 //! ```text
 //!  Hub (one per service)
 //!   ├─ lists[i]   one per thread slot i: the lockless chain of slots updated since the flush
-//!   ├─ flushing   Mutex: one flush at a time; guards every slot's `last` and the flush log
+//!   ├─ flushing   mutex: one flush at a time; guards every slot's `last`
 //!   └─ root       the root group (group.rs)
 //!
 //!  Tally (one per owner) ─ slots[i] ─ Slot: counts[COUNTERS], lateness cells, on_list, next,
 //!                        │                  last[COUNTERS] (the flush's previous reading)
-//!                        ├─ totals (Mutex): everything flushed so far
+//!                        ├─ totals (mutex): everything flushed so far
 //!                        └─ group: the group the owner belongs to
 //! ```
 //!
@@ -26,13 +26,15 @@
 //!
 //! # Flushing
 //!
-//! A flush, for each list: takes the whole chain with one swap (timed: the benchmark's
-//! "hold"), and walks it; then clears `on_list` of every slot it took, issues one heavy fence,
-//! and only then reads each slot's counts, takes the difference from `last`, and adds it to
-//! the owner's totals and to every group above it. An updater never waits for a flush. (A
-//! list lock existed in the first version: the flusher, preempted while holding it on a busy
-//! machine, made pushers spin for a whole scheduler time slice, 4 ms in `bench --suite stats`;
-//! it is kept only for the benchmark's `naive-flush`, which aggregates under it.)
+//! A flush, for each list: takes the whole chain with one swap, and walks it; then clears
+//! `on_list` of every slot it took, issues one heavy fence, and only then reads each slot's
+//! counts, takes the difference from `last`, and adds it to the owner's totals and to every
+//! group above it. An updater never waits for a flush.
+//!
+//! The `bench-internals` feature adds what the statistics benchmark compares this with: a
+//! naive mode ([`Hub::set_naive`]) in which pushers take a per-list lock and the flush holds
+//! it across the detach, the walk and the aggregation, and a timing of each list's detach
+//! ([`FlushReport`]'s `holds_ns`).
 //!
 //! # Why no update is lost
 //!
@@ -58,14 +60,14 @@
 use super::group::GroupNode;
 use super::hist::{Buckets, Cells};
 use super::totals::{Counter, Totals, COUNTERS};
+#[cfg(feature = "bench-internals")]
+use crate::sync::RankedLock;
 use crate::sync::{
-    fence, lock_order, thread_index, AtomicBool, AtomicPtr, AtomicU64, ByteLock, Mutex, Ordering,
-    UnsafeCell,
+    fence, rank, thread_index, AtomicBool, AtomicPtr, AtomicU64, Ordering, RankedMutex, UnsafeCell,
 };
 use crossbeam_utils::CachePadded;
 use std::ptr;
 use std::sync::{Arc, Weak};
-use std::time::Instant;
 
 /// Thread slots with a single writer; index `SLOTS` is the shared overflow slot.
 #[cfg(not(loom))]
@@ -88,7 +90,7 @@ struct Slot {
     counts: [AtomicU64; COUNTERS],
     /// Lateness cells, allocated on the slot's first sample.
     late: AtomicPtr<Cells>,
-    /// On its list (set under the list's lock, cleared by a flush).
+    /// On its list (set by the push that lists it, cleared by a flush).
     on_list: AtomicBool,
     /// The next slot on the list: written by the push that lists the slot, before its
     /// publishing compare-exchange; read by the flush that detached the chain.
@@ -125,18 +127,20 @@ impl Drop for Slot {
 
 /// An updated list: the slots of one thread index updated since the last flush. Lockless,
 /// as the kernel's `llist`: a push links the slot in with a compare-exchange on `head`, a
-/// flush takes the whole chain with one swap; neither waits for the other. `naive` is taken
-/// only in the benchmark's naive mode, by pushes and by the flush around its aggregation.
+/// flush takes the whole chain with one swap; neither waits for the other.
 struct List {
     head: AtomicPtr<Slot>,
-    naive: ByteLock,
+    /// Taken only in the naive mode, by pushes and by the flush around its aggregation.
+    #[cfg(feature = "bench-internals")]
+    naive: RankedLock<{ rank::STATS_LIST }>,
 }
 
 impl List {
     fn new() -> List {
         List {
             head: AtomicPtr::new(ptr::null_mut()),
-            naive: ByteLock::new(),
+            #[cfg(feature = "bench-internals")]
+            naive: RankedLock::default(),
         }
     }
 
@@ -209,7 +213,9 @@ fn membarrier_ready() -> bool {
 pub(crate) struct FlushReport {
     /// Slots aggregated.
     pub(crate) slots: usize,
-    /// The list-lock hold of each list that had slots to detach, in ns.
+    /// How long each list that had slots to detach was held, in ns: the detaching swap, or
+    /// in the naive mode the naive-flush lock.
+    #[cfg(feature = "bench-internals")]
     pub(crate) holds_ns: Vec<u64>,
 }
 
@@ -218,15 +224,19 @@ pub(crate) struct Hub {
     pub(crate) enabled: bool,
     fences: Fences,
     lists: Box<[CachePadded<List>]>,
-    /// One flush at a time; guards every slot's `last`.
-    flushing: Mutex<()>,
+    /// One flush at a time; guards every slot's `last`. Nothing under it panics but an
+    /// arithmetic or allocation failure that leaves `last` as consistent as a missed flush
+    /// would, so a poisoned one is used as it is.
+    flushing: RankedMutex<(), { rank::FLUSHING }>,
     pub(crate) root: Arc<GroupNode>,
-    /// Aggregate under the list locks (the benchmark's `naive-flush`: the detach, walk and
-    /// aggregation all under the lock pushers take).
+    /// Aggregate under the list locks (the naive mode: the detach, walk and aggregation all
+    /// under the lock pushers take).
+    #[cfg(feature = "bench-internals")]
     naive: AtomicBool,
     next_owner: AtomicU64,
     /// Every tally made here (weakly: owners are not kept alive), for the tree's members.
-    members: Mutex<Vec<Weak<Tally>>>,
+    /// Nothing under it panics (a push, a prune, a clone): a poisoned one is used as it is.
+    members: RankedMutex<Vec<Weak<Tally>>, { rank::MEMBERS }>,
 }
 
 impl Hub {
@@ -241,19 +251,19 @@ impl Hub {
             enabled,
             fences,
             lists: (0..=SLOTS).map(|_| CachePadded::new(List::new())).collect(),
-            flushing: Mutex::new(()),
+            flushing: RankedMutex::new(()),
             root: GroupNode::root(),
+            #[cfg(feature = "bench-internals")]
             naive: AtomicBool::new(false),
             next_owner: AtomicU64::new(1),
-            members: Mutex::new(Vec::new()),
+            members: RankedMutex::new(Vec::new()),
         })
     }
 
     /// The owners alive, each with its group.
     pub(crate) fn members(&self) -> Vec<Arc<Tally>> {
         self.members
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .lock_or_recover()
             .iter()
             .filter_map(Weak::upgrade)
             .collect()
@@ -265,11 +275,11 @@ impl Hub {
         self.next_owner.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Aggregates while holding each list's lock, so that pushers wait for the whole walk (for the
-    /// benchmark's `naive-flush` only).
-    #[doc(hidden)]
+    /// Aggregates while holding each list's lock, so that pushers wait for the whole walk (the
+    /// naive mode, module doc).
+    #[cfg(feature = "bench-internals")]
     pub(crate) fn set_naive(&self, on: bool) {
-        // Relaxed: a benchmark setting read by later flushes.
+        // Relaxed: a setting read by later flushes.
         self.naive.store(on, Ordering::Relaxed);
     }
 
@@ -297,43 +307,54 @@ impl Hub {
 
     /// Aggregates every update made before it started into owners' and groups' totals.
     pub(crate) fn flush(&self) -> FlushReport {
-        let _one = self.flushing.lock().unwrap_or_else(|e| e.into_inner());
-        // Relaxed: a benchmark setting.
-        let naive = self.naive.load(Ordering::Relaxed);
+        let _one = self.flushing.lock_or_recover();
         let mut report = FlushReport::default();
         let mut taken: Vec<*const Slot> = Vec::new();
         for list in self.lists.iter() {
-            if naive {
-                // The naive flush: the detach, the walk and the aggregation under the lock
-                // that updaters take to push.
-                let _order = lock_order::enter(lock_order::STATS_LIST);
-                let held = list.naive.with(|| {
-                    let start = Instant::now();
-                    let from = taken.len();
-                    collect(list.take(), &mut taken);
-                    self.settle(&taken[from..]);
-                    report.slots += taken.len() - from;
-                    let got = taken.len() > from;
-                    taken.truncate(from);
-                    got.then(|| start.elapsed().as_nanos() as u64)
-                });
-                if let Ok(Some(h)) = held {
-                    report.holds_ns.push(h);
-                }
-                continue;
-            }
-            // What stands for a hold here: the swap that detaches the chain (no lock).
-            let start = Instant::now();
-            let head = list.take();
-            let held = start.elapsed().as_nanos() as u64;
-            if !head.is_null() {
-                report.holds_ns.push(held);
-                collect(head, &mut taken);
-            }
+            self.detach(list, &mut taken, &mut report);
         }
         report.slots += taken.len();
         self.settle(&taken);
         report
+    }
+
+    /// Appends `list`'s chain to `taken`.
+    #[cfg(not(feature = "bench-internals"))]
+    #[inline]
+    fn detach(&self, list: &List, taken: &mut Vec<*const Slot>, _: &mut FlushReport) {
+        collect(list.take(), taken);
+    }
+
+    /// Appends `list`'s chain to `taken`, timing the swap; in the naive mode, aggregates the
+    /// chain under the list's lock instead (and appends nothing).
+    #[cfg(feature = "bench-internals")]
+    fn detach(&self, list: &List, taken: &mut Vec<*const Slot>, report: &mut FlushReport) {
+        use std::time::Instant;
+        // Relaxed: a setting.
+        if self.naive.load(Ordering::Relaxed) {
+            let held = list.naive.with(|| {
+                let start = Instant::now();
+                let from = taken.len();
+                collect(list.take(), taken);
+                self.settle(&taken[from..]);
+                report.slots += taken.len() - from;
+                let got = taken.len() > from;
+                taken.truncate(from);
+                got.then(|| start.elapsed().as_nanos() as u64)
+            });
+            if let Ok(Some(h)) = held {
+                report.holds_ns.push(h);
+            }
+            return;
+        }
+        // What stands for a hold here: the swap that detaches the chain (no lock).
+        let start = Instant::now();
+        let head = list.take();
+        let held = start.elapsed().as_nanos() as u64;
+        if !head.is_null() {
+            report.holds_ns.push(held);
+            collect(head, taken);
+        }
     }
 
     /// Clears the flags of `slots`, fences, then aggregates each and drops its list's
@@ -398,8 +419,8 @@ impl Drop for Hub {
     }
 }
 
-/// Appends the chain from `head` to `out`. The caller detached it under its list's lock,
-/// before any of its flags were cleared, so no `next` changes meanwhile.
+/// Appends the chain from `head` to `out`. The caller detached it (`List::take`) before any
+/// of its flags were cleared, so no `next` changes meanwhile.
 fn collect(mut head: *const Slot, out: &mut Vec<*const Slot>) {
     while !head.is_null() {
         out.push(head);
@@ -422,7 +443,8 @@ pub(crate) struct Tally {
     hub: Weak<Hub>,
     pub(crate) group: Arc<GroupNode>,
     slots: Box<[AtomicPtr<CachePadded<Slot>>]>,
-    totals: Mutex<Totals>,
+    /// Nothing under it panics (integer additions, a clone): a poisoned one is used as it is.
+    totals: RankedMutex<Totals, { rank::TOTALS }>,
 }
 
 // SAFETY: slots are shared only through atomics and the locks the module doc names.
@@ -442,9 +464,9 @@ impl Tally {
             slots: (0..=SLOTS)
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
-            totals: Mutex::new(Totals::default()),
+            totals: RankedMutex::new(Totals::default()),
         });
-        let mut members = hub.members.lock().unwrap_or_else(|e| e.into_inner());
+        let mut members = hub.members.lock_or_recover();
         if members.len() == members.capacity() {
             members.retain(|o| o.strong_count() > 0);
         }
@@ -543,14 +565,14 @@ impl Tally {
         // reference until a flush settles the slot.
         unsafe { Arc::increment_strong_count(self as *const Tally) };
         let list = &hub.lists[i];
-        // Relaxed: a benchmark setting.
+        #[cfg(feature = "bench-internals")]
+        // Relaxed: a setting.
         if hub.naive.load(Ordering::Relaxed) {
-            let _order = lock_order::enter(lock_order::STATS_LIST);
             // The section cannot panic (pointer moves only), so the lock is never poisoned.
             let _ = list.naive.with(|| list.push(slot));
-        } else {
-            list.push(slot);
+            return;
         }
+        list.push(slot);
     }
 
     /// Slot `i`, allocated on first use.
@@ -591,10 +613,7 @@ impl Tally {
         if delta.iter().all(|&d| d == 0) && late.is_none_or(|b| b.total() == 0) {
             return;
         }
-        self.totals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .add(delta, late);
+        self.totals.lock_or_recover().add(delta, late);
         let mut g = Some(&self.group);
         while let Some(group) = g {
             group.absorb(delta, late);
@@ -604,10 +623,7 @@ impl Tally {
 
     /// The flushed totals (flush first for current ones).
     pub(crate) fn totals(&self) -> Totals {
-        self.totals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.totals.lock_or_recover().clone()
     }
 }
 

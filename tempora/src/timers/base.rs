@@ -83,9 +83,8 @@ use super::object::Itimer;
 use super::sleep::SleepCell;
 use crate::clock::{ClockId, CLOCKS};
 use crate::registry::Timer;
-use crate::sync::{
-    lock_order, AtomicU64, ByteLock, Mutex, MutexGuard, Ordering, Poisoned, UnsafeCell,
-};
+use crate::sync::{lock_order, AtomicU64, ByteLock, Ordering, Poisoned, UnsafeCell};
+use crate::sync::{StdMutex as Mutex, StdMutexGuard as MutexGuard};
 use crate::wheel::intrusive::{Locate, Node, NodeWheel};
 use crate::wheel::Wheel;
 use std::ptr::NonNull;

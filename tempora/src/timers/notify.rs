@@ -11,15 +11,15 @@
 //!
 //! # The queue and its waiters
 //!
-//! The queue is a `VecDeque` under a one-byte lock ([`ByteLock`]): an event costs its sender
-//! one atomic read-modify-write (the lock; the unlock is a plain store), against three for a
-//! lock-free segment queue plus a fence to check for waiters (BENCHMARKS.md, "Design
-//! measurements", has what that saved). The queue keeps its peak capacity: 16 bytes per event that was pending at
-//! once.
+//! The queue is a `VecDeque` under a one-byte lock (a [`Locked`] of rank `QUEUE`): an event
+//! costs its sender one atomic read-modify-write (the lock; the unlock is a plain store),
+//! against three for a lock-free segment queue plus a fence to check for waiters
+//! (BENCHMARKS.md, "Design measurements", compares the two). The queue keeps its peak
+//! capacity: 16 bytes per event that was pending at once.
 //!
 //! Receivers that find it empty sleep on the sink's [`WaitQueue`] (futex-style: a check run
-//! under the wait queue's lock decides whether to sleep). The waiter count lives under the queue lock, so the
-//! usual lost-wake-up argument is a lock argument:
+//! under the wait queue's lock decides whether to sleep). The waiter count lives under the
+//! queue lock, so the usual lost-wake-up argument is a lock argument:
 //!
 //! ```text
 //!   receiver: wait(validate)                      sender
@@ -36,7 +36,6 @@
 //! outside that lock would need a SeqCst fence on both sides instead). The loom test
 //! `loom_receiver_never_misses_a_push` checks it; reading the count before the push, or
 //! counting the waiter outside `q`, makes it deadlock.
-
 //!
 //! # Async receivers
 //!
@@ -57,16 +56,18 @@
 //! if it differs from what the fd shows. Every transition's reconciliation runs after the
 //! transition, serialized with the others, so the last one leaves the fd matching the queue:
 //! it is never readable-less with entries queued, and it is written at most once per empty to
-//! non-empty transition, never per event. Lock order: the fd lock is taken under a timer lock
-//! (a delivery's push) and takes the queue lock.
+//! non-empty transition, never per event. Lock order (`sync::rank`): the fd lock (a
+//! [`RankedMutex`] of rank `READY_FD`) is taken under a timer lock (a delivery's push) and
+//! takes the queue lock (rank `QUEUE`, above it: `MutexGuard::then_with` checks that at
+//! compile time).
 
 use super::fd;
 use crate::registry::TimerId;
-use crate::sync::{lock_order, AtomicU8, ByteLock, Ordering, Poisoned, UnsafeCell, WaitQueue};
+use crate::sync::{rank, AtomicU8, Locked, Ordering, Poisoned, RankedMutex, WaitQueue};
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 use std::task::Waker;
 use std::time::Instant;
 
@@ -91,8 +92,7 @@ impl Event {
 /// The receiving side of an owner: its queue of `E` entries and its waiting receivers.
 #[derive(Debug)]
 pub(crate) struct Sink<E> {
-    lock: ByteLock,
-    state: UnsafeCell<SinkState<E>>,
+    state: Locked<SinkState<E>, { rank::QUEUE }>,
     /// Why receivers stop waiting: [`CLOSED_OWNER`], [`CLOSED_SERVICE`] (bits), 0 while open.
     closed: AtomicU8,
     sleepers: WaitQueue,
@@ -104,7 +104,9 @@ pub(crate) struct Sink<E> {
 #[derive(Debug)]
 struct ReadyFd {
     fd: OwnedFd,
-    readable: Mutex<bool>,
+    /// No panic happens under this lock (two system calls and a queue read): a poisoned one
+    /// is intact.
+    readable: RankedMutex<bool, { rank::READY_FD }>,
 }
 
 /// The owner was destroyed.
@@ -126,8 +128,7 @@ pub(super) struct SinkState<E> {
 impl<E> Default for Sink<E> {
     fn default() -> Self {
         Sink {
-            lock: ByteLock::new(),
-            state: UnsafeCell::new(SinkState {
+            state: Locked::new(SinkState {
                 queue: VecDeque::new(),
                 waiters: 0,
                 tasks: Vec::new(),
@@ -140,17 +141,11 @@ impl<E> Default for Sink<E> {
     }
 }
 
-// SAFETY: `state` is only accessed with `lock` held (`Sink::locked`), and the entries are
-// `Send`, so sharing the sink shares only what may cross threads.
-unsafe impl<E: Send> Sync for Sink<E> {}
-
 impl<E> Sink<E> {
     /// Runs `f` on the queue with the lock held; [`Poisoned`] once a holder panicked.
     #[inline]
     pub(super) fn locked<R>(&self, f: impl FnOnce(&mut SinkState<E>) -> R) -> Result<R, Poisoned> {
-        // SAFETY: `with` holds the lock for the whole closure: this is the only reference.
-        self.lock
-            .with(|| self.state.with_mut(|p| f(unsafe { &mut *p })))
+        self.state.with(f)
     }
 
     /// Queues an event (called with the timer's lock held), wakes waiting threads, and hands
@@ -249,7 +244,7 @@ impl<E> Sink<E> {
         if self.fd.get().is_none() {
             let made = ReadyFd {
                 fd: fd::eventfd()?,
-                readable: Mutex::new(false),
+                readable: RankedMutex::new(false),
             };
             // A racing first call's fd wins; ours is closed.
             let _ = self.fd.set(made);
@@ -266,14 +261,12 @@ impl<E> Sink<E> {
         let Some(ready) = self.fd.get() else {
             return;
         };
-        let _order = lock_order::enter(lock_order::READY_FD);
-        // No panic happens under this lock (two system calls and a queue read).
-        let mut readable = ready
-            .readable
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut readable = ready.readable.lock_or_recover();
         // A poisoned queue reads as "ready": its receivers must come and learn of it.
-        let want = self.closed() != 0 || self.locked(|s| !s.queue.is_empty()).unwrap_or(true);
+        let want = self.closed() != 0
+            || readable
+                .then_with(&self.state, |s| !s.queue.is_empty())
+                .unwrap_or(true);
         if want != *readable {
             if want {
                 fd::signal(&ready.fd);
@@ -316,7 +309,7 @@ impl<E> Sink<E> {
 
     /// Whether a panic under the queue's lock poisoned it.
     pub(crate) fn is_poisoned(&self) -> bool {
-        self.lock.is_poisoned()
+        self.state.is_poisoned()
     }
 
     #[cold]

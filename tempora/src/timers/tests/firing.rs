@@ -302,10 +302,17 @@ fn poll_waits_for_deliveries_another_poller_has_begun() {
     f.arm(other, ms(11), Duration::ZERO);
     f.clock.advance(ms(12));
     let mono = ClockId::Monotonic.index();
+    // Read on a thread of its own: the caller holds the queue lock, which ranks above a base's.
     let wheel_len = |timers: &Timers| {
-        timers.core.bases[0]
-            .locked(|st| st.wheels[mono].len())
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                timers.core.bases[0]
+                    .locked(|st| st.wheels[mono].len())
+                    .unwrap()
+            })
+            .join()
             .unwrap()
+        })
     };
     let mut second = None;
     let mut returned_while_stalled = false;
