@@ -35,12 +35,11 @@ pub(crate) use std::sync::atomic::{
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
 
-/// The parking mutex under [`RankedMutex`]. Crate-visible only for the `timers/` files on the
-/// scan test's allow-list (`tests::UNCONVERTED_TIMERS_FILES`).
+/// The parking mutex under [`RankedMutex`].
 #[cfg(loom)]
-pub(crate) use loom::sync::{Mutex as StdMutex, MutexGuard as StdMutexGuard};
+use loom::sync::{Mutex as StdMutex, MutexGuard as StdMutexGuard};
 #[cfg(not(loom))]
-pub(crate) use std::sync::{Mutex as StdMutex, MutexGuard as StdMutexGuard};
+use std::sync::{Mutex as StdMutex, MutexGuard as StdMutexGuard};
 
 /// `UnsafeCell` with loom's closure-based access API, so the same call sites build under both.
 #[cfg(not(loom))]
@@ -115,9 +114,7 @@ pub(crate) struct Poisoned;
 /// not park, so it is only for short critical sections (see [`backoff`]).
 ///
 /// It is the mechanism under [`Locked`] and [`RankedLock`], which are how the rest of the crate
-/// holds one (with a rank, checked in debug builds). It is crate-visible only for the
-/// `timers/` files on the scan test's allow-list (`tests::UNCONVERTED_TIMERS_FILES`), which
-/// still pair it with [`lock_order::enter`] by hand.
+/// holds one (with a rank, checked in debug builds); nothing outside this module names it.
 ///
 /// **Unwinding.** A critical section run through [`ByteLock::with`] that panics leaves the
 /// lock *poisoned*, never held: every later [`ByteLock::lock`] (including the ones spinning on
@@ -130,7 +127,7 @@ pub(crate) struct Poisoned;
 /// visible to the next holder. The loom test `loom_byte_lock_excludes` checks it.
 #[derive(Debug, Default)]
 #[repr(transparent)]
-pub(crate) struct ByteLock(AtomicU8);
+struct ByteLock(AtomicU8);
 
 const FREE: u8 = 0;
 const HELD: u8 = 1;
@@ -250,9 +247,9 @@ pub(crate) mod rank {
     pub(crate) const DELIVERY: u8 = 1;
     /// A timer (`registry/timer.rs`); a sleep's cell (`timers/sleep.rs`).
     pub(crate) const TIMER: u8 = 2;
-    /// The service's deadline-fd lock (`timers/base.rs`).
+    /// The service's deadline-fd lock (`timers/wake.rs`).
     pub(crate) const DEADLINE_FD: u8 = 3;
-    /// The service's list of owners' event queues (`timers/core.rs`).
+    /// The service's list of owners' event queues (`timers/health.rs`).
     pub(crate) const OWNERS: u8 = 3;
     /// A base (`timers/base.rs`).
     pub(crate) const BASE: u8 = 4;
@@ -338,13 +335,13 @@ pub(crate) mod rank {
         Lock {
             rank: DEADLINE_FD,
             lock: "the service's deadline-fd lock",
-            at: "`timers/base.rs`",
+            at: "`timers/wake.rs`",
             held_while_taking: "each base in turn (a refresh after a poll)",
         },
         Lock {
             rank: OWNERS,
             lock: "the service's list of owners' event queues",
-            at: "`timers/core.rs`",
+            at: "`timers/health.rs`",
             held_while_taking: "each owner's event queue and readiness-fd lock (closing them)",
         },
         Lock {
@@ -858,35 +855,6 @@ impl<T, const RANK: u8> std::ops::DerefMut for MutexGuard<'_, T, RANK> {
     #[inline]
     fn deref_mut(&mut self) -> &mut T {
         &mut self.guard
-    }
-}
-
-/// The lock-order check with a rank given at run time, for the `timers/` files on the scan
-/// test's allow-list (`tests::UNCONVERTED_TIMERS_FILES`), which pair a [`ByteLock`] or a
-/// `std` mutex with it by hand. Same rule and same mark as [`RankToken`].
-pub(crate) mod lock_order {
-    pub(crate) use super::rank::*;
-
-    /// Proof that a lock of some rank was entered; leaving (on drop, unwinding included)
-    /// clears the mark.
-    #[must_use]
-    pub(crate) struct Entered {
-        rank: u8,
-    }
-
-    /// A lock of `rank` is being taken: panics (in debug builds) if the thread holds one of
-    /// the same or a higher rank.
-    #[inline]
-    pub(crate) fn enter(rank: u8) -> Entered {
-        super::order::enter(rank);
-        Entered { rank }
-    }
-
-    impl Drop for Entered {
-        #[inline]
-        fn drop(&mut self) {
-            super::order::leave(self.rank);
-        }
     }
 }
 

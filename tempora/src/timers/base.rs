@@ -2,13 +2,14 @@
 //!
 //! ```text
 //!  Base (cache-line padded)
-//!   ├─ lock: ByteLock                covers the three wheels and `sleep`
-//!   ├─ wheels[REALTIME, MONOTONIC, BOOTTIME]: NodeWheel   ticks of `tick` ns on that clock,
-//!   │                                linking the timer objects themselves
-//!   ├─ sleeps: Wheel<NonNull<SleepCell>>         the sleeps' entries, on the monotonic clock
-//!   ├─ sleep[3] (under the lock)     the tick on each wheel's clock before which the driver
-//!   │                                serving this base must be woken (0: it is awake)
-//!   └─ delivery: Mutex<()>           held from a poll's pop of a batch to its delivery
+//!   ├─ state: Locked<BaseState, BASE>    the base lock and what it covers:
+//!   │   ├─ wheels[REALTIME, MONOTONIC, BOOTTIME]: NodeWheel   ticks of `tick` ns on that
+//!   │   │                                clock, linking the timer objects themselves
+//!   │   ├─ sleeps: Wheel<NonNull<SleepCell>>   the sleeps' entries, on the monotonic clock
+//!   │   └─ sleep[3]                      the tick on each wheel's clock before which the
+//!   │                                    driver serving this base must be woken (0: awake)
+//!   └─ delivery: RankedMutex<(), DELIVERY>   held from a poll's pop of a batch to its
+//!                                        delivery
 //! ```
 //!
 //! # Waking a sleeping driver
@@ -56,13 +57,12 @@
 //! not yet due) goes back into the base it was popped from, so a poll that holds that base's
 //! delivery lock next finds it there if it is due by then.
 //!
-//! Lock order (the crate's is in `sync::lock_order`): **delivery → timer → base**. settime,
-//! delete and consume hold the timer's lock
-//! and take a base lock to insert or remove; expiry takes the delivery lock, then the base lock
+//! Lock order (the crate's is in `sync::rank`): **delivery → timer → base**. settime,
+//! delete and consume hold the timer's lock and take a base lock to insert or remove; expiry takes the delivery lock, then the base lock
 //! alone (to collect), releases the base lock, and only then takes timer locks. Nothing takes a
 //! timer lock while holding a base lock, no path holds two base locks, and nothing takes a
 //! delivery lock while holding any other tempora lock. Debug builds assert the base and timer
-//! rules at every lock (`sync::lock_order`; the test
+//! rules at every lock (`sync::rank`; the test
 //! `lock_order_violation_is_caught_in_debug_builds`).
 //!
 //! # What runs under the base lock
@@ -74,7 +74,7 @@
 //!
 //! # Poisoning
 //!
-//! A panic inside a base's critical section poisons the base (see `sync::ByteLock`): every
+//! A panic inside a base's critical section poisons the base (see `sync::Locked`): every
 //! later lock of it fails at once with [`Poisoned`], which the service reports as
 //! `Error::Poisoned` to arming calls and as a failure of the whole service to its receivers.
 //! A poisoned delivery lock (a panic while delivering) counts the same.
@@ -83,8 +83,7 @@ use super::object::Itimer;
 use super::sleep::SleepCell;
 use crate::clock::{ClockId, CLOCKS};
 use crate::registry::Timer;
-use crate::sync::{lock_order, AtomicU64, ByteLock, Ordering, Poisoned, UnsafeCell};
-use crate::sync::{StdMutex as Mutex, StdMutexGuard as MutexGuard};
+use crate::sync::{rank, AtomicU64, Locked, MutexGuard, Ordering, Poisoned, RankedMutex};
 use crate::wheel::intrusive::{Locate, Node, NodeWheel};
 use crate::wheel::Wheel;
 use std::ptr::NonNull;
@@ -124,10 +123,9 @@ unsafe impl Locate for TimerLocate {
 pub(crate) type BaseWheel = NodeWheel<TimerLocate>;
 
 pub(crate) struct Base {
-    lock: ByteLock,
-    state: UnsafeCell<BaseState>,
+    state: Locked<BaseState, { rank::BASE }>,
     /// Held by a poller from the pop of a batch until its delivery (module doc).
-    delivery: Mutex<()>,
+    delivery: RankedMutex<(), { rank::DELIVERY }>,
     /// Written by the holder of `delivery` only (`BaseCounters`).
     pub(crate) counters: BaseCounters,
 }
@@ -197,18 +195,16 @@ pub(crate) struct BaseState {
     pub(crate) ring_lowers: bool,
 }
 
-// SAFETY: `state` is only accessed with `lock` held (`Base::locked`); the wheels hold
-// addresses of `Sync` objects (timer objects, whose nodes are atomics; sleep cells).
-unsafe impl Sync for Base {}
-// SAFETY: as above.
-unsafe impl Send for Base {}
+// SAFETY: a base's state moves between threads only under its lock (`Base::locked`); the
+// wheels hold addresses of `Sync` objects (timer objects, whose nodes are atomics; sleep
+// cells), which any thread holding the lock may follow.
+unsafe impl Send for BaseState {}
 
 impl Base {
     /// A base whose wheels start at the given ticks.
     pub(crate) fn new(start: [u64; CLOCKS]) -> Base {
         Base {
-            lock: ByteLock::new(),
-            state: UnsafeCell::new(BaseState {
+            state: Locked::new(BaseState {
                 wheels: start.map(BaseWheel::new),
                 sleeps: Wheel::builder()
                     .start(start[ClockId::Monotonic.index()])
@@ -217,7 +213,7 @@ impl Base {
                 sleep: [0; CLOCKS],
                 ring_lowers: false,
             }),
-            delivery: Mutex::new(()),
+            delivery: RankedMutex::new(()),
             counters: BaseCounters::default(),
         }
     }
@@ -226,10 +222,7 @@ impl Base {
     /// panicked (and a panic in `f` poisons it).
     #[inline]
     pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut BaseState) -> R) -> Result<R, Poisoned> {
-        let _order = lock_order::enter(lock_order::BASE);
-        // SAFETY: `with` holds the lock for the whole closure, so this is the only reference.
-        self.lock
-            .with(|| self.state.with_mut(|p| f(unsafe { &mut *p })))
+        self.state.with(f)
     }
 
     /// Runs `f` on wheel `i` with the lock held. Also returns whether the change must wake the
@@ -277,21 +270,12 @@ impl Base {
 
     /// The delivery lock (module doc), or [`Poisoned`] if a delivery panicked.
     pub(crate) fn delivery(&self) -> Result<Delivering<'_>, Poisoned> {
-        let order = lock_order::enter(lock_order::DELIVERY);
-        let guard = self.delivery.lock().map_err(|_| Poisoned)?;
-        Ok(Delivering {
-            _guard: guard,
-            _order: order,
-        })
+        self.delivery.lock()
     }
 }
 
 /// A held delivery lock (`Base::delivery`); released on drop.
-pub(crate) struct Delivering<'a> {
-    // Dropped first: the lock is released before the lock-order mark is cleared.
-    _guard: MutexGuard<'a, ()>,
-    _order: lock_order::Entered,
-}
+pub(crate) type Delivering<'a> = MutexGuard<'a, (), { rank::DELIVERY }>;
 
 #[cfg(all(test, loom))]
 mod tests {

@@ -13,7 +13,7 @@ use crate::registry;
 use crate::stats::tally::Hub;
 #[cfg(test)]
 use crate::sync::AtomicBool;
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicU64, RankedMutex};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::sync::Arc;
@@ -213,7 +213,7 @@ impl Builder {
             drivers: DriverCounts {
                 wakeups: AtomicU64::new(0),
                 spare_limit: self.spare_drivers,
-                spares: std::sync::Mutex::new(Vec::new()),
+                spares: RankedMutex::new(Vec::new()),
                 takeovers: AtomicU64::new(0),
             },
             stats: Hub::new(self.stats),

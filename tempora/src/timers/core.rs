@@ -17,7 +17,7 @@ use crate::registry::Registry;
 use crate::stats::tally::Hub;
 #[cfg(test)]
 use crate::sync::AtomicBool;
-use crate::sync::AtomicU64;
+use crate::sync::{rank, AtomicU64, RankedMutex};
 use crossbeam_utils::CachePadded;
 use std::sync::Arc;
 use strength_reduce::StrengthReducedUsize;
@@ -60,7 +60,7 @@ pub(crate) struct DriverCounts {
     #[cfg_attr(loom, allow(dead_code))] // spares are not modelled
     pub(crate) spare_limit: usize,
     /// The spares' threads, joined when the service stops.
-    pub(crate) spares: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>,
+    pub(crate) spares: RankedMutex<Vec<std::thread::JoinHandle<()>>, { rank::SPARES }>,
     /// Times a spare took over from a driver busy in a callback.
     pub(crate) takeovers: AtomicU64,
 }

@@ -300,11 +300,7 @@ fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
     }
     // Spawned and recorded under the lock, and never once the service is stopping: `Drop`
     // sets `shutdown` and then takes this list under the same lock to join it.
-    let mut spares = core
-        .drivers
-        .spares
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut spares = core.drivers.spares.lock_or_recover();
     if core.health.shutdown.load(Ordering::Acquire) {
         s.started.fetch_sub(1, Relaxed);
         return false;
@@ -462,14 +458,7 @@ impl Drop for Drivers {
         #[cfg(not(loom))]
         self.core.wake.standby.iter().for_each(|s| s.stop());
         let me = std::thread::current().id();
-        let spares = std::mem::take(
-            &mut *self
-                .core
-                .drivers
-                .spares
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
+        let spares = std::mem::take(&mut *self.core.drivers.spares.lock_or_recover());
         for t in self.threads.drain(..).chain(spares) {
             // A callback on a driver that drops the last `Timers` cannot join its own thread;
             // that driver sees `shutdown` and ends by itself.

@@ -11,8 +11,8 @@
 use super::notify;
 use super::object::EventQueue;
 use crate::error::Error;
-use crate::sync::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock, PoisonError, Weak};
+use crate::sync::{rank, AtomicBool, MutexGuard, Ordering, RankedMutex};
+use std::sync::{Arc, OnceLock, Weak};
 
 /// `Error::Poisoned` texts of the service's locks.
 pub(crate) const BASE_POISONED: &str = "a timer base";
@@ -34,7 +34,7 @@ pub(crate) struct Health {
     /// receivers. A `Weak<EventQueue>`, not the owner: upgrading it can never make this thread run
     /// an owner's teardown (which takes timer locks) from wherever the service failed. Dead
     /// entries are pruned as the list grows.
-    owners: std::sync::Mutex<Vec<Weak<EventQueue>>>,
+    owners: RankedMutex<Vec<Weak<EventQueue>>, { rank::OWNERS }>,
 }
 
 impl Health {
@@ -45,7 +45,7 @@ impl Health {
             failure: OnceLock::new(),
             halted: AtomicBool::new(false),
             halt_pending: AtomicBool::new(false),
-            owners: std::sync::Mutex::new(Vec::new()),
+            owners: RankedMutex::new(Vec::new()),
         }
     }
 
@@ -86,7 +86,10 @@ impl Health {
     #[cold]
     pub(crate) fn halt(&self) {
         self.halted.store(true, Ordering::Relaxed);
-        for sink in self.owners().iter().filter_map(Weak::upgrade) {
+        // Closed once the list's lock is released: closing wakes tasks, and a task woken here
+        // may make an owner of this service, which joins the list (`register`).
+        let sinks: Vec<Arc<EventQueue>> = self.owners().iter().filter_map(Weak::upgrade).collect();
+        for sink in sinks {
             sink.close(notify::CLOSED_SERVICE);
         }
     }
@@ -107,8 +110,8 @@ impl Health {
 
     /// The owners' queues. A panic never happens under this mutex (a push, a prune), but it
     /// could only have left the list intact, so a poisoned one is used as it is.
-    fn owners(&self) -> std::sync::MutexGuard<'_, Vec<Weak<EventQueue>>> {
-        self.owners.lock().unwrap_or_else(PoisonError::into_inner)
+    fn owners(&self) -> MutexGuard<'_, Vec<Weak<EventQueue>>, { rank::OWNERS }> {
+        self.owners.lock_or_recover()
     }
 
     /// Why arming must fail now: the service failed or stopped.

@@ -111,12 +111,7 @@ impl Timers {
 
     /// Spare driver threads started so far (they stay, waiting, until the service stops).
     pub fn spare_threads(&self) -> usize {
-        self.core
-            .drivers
-            .spares
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .len()
+        self.core.drivers.spares.lock_or_recover().len()
     }
 
     /// Number of background driver threads.

@@ -35,7 +35,7 @@
 //! delivery then leaves the cell alone; the future's holder, the only other party, goes on
 //! using the state without the lock (nobody else enters a poisoned lock again).
 
-use crate::sync::{lock_order, ByteLock, Poisoned, UnsafeCell};
+use crate::sync::{rank, Poisoned, RankedLock, UnsafeCell};
 use std::task::Waker;
 
 /// The part of a sleep that its wheel entry points at. See the module doc.
@@ -44,7 +44,7 @@ use std::task::Waker;
 /// large ones leave (40 bytes, not 48: a sleep costs its future plus a wheel entry).
 #[derive(Debug)]
 pub(crate) struct SleepCell {
-    lock: ByteLock,
+    lock: RankedLock<{ rank::TIMER }>,
     head: UnsafeCell<SleepHead>,
     /// The holder polled the sleep since it was made: only then can it have a waker or an
     /// entry. The holder's alone, no lock (see [`SleepCell::polled`]).
@@ -92,7 +92,7 @@ impl SleepCell {
     /// A cell for a sleep until `deadline`, in no wheel.
     pub(crate) fn new(deadline: u64) -> SleepCell {
         SleepCell {
-            lock: ByteLock::new(),
+            lock: RankedLock::new(),
             head: UnsafeCell::new(SleepHead {
                 base: 0,
                 armed: false,
@@ -128,7 +128,6 @@ impl SleepCell {
         &self,
         f: impl FnOnce(&mut SleepState<'_>) -> R,
     ) -> Result<R, Poisoned> {
-        let _order = lock_order::enter(lock_order::TIMER);
         // SAFETY: `with` holds the lock for the whole closure: these are the only references.
         self.lock.with(|| unsafe { self.unlocked(f) })
     }

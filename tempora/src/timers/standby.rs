@@ -10,6 +10,8 @@ use super::fd;
 use super::serial::Call;
 use crate::sync::{fence, AtomicU64, Ordering};
 #[cfg(not(loom))]
+use crate::sync::{rank, MutexGuard, RankedMutex};
+#[cfg(not(loom))]
 use std::os::fd::OwnedFd;
 
 /// The hand-over word of a driver's standby: `generation << 1 | IN_CALLBACKS`. The leader
@@ -207,12 +209,12 @@ pub(crate) struct Standby {
     /// Spares started for this driver (at most `Core::spare_limit`).
     pub(super) started: std::sync::atomic::AtomicUsize,
     /// Callbacks collected and not yet run: whoever leads or led runs them, one at a time.
-    pending: std::sync::Mutex<std::collections::VecDeque<Call>>,
+    pending: RankedMutex<std::collections::VecDeque<Call>, { rank::PENDING }>,
     /// A blocking timerfd on `CLOCK_MONOTONIC`, armed while the leader runs callbacks; a
     /// follower blocked reading it takes over when it fires.
     pub(super) fd: OwnedFd,
     /// Where `fd` fires; every arm of it is made under this lock.
-    plan: std::sync::Mutex<FdPlan>,
+    plan: RankedMutex<FdPlan, { rank::PLAN }>,
 }
 
 #[cfg(not(loom))]
@@ -224,10 +226,7 @@ impl Steps for Standby {
     fn plan(&self, f: &mut dyn FnMut(&mut FdPlan) -> Option<u64>) {
         // Nothing panics under this lock (arithmetic and a system call): a poisoned one is
         // intact.
-        let mut plan = self
-            .plan
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut plan = self.plan.lock_or_recover();
         match f(&mut plan) {
             Some(NO_EXPIRY) => fd::arm(&self.fd, 0, 0),
             Some(at) => fd::arm(&self.fd, libc::TFD_TIMER_ABSTIME, at.max(1)),
@@ -260,19 +259,16 @@ impl Standby {
 
     /// The service stops: every follower wakes (the fd fires every millisecond until closed).
     pub(crate) fn stop(&self) {
-        let mut plan = self
-            .plan
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut plan = self.plan.lock_or_recover();
         plan.stopped = true;
         fd::arm_every(&self.fd, 1_000_000);
     }
 
-    pub(super) fn pending(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Call>> {
+    pub(super) fn pending(
+        &self,
+    ) -> MutexGuard<'_, std::collections::VecDeque<Call>, { rank::PENDING }> {
         // Nothing panics under this lock (a push, a pop): a poisoned one is intact.
-        self.pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.pending.lock_or_recover()
     }
 }
 
@@ -339,7 +335,7 @@ mod tests {
     struct Model {
         bell: Doorbell,
         h: Handover,
-        plan: loom::sync::Mutex<FdPlan>,
+        plan: RankedMutex<FdPlan, { rank::PLAN }>,
     }
 
     impl Model {
@@ -347,7 +343,7 @@ mod tests {
             Arc::new(Model {
                 bell: Doorbell::default(),
                 h: Handover::default(),
-                plan: loom::sync::Mutex::new(FdPlan::default()),
+                plan: RankedMutex::new(FdPlan::default()),
             })
         }
         fn armed(&self) -> u64 {

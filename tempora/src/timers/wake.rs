@@ -12,7 +12,7 @@ use super::fd;
 #[cfg(not(loom))]
 use super::standby::{Standby, Steps as _};
 use crate::clock::{ClockId, Resolution, ALL_CLOCKS, CLOCKS};
-use crate::sync::lock_order;
+use crate::sync::{rank, MutexGuard, RankedMutex};
 #[cfg(test)]
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
@@ -133,8 +133,8 @@ impl Wakeups {
         }
         // Unchanged and still ahead: the fd is armed right and not readable.
         let mono = now[MONOTONIC];
-        if deadline != *g.armed || deadline <= mono {
-            d.set(&mut g.armed, deadline);
+        if deadline != *g || deadline <= mono {
+            d.set(&mut g, deadline);
         }
     }
 }
@@ -207,7 +207,7 @@ pub(crate) fn from_monotonic(res: Resolution, w: usize, mono_ns: u64, now: &[u64
 pub(crate) struct DeadlineFd {
     pub(crate) fd: OwnedFd,
     /// The monotonic time (ns) the fd is armed at, `NO_EXPIRY` if disarmed.
-    pub(crate) armed: std::sync::Mutex<u64>,
+    pub(crate) armed: RankedMutex<u64, { rank::DEADLINE_FD }>,
 }
 
 impl DeadlineFd {
@@ -215,22 +215,14 @@ impl DeadlineFd {
     pub(crate) fn new() -> std::io::Result<DeadlineFd> {
         Ok(DeadlineFd {
             fd: fd::timerfd(libc::CLOCK_MONOTONIC, true)?,
-            armed: std::sync::Mutex::new(NO_EXPIRY),
+            armed: RankedMutex::new(NO_EXPIRY),
         })
     }
 
     /// The fd's lock (no panic happens under it: a system call, stores, base sections that
     /// poison their own lock).
-    pub(crate) fn lock(&self) -> DeadlineGuard<'_> {
-        let order = lock_order::enter(lock_order::DEADLINE_FD);
-        let guard = self
-            .armed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        DeadlineGuard {
-            armed: guard,
-            _order: order,
-        }
+    pub(crate) fn lock(&self) -> MutexGuard<'_, u64, { rank::DEADLINE_FD }> {
+        self.armed.lock_or_recover()
     }
 
     /// Arms the fd at monotonic time `at` (`NO_EXPIRY`: disarms it), with its lock held.
@@ -245,15 +237,8 @@ impl DeadlineFd {
     /// A ring: moves the fd to `at` if that is earlier than where it is armed.
     pub(crate) fn lower(&self, at: u64) {
         let mut g = self.lock();
-        if at < *g.armed {
-            self.set(&mut g.armed, at);
+        if at < *g {
+            self.set(&mut g, at);
         }
     }
-}
-
-/// A held deadline-fd lock ([`DeadlineFd::lock`]): the time the fd is armed at.
-pub(crate) struct DeadlineGuard<'a> {
-    // Dropped first: the lock is released before the lock-order mark is cleared.
-    pub(crate) armed: std::sync::MutexGuard<'a, u64>,
-    _order: lock_order::Entered,
 }

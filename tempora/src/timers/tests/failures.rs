@@ -337,3 +337,48 @@ fn a_waker_panic_payload_that_panics_on_drop_stays_inside_the_poll() {
     );
     assert!(sleep.as_mut().poll(&mut cx).is_ready());
 }
+
+/// Makes an owner of its service when woken.
+struct OwnerMaker {
+    timers: Timers,
+    made: AtomicUsize,
+}
+
+impl std::task::Wake for OwnerMaker {
+    fn wake(self: Arc<Self>) {
+        drop(self.timers.owner());
+        self.made.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A task woken by the service's failure may make an owner of the same service: the halt
+/// closes the owners' queues (which wakes their tasks) after letting go of the list of
+/// owners, which a new owner joins. Closing them under that list's lock deadlocks such a
+/// waker (release builds), or breaks the lock order (debug builds: the waker never runs to
+/// its end).
+#[test]
+fn a_task_woken_by_a_failure_may_make_an_owner() {
+    let made = without_hanging(|| {
+        let f = Manual::new();
+        let other = f.timers.owner();
+        let maker = Arc::new(OwnerMaker {
+            timers: f.timers.clone(),
+            made: AtomicUsize::new(0),
+        });
+        let waker = std::task::Waker::from(maker.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut recv = Box::pin(other.recv_async());
+        assert!(recv.as_mut().poll(&mut cx).is_pending());
+        let t = f.queue(ClockId::Monotonic);
+        f.arm(t, ms(1), Duration::ZERO);
+        panic_inside(|boom| {
+            let _ = f.owner.sink().locked(|_| boom());
+        });
+        quiet_panics(|| {
+            f.clock.advance(ms(1));
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.timers.poll()));
+        });
+        maker.made.load(Ordering::SeqCst)
+    });
+    assert_eq!(made, 1, "the woken task did not make its owner");
+}
