@@ -470,6 +470,10 @@ mod order {
 
     /// The lock of `rank` that [`enter`] marked was released.
     #[inline(always)]
+    #[cfg_attr(
+        not(all(debug_assertions, not(loom))),
+        allow(dead_code, reason = "only debug builds mark ranks")
+    )]
     pub(super) fn leave(rank: u8) {
         #[cfg(all(debug_assertions, not(loom)))]
         HELD.with(|h| h.set(h.get() & !(1 << rank)));

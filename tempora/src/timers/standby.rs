@@ -275,6 +275,7 @@ impl Standby {
 #[cfg(all(test, loom))]
 mod tests {
     use super::*;
+    use crate::sync::{rank, RankedMutex};
     use loom::sync::Arc;
 
     /// A leader about to run callbacks races an arm that rings its doorbell (after the
