@@ -3,6 +3,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The library as users build it: without the benchmark harness's `bench-internals` feature,
+# which the workspace build above turns on through tempora-bench.
+cargo clippy -p tempora --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 # The import graph of the library's files has no circle (tests/architecture.rs reads it).
 cargo test -q -p tempora --test architecture
