@@ -225,6 +225,17 @@ impl Base {
         self.state.with(f)
     }
 
+    /// [`Base::locked`] for the holder of this base's delivery lock (a poll popping a batch):
+    /// the order delivery → base is checked when this compiles (`MutexGuard::then_with`).
+    #[inline]
+    pub(crate) fn locked_delivering<R>(
+        &self,
+        delivering: &Delivering<'_>,
+        f: impl FnOnce(&mut BaseState) -> R,
+    ) -> Result<R, Poisoned> {
+        delivering.then_with(&self.state, f)
+    }
+
     /// Runs `f` on wheel `i` with the lock held. Also returns whether the change must wake the
     /// driver serving this base: `fires_at` (the tick at which the entry `f` inserted or moved
     /// fires; `NO_EXPIRY` for a removal) is before the driver's published sleep (see the module

@@ -94,7 +94,7 @@ impl Core {
                     base.counters.poll();
                     counted = true;
                 }
-                let popped = base.locked(|st| {
+                let popped = base.locked_delivering(&delivering, |st| {
                     // The hold is timed inside the lock: from taking it to letting it go.
                     let start = timed.then(std::time::Instant::now);
                     let mut complete = true;
