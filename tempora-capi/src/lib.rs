@@ -25,416 +25,45 @@
 //!   to the `catch_unwind` around it, which aborts the process (Rust catches no foreign
 //!   exception); `longjmp`, `pthread_exit` or a cancellation out of one is undefined behaviour.
 //!
-//! The header is generated from this file by cbindgen (`tests/header.rs` checks it is current;
-//! `TEMPORA_BLESS=1 cargo test -p tempora-capi --test header` rewrites it), so the doc comments
-//! here are the header's comments.
+//! The header is generated from this crate by cbindgen (`tests/header.rs` checks it is
+//! current; `TEMPORA_BLESS=1 cargo test -p tempora-capi --test header` rewrites it), so the doc
+//! comments of the items its modules declare are the header's comments.
+//!
+//! cbindgen reads the modules in the order of their `mod` lines here and emits the constants,
+//! and the functions, in the order it reads them: the modules are declared in the header's
+//! order, each on a line of its own (rustfmt sorts `mod` lines only within a group), and a new
+//! call goes where it belongs in the header.
 
 #![allow(non_camel_case_types)]
 
-use libc::{c_char, c_int, c_void, clockid_t, itimerspec, sigval, timespec};
-use std::borrow::Cow;
+// The handles, structs, function-pointer types and constants of the header.
+mod types;
+
+// The arguments' checks and conversions between their C and Rust forms (no call of its own).
+mod convert;
+
+// Failure, errno and the message; `entry`, the boundary each call runs inside; and
+// tempora_last_error, the header's last function.
+mod failure;
+
+pub use failure::tempora_last_error;
+pub use types::*;
+
+use crate::convert::{
+    clock_of, itimerspec_of, not_null, notify_of, owner_of, path_of, spec_of, timer_id, timers_of,
+    timespec_of,
+};
+use crate::failure::{entry, Failure};
+use libc::{c_char, c_int, c_void, clockid_t, itimerspec, timespec};
 use std::cell::RefCell;
-use std::ffi::{CStr, CString, OsStr};
+use std::ffi::CString;
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
 use std::ptr;
 use std::sync::OnceLock;
 use std::time::Duration;
 use tempora::checkpoint::Snapshot;
-use tempora::clock::{ClockId, TimeSpec};
-use tempora::{Error, Notify, Owner, Precision, SetFlags, TimerId, Timers};
-
-/// A timer's ID within its owner (POSIX's `timer_t`): non-negative, unique per owner.
-pub type tempora_timer_t = i32;
-
-/// A timer service (bases, drivers, clocks): made by `tempora_new`, freed by `tempora_free`.
-pub struct tempora_t {
-    timers: Timers,
-}
-
-/// An owner: a namespace of timer IDs with its event queue (the analogue of a process). Made
-/// by `tempora_owner_new`, freed (with all its timers) by `tempora_owner_free`.
-pub struct tempora_owner_t {
-    owner: Owner,
-}
-
-/// A service's settings for `tempora_new`. Fill one with `tempora_config_init` and change
-/// what you need: an all-zero struct asks for no driver thread.
-#[repr(C)]
-pub struct tempora_config {
-    /// Bases (a lock and a wheel per clock each): 0 for one per CPU.
-    pub bases: u32,
-    /// Driver threads that fire timers: -1 for the default (one); 0 for none, where the
-    /// application fires them itself with `tempora_poll` (at `tempora_next_timeout`, or when
-    /// `tempora_deadline_fd` is readable).
-    pub drivers: i32,
-    /// The wheels' tick in nanoseconds (0 for the default, 1 µs). Timers still fire at their
-    /// exact nanosecond expiry or later; the tick only sets how expiries are bucketed.
-    pub tick_ns: u64,
-    /// Timer IDs are `0 .. 2^id_bits` in each owner (1 ..= 31; 0 for the default, 31: all
-    /// of `tempora_timer_t`'s non-negative values). A smaller space caps each owner's timers:
-    /// a create then fails with `EAGAIN` when every ID is in use.
-    pub id_bits: u32,
-    /// Threads per driver that stand by to take its place while it runs `SIGEV_THREAD`
-    /// functions, so that one that blocks delays no other timer: -1 for the default (4); 0
-    /// for none. Started on first need.
-    pub spare_drivers: i32,
-    /// How long after its expiry a `TEMPORA_PRECISION_DEFERRABLE` timer may wait for a driver
-    /// that is awake anyway, in nanoseconds: 0 for the default (1 s), `UINT64_MAX` for no
-    /// bound (it then waits for as long as nothing else wakes a driver).
-    pub max_deferral_ns: u64,
-}
-
-/// `tempora_timer_set_precision`'s `kind`: the owner's default (`tempora_owner_set_default_slack`),
-/// read at each arming; precise unless the owner has a default slack.
-pub const TEMPORA_PRECISION_DEFAULT: c_int = 0;
-/// `tempora_timer_set_precision`'s `kind`: fires within one tick of its expiry.
-pub const TEMPORA_PRECISION_PRECISE: c_int = 1;
-/// `tempora_timer_set_precision`'s `kind`: may fire up to `slack_ns` after its expiry, never
-/// before (Linux's `PR_SET_TIMERSLACK`, per timer), sharing wake-ups with timers due near it.
-pub const TEMPORA_PRECISION_SLACK: c_int = 2;
-/// `tempora_timer_set_precision`'s `kind`: never causes a wake-up by itself; fires when a
-/// driver is awake anyway, or `max_deferral_ns` after its expiry (the kernel's
-/// `TIMER_DEFERRABLE`), never before its expiry.
-pub const TEMPORA_PRECISION_DEFERRABLE: c_int = 3;
-
-/// The `notify` of a `tempora_sigevent`: an event on the owner's queue
-/// (`tempora_event_wait`, `tempora_event_try`, `tempora_owner_event_fd`), with the kernel's
-/// signal rules (one pending event per timer, overruns counted). `SIGEV_SIGNAL`'s value.
-pub const TEMPORA_SIGEV_QUEUE: c_int = 0;
-/// The `notify` of a `tempora_sigevent`: nothing is delivered; `tempora_timer_gettime`
-/// shows the timer's state. `SIGEV_NONE`'s value.
-pub const TEMPORA_SIGEV_NONE: c_int = 1;
-/// The `notify` of a `tempora_sigevent`: a function is called at each expiry, with the
-/// sigevent's `value`. `SIGEV_THREAD`'s value.
-pub const TEMPORA_SIGEV_THREAD: c_int = 2;
-
-/// `flags` of `tempora_timer_settime`: `it_value` is an absolute time on the timer's clock
-/// (`TIMER_ABSTIME`'s value). Other bits are ignored, as Linux ignores them.
-pub const TEMPORA_TIMER_ABSTIME: c_int = 1;
-
-/// `tempora_owner_restore_ids`: turn exact-ID mode off (`PR_TIMER_CREATE_RESTORE_IDS_OFF`).
-pub const TEMPORA_RESTORE_IDS_OFF: c_int = 0;
-/// `tempora_owner_restore_ids`: turn exact-ID mode on (`PR_TIMER_CREATE_RESTORE_IDS_ON`):
-/// `tempora_timer_create` then reads the ID it must create from `*timerid`.
-pub const TEMPORA_RESTORE_IDS_ON: c_int = 1;
-/// `tempora_owner_restore_ids`: return the mode, 0 or 1 (`PR_TIMER_CREATE_RESTORE_IDS_GET`).
-pub const TEMPORA_RESTORE_IDS_GET: c_int = 2;
-
-/// A `TEMPORA_SIGEV_THREAD` function with `SIGEV_THREAD`'s signature: the sigevent's `value`.
-///
-/// It must return normally. A C++ exception that escapes it aborts the process (`SIGABRT`):
-/// catch every exception inside it. Leaving it by `longjmp` or `siglongjmp`, by
-/// `pthread_exit`, or by a cancellation of the thread it runs on is undefined behaviour: it
-/// skips the tempora frames that called it, whose bookkeeping of the call never finishes (the
-/// timer may never be called again).
-pub type tempora_notify_fn = Option<unsafe extern "C-unwind" fn(value: sigval)>;
-
-/// A `TEMPORA_SIGEV_THREAD` function that is also told which timer fired and its `overrun`:
-/// the periods since the previous call that get no call of their own. Those are the periods
-/// the timer fired late by and, when it expired again while the previous call ran (a timer's
-/// calls never overlap: such expiries make one more call, after it), every such expiry but
-/// one. `tempora_timer_getoverrun` counts only the lateness of the last expiry the timer
-/// took: inside a call made for one expiry it returns `overrun` (until the timer expires
-/// again); inside a call made for expiries that came during the previous call it returns the
-/// last one's lateness alone, less than `overrun`. Count missed periods from `overrun`.
-///
-/// It must return normally, as a `tempora_notify_fn` must: a C++ exception that escapes it
-/// aborts the process (`SIGABRT`); `longjmp`, `siglongjmp`, `pthread_exit` or a cancellation
-/// out of it is undefined behaviour.
-pub type tempora_callback_fn =
-    Option<unsafe extern "C-unwind" fn(timer: tempora_timer_t, overrun: c_int, value: sigval)>;
-
-/// How a timer reports its expiry (POSIX's `struct sigevent`). NULL at `tempora_timer_create`
-/// means `TEMPORA_SIGEV_QUEUE`.
-#[repr(C)]
-pub struct tempora_sigevent {
-    /// `TEMPORA_SIGEV_QUEUE`, `TEMPORA_SIGEV_NONE` or `TEMPORA_SIGEV_THREAD`.
-    pub notify: c_int,
-    /// Passed to the function of a `TEMPORA_SIGEV_THREAD` timer (`sigev_value`).
-    pub value: sigval,
-    /// `TEMPORA_SIGEV_THREAD`: the function to call, POSIX-shaped (`sigev_notify_function`).
-    /// Exactly one of `notify_function` and `callback` is set for such a timer.
-    pub notify_function: tempora_notify_fn,
-    /// `TEMPORA_SIGEV_THREAD`: the function to call, with the timer's ID and overrun.
-    pub callback: tempora_callback_fn,
-    /// `TEMPORA_SIGEV_THREAD`, optional (NULL for none): the name a checkpoint records the
-    /// callback under, for `tempora_owner_restore`'s resolver to map back to a function. At
-    /// most 65490 bytes of UTF-8, not `none` or `queue`. Copied at create. A callback without
-    /// a name is recorded as `callback`.
-    pub name: *const c_char,
-}
-
-/// An event from a `TEMPORA_SIGEV_QUEUE` timer.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct tempora_event {
-    /// The timer that fired.
-    pub timer: tempora_timer_t,
-    /// The periods it missed before this event was taken (`si_overrun`), capped at INT_MAX.
-    pub overrun: c_int,
-}
-
-/// `tempora_owner_restore`'s callback-name resolver: fill `*out` with the notification the
-/// timers recorded under `name` get (usually a `TEMPORA_SIGEV_THREAD` with the function and
-/// value of this process) and return 0, or return -1 if `name` is unknown (the restore then
-/// fails with `EINVAL` and restores nothing). `ctx` is the pointer given to the restore. The
-/// restored timers keep `name` for their next checkpoint; `out->name` is ignored.
-///
-/// It must return normally, as a `tempora_notify_fn` must: a C++ exception that escapes it
-/// aborts the process (`SIGABRT`); `longjmp`, `siglongjmp`, `pthread_exit` or a cancellation
-/// out of it is undefined behaviour.
-pub type tempora_resolver_fn = Option<
-    unsafe extern "C-unwind" fn(
-        name: *const c_char,
-        out: *mut tempora_sigevent,
-        ctx: *mut c_void,
-    ) -> c_int,
->;
-
-// ---------------------------------------------------------------------------------------
-// Failure reporting.
-
-/// Why a call failed: the errno it sets and the message `tempora_last_error` returns.
-struct Failure {
-    errno: c_int,
-    message: Cow<'static, str>,
-}
-
-impl Failure {
-    fn new(errno: c_int, message: &'static str) -> Failure {
-        Failure {
-            errno,
-            message: Cow::Borrowed(message),
-        }
-    }
-}
-
-impl From<Error> for Failure {
-    fn from(e: Error) -> Failure {
-        Failure {
-            errno: e.errno(),
-            message: Cow::Owned(e.to_string()),
-        }
-    }
-}
-
-thread_local! {
-    /// The message of this thread's last failed call.
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
-}
-
-/// Sets `errno` and the thread's last message. Cold: only failed calls get here.
-#[cold]
-#[inline(never)]
-fn report(f: Failure) {
-    let message = CString::new(f.message.replace('\0', " ")).unwrap_or_default();
-    // The thread-local is gone only while the thread exits, and borrowed only by a call that
-    // panicked while reading it: the message is lost then, the errno is still set.
-    let _ = LAST_ERROR.try_with(|last| {
-        if let Ok(mut last) = last.try_borrow_mut() {
-            *last = message;
-        }
-    });
-    // SAFETY: `__errno_location` returns the calling thread's errno, valid for the thread's life.
-    unsafe { *libc::__errno_location() = f.errno };
-}
-
-/// Runs an entry point's body: its value on success; -1 (`fail`) with errno and the message
-/// set on failure; a panic is caught and fails the call with `ENOTRECOVERABLE`.
-///
-/// The body's `Result` is taken apart inside the unwinding boundary, so what crosses it is
-/// `()`: `catch_unwind` passes its closure's result through a union in memory, and a 32-byte
-/// `Result<T, Failure>` written there in pieces and read back whole stalled store-to-load
-/// forwarding on every call (a few ns of the ABI's cost, measured by `bench --suite capi`).
-fn entry<T>(fail: T, body: impl FnOnce() -> Result<T, Failure>) -> T {
-    let mut out = None;
-    let caught = catch_unwind(AssertUnwindSafe(|| match body() {
-        Ok(v) => out = Some(v),
-        Err(f) => report(f),
-    }));
-    if caught.is_err() {
-        report(Failure::new(
-            libc::ENOTRECOVERABLE,
-            "a panic inside tempora (a bug, or a failed allocation)",
-        ));
-    }
-    out.unwrap_or(fail)
-}
-
-/// A handle argument: NULL is `EINVAL` (an unknown timer or process, to Linux).
-///
-/// # Safety
-/// `p` is NULL or a live handle made by this library.
-unsafe fn handle<'a, T>(p: *const T, what: &'static str) -> Result<&'a T, Failure> {
-    // SAFETY: the caller passes NULL or a live handle.
-    unsafe { p.as_ref() }.ok_or(Failure::new(libc::EINVAL, what))
-}
-
-/// A pointer Linux would fault on: NULL is `EFAULT`.
-fn not_null<T>(p: *const T, what: &'static str) -> Result<*const T, Failure> {
-    if p.is_null() {
-        Err(Failure::new(libc::EFAULT, what))
-    } else {
-        Ok(p)
-    }
-}
-
-fn owner_of<'a>(owner: *const tempora_owner_t) -> Result<&'a Owner, Failure> {
-    // SAFETY: every entry taking an owner documents that it is NULL or live.
-    Ok(&unsafe { handle(owner, "NULL owner")? }.owner)
-}
-
-fn timers_of<'a>(t: *const tempora_t) -> Result<&'a Timers, Failure> {
-    // SAFETY: every entry taking a service documents that it is NULL or live.
-    Ok(&unsafe { handle(t, "NULL service")? }.timers)
-}
-
-fn timer_id(id: tempora_timer_t) -> Result<TimerId, Failure> {
-    // A negative ID names no timer: what Linux says of an unknown one.
-    TimerId::new(id).ok_or_else(|| Error::UnknownTimer.into())
-}
-
-fn spec_of(ts: &timespec) -> TimeSpec {
-    TimeSpec::new(ts.tv_sec, ts.tv_nsec)
-}
-
-fn timespec_of(ts: TimeSpec) -> timespec {
-    timespec {
-        tv_sec: ts.sec,
-        tv_nsec: ts.nsec,
-    }
-}
-
-fn itimerspec_of(spec: tempora::ItimerSpec) -> itimerspec {
-    itimerspec {
-        it_interval: timespec_of(spec.interval),
-        it_value: timespec_of(spec.value),
-    }
-}
-
-/// The clock tempora times for `clock`. For any other clock ID the answer is the kernel's:
-/// tempora asks it (a `SIGEV_NONE` timer created and deleted at once, on this error path only)
-/// and fails with `EOPNOTSUPP` where the kernel would time the clock (CPU-time clocks, TAI),
-/// with the kernel's own errno where it would not (`EOPNOTSUPP` for raw, coarse and alarm
-/// clocks, `EINVAL` for IDs it does not know). A table could not be exact: which clocks exist
-/// (auxiliary clocks, alarm clocks without an RTC, CPU clocks of other processes) depends on
-/// the kernel's configuration and the machine.
-fn clock_of(clock: clockid_t) -> Result<ClockId, Failure> {
-    if let Some(c) = ClockId::from_raw(clock) {
-        return Ok(c);
-    }
-    let unsupported = Failure::new(
-        libc::EOPNOTSUPP,
-        "tempora times CLOCK_REALTIME, CLOCK_MONOTONIC and CLOCK_BOOTTIME only",
-    );
-    // SAFETY: all-zero is a valid `sigevent`; SIGEV_NONE delivers nothing.
-    let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
-    sev.sigev_notify = libc::SIGEV_NONE;
-    let mut id: libc::timer_t = ptr::null_mut();
-    // SAFETY: `sev` and `id` are valid for the call; a created timer is deleted at once.
-    if unsafe { libc::timer_create(clock, &mut sev, &mut id) } == 0 {
-        // SAFETY: `id` was just created by this thread and is deleted once.
-        unsafe { libc::timer_delete(id) };
-        return Err(unsupported);
-    }
-    match std::io::Error::last_os_error().raw_os_error() {
-        // The kernel knows the clock and is only out of timers.
-        Some(libc::EAGAIN) | Some(libc::EOPNOTSUPP) | None => Err(unsupported),
-        Some(e) => Err(Failure::new(
-            e,
-            "the kernel refuses timers on this clock ID (its errno)",
-        )),
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Notifications.
-
-/// The user's pointer-sized `sigval`, handed to the thread that runs a callback.
-#[derive(Clone, Copy)]
-struct SendValue(sigval);
-
-// SAFETY: a `sigval` is an integer or a pointer the C program chose to pass to its callback on
-// whatever thread fires the timer (as `SIGEV_THREAD` passes it to a thread of its own); tempora
-// never dereferences it.
-unsafe impl Send for SendValue {}
-// SAFETY: as for `Send`: tempora only copies the value.
-unsafe impl Sync for SendValue {}
-
-/// The Rust notification for a C sigevent, validated before anything is created (Linux checks
-/// the sigevent after allocating; a failed create here changes nothing at all). `keep_name`
-/// names a callback that has no name of its own (a restore keeps the snapshot's).
-///
-/// # Safety
-/// `sev` is NULL or points to a readable `tempora_sigevent` whose `name` is NULL or a
-/// NUL-terminated string.
-unsafe fn notify_of(
-    sev: *const tempora_sigevent,
-    keep_name: Option<&str>,
-) -> Result<Notify, Failure> {
-    // SAFETY: the caller's contract.
-    let Some(sev) = (unsafe { sev.as_ref() }) else {
-        return Ok(Notify::Queue);
-    };
-    match sev.notify {
-        TEMPORA_SIGEV_QUEUE => Ok(Notify::Queue),
-        TEMPORA_SIGEV_NONE => Ok(Notify::None),
-        TEMPORA_SIGEV_THREAD => {
-            let value = SendValue(sev.value);
-            let f: Box<dyn Fn(TimerId, i32) + Send + Sync> =
-                match (sev.notify_function, sev.callback) {
-                    (Some(f), None) => Box::new(move |_, _| {
-                        let v = value;
-                        // SAFETY: the C program gave this function for this timer's expiries,
-                        // to return normally (the header's rule); a C++ exception out of it
-                        // may unwind (`C-unwind`) to the `catch_unwind` around every call,
-                        // which aborts the process.
-                        unsafe { f(v.0) }
-                    }),
-                    (None, Some(f)) => Box::new(move |id: TimerId, overrun| {
-                        let v = value;
-                        // SAFETY: as above.
-                        unsafe { f(id.get(), overrun, v.0) }
-                    }),
-                    _ => {
-                        return Err(Failure::new(
-                            libc::EINVAL,
-                            "a TEMPORA_SIGEV_THREAD sigevent sets exactly one of notify_function and callback",
-                        ))
-                    }
-                };
-            let name = if sev.name.is_null() {
-                keep_name.map(str::to_owned)
-            } else {
-                // SAFETY: the caller's contract: a NUL-terminated string.
-                let name = unsafe { CStr::from_ptr(sev.name) };
-                Some(
-                    name.to_str()
-                        .map_err(|_| Failure::new(libc::EINVAL, "a callback name must be UTF-8"))?
-                        .to_owned(),
-                )
-            };
-            Ok(match name {
-                Some(n) => Notify::callback_named(&n, f),
-                None => Notify::callback(f),
-            })
-        }
-        _ => Err(Failure::new(
-            libc::EINVAL,
-            "sigevent notify must be TEMPORA_SIGEV_QUEUE, _NONE or _THREAD",
-        )),
-    }
-}
-
-fn path_of<'a>(path: *const c_char) -> Result<&'a Path, Failure> {
-    not_null(path, "NULL path")?;
-    // SAFETY: a non-NULL path is a NUL-terminated string (the calls' contract).
-    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
-    Ok(Path::new(OsStr::from_bytes(bytes)))
-}
+use tempora::clock::TimeSpec;
+use tempora::{Notify, Owner, Precision, SetFlags, Timers};
 
 // ---------------------------------------------------------------------------------------
 // The service and its owners.
@@ -1121,41 +750,10 @@ pub unsafe extern "C" fn tempora_owner_restore(
     })
 }
 
-/// The message of the calling thread's last failed call (what `errno` alone does not say:
-/// which argument, which rule); "" before any. Never NULL. Valid until that thread's next
-/// failed call or its exit, so copy it before handing it to another thread. Per thread, as
-/// `errno` is: a callback reads the message of the thread that runs it, not of the thread
-/// that armed its timer.
-#[no_mangle]
-pub extern "C" fn tempora_last_error() -> *const c_char {
-    entry(c"".as_ptr(), || {
-        Ok(LAST_ERROR
-            .try_with(|last| last.borrow().as_ptr())
-            .unwrap_or(c"".as_ptr()))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::CStr;
-
-    fn errno() -> c_int {
-        // SAFETY: the calling thread's errno.
-        unsafe { *libc::__errno_location() }
-    }
-
-    fn set_errno(e: c_int) {
-        // SAFETY: the calling thread's errno.
-        unsafe { *libc::__errno_location() = e };
-    }
-
-    fn last_error() -> String {
-        // SAFETY: tempora_last_error returns this thread's NUL-terminated message.
-        unsafe { CStr::from_ptr(tempora_last_error()) }
-            .to_string_lossy()
-            .into_owned()
-    }
+    use tempora::clock::ClockId;
 
     #[test]
     fn the_default_owner_is_an_owner_of_the_global_service() {
@@ -1169,59 +767,5 @@ mod tests {
         let mine = stats.root.owners.iter().find(|s| s.owner == owner.id());
         assert_eq!(mine.map(|s| s.counts.created), Some(1), "{stats:?}");
         owner.delete(id).unwrap();
-    }
-
-    #[test]
-    fn entry_returns_the_value_and_leaves_errno_alone() {
-        set_errno(libc::EINTR);
-        assert_eq!(entry(-1, || Ok(7)), 7);
-        assert_eq!(errno(), libc::EINTR);
-    }
-
-    #[test]
-    fn entry_reports_a_failure_as_errno_and_message() {
-        set_errno(0);
-        assert_eq!(
-            entry(-1, || -> Result<c_int, Failure> {
-                Err(Failure::new(libc::EBUSY, "busy here"))
-            }),
-            -1
-        );
-        assert_eq!(errno(), libc::EBUSY);
-        assert_eq!(last_error(), "busy here");
-        assert_eq!(
-            entry(ptr::null_mut::<c_void>(), || Err(Error::NoFreeId.into())),
-            ptr::null_mut()
-        );
-        assert_eq!(errno(), libc::EAGAIN);
-        assert_eq!(last_error(), Error::NoFreeId.to_string());
-    }
-
-    #[test]
-    fn a_panic_in_last_error_fails_it_without_aborting() {
-        // Forced: the message is borrowed mutably, so reading it panics.
-        set_errno(0);
-        let hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(|_| {}));
-        let p = LAST_ERROR.with(|last| {
-            let _held = last.borrow_mut();
-            tempora_last_error()
-        });
-        std::panic::set_hook(hook);
-        // SAFETY: tempora_last_error returns a NUL-terminated string, here a static one.
-        assert_eq!(unsafe { CStr::from_ptr(p) }.to_bytes(), b"");
-        assert_eq!(errno(), libc::ENOTRECOVERABLE);
-    }
-
-    #[test]
-    fn entry_turns_a_panic_into_enotrecoverable() {
-        set_errno(0);
-        let hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(|_| {}));
-        let r = entry(-1, || -> Result<c_int, Failure> { panic!("inside") });
-        std::panic::set_hook(hook);
-        assert_eq!(r, -1);
-        assert_eq!(errno(), libc::ENOTRECOVERABLE);
-        assert!(last_error().contains("panic"), "{}", last_error());
     }
 }
