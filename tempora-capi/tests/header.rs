@@ -1,5 +1,6 @@
-//! `include/tempora.h` is what cbindgen makes of `src/lib.rs` today: a changed signature or doc
-//! comment fails here until the header is regenerated (`TEMPORA_BLESS=1 cargo test -p
+//! `include/tempora.h` is what cbindgen makes of the crate's source today (`src/lib.rs` and the
+//! modules it declares, read in the order of its `mod` lines): a changed signature, doc comment
+//! or order fails here until the header is regenerated (`TEMPORA_BLESS=1 cargo test -p
 //! tempora-capi --test header`) and committed with it.
 
 use std::path::Path;
@@ -24,7 +25,7 @@ fn header_is_current() {
     let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         checked_in == generated,
-        "include/tempora.h is not what cbindgen makes of src/lib.rs: run \
+        "include/tempora.h is not what cbindgen makes of src/: run \
          `TEMPORA_BLESS=1 cargo test -p tempora-capi --test header` and commit the header"
     );
 }

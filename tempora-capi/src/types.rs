@@ -1,0 +1,157 @@
+//! The types and constants of `include/tempora.h`: the opaque handles (`tempora_t`,
+//! `tempora_owner_t`), the `#[repr(C)]` structs a C program fills or reads, the function-pointer
+//! types it passes, and the constants of each `int` argument. Their layouts are the ABI: a field
+//! added, moved or resized here breaks every compiled C program.
+//!
+//! Items stay in the header's order (cbindgen emits the constants in the order it reads them).
+
+use libc::{c_char, c_int, c_void, sigval};
+use tempora::{Owner, Timers};
+
+/// A timer's ID within its owner (POSIX's `timer_t`): non-negative, unique per owner.
+pub type tempora_timer_t = i32;
+
+/// A timer service (bases, drivers, clocks): made by `tempora_new`, freed by `tempora_free`.
+pub struct tempora_t {
+    pub(crate) timers: Timers,
+}
+
+/// An owner: a namespace of timer IDs with its event queue (the analogue of a process). Made
+/// by `tempora_owner_new`, freed (with all its timers) by `tempora_owner_free`.
+pub struct tempora_owner_t {
+    pub(crate) owner: Owner,
+}
+
+/// A service's settings for `tempora_new`. Fill one with `tempora_config_init` and change
+/// what you need: an all-zero struct asks for no driver thread.
+#[repr(C)]
+pub struct tempora_config {
+    /// Bases (a lock and a wheel per clock each): 0 for one per CPU.
+    pub bases: u32,
+    /// Driver threads that fire timers: -1 for the default (one); 0 for none, where the
+    /// application fires them itself with `tempora_poll` (at `tempora_next_timeout`, or when
+    /// `tempora_deadline_fd` is readable).
+    pub drivers: i32,
+    /// The wheels' tick in nanoseconds (0 for the default, 1 µs). Timers still fire at their
+    /// exact nanosecond expiry or later; the tick only sets how expiries are bucketed.
+    pub tick_ns: u64,
+    /// Timer IDs are `0 .. 2^id_bits` in each owner (1 ..= 31; 0 for the default, 31: all
+    /// of `tempora_timer_t`'s non-negative values). A smaller space caps each owner's timers:
+    /// a create then fails with `EAGAIN` when every ID is in use.
+    pub id_bits: u32,
+    /// Threads per driver that stand by to take its place while it runs `SIGEV_THREAD`
+    /// functions, so that one that blocks delays no other timer: -1 for the default (4); 0
+    /// for none. Started on first need.
+    pub spare_drivers: i32,
+    /// How long after its expiry a `TEMPORA_PRECISION_DEFERRABLE` timer may wait for a driver
+    /// that is awake anyway, in nanoseconds: 0 for the default (1 s), `UINT64_MAX` for no
+    /// bound (it then waits for as long as nothing else wakes a driver).
+    pub max_deferral_ns: u64,
+}
+
+/// `tempora_timer_set_precision`'s `kind`: the owner's default (`tempora_owner_set_default_slack`),
+/// read at each arming; precise unless the owner has a default slack.
+pub const TEMPORA_PRECISION_DEFAULT: c_int = 0;
+/// `tempora_timer_set_precision`'s `kind`: fires within one tick of its expiry.
+pub const TEMPORA_PRECISION_PRECISE: c_int = 1;
+/// `tempora_timer_set_precision`'s `kind`: may fire up to `slack_ns` after its expiry, never
+/// before (Linux's `PR_SET_TIMERSLACK`, per timer), sharing wake-ups with timers due near it.
+pub const TEMPORA_PRECISION_SLACK: c_int = 2;
+/// `tempora_timer_set_precision`'s `kind`: never causes a wake-up by itself; fires when a
+/// driver is awake anyway, or `max_deferral_ns` after its expiry (the kernel's
+/// `TIMER_DEFERRABLE`), never before its expiry.
+pub const TEMPORA_PRECISION_DEFERRABLE: c_int = 3;
+
+/// The `notify` of a `tempora_sigevent`: an event on the owner's queue
+/// (`tempora_event_wait`, `tempora_event_try`, `tempora_owner_event_fd`), with the kernel's
+/// signal rules (one pending event per timer, overruns counted). `SIGEV_SIGNAL`'s value.
+pub const TEMPORA_SIGEV_QUEUE: c_int = 0;
+/// The `notify` of a `tempora_sigevent`: nothing is delivered; `tempora_timer_gettime`
+/// shows the timer's state. `SIGEV_NONE`'s value.
+pub const TEMPORA_SIGEV_NONE: c_int = 1;
+/// The `notify` of a `tempora_sigevent`: a function is called at each expiry, with the
+/// sigevent's `value`. `SIGEV_THREAD`'s value.
+pub const TEMPORA_SIGEV_THREAD: c_int = 2;
+
+/// `flags` of `tempora_timer_settime`: `it_value` is an absolute time on the timer's clock
+/// (`TIMER_ABSTIME`'s value). Other bits are ignored, as Linux ignores them.
+pub const TEMPORA_TIMER_ABSTIME: c_int = 1;
+
+/// `tempora_owner_restore_ids`: turn exact-ID mode off (`PR_TIMER_CREATE_RESTORE_IDS_OFF`).
+pub const TEMPORA_RESTORE_IDS_OFF: c_int = 0;
+/// `tempora_owner_restore_ids`: turn exact-ID mode on (`PR_TIMER_CREATE_RESTORE_IDS_ON`):
+/// `tempora_timer_create` then reads the ID it must create from `*timerid`.
+pub const TEMPORA_RESTORE_IDS_ON: c_int = 1;
+/// `tempora_owner_restore_ids`: return the mode, 0 or 1 (`PR_TIMER_CREATE_RESTORE_IDS_GET`).
+pub const TEMPORA_RESTORE_IDS_GET: c_int = 2;
+
+/// A `TEMPORA_SIGEV_THREAD` function with `SIGEV_THREAD`'s signature: the sigevent's `value`.
+///
+/// It must return normally. A C++ exception that escapes it aborts the process (`SIGABRT`):
+/// catch every exception inside it. Leaving it by `longjmp` or `siglongjmp`, by
+/// `pthread_exit`, or by a cancellation of the thread it runs on is undefined behaviour: it
+/// skips the tempora frames that called it, whose bookkeeping of the call never finishes (the
+/// timer may never be called again).
+pub type tempora_notify_fn = Option<unsafe extern "C-unwind" fn(value: sigval)>;
+
+/// A `TEMPORA_SIGEV_THREAD` function that is also told which timer fired and its `overrun`:
+/// the periods since the previous call that get no call of their own. Those are the periods
+/// the timer fired late by and, when it expired again while the previous call ran (a timer's
+/// calls never overlap: such expiries make one more call, after it), every such expiry but
+/// one. `tempora_timer_getoverrun` counts only the lateness of the last expiry the timer
+/// took: inside a call made for one expiry it returns `overrun` (until the timer expires
+/// again); inside a call made for expiries that came during the previous call it returns the
+/// last one's lateness alone, less than `overrun`. Count missed periods from `overrun`.
+///
+/// It must return normally, as a `tempora_notify_fn` must: a C++ exception that escapes it
+/// aborts the process (`SIGABRT`); `longjmp`, `siglongjmp`, `pthread_exit` or a cancellation
+/// out of it is undefined behaviour.
+pub type tempora_callback_fn =
+    Option<unsafe extern "C-unwind" fn(timer: tempora_timer_t, overrun: c_int, value: sigval)>;
+
+/// How a timer reports its expiry (POSIX's `struct sigevent`). NULL at `tempora_timer_create`
+/// means `TEMPORA_SIGEV_QUEUE`.
+#[repr(C)]
+pub struct tempora_sigevent {
+    /// `TEMPORA_SIGEV_QUEUE`, `TEMPORA_SIGEV_NONE` or `TEMPORA_SIGEV_THREAD`.
+    pub notify: c_int,
+    /// Passed to the function of a `TEMPORA_SIGEV_THREAD` timer (`sigev_value`).
+    pub value: sigval,
+    /// `TEMPORA_SIGEV_THREAD`: the function to call, POSIX-shaped (`sigev_notify_function`).
+    /// Exactly one of `notify_function` and `callback` is set for such a timer.
+    pub notify_function: tempora_notify_fn,
+    /// `TEMPORA_SIGEV_THREAD`: the function to call, with the timer's ID and overrun.
+    pub callback: tempora_callback_fn,
+    /// `TEMPORA_SIGEV_THREAD`, optional (NULL for none): the name a checkpoint records the
+    /// callback under, for `tempora_owner_restore`'s resolver to map back to a function. At
+    /// most 65490 bytes of UTF-8, not `none` or `queue`. Copied at create. A callback without
+    /// a name is recorded as `callback`.
+    pub name: *const c_char,
+}
+
+/// An event from a `TEMPORA_SIGEV_QUEUE` timer.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct tempora_event {
+    /// The timer that fired.
+    pub timer: tempora_timer_t,
+    /// The periods it missed before this event was taken (`si_overrun`), capped at INT_MAX.
+    pub overrun: c_int,
+}
+
+/// `tempora_owner_restore`'s callback-name resolver: fill `*out` with the notification the
+/// timers recorded under `name` get (usually a `TEMPORA_SIGEV_THREAD` with the function and
+/// value of this process) and return 0, or return -1 if `name` is unknown (the restore then
+/// fails with `EINVAL` and restores nothing). `ctx` is the pointer given to the restore. The
+/// restored timers keep `name` for their next checkpoint; `out->name` is ignored.
+///
+/// It must return normally, as a `tempora_notify_fn` must: a C++ exception that escapes it
+/// aborts the process (`SIGABRT`); `longjmp`, `siglongjmp`, `pthread_exit` or a cancellation
+/// out of it is undefined behaviour.
+pub type tempora_resolver_fn = Option<
+    unsafe extern "C-unwind" fn(
+        name: *const c_char,
+        out: *mut tempora_sigevent,
+        ctx: *mut c_void,
+    ) -> c_int,
+>;
