@@ -14,6 +14,8 @@ use syn::visit::Visit;
 
 /// A module path (`["timers", "base"]`) and the file that holds it.
 struct Files {
+    /// The crate's `src/`.
+    src: PathBuf,
     by_module: BTreeMap<Vec<String>, PathBuf>,
     /// Per module file, the names its `use` items bring into scope and what they name: a
     /// path through a module that only re-exports a name leads on to where it is defined.
@@ -53,24 +55,28 @@ fn module_of(rel: &Path) -> Vec<String> {
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .collect();
-    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
         parts.pop();
     }
     parts
 }
 
 impl Files {
-    fn read() -> Files {
+    fn read(src: &Path) -> Files {
         let mut all = Vec::new();
-        rust_files(&src_dir(), &mut all);
+        rust_files(src, &mut all);
         let by_module = all
             .into_iter()
             .map(|p| {
-                let rel = p.strip_prefix(src_dir()).unwrap().to_path_buf();
+                let rel = p.strip_prefix(src).unwrap().to_path_buf();
                 (module_of(&rel), rel)
             })
             .collect();
         let mut files = Files {
+            src: src.to_path_buf(),
             by_module,
             uses: BTreeMap::new(),
         };
@@ -86,7 +92,7 @@ impl Files {
 
     fn parse(&self, module: &[String]) -> syn::File {
         let rel = &self.by_module[module];
-        let text = std::fs::read_to_string(src_dir().join(rel)).unwrap();
+        let text = std::fs::read_to_string(self.src.join(rel)).unwrap();
         syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", rel.display()))
     }
 
@@ -260,9 +266,15 @@ impl<'ast> Visit<'ast> for Refs<'_> {
     }
 }
 
-/// The import graph: file → files it refers to (itself excluded).
+/// The import graph of the library: file → files it refers to (itself excluded), paths
+/// relative to its `src/`.
 fn graph() -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
-    let files = Files::read();
+    graph_of(&src_dir())
+}
+
+/// The import graph of the crate whose sources are under `src`.
+fn graph_of(src: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
+    let files = Files::read(src);
     let mut g = BTreeMap::new();
     for (module, rel) in &files.by_module {
         let mut refs = Refs::new(&files, module.clone());
@@ -365,7 +377,35 @@ fn no_import_circle_among_the_librarys_files() {
                 .any(|k| k.iter().map(PathBuf::from).collect::<Vec<_>>() == *c)
         })
         .collect();
-    let text: Vec<String> = found
+    assert!(
+        found.is_empty(),
+        "import circles:\n{}",
+        describe(&g, &found)
+    );
+}
+
+/// The workspace's other crates (the C ABI, the CLI, the benchmark harness, the kernel peer)
+/// have no import circle either.
+#[test]
+fn no_import_circle_in_the_other_crates() {
+    let mut text = Vec::new();
+    for e in std::fs::read_dir(repo()).unwrap() {
+        let src = e.unwrap().path().join("src");
+        let root = src.join("lib.rs").exists() || src.join("main.rs").exists();
+        if root && src != src_dir() {
+            let g = graph_of(&src);
+            let found = circles(&g);
+            if !found.is_empty() {
+                text.push(format!("{}:\n{}", src.display(), describe(&g, &found)));
+            }
+        }
+    }
+    assert!(text.is_empty(), "import circles:\n{}", text.join("\n"));
+}
+
+/// The arrows of each circle, one circle a line.
+fn describe(g: &BTreeMap<PathBuf, BTreeSet<PathBuf>>, found: &[Vec<PathBuf>]) -> String {
+    found
         .iter()
         .map(|c| {
             let edges: Vec<String> = c
@@ -378,8 +418,8 @@ fn no_import_circle_among_the_librarys_files() {
                 .collect();
             edges.join(", ")
         })
-        .collect();
-    assert!(found.is_empty(), "import circles:\n{}", text.join("\n"));
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The checker sees what it must: a child importing through its parent's re-export is an
