@@ -50,6 +50,7 @@ pub mod time;
 pub mod timers;
 pub mod wheel;
 
+#[cfg(feature = "bench-internals")]
 #[doc(hidden)]
 pub mod bench_door;
 

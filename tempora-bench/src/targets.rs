@@ -781,7 +781,7 @@ pub fn verdict_text(verdict: &[Verdict], machine: &Machine) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::record::{Fields, Measured, Row};
+    use crate::record::{Fields, Measured, Row};
 
     fn rec(case: &str, imp: &str, n: usize, ns: f64) -> Record {
         Row::new(case, imp, n, 1, Measured::per_op(ns, n, Fields::default())).into_record(Seed)

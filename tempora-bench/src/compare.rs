@@ -241,7 +241,7 @@ pub fn run(args: &Args) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::record::{Fields, Measured, Row, Suite};
+    use crate::record::{Fields, Measured, Row, Suite};
 
     fn rec(imp: &str, ns: f64) -> Record {
         Row::new(

@@ -1,9 +1,11 @@
-//! `tempora bench`: every suite, its peers side by side in one process.
+//! The benchmark harness behind `tempora bench`: every suite, its peers side by side in one
+//! process. The `tempora` binary calls [`main`] for `bench` and `bench compare`, [`check_json`]
+//! for `check-json`, and installs [`alloc::Counting`] as its global allocator.
 //!
-//! A suite declares its work as a [`Plan`] of [`Step`]s: one step is one implementation at
+//! A suite declares its work as a `Plan` of `Step`s: one step is one implementation at
 //! one size (and thread count) of one case or of a few cases that share their setup, with a
 //! rough cost for the progress bar's ETA. The runner filters the steps by `--case`/`--impl`,
-//! runs them in order, shows progress on stderr, and records the [`Row`]s each step returns,
+//! runs them in order, shows progress on stderr, and records the `Row`s each step returns,
 //! the one way a result is recorded. At the end it prints the human table (stdout, or stderr
 //! with `--json`), the seed suite's tables and the verdict against tempora's targets, and writes
 //! `target/tempora-bench/`: `results.jsonl` (the run's JSON lines), `machine.json` and
@@ -13,6 +15,7 @@
 //! timers in a few minutes: a measurement is repeated up to its repetition count but no longer
 //! than a time budget once it has one run), `--full` (up to 10M timers, every repetition).
 
+pub mod alloc;
 mod async_;
 mod capi;
 mod checkpoint;
@@ -39,23 +42,29 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-pub use crate::alloc::allocated_bytes;
+pub(crate) use crate::alloc::allocated_bytes;
+
+/// The unit tests' allocator: the one the `tempora` binary installs, so that the tests that
+/// count allocations (`fork`) see them.
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: alloc::Counting = alloc::Counting;
 use machine::Machine;
-pub use record::{Field, Fields, Measured, Record, Row, Suite};
+pub(crate) use record::{Field, Fields, Measured, Record, Row, Suite};
 
 /// `tempora bench`: run the suites, or `compare` two runs.
 #[derive(Debug, Clone, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Opts {
     #[command(subcommand)]
-    pub command: Option<Command>,
+    command: Option<Command>,
     #[command(flatten)]
-    pub run: RunOpts,
+    run: RunOpts,
 }
 
 /// `tempora bench` subcommands.
 #[derive(Debug, Clone, clap::Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Compare two runs' JSON lines (OLD.jsonl NEW.jsonl): per row both figures and their
     /// ratio, with the peers' ratios beside tempora's so that machine drift shows.
     Compare(compare::Args),
@@ -72,7 +81,7 @@ pub enum Command {
 
 /// `--suite` values: a suite, or all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SuiteArg {
+pub(crate) enum SuiteArg {
     All,
     Seed,
     Wheel,
@@ -85,7 +94,7 @@ pub enum SuiteArg {
 
 /// What a run was asked to do.
 #[derive(Debug, Clone, clap::Args)]
-pub struct RunOpts {
+pub(crate) struct RunOpts {
     /// Which suites (comma-separated): seed (the registry: the Linux 6.15 registry benchmark's
     /// Tests 1-5), wheel, service (the POSIX calls, event delivery and drivers, against the
     /// kernel's POSIX timers), checkpoint, async (sleep futures in a tokio runtime, against tokio's
@@ -93,36 +102,36 @@ pub struct RunOpts {
     /// the kernel's POSIX timers from C), stats (statistics' cost on arm+cancel, and a flush's lock
     /// holds against a naive flush), or all.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
-    pub suite: Vec<SuiteArg>,
+    pub(crate) suite: Vec<SuiteArg>,
     /// Small sizes only, the whole run in under a minute (CI's smoke run).
     #[arg(long, conflicts_with = "full")]
-    pub quick: bool,
+    pub(crate) quick: bool,
     /// The complete sweep: up to 10M timers, every repetition, 64-thread cases (long).
     #[arg(long)]
-    pub full: bool,
+    pub(crate) full: bool,
     /// One JSON object per result on stdout; the table goes to stderr.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Live-timer counts to run instead of the suite's defaults (comma-separated).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
-    pub n: Option<Vec<u64>>,
+    pub(crate) n: Option<Vec<u64>>,
     /// Runs per measurement (the median is reported).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub reps: Option<u64>,
+    pub(crate) reps: Option<u64>,
     /// Only these implementations (comma-separated JSON `impl` names).
     #[arg(long = "impl", value_delimiter = ',')]
-    pub impls: Option<Vec<String>>,
+    pub(crate) impls: Option<Vec<String>>,
     /// Only cases whose JSON `case` name starts with one of these (comma-separated).
     #[arg(long = "case", value_delimiter = ',')]
-    pub cases: Option<Vec<String>>,
+    pub(crate) cases: Option<Vec<String>>,
     /// Also keep this run as `target/tempora-bench/runs/NAME.jsonl`, for `bench compare`.
     #[arg(long, value_name = "NAME")]
-    pub save: Option<String>,
+    pub(crate) save: Option<String>,
 }
 
 /// How much a run measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     Quick,
     Default,
     Full,
@@ -140,7 +149,7 @@ impl Mode {
 
 /// The settings every suite reads: mode, sizes, repetitions, selection.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub mode: Mode,
     n: Option<Vec<usize>>,
     reps: Option<usize>,
@@ -239,7 +248,7 @@ impl Settings {
 }
 
 /// One unit of work of a suite: an implementation at one size, recording rows of `cases`.
-pub struct Step<'a> {
+pub(crate) struct Step<'a> {
     suite: Suite,
     cases: Vec<&'static str>,
     imp: String,
@@ -318,7 +327,7 @@ impl<'a> Step<'a> {
 }
 
 /// The steps of a run, in order.
-pub struct Plan<'a> {
+pub(crate) struct Plan<'a> {
     settings: &'a Settings,
     steps: Vec<Step<'a>>,
 }
@@ -335,7 +344,7 @@ impl<'a> Plan<'a> {
 }
 
 /// Collects records, streams JSON lines, keeps the progress bar.
-pub struct Reporter {
+pub(crate) struct Reporter {
     json: bool,
     records: Vec<Record>,
     progress: ProgressBar,
@@ -406,7 +415,7 @@ impl Reporter {
 }
 
 /// `target/tempora-bench/` of the workspace (or of `CARGO_TARGET_DIR`).
-pub fn out_dir() -> PathBuf {
+pub(crate) fn out_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -589,7 +598,7 @@ fn note(r: &Record) -> String {
 }
 
 /// Runs the selected suites, then reports: table, seed suite tables, verdict, files.
-pub fn run(opts: &RunOpts) {
+pub(crate) fn run(opts: &RunOpts) {
     let settings = Settings::new(opts);
     let suites: Vec<Suite> = if opts.suite.contains(&SuiteArg::All) {
         Suite::ALL.to_vec()
