@@ -17,8 +17,8 @@
 //! plus a fixed allowance, so "at most 5 ns slower" is the ratio
 //! `(tempora + 5 ns) / tempora-c >= 1`, and the verdict prints the difference beside it.
 
-use super::machine::Machine;
-use super::record::{Field, Record, Suite};
+use crate::record::{Field, Record, Suite};
+use crate::runner::machine::Machine;
 
 /// Which rows' size a target reads.
 #[derive(Debug, Clone, Copy)]

@@ -55,7 +55,7 @@ use tempora::clock::{ClockId, TimeSpec};
 use tempora::{Notify, Owner, SetFlags, TimerId, Timers};
 use tempora_capi::{tempora_config, tempora_owner_t, tempora_t};
 
-use super::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 const CASES: [&str; 3] = ["settime", "gettime", "create-delete"];
 

@@ -3,6 +3,9 @@
 //! machine, the verdict, the seed suite's tables and a plot per case, drawn with plotters' SVG
 //! backend and inlined. Also the seed suite's tables as text, and `--save`.
 
+pub(crate) mod compare;
+pub(crate) mod table;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -10,9 +13,9 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::machine::Machine;
-use super::record::{Field, Record, Suite};
-use super::targets::{show, Status, Verdict};
+use crate::record::{Field, Record, Suite};
+use crate::runner::machine::Machine;
+use crate::targets::{show, Status, Verdict};
 
 /// One of the seed suite's tables (the Linux 6.15 registry benchmark's): a test, its rows (create,
 /// getoverrun, loop) and one column per implementation, in ms as that benchmark prints them
@@ -300,7 +303,7 @@ pub fn html(records: &[Record], machine: &Machine, verdict: &[Verdict]) -> Strin
                     "{n} {}",
                     show(*x, t.unit)
                 ))),
-            v.ratio.map_or("-".into(), super::targets::show_ratio),
+            v.ratio.map_or("-".into(), crate::targets::show_ratio),
             t.goal,
             esc(&status)
         );

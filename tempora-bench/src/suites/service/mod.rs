@@ -23,6 +23,9 @@
 //! so that arming really queues them (a `SIGEV_NONE` kernel timer is never put in a timer
 //! queue). Creating kernel timers fails beyond `RLIMIT_SIGPENDING`; those rows are `ok:false`.
 
+pub(crate) mod drivers;
+pub(crate) mod firing;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -30,7 +33,7 @@ use tempora::clock::ClockId;
 use tempora::TimerId;
 use tempora::{Notify, Owner, SetFlags, Timers};
 
-use super::{
+use crate::{
     allocated_bytes, median, settle_reclamation, Field, Fields, Measured, Plan, Row, Settings,
     Step, Suite,
 };

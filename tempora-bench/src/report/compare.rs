@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::machine::Machine;
-use super::record::{is_tempora_impl, read_jsonl, Record};
+use crate::record::{is_tempora_impl, read_jsonl, Record};
+use crate::runner::machine::Machine;
 
 /// `tempora bench compare` arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -69,7 +69,7 @@ impl Change {
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
-    (!v.is_empty()).then(|| super::median(&mut v))
+    (!v.is_empty()).then(|| crate::median(&mut v))
 }
 
 /// Matches the rows of two runs.

@@ -42,7 +42,7 @@ use std::sync::Arc;
 use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
-use super::{allocated_bytes, median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use crate::{allocated_bytes, median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 /// The cases of a pending step (one setup of n pending sleeps serves both).
 const PENDING_CASES: [&str; 2] = ["sleep-create-drop", "sleep-reset"];

@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use tempora::clock::ClockId;
 use tempora::{Notify, SetFlags, Timers};
 
-use super::service::{arm_once_at, monotonic_now};
-use super::{median, on_threads, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use super::{arm_once_at, monotonic_now};
+use crate::{median, on_threads, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 const PERIODS_MS: [u64; 4] = [100, 200, 250, 400];
 const PROBES: usize = 2000;

@@ -40,8 +40,8 @@ use std::time::{Duration, Instant};
 use tempora::clock::ClockId;
 use tempora::{Notify, Precision, SetFlags, TimerId, Timers};
 
-use super::service::{arm_once_at, monotonic_now};
-use super::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use super::{arm_once_at, monotonic_now};
+use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 const SEC: u64 = 1_000_000_000;
 const TIMEOUT: u64 = 30 * SEC;

@@ -29,8 +29,10 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use super::queues::{BTree, Bitwheel, LazyHeap, Nexus, Tempora, TimerQueue, TokioDelayQueue};
-use super::{allocated_bytes, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use crate::peers::timer_queue::{
+    BTree, Bitwheel, LazyHeap, Nexus, Tempora, TimerQueue, TokioDelayQueue,
+};
+use crate::{allocated_bytes, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 const HOUR_MS: u64 = 3_600_000;
 const SERVER_TIMEOUTS: [u64; 4] = [200, 5_000, 30_000, 120_000];

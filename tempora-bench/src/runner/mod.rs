@@ -1,0 +1,593 @@
+//! The runner: the command line (`Opts`), the settings every suite reads, the plan of steps
+//! and its execution (progress on stderr, JSON lines on stdout), and the end of a run (table,
+//! verdict, report files). `fork` runs a measurement in child processes; `machine` records the
+//! machine a run was measured on.
+//!
+//! A suite declares its work as a [`Plan`] of [`Step`]s: one step is one implementation at
+//! one size (and thread count) of one case or of a few cases that share their setup, with a
+//! rough cost for the progress bar's ETA. The runner filters the steps by `--case`/`--impl`,
+//! runs them in order, shows progress on stderr, and records the [`Row`](crate::record::Row)s
+//! each step returns, the one way a result is recorded. At the end it prints the human table
+//! (stdout, or stderr with `--json`), the seed suite's tables and the verdict against tempora's
+//! targets, and writes `target/tempora-bench/`: `results.jsonl` (the run's JSON lines),
+//! `machine.json` and `report.html`.
+//!
+//! Modes: `--quick` (the CI smoke run, under a minute), the default (every suite up to 1M
+//! timers in a few minutes: a measurement is repeated up to its repetition count but no longer
+//! than a time budget once it has one run), `--full` (up to 10M timers, every repetition).
+
+pub(crate) mod fork;
+pub(crate) mod machine;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::record::{self, Record, Row, Suite};
+use crate::report::{self, compare};
+use crate::suites::{capi, checkpoint, seed, service, stats, wheel};
+use crate::targets;
+use machine::Machine;
+
+/// `tempora bench`: run the suites, or `compare` two runs.
+#[derive(Debug, Clone, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Opts {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunOpts,
+}
+
+/// `tempora bench` subcommands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub(crate) enum Command {
+    /// Compare two runs' JSON lines (OLD.jsonl NEW.jsonl): per row both figures and their
+    /// ratio, with the peers' ratios beside tempora's so that machine drift shows.
+    Compare(compare::Args),
+    /// Write report.html (and results.jsonl, machine.json) from a run's JSON lines, with the
+    /// machine recorded beside them if there is one.
+    Report {
+        /// A run's JSON lines (`results.jsonl`, `runs/NAME.jsonl`, `--json` output).
+        file: PathBuf,
+        /// Where to write the page (default: target/tempora-bench/).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+/// `--suite` values: a suite, or all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum SuiteArg {
+    All,
+    Seed,
+    Wheel,
+    Service,
+    Checkpoint,
+    Async,
+    Capi,
+    Stats,
+}
+
+/// What a run was asked to do.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct RunOpts {
+    /// Which suites (comma-separated): seed (the registry: the Linux 6.15 registry benchmark's
+    /// Tests 1-5), wheel, service (the POSIX calls, event delivery and drivers, against the
+    /// kernel's POSIX timers), checkpoint, async (sleep futures in a tokio runtime, against tokio's
+    /// and async-io's timers), capi (the C ABI called from C, against the same calls from Rust and
+    /// the kernel's POSIX timers from C), stats (statistics' cost on arm+cancel, and a flush's lock
+    /// holds against a naive flush), or all.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
+    pub(crate) suite: Vec<SuiteArg>,
+    /// Small sizes only, the whole run in under a minute (CI's smoke run).
+    #[arg(long, conflicts_with = "full")]
+    pub(crate) quick: bool,
+    /// The complete sweep: up to 10M timers, every repetition, 64-thread cases (long).
+    #[arg(long)]
+    pub(crate) full: bool,
+    /// One JSON object per result on stdout; the table goes to stderr.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Live-timer counts to run instead of the suite's defaults (comma-separated).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) n: Option<Vec<u64>>,
+    /// Runs per measurement (the median is reported).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) reps: Option<u64>,
+    /// Only these implementations (comma-separated JSON `impl` names).
+    #[arg(long = "impl", value_delimiter = ',')]
+    pub(crate) impls: Option<Vec<String>>,
+    /// Only cases whose JSON `case` name starts with one of these (comma-separated).
+    #[arg(long = "case", value_delimiter = ',')]
+    pub(crate) cases: Option<Vec<String>>,
+    /// Also keep this run as `target/tempora-bench/runs/NAME.jsonl`, for `bench compare`.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) save: Option<String>,
+}
+
+/// How much a run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Quick,
+    Default,
+    Full,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Quick => "quick",
+            Mode::Default => "default",
+            Mode::Full => "full",
+        }
+    }
+}
+
+/// The settings every suite reads: mode, sizes, repetitions, selection.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub mode: Mode,
+    n: Option<Vec<usize>>,
+    reps: Option<usize>,
+    impls: Option<Vec<String>>,
+    cases: Option<Vec<String>>,
+}
+
+impl Settings {
+    fn new(opts: &RunOpts) -> Settings {
+        let mode = match (opts.quick, opts.full) {
+            (true, _) => Mode::Quick,
+            (_, true) => Mode::Full,
+            _ => Mode::Default,
+        };
+        Settings {
+            mode,
+            n: opts
+                .n
+                .as_ref()
+                .map(|v| v.iter().map(|&n| n as usize).collect()),
+            reps: opts.reps.map(|r| r as usize),
+            impls: opts.impls.clone(),
+            cases: opts.cases.clone(),
+        }
+    }
+
+    /// `--n`, or the sizes of the current mode.
+    pub fn sizes(&self, quick: &[usize], default: &[usize], full: &[usize]) -> Vec<usize> {
+        self.n.clone().unwrap_or_else(|| {
+            match self.mode {
+                Mode::Quick => quick,
+                Mode::Default => default,
+                Mode::Full => full,
+            }
+            .to_vec()
+        })
+    }
+
+    /// `--reps`, or `quick` in quick mode and `normal` otherwise.
+    pub fn reps(&self, quick: usize, normal: usize) -> usize {
+        self.reps.unwrap_or(match self.mode {
+            Mode::Quick => quick,
+            _ => normal,
+        })
+    }
+
+    /// `quick`, `default` or `full`, by mode.
+    pub fn pick<T>(&self, quick: T, default: T, full: T) -> T {
+        match self.mode {
+            Mode::Quick => quick,
+            Mode::Default => default,
+            Mode::Full => full,
+        }
+    }
+
+    /// How long one measurement keeps repeating once it has a run: the default and quick
+    /// modes bound it so that slow peers at 1M timers run once; `--full` and `--reps` run
+    /// every repetition.
+    pub fn budget(&self) -> Duration {
+        if self.reps.is_some() {
+            return Duration::MAX;
+        }
+        self.pick(
+            Duration::from_millis(500),
+            Duration::from_millis(1200),
+            Duration::MAX,
+        )
+    }
+
+    /// Whether `--case` selects this case (always true without `--case`).
+    pub fn wants_case(&self, case: &str) -> bool {
+        self.cases
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|c| case.starts_with(c.as_str())))
+    }
+
+    /// Whether `--impl` selects this implementation (always true without `--impl`).
+    pub fn wants_impl(&self, name: &str) -> bool {
+        self.impls
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|i| i == name))
+    }
+
+    /// Runs `f` up to `reps` times, at least once, and no more once `budget()` has passed;
+    /// the results in run order.
+    pub fn repeat<T>(&self, reps: usize, mut f: impl FnMut() -> T) -> Vec<T> {
+        self.runs(reps.max(1), 1).map(|_| f()).collect()
+    }
+
+    /// The run numbers `0 .. reps`: the first `min` always, later ones only while `budget()`
+    /// (counted from this call) has not passed. What every repeated measurement loops over.
+    pub fn runs(&self, reps: usize, min: usize) -> impl Iterator<Item = usize> {
+        let (start, budget) = (Instant::now(), self.budget());
+        (0..reps).take_while(move |&run| run < min || start.elapsed() <= budget)
+    }
+}
+
+/// One unit of work of a suite: an implementation at one size, recording rows of `cases`.
+pub(crate) struct Step<'a> {
+    suite: Suite,
+    cases: Vec<&'static str>,
+    imp: String,
+    /// Implementations this step records besides `imp`, measured interleaved with it.
+    also: Vec<&'static str>,
+    n: usize,
+    threads: usize,
+    cost: f64,
+    /// Shown after the size in the progress line (the wheel's distribution).
+    detail: &'static str,
+    run: Box<dyn FnOnce() -> Vec<Row> + 'a>,
+}
+
+impl<'a> Step<'a> {
+    /// A step of `suite` for `imp` that records rows of `cases` at `n` timers and `threads`;
+    /// `cost` is a rough relative cost (about milliseconds on a 2-core machine) for the ETA.
+    pub fn new(
+        suite: Suite,
+        cases: &[&'static str],
+        imp: &str,
+        n: usize,
+        threads: usize,
+        cost: f64,
+        run: impl FnOnce() -> Vec<Row> + 'a,
+    ) -> Step<'a> {
+        Step {
+            suite,
+            cases: cases.to_vec(),
+            imp: imp.to_string(),
+            also: Vec::new(),
+            n,
+            threads,
+            cost: cost.max(1.0),
+            detail: "",
+            run: Box::new(run),
+        }
+    }
+
+    /// This step with `detail` shown in its progress line.
+    pub fn detail(mut self, detail: &'static str) -> Step<'a> {
+        self.detail = detail;
+        self
+    }
+
+    /// This step with `imp` recorded too: the step measures both implementations run by run
+    /// in turn, so that the difference between them is not the machine's drift between two
+    /// steps. The step runs if `--impl` selects either; it measures only what is selected.
+    pub fn also(mut self, imp: &'static str) -> Step<'a> {
+        self.also.push(imp);
+        self
+    }
+
+    fn describe(&self) -> String {
+        let cases = match self.cases.as_slice() {
+            [one] => one.to_string(),
+            [first, .., last] => format!("{first}..{last}"),
+            [] => String::new(),
+        };
+        let threads = if self.threads > 1 {
+            format!(" T={}", self.threads)
+        } else {
+            String::new()
+        };
+        let imps = std::iter::once(self.imp.as_str())
+            .chain(self.also.iter().copied())
+            .collect::<Vec<_>>()
+            .join("+");
+        format!(
+            "{} {} {imps} n={}{threads} {}",
+            self.suite.name(),
+            cases,
+            self.n,
+            self.detail
+        )
+    }
+}
+
+/// The steps of a run, in order.
+pub(crate) struct Plan<'a> {
+    pub(crate) settings: &'a Settings,
+    steps: Vec<Step<'a>>,
+}
+
+impl<'a> Plan<'a> {
+    /// Adds `step` if `--case` and `--impl` select it.
+    pub fn add(&mut self, step: Step<'a>) {
+        let s = self.settings;
+        let imp = s.wants_impl(&step.imp) || step.also.iter().any(|i| s.wants_impl(i));
+        if imp && step.cases.iter().any(|c| s.wants_case(c)) {
+            self.steps.push(step);
+        }
+    }
+}
+
+/// Collects records, streams JSON lines, keeps the progress bar.
+pub(crate) struct Reporter {
+    json: bool,
+    records: Vec<Record>,
+    progress: ProgressBar,
+}
+
+impl Reporter {
+    fn new(json: bool) -> Reporter {
+        // Drawn only when stderr is a terminal (indicatif checks); nothing otherwise.
+        let progress = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+        progress.set_style(
+            ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:20}] {prefix} ETA {eta:>3} {wide_msg}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        Reporter {
+            json,
+            records: Vec::new(),
+            progress,
+        }
+    }
+
+    fn record(&mut self, record: Record) {
+        if self.json {
+            let line = serde_json::to_string(&record).expect("serialisable record");
+            self.progress.suspend(|| {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            });
+        }
+        self.records.push(record);
+    }
+
+    /// Runs the plan's steps, recording their rows.
+    fn execute(&mut self, plan: Plan<'_>) {
+        let settings = plan.settings;
+        let total = plan.steps.len();
+        let cost: f64 = plan.steps.iter().map(|s| s.cost).sum();
+        self.progress.set_length(cost as u64);
+        self.progress.enable_steady_tick(Duration::from_millis(250));
+        let plain = !std::io::stderr().is_terminal();
+        let start = Instant::now();
+        let mut suite = None;
+        for (i, step) in plan.steps.into_iter().enumerate() {
+            if plain && suite != Some(step.suite) {
+                eprintln!(
+                    "[{:>4.0}s] {}: step {} of {total}",
+                    start.elapsed().as_secs_f64(),
+                    step.suite.name(),
+                    i + 1
+                );
+                suite = Some(step.suite);
+            }
+            self.progress.set_prefix(format!("{}/{total}", i + 1));
+            self.progress.set_message(step.describe());
+            let (s, cost) = (step.suite, step.cost);
+            for row in (step.run)() {
+                if settings.wants_case(&row.case) && settings.wants_impl(&row.imp) {
+                    self.record(row.into_record(s));
+                }
+            }
+            self.progress.inc(cost as u64);
+        }
+        self.progress.finish_and_clear();
+    }
+}
+
+/// `target/tempora-bench/` of the workspace (or of `CARGO_TARGET_DIR`).
+pub(crate) fn out_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+            root.canonicalize().unwrap_or(root).join("target")
+        });
+    target.join("tempora-bench")
+}
+
+/// Keeps the CPU busy for a moment so the first measurement does not pay for a core that was
+/// idle (frequency ramp-up, cold caches and TLB).
+fn spin_up() {
+    let start = Instant::now();
+    let mut x = 1u64;
+    let mut buf = vec![0u64; 1 << 20];
+    while start.elapsed() < Duration::from_millis(300) {
+        for v in buf.iter_mut() {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            *v ^= x;
+        }
+    }
+    std::hint::black_box(&buf);
+}
+
+/// Validates `bench --json` output: each line is a result record (`read_jsonl`: every
+/// required field, of its type), `ok:false` lines carry an `error`, and no `tempora` line
+/// failed. Returns the line count.
+pub fn check_json(path: &std::path::Path) -> Result<usize, String> {
+    let records = record::read_jsonl(path)?;
+    for (i, r) in records.iter().enumerate() {
+        let at = |msg: &str| {
+            format!(
+                "record {}: {msg}: {} / {} / {}",
+                i + 1,
+                r.suite.name(),
+                r.case,
+                r.imp
+            )
+        };
+        if !r.ok && r.error.is_none() {
+            return Err(at("ok:false without an `error`"));
+        }
+        if !r.ok && r.is_tempora() {
+            return Err(at("a tempora result failed"));
+        }
+    }
+    if records.is_empty() {
+        return Err("no result lines".into());
+    }
+    Ok(records.len())
+}
+
+/// Lets work deferred through epoch reclamation by earlier runs finish: tempora's retired tables
+/// are freed (so they do not land inside the next memory measurement as a negative) and the
+/// pages of deleted owners reach the registry's pool (so every warm run starts from the same
+/// state instead of sometimes faulting fresh pages in, which made runs bimodal). The other
+/// registries do not use the epoch; for them this is a no-op.
+pub(crate) fn settle_reclamation() {
+    for _ in 0..256 {
+        crossbeam_epoch::pin().flush();
+    }
+}
+
+/// Runs `work(i)` for `i` in `0..threads`, each on a thread of its own, all starting together
+/// (after a barrier); their results in order.
+pub(crate) fn on_threads<T: Send>(threads: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let barrier = Barrier::new(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (barrier, work) = (&barrier, &work);
+                s.spawn(move || {
+                    barrier.wait();
+                    work(i)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// Runs the selected suites, then reports: table, seed suite tables, verdict, files.
+pub(crate) fn run(opts: &RunOpts) {
+    let settings = Settings::new(opts);
+    let suites: Vec<Suite> = if opts.suite.contains(&SuiteArg::All) {
+        Suite::ALL.to_vec()
+    } else {
+        Suite::ALL
+            .into_iter()
+            .filter(|s| {
+                opts.suite.iter().any(|a| {
+                    matches!(
+                        (a, s),
+                        (SuiteArg::Seed, Suite::Seed)
+                            | (SuiteArg::Wheel, Suite::Wheel)
+                            | (SuiteArg::Service, Suite::Service)
+                            | (SuiteArg::Checkpoint, Suite::Checkpoint)
+                            | (SuiteArg::Async, Suite::Async)
+                            | (SuiteArg::Capi, Suite::Capi)
+                            | (SuiteArg::Stats, Suite::Stats)
+                    )
+                })
+            })
+            .collect()
+    };
+    let mut machine = Machine::read(settings.mode.name());
+    let start = Instant::now();
+    let mut rep = Reporter::new(opts.json);
+    spin_up();
+    let wheel_inputs = wheel::Inputs::default();
+    let mut plan = Plan {
+        settings: &settings,
+        steps: Vec::new(),
+    };
+    for suite in &suites {
+        match suite {
+            Suite::Seed => seed::plan(&mut plan),
+            Suite::Wheel => wheel::plan(&mut plan, &wheel_inputs),
+            Suite::Service => {
+                service::plan(&mut plan);
+                service::drivers::plan(&mut plan);
+                service::firing::plan(&mut plan);
+            }
+            Suite::Checkpoint => checkpoint::plan(&mut plan),
+            Suite::Async => crate::suites::r#async::plan(&mut plan),
+            Suite::Capi => capi::plan(&mut plan),
+            Suite::Stats => stats::plan(&mut plan),
+        }
+    }
+    rep.execute(plan);
+    machine.finish(start.elapsed().as_secs_f64());
+    finish(&rep.records, &machine, opts);
+}
+
+/// Prints the table, the seed tables and the verdict; writes the files.
+fn finish(records: &[Record], machine: &Machine, opts: &RunOpts) {
+    let mut text = report::table::text(records);
+    let seed = report::seed_tables_text(records);
+    if !seed.is_empty() {
+        text += "\n";
+        text += &seed;
+    }
+    let verdict = targets::verdict(records);
+    text += "\n";
+    text += &targets::verdict_text(&verdict, machine);
+    if opts.json {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    let dir = out_dir();
+    match report::write(&dir, records, machine, &verdict) {
+        Ok(page) => eprintln!("\nreport: {}", page.display()),
+        Err(err) => eprintln!("\nreport not written to {}: {err}", dir.display()),
+    }
+    if let Some(name) = &opts.save {
+        match report::save(&dir, name, records, machine) {
+            Ok(path) => eprintln!("saved: {}", path.display()),
+            Err(err) => eprintln!("run not saved as {name}: {err}"),
+        }
+    }
+}
+
+/// `tempora bench ...`: a run or a subcommand; the process's exit code.
+pub fn main(opts: &Opts) -> i32 {
+    match &opts.command {
+        Some(Command::Compare(args)) => compare::run(args),
+        Some(Command::Report { file, out }) => {
+            let records = match record::read_jsonl(file) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("tempora bench report: {e}");
+                    return 2;
+                }
+            };
+            let machine = compare::machine_of(file).unwrap_or_default();
+            let verdict = targets::verdict(&records);
+            let dir = out.clone().unwrap_or_else(out_dir);
+            match report::write(&dir, &records, &machine, &verdict) {
+                Ok(page) => {
+                    println!("{}", page.display());
+                    0
+                }
+                Err(e) => {
+                    eprintln!("tempora bench report: {}: {e}", dir.display());
+                    1
+                }
+            }
+        }
+        None => {
+            run(&opts.run);
+            0
+        }
+    }
+}
