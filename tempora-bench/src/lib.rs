@@ -21,6 +21,7 @@ mod runner;
 mod stats;
 mod suites;
 mod targets;
+mod workload;
 
 pub use runner::{check_json, main, Opts};
 

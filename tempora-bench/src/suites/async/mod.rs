@@ -285,8 +285,7 @@ impl FireRun {
     }
 
     fn percentile_us(&self, q: f64) -> f64 {
-        let l = &self.late_ns;
-        l[((l.len() as f64 * q) as usize).min(l.len() - 1)] as f64 / 1e3
+        crate::stats::quantile(&self.late_ns, q).expect("a task woke") as f64 / 1e3
     }
 }
 
@@ -379,7 +378,7 @@ fn fire<S: AsyncSleeps>(n: usize, reps: usize, settings: &Settings) -> Row {
         let lost: usize = runs.iter().map(|r| r.lost).sum();
         let count = runs.len();
         runs.sort_by(|a, b| a.total_ns().total_cmp(&b.total_ns()));
-        let mid = &runs[runs.len() / 2];
+        let mid = &runs[crate::stats::rank(runs.len(), 0.5)];
         let fields = Fields::default()
             .with(Field::P50Us, mid.percentile_us(0.5))
             .with(Field::P99Us, mid.percentile_us(0.99))

@@ -33,6 +33,7 @@ use tempora::clock::ClockId;
 use tempora::TimerId;
 use tempora::{Notify, Owner, SetFlags, Timers};
 
+use crate::workload::spread;
 use crate::{
     allocated_bytes, median, settle_reclamation, Field, Fields, Measured, Plan, Row, Settings,
     Step, Suite,
@@ -45,11 +46,6 @@ const CASES: [&str; 5] = [
     "gettime",
     "deliver",
 ];
-
-/// The value of the `i`th timer's arming: 1 s plus up to 1 s, spread.
-fn spread(i: usize, pass: usize) -> u64 {
-    1_000_000_000 + ((i * 7919 + pass * 104_729) % 1_000_000) as u64 * 1_000
-}
 
 /// One side of the comparison.
 trait Service {
