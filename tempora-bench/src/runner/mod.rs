@@ -59,17 +59,13 @@ pub(crate) enum Command {
     },
 }
 
-/// `--suite` values: a suite, or all of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum SuiteArg {
-    All,
-    Seed,
-    Wheel,
-    Service,
-    Checkpoint,
-    Async,
-    Capi,
-    Stats,
+/// `--suite`'s parser: `all` (`None`), or a suite by its name (`Suite`'s `ValueEnum`).
+fn suite_parser() -> impl clap::builder::TypedValueParser<Value = Option<Suite>> {
+    let names = std::iter::once("all").chain(Suite::ALL.iter().map(|s| s.name()));
+    clap::builder::TypedValueParser::map(
+        clap::builder::PossibleValuesParser::new(names),
+        |name: String| <Suite as clap::ValueEnum>::from_str(&name, false).ok(),
+    )
 }
 
 /// What a run was asked to do.
@@ -81,8 +77,8 @@ pub(crate) struct RunOpts {
     /// and async-io's timers), capi (the C ABI called from C, against the same calls from Rust and
     /// the kernel's POSIX timers from C), stats (statistics' cost on arm+cancel, and a flush's lock
     /// holds against a naive flush), or all.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
-    pub(crate) suite: Vec<SuiteArg>,
+    #[arg(long, value_parser = suite_parser(), value_delimiter = ',', default_value = "all")]
+    pub(crate) suite: Vec<Option<Suite>>,
     /// Small sizes only, the whole run in under a minute (CI's smoke run).
     #[arg(long, conflicts_with = "full")]
     pub(crate) quick: bool,
@@ -480,25 +476,12 @@ pub(crate) fn on_threads<T: Send>(threads: usize, work: impl Fn(usize) -> T + Sy
 /// Runs the selected suites, then reports: table, seed suite tables, verdict, files.
 pub(crate) fn run(opts: &RunOpts) {
     let settings = Settings::new(opts);
-    let suites: Vec<Suite> = if opts.suite.contains(&SuiteArg::All) {
+    let suites: Vec<Suite> = if opts.suite.contains(&None) {
         Suite::ALL.to_vec()
     } else {
         Suite::ALL
             .into_iter()
-            .filter(|s| {
-                opts.suite.iter().any(|a| {
-                    matches!(
-                        (a, s),
-                        (SuiteArg::Seed, Suite::Seed)
-                            | (SuiteArg::Wheel, Suite::Wheel)
-                            | (SuiteArg::Service, Suite::Service)
-                            | (SuiteArg::Checkpoint, Suite::Checkpoint)
-                            | (SuiteArg::Async, Suite::Async)
-                            | (SuiteArg::Capi, Suite::Capi)
-                            | (SuiteArg::Stats, Suite::Stats)
-                    )
-                })
-            })
+            .filter(|s| opts.suite.contains(&Some(*s)))
             .collect()
     };
     let mut machine = Machine::read(settings.mode.name());
