@@ -1,5 +1,6 @@
 //! tempora's performance targets (BENCHMARKS.md "Targets" says why each is what it is) and
-//! the verdict of one run against them.
+//! the verdict of one run against them. The targets are data: `targets.toml` (its header
+//! describes the keys), built into the binary and parsed once into [`TARGETS`].
 //!
 //! Every target is a ratio within one run: tempora's figure against a reference measured in the
 //! same process at the same time (the kernel, the best peer, or the distinct expiry instants),
@@ -17,29 +18,19 @@
 //! plus a fixed allowance, so "at most 5 ns slower" is the ratio
 //! `(tempora + 5 ns) / tempora-c >= 1`, and the verdict prints the difference beside it.
 
+use std::sync::LazyLock;
+
+use serde::Deserialize;
+
 use crate::record::{Field, Record, Suite};
 use crate::runner::machine::Machine;
 
-/// Which rows' size a target reads.
-#[derive(Debug, Clone, Copy)]
-pub enum Size {
-    Exact(u64),
-    /// The largest n at which tempora has a row.
-    Largest,
-}
-
-/// Which of a row's figures a target compares (lower is better for each).
-#[derive(Debug, Clone, Copy)]
-pub enum Figure {
-    NsPerOp,
-    Field(Field),
-}
-
-/// What tempora's figure is held against.
-#[derive(Debug, Clone, Copy)]
+/// What tempora's figure is held against (`reference` in `targets.toml`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "ReferenceSpec")]
 pub enum Reference {
     /// One implementation's row of the same case and size.
-    Impl(&'static str),
+    Impl(String),
     /// The best (lowest) of every non-tempora row of the same case and size.
     BestPeer,
     /// Another figure of tempora's own row (the expiry instants for wake-ups).
@@ -49,506 +40,150 @@ pub enum Reference {
     /// Another implementation's row of the same case and size (one of tempora's own too) plus
     /// an allowance in the figure's unit: with goal 1 the target is met when tempora's figure
     /// exceeds that row's by at most the allowance.
-    Within(&'static str, f64),
+    Within(String, f64),
     /// Another of tempora's own implementations' rows of the same case and size (`tempora`,
     /// precise, against `tempora-slack`'s wake-ups).
-    Own(&'static str),
+    Own(String),
 }
 
-/// One headline target.
-#[derive(Debug, Clone, Copy)]
+/// A reference as `targets.toml` writes it: `"best-peer"`, or a table with one of the keys.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ReferenceSpec {
+    Named(NamedReference),
+    Table(ReferenceTable),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum NamedReference {
+    BestPeer,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct ReferenceTable {
+    #[serde(rename = "impl")]
+    imp: Option<String>,
+    own_field: Option<Field>,
+    limit: Option<f64>,
+    own: Option<String>,
+    within: Option<String>,
+    allowance: Option<f64>,
+}
+
+impl TryFrom<ReferenceSpec> for Reference {
+    type Error = String;
+
+    fn try_from(spec: ReferenceSpec) -> Result<Reference, String> {
+        let t = match spec {
+            ReferenceSpec::Named(NamedReference::BestPeer) => return Ok(Reference::BestPeer),
+            ReferenceSpec::Table(t) => t,
+        };
+        match t {
+            ReferenceTable {
+                imp: Some(name),
+                own_field: None,
+                limit: None,
+                own: None,
+                within: None,
+                allowance: None,
+            } => Ok(Reference::Impl(name)),
+            ReferenceTable {
+                imp: None,
+                own_field: Some(f),
+                limit: None,
+                own: None,
+                within: None,
+                allowance: None,
+            } => Ok(Reference::OwnField(f)),
+            ReferenceTable {
+                imp: None,
+                own_field: None,
+                limit: Some(l),
+                own: None,
+                within: None,
+                allowance: None,
+            } => Ok(Reference::Limit(l)),
+            ReferenceTable {
+                imp: None,
+                own_field: None,
+                limit: None,
+                own: Some(name),
+                within: None,
+                allowance: None,
+            } => Ok(Reference::Own(name)),
+            ReferenceTable {
+                imp: None,
+                own_field: None,
+                limit: None,
+                own: None,
+                within: Some(name),
+                allowance: Some(a),
+            } => Ok(Reference::Within(name, a)),
+            _ => Err(
+                "a reference is \"best-peer\" or a table of exactly one of impl, \
+                      own-field, limit, own, or within with its allowance"
+                    .into(),
+            ),
+        }
+    }
+}
+
+/// One headline target: a `[[target]]` of `targets.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Target {
-    pub what: &'static str,
+    pub what: String,
     /// The implementation whose row is tempora's figure: `tempora`, or another of tempora's
     /// own (`tempora-c`).
-    pub imp: &'static str,
+    #[serde(rename = "impl", default = "tempora")]
+    pub imp: String,
     pub suite: Suite,
-    pub case: &'static str,
-    pub size: Size,
+    pub case: String,
+    /// The rows' size; `None`: the largest n at which `imp` has a row.
+    #[serde(rename = "n")]
+    pub size: Option<u64>,
+    #[serde(default = "one")]
     pub threads: u32,
-    pub dist: Option<&'static str>,
-    pub figure: Figure,
-    pub unit: &'static str,
+    pub dist: Option<String>,
+    /// Which of a row's figures the target compares (lower is better for each); `None`:
+    /// `ns_per_op`.
+    pub figure: Option<Field>,
+    #[serde(default = "ns")]
+    pub unit: String,
     pub reference: Reference,
     /// The least `reference / tempora` that meets the target.
     pub goal: f64,
 }
 
-const fn target(
-    what: &'static str,
-    suite: Suite,
-    case: &'static str,
-    size: Size,
-    reference: Reference,
-    goal: f64,
-) -> Target {
-    Target {
-        what,
-        imp: "tempora",
-        suite,
-        case,
-        size,
-        threads: 1,
-        dist: None,
-        figure: Figure::NsPerOp,
-        unit: "ns",
-        reference,
-        goal,
-    }
+fn tempora() -> String {
+    "tempora".into()
 }
 
-const fn threaded(mut t: Target, threads: u32) -> Target {
-    t.threads = threads;
-    t
+fn one() -> u32 {
+    1
 }
 
-const fn in_dist(mut t: Target, dist: &'static str) -> Target {
-    t.dist = Some(dist);
-    t
+fn ns() -> String {
+    "ns".into()
 }
 
-/// `t` read from `imp`'s rows instead of `tempora`'s.
-const fn of_impl(mut t: Target, imp: &'static str) -> Target {
-    t.imp = imp;
-    t
+/// The targets file's top level: its `[[target]]`s.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TargetsFile {
+    target: Vec<Target>,
 }
 
-const fn on(mut t: Target, figure: Field, unit: &'static str) -> Target {
-    t.figure = Figure::Field(figure);
-    t.unit = unit;
-    t
-}
-
-use Reference::{BestPeer, Impl, Limit, Own, OwnField, Within};
-use Size::{Exact, Largest};
-use Suite::{Async, Capi, Checkpoint, Seed, Service, Stats, Wheel};
-
-/// The wheel's arm+cancel target, judged on two distributions: at least even with the best
-/// peer (within 5%).
-const ARM_CANCEL: Target = target(
-    "wheel arm+cancel vs best peer",
-    Wheel,
-    "insert-cancel",
-    Largest,
-    BestPeer,
-    0.95,
-);
-
-/// The C ABI's overhead target for one case at one n: the C loop's `ns_per_op` (`tempora-c`)
-/// at most 5 ns per call above the same loop's in Rust on `tempora::Owner` (`tempora`),
-/// measured in the same step; `calls` ABI calls make one op (2 for a create+delete pair).
-const fn abi_overhead(what: &'static str, case: &'static str, n: u64, calls: f64) -> Target {
-    let within = Within("tempora", 5.0 * calls);
-    of_impl(target(what, Capi, case, Exact(n), within, 1.0), "tempora-c")
-}
-
-/// The statistics' cost target at one n: arm+cancel with stats on (`tempora-stats`) at most
-/// 3 ns above the same loop with stats off (`tempora`), measured in the same step.
-const fn stats_cost(n: u64) -> Target {
-    let within = Within("tempora", 3.0);
-    of_impl(
-        target(
-            "stats on: arm+cancel < 3 ns more",
-            Stats,
-            "arm-cancel",
-            Exact(n),
-            within,
-            1.0,
-        ),
-        "tempora-stats",
-    )
-}
-
-/// A `server-timeouts` target on `imp`'s rows.
-const fn firing(
-    what: &'static str,
-    imp: &'static str,
-    reference: Reference,
-    goal: f64,
-    figure: Field,
-    unit: &'static str,
-) -> Target {
-    of_impl(
-        on(
-            target(what, Service, "server-timeouts", Largest, reference, goal),
-            figure,
-            unit,
-        ),
-        imp,
-    )
-}
-
-/// The headline targets, in the order the verdict prints them.
-pub const TARGETS: &[Target] = &[
-    // The registry: Tests 1-2 of the Linux 6.15 registry benchmark (the kernel is ~10x the old
-    // hash; tempora aims at 10x the new one).
-    target(
-        "registry create vs kernel",
-        Seed,
-        "t1-create",
-        Exact(20_000),
-        Impl("kernel"),
-        10.0,
-    ),
-    target(
-        "registry create vs kernel",
-        Seed,
-        "t1-create",
-        Exact(50_000),
-        Impl("kernel"),
-        10.0,
-    ),
-    target(
-        "registry getoverrun vs kernel",
-        Seed,
-        "t1-getoverrun",
-        Exact(20_000),
-        Impl("kernel"),
-        10.0,
-    ),
-    target(
-        "registry getoverrun vs kernel",
-        Seed,
-        "t1-getoverrun",
-        Exact(50_000),
-        Impl("kernel"),
-        10.0,
-    ),
-    // Tests 4-5 at T = 2: ahead of every peer, and two threads within 1.5x of one alone.
-    threaded(
-        target(
-            "seed Test 4 create vs best peer",
-            Seed,
-            "t4-create",
-            Exact(20_000),
-            BestPeer,
-            1.0,
-        ),
-        2,
-    ),
-    threaded(
-        target(
-            "seed Test 4 getoverrun vs best peer",
-            Seed,
-            "t4-getoverrun",
-            Exact(20_000),
-            BestPeer,
-            1.0,
-        ),
-        2,
-    ),
-    threaded(
-        target(
-            "seed Test 5 create vs best peer",
-            Seed,
-            "t5-create",
-            Exact(20_000),
-            BestPeer,
-            1.0,
-        ),
-        2,
-    ),
-    threaded(
-        target(
-            "seed Test 5 getoverrun vs best peer",
-            Seed,
-            "t5-getoverrun",
-            Exact(20_000),
-            BestPeer,
-            1.0,
-        ),
-        2,
-    ),
-    threaded(
-        on(
-            target(
-                "seed Test 4 create, 2 threads vs 1",
-                Seed,
-                "t4-create",
-                Exact(20_000),
-                Limit(1.5),
-                1.0,
-            ),
-            Field::VsOneThread,
-            "x",
-        ),
-        2,
-    ),
-    threaded(
-        on(
-            target(
-                "seed Test 5 create, 2 threads vs 1",
-                Seed,
-                "t5-create",
-                Exact(20_000),
-                Limit(1.5),
-                1.0,
-            ),
-            Field::VsOneThread,
-            "x",
-        ),
-        2,
-    ),
-    // The wheel: at least even with the best peer on arm+cancel (within 5%), ahead on the rest.
-    in_dist(ARM_CANCEL, "uniform"),
-    in_dist(ARM_CANCEL, "server"),
-    in_dist(
-        target(
-            "wheel rearm vs best peer",
-            Wheel,
-            "rearm",
-            Largest,
-            BestPeer,
-            1.0,
-        ),
-        "server",
-    ),
-    in_dist(
-        on(
-            target(
-                "wheel op+next_expiry vs best peer",
-                Wheel,
-                "next-expiry",
-                Largest,
-                BestPeer,
-                1.0,
-            ),
-            Field::PairNs,
-            "ns",
-        ),
-        "server",
-    ),
-    in_dist(
-        target(
-            "wheel burst vs best peer",
-            Wheel,
-            "burst",
-            Largest,
-            BestPeer,
-            1.0,
-        ),
-        "server",
-    ),
-    // The service: the POSIX calls 20x the kernel's where the kernel can hold the timers.
-    target(
-        "settime vs kernel",
-        Service,
-        "settime-arm",
-        Exact(10_000),
-        Impl("kernel"),
-        20.0,
-    ),
-    target(
-        "gettime vs kernel",
-        Service,
-        "gettime",
-        Exact(10_000),
-        Impl("kernel"),
-        20.0,
-    ),
-    target(
-        "event delivery vs kernel",
-        Service,
-        "deliver",
-        Exact(10_000),
-        Impl("kernel"),
-        20.0,
-    ),
-    on(
-        target(
-            "wake-ups vs expiry instants",
-            Service,
-            "wakeups",
-            Largest,
-            OwnField(Field::InstantsPerS),
-            0.95,
-        ),
-        Field::WakeupsPerS,
-        "/s",
-    ),
-    on(
-        target(
-            "lateness p99 vs kernel",
-            Service,
-            "lateness",
-            Exact(1_000),
-            Impl("kernel"),
-            1.0,
-        ),
-        Field::P99Ns,
-        "ns",
-    ),
-    on(
-        target(
-            "bytes per armed timer",
-            Service,
-            "settime-arm",
-            Largest,
-            Limit(160.0),
-            1.0,
-        ),
-        Field::BytesPerTimer,
-        "B",
-    ),
-    // Restore: faster than the kernel's own exact-ID mode, 20x its create/delete dance.
-    target(
-        "restore vs kernel exact-ID mode",
-        Checkpoint,
-        "restore",
-        Exact(2_000),
-        Impl("kernel-exact-id"),
-        1.0,
-    ),
-    target(
-        "restore vs kernel create/delete dance",
-        Checkpoint,
-        "restore",
-        Exact(2_000),
-        Impl("kernel-dance"),
-        20.0,
-    ),
-    // The async layer: ahead of tokio's sleeps where a program spends its timer calls (the
-    // timeout that never fires, the refresh), with no more memory per pending sleep.
-    target(
-        "async sleep create+drop vs tokio",
-        Async,
-        "sleep-create-drop",
-        Largest,
-        Impl("tokio-time"),
-        1.0,
-    ),
-    target(
-        "async sleep reset vs tokio",
-        Async,
-        "sleep-reset",
-        Largest,
-        Impl("tokio-time"),
-        1.0,
-    ),
-    on(
-        target(
-            "bytes per pending sleep vs tokio",
-            Async,
-            "sleep-create-drop",
-            Largest,
-            Impl("tokio-time"),
-            1.0,
-        ),
-        Field::BytesPerTimer,
-        "B",
-    ),
-    // The C ABI: what a C program pays per call over Rust's, tempora-c − tempora, < 5 ns
-    // (< 10 ns for a create+delete pair).
-    abi_overhead("C ABI over Rust < 5 ns: settime", "settime", 1_000, 1.0),
-    abi_overhead("C ABI over Rust < 5 ns: settime", "settime", 10_000, 1.0),
-    abi_overhead("C ABI over Rust < 5 ns: gettime", "gettime", 1_000, 1.0),
-    abi_overhead("C ABI over Rust < 5 ns: gettime", "gettime", 10_000, 1.0),
-    abi_overhead(
-        "C ABI over Rust < 5 ns: create+delete",
-        "create-delete",
-        1_000,
-        2.0,
-    ),
-    abi_overhead(
-        "C ABI over Rust < 5 ns: create+delete",
-        "create-delete",
-        10_000,
-        2.0,
-    ),
-    // Statistics: nearly free to keep, and a flush that never makes updaters wait long
-    // (holds an order of magnitude shorter than aggregating under the lock).
-    stats_cost(10_000),
-    stats_cost(100_000),
-    threaded(
-        on(
-            target(
-                "stats flush: longest lock hold vs naive",
-                Stats,
-                "flush",
-                Exact(10_000),
-                Impl("naive-flush"),
-                1.0,
-            ),
-            Field::MaxHoldNs,
-            "ns",
-        ),
-        2,
-    ),
-    threaded(
-        on(
-            target(
-                "stats flush: p99 lock hold vs naive",
-                Stats,
-                "flush",
-                Exact(10_000),
-                Impl("naive-flush"),
-                10.0,
-            ),
-            Field::P99HoldNs,
-            "ns",
-        ),
-        2,
-    ),
-    // When timers fire: slack and deferrable timers cut a server's timeout wake-ups 10x, never
-    // early; far-future timers cost no wake-up; a blocked callback delays no other timer past
-    // the documented bound (150 ms, `driver.rs`).
-    firing(
-        "slack wake-ups vs precise",
-        "tempora-slack",
-        Own("tempora"),
-        10.0,
-        Field::WakeupsPerS,
-        "/s",
-    ),
-    firing(
-        "deferrable wake-ups vs precise",
-        "tempora-deferrable",
-        Own("tempora"),
-        10.0,
-        Field::WakeupsPerS,
-        "/s",
-    ),
-    firing(
-        "slack: no early fire",
-        "tempora-slack",
-        Limit(0.5),
-        1.0,
-        Field::Early,
-        "",
-    ),
-    firing(
-        "deferrable: no early fire",
-        "tempora-deferrable",
-        Limit(0.5),
-        1.0,
-        Field::Early,
-        "",
-    ),
-    on(
-        target(
-            "idle: no wake-ups",
-            Service,
-            "idle",
-            Largest,
-            Limit(0.5),
-            1.0,
-        ),
-        Field::Wakeups,
-        "",
-    ),
-    on(
-        target(
-            "blocked callback: others' p99 < 150 ms",
-            Service,
-            "slow-callback",
-            Largest,
-            Limit(150e6),
-            1.0,
-        ),
-        Field::P99Ns,
-        "ns",
-    ),
-];
+/// The headline targets, in the order the verdict prints them: `targets.toml`, built into the
+/// binary and parsed at first use (a unit test parses it, so a malformed file fails the tests,
+/// not a run).
+pub static TARGETS: LazyLock<Vec<Target>> = LazyLock::new(|| {
+    let file: TargetsFile =
+        toml::from_str(include_str!("../targets.toml")).expect("targets.toml is valid");
+    file.target
+});
 
 /// Met, not met, or not measured in this run (and why).
 #[derive(Debug, Clone, PartialEq)]
@@ -561,7 +196,7 @@ pub enum Status {
 /// One target's outcome in one run.
 #[derive(Debug, Clone)]
 pub struct Verdict {
-    pub target: Target,
+    pub target: &'static Target,
     /// `n=20000`, `n=1000000 server`, ...
     pub at: String,
     pub figure: Option<f64>,
@@ -574,13 +209,13 @@ pub struct Verdict {
     pub note: Option<String>,
 }
 
-fn value(r: &Record, figure: Figure) -> Option<f64> {
+fn value(r: &Record, figure: Option<Field>) -> Option<f64> {
     if !r.ok {
         return None;
     }
     match figure {
-        Figure::NsPerOp => Some(r.ns_per_op).filter(|v| *v > 0.0),
-        Figure::Field(f) => r.fields.num(f),
+        None => Some(r.ns_per_op).filter(|v| *v > 0.0),
+        Some(f) => r.fields.num(f),
     }
 }
 
@@ -589,19 +224,19 @@ pub fn verdict(records: &[Record]) -> Vec<Verdict> {
     TARGETS.iter().map(|t| evaluate(t, records)).collect()
 }
 
-fn evaluate(t: &Target, records: &[Record]) -> Verdict {
+fn evaluate(t: &'static Target, records: &[Record]) -> Verdict {
     let same_case = |r: &&Record| {
         r.suite == t.suite
             && r.case == t.case
             && r.threads == t.threads
-            && t.dist.is_none_or(|d| r.dist() == d)
+            && t.dist.as_ref().is_none_or(|d| r.dist() == d)
     };
     let ours = |r: &&Record| same_case(r) && r.imp == t.imp;
     let n = match t.size {
-        Size::Exact(n) => Some(n),
-        Size::Largest => records.iter().filter(ours).map(|r| r.n).max(),
+        Some(n) => Some(n),
+        None => records.iter().filter(ours).map(|r| r.n).max(),
     };
-    let dist = t.dist.map_or(String::new(), |d| format!(" {d}"));
+    let dist = t.dist.as_ref().map_or(String::new(), |d| format!(" {d}"));
     let threads = if t.threads > 1 {
         format!(" T={}", t.threads)
     } else {
@@ -609,7 +244,7 @@ fn evaluate(t: &Target, records: &[Record]) -> Verdict {
     };
     let at = n.map_or_else(|| "-".into(), |n| format!("n={n}{threads}{dist}"));
     let mut v = Verdict {
-        target: *t,
+        target: t,
         at,
         figure: None,
         reference: None,
@@ -628,8 +263,8 @@ fn evaluate(t: &Target, records: &[Record]) -> Verdict {
     v.figure = Some(figure);
     // The kernel's rows of the wake-up and restore cases may hold fewer timers than tempora's.
     let peers_at = |r: &&Record| same_case(r) && r.n == n && !r.is_tempora();
-    let reference = match t.reference {
-        Reference::Impl(name) => match records.iter().filter(peers_at).find(|r| r.imp == name) {
+    let reference = match &t.reference {
+        Reference::Impl(name) => match records.iter().filter(peers_at).find(|r| r.imp == *name) {
             Some(r) => match value(r, t.figure) {
                 Some(x) => Ok((name.to_string(), x)),
                 None => Err(format!(
@@ -647,12 +282,12 @@ fn evaluate(t: &Target, records: &[Record]) -> Verdict {
             .ok_or_else(|| "no peer row".to_string()),
         Reference::OwnField(f) => mine
             .fields
-            .num(f)
+            .num(*f)
             .map(|x| (f.key().replace('_', " "), x))
             .ok_or_else(|| format!("no {}", f.key())),
-        Reference::Limit(l) => Ok(("limit".to_string(), l)),
+        Reference::Limit(l) => Ok(("limit".to_string(), *l)),
         Reference::Own(name) => {
-            let other = |r: &&Record| same_case(r) && r.n == n && r.imp == name;
+            let other = |r: &&Record| same_case(r) && r.n == n && r.imp == *name;
             records
                 .iter()
                 .filter(other)
@@ -661,14 +296,18 @@ fn evaluate(t: &Target, records: &[Record]) -> Verdict {
                 .ok_or_else(|| format!("no {name} row"))
         }
         Reference::Within(name, allowance) => {
-            let other = |r: &&Record| same_case(r) && r.n == n && r.imp == name;
+            let other = |r: &&Record| same_case(r) && r.n == n && r.imp == *name;
             match records
                 .iter()
                 .filter(other)
                 .find_map(|r| value(r, t.figure))
             {
                 Some(x) => {
-                    v.note = Some(format!("{} − {name} = {}", t.imp, show(figure - x, t.unit)));
+                    v.note = Some(format!(
+                        "{} − {name} = {}",
+                        t.imp,
+                        show(figure - x, &t.unit)
+                    ));
                     Ok((format!("{name}+{allowance}{}", t.unit), x + allowance))
                 }
                 None => Err(format!("no {name} row")),
@@ -734,9 +373,9 @@ pub fn verdict_text(verdict: &[Verdict], machine: &Machine) -> String {
     let (mut met, mut measured) = (0, 0);
     for v in verdict {
         let t = &v.target;
-        let figure = v.figure.map_or("-".into(), |x| show(x, t.unit));
+        let figure = v.figure.map_or("-".into(), |x| show(x, &t.unit));
         let reference = v.reference.as_ref().map_or("-".into(), |(name, x)| {
-            format!("{name} {}", show(*x, t.unit))
+            format!("{name} {}", show(*x, &t.unit))
         });
         let ratio = v.ratio.map_or("-".into(), show_ratio);
         let status = match &v.status {
@@ -782,6 +421,7 @@ pub fn verdict_text(verdict: &[Verdict], machine: &Machine) -> String {
 mod tests {
     use super::*;
     use crate::record::{Fields, Measured, Row};
+    use Suite::{Capi, Seed, Service};
 
     fn rec(case: &str, imp: &str, n: usize, ns: f64) -> Record {
         Row::new(case, imp, n, 1, Measured::per_op(ns, n, Fields::default())).into_record(Seed)
@@ -816,7 +456,7 @@ mod tests {
         };
         let settime = TARGETS
             .iter()
-            .find(|t| t.suite == Capi && t.case == "settime" && matches!(t.size, Exact(1000)))
+            .find(|t| t.suite == Capi && t.case == "settime" && t.size == Some(1000))
             .unwrap();
         // 3 ns over: met; the figure is tempora-c's, the reference tempora's plus 5 ns.
         let v = evaluate(settime, &[capi("tempora", 50.0), capi("tempora-c", 53.0)]);
@@ -839,7 +479,7 @@ mod tests {
             .iter()
             .find(|t| t.suite == Capi && t.case == "create-delete")
             .unwrap();
-        assert!(matches!(pair.reference, Within("tempora", a) if a == 10.0));
+        assert_eq!(pair.reference, Reference::Within("tempora".into(), 10.0));
     }
 
     #[test]
@@ -890,5 +530,52 @@ mod tests {
         let v = evaluate(&TARGETS[4], &records);
         assert_eq!(v.reference, Some(("dashmap".to_string(), 40.0)));
         assert_eq!(v.status, Status::NotMet);
+    }
+
+    #[test]
+    fn every_target_names_a_case_its_suite_measures_and_a_known_reference() {
+        let cases = crate::runner::every_case();
+        assert_eq!(TARGETS.len(), 42);
+        for t in TARGETS.iter() {
+            assert!(
+                cases.contains(&(t.suite, t.case.as_str())),
+                "{}: no case {} in suite {}",
+                t.what,
+                t.case,
+                t.suite.name()
+            );
+            assert!(t.goal > 0.0, "{}", t.what);
+            assert!(
+                ["ns", "B", "/s", "x", ""].contains(&t.unit.as_str()),
+                "{}",
+                t.what
+            );
+            if let Some(d) = &t.dist {
+                assert!(["uniform", "server"].contains(&d.as_str()), "{}", t.what);
+            }
+        }
+    }
+
+    #[test]
+    fn a_reference_is_one_kind_with_what_that_kind_needs() {
+        let parse = |r: &str| {
+            let text = format!(
+                "[[target]]\nwhat = \"w\"\nsuite = \"seed\"\ncase = \"c\"\ngoal = 1.0\nreference = {r}"
+            );
+            toml::from_str::<TargetsFile>(&text).map(|mut f| f.target.remove(0).reference)
+        };
+        assert_eq!(parse("\"best-peer\"").unwrap(), Reference::BestPeer);
+        assert_eq!(
+            parse("{ within = \"tempora\", allowance = 3.0 }").unwrap(),
+            Reference::Within("tempora".into(), 3.0)
+        );
+        assert_eq!(
+            parse("{ own-field = \"instants_per_s\" }").unwrap(),
+            Reference::OwnField(Field::InstantsPerS)
+        );
+        assert!(parse("{ within = \"tempora\" }").is_err());
+        assert!(parse("{ impl = \"kernel\", limit = 1.0 }").is_err());
+        assert!(parse("\"best\"").is_err());
+        assert!(parse("{ own-field = \"no_such_field\" }").is_err());
     }
 }

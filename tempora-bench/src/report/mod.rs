@@ -294,14 +294,14 @@ pub fn html(records: &[Record], machine: &Machine, verdict: &[Verdict]) -> Strin
             h,
             "<tr class=\"{class}\"><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td>\
              <td>{}</td><td>{}</td><td>&ge;{}x</td><td class=\"l\">{}</td></tr>",
-            esc(t.what),
+            esc(&t.what),
             esc(&v.at),
-            v.figure.map_or("-".into(), |x| esc(&show(x, t.unit))),
+            v.figure.map_or("-".into(), |x| esc(&show(x, &t.unit))),
             v.reference
                 .as_ref()
                 .map_or("-".into(), |(n, x)| esc(&format!(
                     "{n} {}",
-                    show(*x, t.unit)
+                    show(*x, &t.unit)
                 ))),
             v.ratio.map_or("-".into(), crate::targets::show_ratio),
             t.goal,

@@ -493,24 +493,58 @@ pub(crate) fn run(opts: &RunOpts) {
         settings: &settings,
         steps: Vec::new(),
     };
-    for suite in &suites {
-        match suite {
-            Suite::Seed => seed::plan(&mut plan),
-            Suite::Wheel => wheel::plan(&mut plan, &wheel_inputs),
-            Suite::Service => {
-                service::plan(&mut plan);
-                service::drivers::plan(&mut plan);
-                service::firing::plan(&mut plan);
-            }
-            Suite::Checkpoint => checkpoint::plan(&mut plan),
-            Suite::Async => crate::suites::r#async::plan(&mut plan),
-            Suite::Capi => capi::plan(&mut plan),
-            Suite::Stats => stats::plan(&mut plan),
-        }
-    }
+    plan_suites(&mut plan, &suites, &wheel_inputs);
     rep.execute(plan);
     machine.finish(start.elapsed().as_secs_f64());
     finish(&rep.records, &machine, opts);
+}
+
+/// Adds the steps of `suites`, in order, to `plan`.
+fn plan_suites<'a>(plan: &mut Plan<'a>, suites: &[Suite], wheel_inputs: &'a wheel::Inputs) {
+    for suite in suites {
+        match suite {
+            Suite::Seed => seed::plan(plan),
+            Suite::Wheel => wheel::plan(plan, wheel_inputs),
+            Suite::Service => {
+                service::plan(plan);
+                service::drivers::plan(plan);
+                service::firing::plan(plan);
+            }
+            Suite::Checkpoint => checkpoint::plan(plan),
+            Suite::Async => crate::suites::r#async::plan(plan),
+            Suite::Capi => capi::plan(plan),
+            Suite::Stats => stats::plan(plan),
+        }
+    }
+}
+
+/// Every (suite, case) a `--full` run of every suite measures (its steps' cases, planned but
+/// not run).
+#[cfg(test)]
+pub(crate) fn every_case() -> Vec<(Suite, &'static str)> {
+    let opts = RunOpts {
+        suite: vec![None],
+        quick: false,
+        full: true,
+        json: false,
+        n: None,
+        reps: None,
+        impls: None,
+        cases: None,
+        save: None,
+    };
+    let settings = Settings::new(&opts);
+    let wheel_inputs = wheel::Inputs::default();
+    let mut plan = Plan {
+        settings: &settings,
+        steps: Vec::new(),
+    };
+    plan_suites(&mut plan, &Suite::ALL, &wheel_inputs);
+    let cases = plan
+        .steps
+        .iter()
+        .flat_map(|s| s.cases.iter().map(|&c| (s.suite, c)));
+    cases.collect()
 }
 
 /// Prints the table, the seed tables and the verdict; writes the files.
