@@ -23,6 +23,7 @@ use std::sync::LazyLock;
 use serde::Deserialize;
 
 use crate::record::{Field, Record, Suite};
+use crate::report::table::{plain, Align};
 use crate::runner::machine::Machine;
 
 /// What tempora's figure is held against (`reference` in `targets.toml`).
@@ -366,12 +367,8 @@ pub fn show_ratio(r: f64) -> String {
 /// The verdict block as the terminal shows it.
 pub fn verdict_text(verdict: &[Verdict], machine: &Machine) -> String {
     let mut out = String::from("verdict: tempora against its targets, figures of this run only\n");
-    out += &format!(
-        "  {:<38} {:<22} {:>10} {:>28} {:>8} {:>7}  {}\n",
-        "target", "at", "tempora", "reference", "ratio", "goal", "verdict"
-    );
     let (mut met, mut measured) = (0, 0);
-    for v in verdict {
+    let rows = verdict.iter().map(|v| {
         let t = &v.target;
         let figure = v.figure.map_or("-".into(), |x| show(x, &t.unit));
         let reference = v.reference.as_ref().map_or("-".into(), |(name, x)| {
@@ -394,16 +391,33 @@ pub fn verdict_text(verdict: &[Verdict], machine: &Machine) -> String {
             Some(note) => format!("{status} ({note})"),
             None => status,
         };
-        out += &format!(
-            "  {:<38} {:<22} {:>10} {:>28} {:>8} {:>7}  {status}\n",
-            t.what,
-            v.at,
+        let goal = format!(">={}x", t.goal);
+        vec![
+            t.what.clone(),
+            v.at.clone(),
             figure,
             reference,
             ratio,
-            format!(">={}x", t.goal)
-        );
-    }
+            goal,
+            status,
+        ]
+    });
+    let header = [
+        "target",
+        "at",
+        "tempora",
+        "reference",
+        "ratio",
+        "goal",
+        "verdict",
+    ];
+    let (l, r) = (Align::Left, Align::Right);
+    out += &plain(
+        "  ",
+        &header,
+        &[l, l, r, r, r, r, l],
+        rows.collect::<Vec<_>>(),
+    );
     out += &format!(
         "  {met} of {measured} measured targets met ({} not measured in this run).\n",
         verdict.len() - measured

@@ -144,18 +144,18 @@ pub fn seed_tables_text(records: &[Record]) -> String {
     let mut out = String::new();
     for t in seed_tables(records) {
         out += &format!("seed {}\n", t.title);
-        out += &format!("  {:<12}", "");
-        for c in &t.columns {
-            out += &format!(" {c:>13}");
-        }
-        out += "\n";
-        for (name, cells) in &t.rows {
-            out += &format!("  {name:<12}");
-            for v in cells {
-                out += &format!(" {:>13}", ms(*v));
-            }
-            out += "\n";
-        }
+        let header: Vec<&str> = std::iter::once("")
+            .chain(t.columns.iter().map(String::as_str))
+            .collect();
+        let mut aligns = vec![table::Align::Right; header.len()];
+        aligns[0] = table::Align::Left;
+        let rows = t.rows.iter().map(|(name, cells)| {
+            let name = name.to_string();
+            std::iter::once(name)
+                .chain(cells.iter().map(|v| ms(*v)))
+                .collect()
+        });
+        out += &table::plain("  ", &header, &aligns, rows);
         out += "\n";
     }
     out

@@ -1,10 +1,46 @@
-//! The human table printed at the end of a run: one block per (suite, case, distribution,
-//! size, threads), each implementation's ns/op and its ratio to tempora's, with the case's own
-//! figures beside.
+//! The terminal's tables: [`plain`], the one way a table is laid out (comfy-table, borderless),
+//! and [`text`], the human table printed at the end of a run: one block per (suite, case,
+//! distribution, size, threads), each implementation's ns/op and its ratio to tempora's, with
+//! the case's own figures beside.
 
 use std::collections::BTreeMap;
 
+use comfy_table::{presets, CellAlignment, Table};
+
 use crate::record::{Field, Record, Suite};
+
+/// Which side of its column a cell sits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Align {
+    Left,
+    Right,
+}
+
+/// A borderless text table: the header line, then one line per row, each column as wide as
+/// its widest cell and aligned as `aligns` says (by position; missing ones are left); every
+/// line starts with `indent` and has no trailing blanks.
+pub(crate) fn plain<R>(indent: &str, header: &[&str], aligns: &[Align], rows: R) -> String
+where
+    R: IntoIterator<Item = Vec<String>>,
+{
+    let mut table = Table::new();
+    table
+        .load_preset(presets::NOTHING)
+        .set_header(header.iter().copied())
+        .add_rows(rows);
+    for (i, column) in table.column_iter_mut().enumerate() {
+        // One blank between columns, none before the first.
+        column.set_padding((0, 1));
+        column.set_cell_alignment(match aligns.get(i) {
+            Some(Align::Right) => CellAlignment::Right,
+            _ => CellAlignment::Left,
+        });
+    }
+    table
+        .lines()
+        .map(|line| format!("{indent}{}\n", line.trim_end()))
+        .collect()
+}
 
 /// The human table: one block per (suite, case, dist, n, threads), ratios to `tempora`.
 pub(crate) fn text(records: &[Record]) -> String {
@@ -23,19 +59,7 @@ pub(crate) fn text(records: &[Record]) -> String {
             "\n{} / {case}  dist={dist}  n={n}  threads={threads}\n",
             suite.name()
         );
-        out += &format!(
-            "  {:<18} {:>10} {:>9} {:>9} {:>6} {:>6} {:>9} {:>10}  {}\n",
-            "impl",
-            "ns/op",
-            "x tempora",
-            "B/timer",
-            "early",
-            "lost",
-            "max late",
-            "worst us",
-            "note"
-        );
-        for r in rows {
+        let lines = rows.iter().map(|r| {
             let ratio = base
                 .filter(|b| *b > 0.0 && r.ns_per_op > 0.0)
                 .map(|b| format!("{:.2}", r.ns_per_op / b))
@@ -44,19 +68,32 @@ pub(crate) fn text(records: &[Record]) -> String {
             let num = |field: Field, fmt: &dyn Fn(f64) -> String| {
                 f.num(field).map_or_else(|| "-".into(), fmt)
             };
-            out += &format!(
-                "  {:<18} {:>10.1} {:>9} {:>9} {:>6} {:>6} {:>9} {:>10}  {}\n",
-                r.imp,
-                r.ns_per_op,
+            vec![
+                r.imp.clone(),
+                format!("{:.1}", r.ns_per_op),
                 ratio,
                 num(Field::BytesPerTimer, &|b| format!("{b:.1}")),
                 num(Field::Early, &|v| format!("{v}")),
                 num(Field::Lost, &|v| format!("{v}")),
                 num(Field::MaxLateMs, &|v| format!("{v}ms")),
                 num(Field::WorstCallUs, &|v| format!("{v:.0}")),
-                note(r)
-            );
-        }
+                note(r),
+            ]
+        });
+        let header = [
+            "impl",
+            "ns/op",
+            "x tempora",
+            "B/timer",
+            "early",
+            "lost",
+            "max late",
+            "worst us",
+            "note",
+        ];
+        let mut aligns = [Align::Right; 9];
+        (aligns[0], aligns[8]) = (Align::Left, Align::Left);
+        out += &plain("  ", &header, &aligns, lines);
     }
     out
 }
