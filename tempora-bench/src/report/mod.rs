@@ -7,9 +7,9 @@ pub(crate) mod compare;
 pub(crate) mod table;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use maud::{html, Markup, PreEscaped, DOCTYPE};
 use plotters::coord::combinators::{BindKeyPoints, LogCoord, WithKeyPoints};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -212,14 +212,6 @@ fn machine_json(machine: &Machine) -> String {
     serde_json::to_string_pretty(machine).expect("serialisable machine") + "\n"
 }
 
-/// `text` with `&`, `<`, `>` and `"` escaped for HTML.
-fn esc(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 const STYLE: &str = "body{font-family:sans-serif;margin:1.5em auto;max-width:1400px;color:#222;padding:0 1em}\
 h1{margin-bottom:.2em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}\
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}\
@@ -230,23 +222,10 @@ figcaption{font-size:90%;color:#555;max-width:600px}pre{font-size:80%;overflow-x
 
 /// The page.
 pub fn html(records: &[Record], machine: &Machine, verdict: &[Verdict]) -> String {
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>tempora bench report</title><style>{STYLE}</style></head><body>\n\
-         <h1>tempora bench</h1><p>{} results, {} mode, tempora {}, {} UTC.</p>\n",
-        records.len(),
-        esc(&machine.mode),
-        esc(&machine.commit),
-        esc(&machine.started)
-    );
-    // The machine.
     let limit = machine
         .rlimit_sigpending
         .map_or("unknown".into(), |l| l.to_string());
-    h += "<h2 id=\"machine\">Machine</h2><table>";
-    for (k, v) in [
+    let machine_rows = [
         ("CPU", machine.cpu.clone()),
         ("cores", machine.cores.to_string()),
         ("L3", machine.l3.clone()),
@@ -262,106 +241,133 @@ pub fn html(records: &[Record], machine: &Machine, verdict: &[Verdict]) -> Strin
                 machine.load_start, machine.load_end
             ),
         ),
-    ] {
-        let _ = write!(
-            h,
-            "<tr><th class=\"l\">{k}</th><td class=\"l\">{}</td></tr>",
-            esc(&v)
-        );
-    }
-    h += "</table><p class=\"note\">Figures from different machines are not comparable, and \
-          even the ratios differ between machines: a larger last-level cache (L3) keeps more of \
-          a structure's working set close, which can change which timer queue wins at 1M timers. \
-          Compare ratios of runs on the same machine (<code>tempora bench compare</code>), and \
-          read every figure here beside the machine above.</p>\n";
-    // The verdict.
-    h += "<h2 id=\"verdict\">Verdict</h2><p>tempora against its targets (BENCHMARKS.md), \
-          figures of this run only. ratio = reference / tempora, lower being better for every \
-          figure.</p><table><tr><th class=\"l\">target</th><th class=\"l\">at</th>\
-          <th>tempora</th><th>reference</th><th>ratio</th><th>goal</th>\
-          <th class=\"l\">verdict</th></tr>";
-    for v in verdict {
-        let t = &v.target;
-        let (class, status) = match &v.status {
-            Status::Met => ("met", "met".to_string()),
-            Status::NotMet => ("notmet", "not met".to_string()),
-            Status::NotMeasured(why) => ("na", format!("not measured: {why}")),
-        };
-        let status = match &v.note {
-            Some(note) => format!("{status} ({note})"),
-            None => status,
-        };
-        let _ = write!(
-            h,
-            "<tr class=\"{class}\"><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>&ge;{}x</td><td class=\"l\">{}</td></tr>",
-            esc(&t.what),
-            esc(&v.at),
-            v.figure.map_or("-".into(), |x| esc(&show(x, &t.unit))),
-            v.reference
-                .as_ref()
-                .map_or("-".into(), |(n, x)| esc(&format!(
-                    "{n} {}",
-                    show(*x, &t.unit)
-                ))),
-            v.ratio.map_or("-".into(), crate::targets::show_ratio),
-            t.goal,
-            esc(&status)
-        );
-    }
-    h += "</table>\n";
-    // The seed suite's tables.
+    ];
     let tables = seed_tables(records);
-    if !tables.is_empty() {
-        h += "<h2 id=\"seed\">The seed suite's tables</h2><p>Tests 1-5 of the Linux 6.15 registry \
-              benchmark, laid out as its own tables (ms), every registry in one process.</p>";
-        for t in tables {
-            let _ = write!(h, "<h3>{}</h3><table><tr><th></th>", esc(&t.title));
-            for c in &t.columns {
-                let _ = write!(h, "<th>{}</th>", esc(c));
+    let suites: Vec<(Suite, Vec<Plot>)> = Suite::ALL
+        .into_iter()
+        .map(|suite| (suite, plots(records, suite, machine)))
+        .filter(|(_, plots)| !plots.is_empty())
+        .collect();
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { "tempora bench report" }
+                style { (PreEscaped(STYLE)) }
             }
-            h += "</tr>";
-            for (name, cells) in &t.rows {
-                let _ = write!(h, "<tr><th class=\"l\">{}</th>", esc(name));
-                for v in cells {
-                    let _ = write!(h, "<td>{}</td>", ms(*v));
+            body {
+                h1 { "tempora bench" }
+                p {
+                    (records.len()) " results, " (machine.mode) " mode, tempora "
+                    (machine.commit) ", " (machine.started) " UTC."
                 }
-                h += "</tr>";
+                h2 id="machine" { "Machine" }
+                table {
+                    @for (k, v) in &machine_rows {
+                        tr { th.l { (k) } td.l { (v) } }
+                    }
+                }
+                p.note {
+                    "Figures from different machines are not comparable, and even the ratios \
+                     differ between machines: a larger last-level cache (L3) keeps more of a \
+                     structure's working set close, which can change which timer queue wins at \
+                     1M timers. Compare ratios of runs on the same machine ("
+                    code { "tempora bench compare" }
+                    "), and read every figure here beside the machine above."
+                }
+                h2 id="verdict" { "Verdict" }
+                p {
+                    "tempora against its targets (BENCHMARKS.md), figures of this run only. \
+                     ratio = reference / tempora, lower being better for every figure."
+                }
+                table {
+                    tr {
+                        th.l { "target" } th.l { "at" } th { "tempora" } th { "reference" }
+                        th { "ratio" } th { "goal" } th.l { "verdict" }
+                    }
+                    @for v in verdict {
+                        (verdict_row(v))
+                    }
+                }
+                @if !tables.is_empty() {
+                    h2 id="seed" { "The seed suite's tables" }
+                    p {
+                        "Tests 1-5 of the Linux 6.15 registry benchmark, laid out as its own \
+                         tables (ms), every registry in one process."
+                    }
+                    @for t in &tables {
+                        h3 { (t.title) }
+                        table {
+                            tr {
+                                th {}
+                                @for c in &t.columns { th { (c) } }
+                            }
+                            @for (name, cells) in &t.rows {
+                                tr {
+                                    th.l { (name) }
+                                    @for v in cells { td { (ms(*v)) } }
+                                }
+                            }
+                        }
+                    }
+                }
+                h2 id="plots" { "Plots" }
+                @for (suite, plots) in &suites {
+                    h3 { (suite.name()) }
+                    div.plots {
+                        @for p in plots {
+                            figure.plot data-case=(p.id) data-series=(p.series) {
+                                (PreEscaped(&p.svg))
+                                figcaption { (p.caption) }
+                            }
+                        }
+                    }
+                }
+                h2 id="data" { "Data" }
+                p {
+                    "The run's " (records.len()) " JSON lines (also "
+                    code { "results.jsonl" }
+                    " beside this page)."
+                }
+                details {
+                    summary { "JSON lines" }
+                    pre id="results-jsonl" { (jsonl(records)) }
+                }
             }
-            h += "</table>";
         }
-        h += "\n";
+    };
+    page.into_string() + "\n"
+}
+
+/// One verdict's row of the page's verdict table.
+fn verdict_row(v: &Verdict) -> Markup {
+    let t = &v.target;
+    let (class, status) = match &v.status {
+        Status::Met => ("met", "met".to_string()),
+        Status::NotMet => ("notmet", "not met".to_string()),
+        Status::NotMeasured(why) => ("na", format!("not measured: {why}")),
+    };
+    let status = match &v.note {
+        Some(note) => format!("{status} ({note})"),
+        None => status,
+    };
+    let figure = v.figure.map_or("-".into(), |x| show(x, &t.unit));
+    let reference = v
+        .reference
+        .as_ref()
+        .map_or("-".into(), |(n, x)| format!("{n} {}", show(*x, &t.unit)));
+    html! {
+        tr class=(class) {
+            td.l { (t.what) }
+            td.l { (v.at) }
+            td { (figure) }
+            td { (reference) }
+            td { (v.ratio.map_or("-".into(), crate::targets::show_ratio)) }
+            td { "≥" (t.goal) "x" }
+            td.l { (status) }
+        }
     }
-    // The plots.
-    h += "<h2 id=\"plots\">Plots</h2>";
-    for suite in Suite::ALL {
-        let plots = plots(records, suite, machine);
-        if plots.is_empty() {
-            continue;
-        }
-        let _ = write!(h, "<h3>{}</h3><div class=\"plots\">", suite.name());
-        for p in plots {
-            let _ = write!(
-                h,
-                "<figure class=\"plot\" data-case=\"{}\" data-series=\"{}\">{}<figcaption>{}</figcaption></figure>",
-                esc(&p.id),
-                p.series,
-                p.svg,
-                esc(&p.caption)
-            );
-        }
-        h += "</div>\n";
-    }
-    // The data.
-    let _ = writeln!(
-        h,
-        "<h2 id=\"data\">Data</h2><p>The run's {} JSON lines (also <code>results.jsonl</code> \
-         beside this page).</p><details><summary>JSON lines</summary><pre id=\"results-jsonl\">{}</pre></details>",
-        records.len(),
-        esc(&jsonl(records))
-    );
-    h += "</body></html>\n";
-    h
 }
 
 /// One plot of the page.
