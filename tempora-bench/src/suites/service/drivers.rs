@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use tempora::clock::ClockId;
 use tempora::{Notify, SetFlags, Timers};
 
-use super::{arm_once_at, monotonic_now};
+use crate::peers::service::{arm_once_at, monotonic_now};
 use crate::stats::quantile;
 use crate::workload::rng;
 use crate::{median, on_threads, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};

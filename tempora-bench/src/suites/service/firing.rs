@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use tempora::clock::ClockId;
 use tempora::{Notify, Precision, SetFlags, TimerId, Timers};
 
-use super::{arm_once_at, monotonic_now};
+use crate::peers::service::{arm_once_at, monotonic_now};
 use crate::stats::quantile;
 use crate::workload::{rng, spread};
 use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
