@@ -2,15 +2,13 @@
 //! `tempora checkpoint` shows and inspects owner snapshots; `tempora top --demo` shows a live
 //! view of a service's statistics.
 
-mod alloc;
-mod bench;
 mod checkpoint;
 mod top;
 
 use clap::{Parser, Subcommand};
 
 #[global_allocator]
-static ALLOCATOR: alloc::Counting = alloc::Counting;
+static ALLOCATOR: tempora_bench::alloc::Counting = tempora_bench::alloc::Counting;
 
 #[derive(Parser)]
 #[command(
@@ -27,7 +25,7 @@ struct Cli {
 enum Command {
     /// Run the benchmark suites, tempora and its peers side by side in one process, or compare
     /// two runs (`bench compare OLD.jsonl NEW.jsonl`).
-    Bench(bench::Opts),
+    Bench(tempora_bench::Opts),
     /// Checkpoint and restore: `demo` (across two processes) and `inspect FILE`.
     #[command(subcommand)]
     Checkpoint(checkpoint::Cmd),
@@ -47,10 +45,10 @@ fn main() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     match cli.command {
-        Command::Bench(opts) => std::process::exit(bench::main(&opts)),
+        Command::Bench(opts) => std::process::exit(tempora_bench::main(&opts)),
         Command::Checkpoint(cmd) => std::process::exit(checkpoint::run(cmd)),
         Command::Top(opts) => std::process::exit(top::main(&opts)),
-        Command::CheckJson { file } => match bench::check_json(&file) {
+        Command::CheckJson { file } => match tempora_bench::check_json(&file) {
             Ok(count) => println!("{count} result lines ok"),
             Err(err) => {
                 eprintln!("tempora check-json: {}: {err}", file.display());

@@ -55,7 +55,8 @@ use tempora::clock::{ClockId, TimeSpec};
 use tempora::{Notify, Owner, SetFlags, TimerId, Timers};
 use tempora_capi::{tempora_config, tempora_owner_t, tempora_t};
 
-use super::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use crate::workload::spread_nsec;
+use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 const CASES: [&str; 3] = ["settime", "gettime", "create-delete"];
 
@@ -71,13 +72,6 @@ extern "C" {
     fn capi_settime_kernel(timers: *const libc::timer_t, n: usize, passes: c_int) -> f64;
     fn capi_gettime_kernel(timers: *const libc::timer_t, n: usize, passes: c_int) -> f64;
     fn capi_create_delete_kernel(n: usize, passes: c_int, signo: c_int, tid: c_int) -> f64;
-}
-
-/// The `tv_nsec` of timer `i`'s arming (its `tv_sec` is 1): `capi.c`'s `capi_spread_nsec`,
-/// the service suite's `spread` at pass 0.
-#[inline]
-fn spread_nsec(i: usize) -> i64 {
-    ((i * 7919) % 1_000_000) as i64 * 1_000
 }
 
 /// A C loop's result: ns per call, or the errno it failed with.
@@ -245,7 +239,7 @@ impl Side for TemporaRust {
                     .settime(
                         id,
                         SetFlags::RELATIVE,
-                        TimeSpec::new(1, spread_nsec(i)),
+                        TimeSpec::new(1, spread_nsec(i, 0)),
                         TimeSpec::new(0, 0),
                     )
                     .map_err(|e| format!("Owner::settime: {e}"))?;
@@ -493,5 +487,25 @@ pub fn plan<'a>(plan: &mut Plan<'a>) {
                 }
             },
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    extern "C" {
+        /// `capi.c`'s `capi_spread_nsec`, the `tv_nsec` its settime loops arm timer `i` with.
+        fn capi_spread_nsec_at(i: usize) -> libc::c_long;
+    }
+
+    #[test]
+    fn the_c_loops_arm_the_same_spread_as_the_rust_loops() {
+        let large = [usize::MAX / 7919 - 1, usize::MAX / 7919 + 1, usize::MAX];
+        for i in (0..300_000).chain(large) {
+            // SAFETY: a pure function of its argument (`capi.c`).
+            let c = unsafe { capi_spread_nsec_at(i) };
+            assert_eq!(c as i64, spread_nsec(i, 0), "timer {i}");
+        }
     }
 }

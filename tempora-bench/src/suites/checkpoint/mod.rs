@@ -19,8 +19,8 @@ use tempora::checkpoint::Snapshot;
 use tempora::clock::ClockId;
 use tempora::{Notify, SetFlags, Timers};
 
-use super::fork::in_children;
-use super::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use crate::runner::fork::in_children;
+use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 const DANCE_IDS: usize = 2000;
 const DANCE_STRIDE: i32 = 16;

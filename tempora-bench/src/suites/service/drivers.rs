@@ -26,8 +26,11 @@ use std::time::{Duration, Instant};
 use tempora::clock::ClockId;
 use tempora::{Notify, SetFlags, Timers};
 
-use super::service::{arm_once_at, monotonic_now};
-use super::{median, on_threads, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use crate::peers::service::{arm_once_at, monotonic_now};
+use crate::stats::quantile;
+use crate::workload::rng;
+use crate::{median, on_threads, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use rand::Rng;
 
 const PERIODS_MS: [u64; 4] = [100, 200, 250, 400];
 const PROBES: usize = 2000;
@@ -172,7 +175,7 @@ fn wakeups_kernel(n: usize, secs: f64) -> Result<Measured, String> {
 
 fn percentiles(mut late: Vec<f64>) -> Measured {
     late.sort_by(f64::total_cmp);
-    let at = |q: f64| late[((late.len() as f64 * q) as usize).min(late.len() - 1)];
+    let at = |q: f64| quantile(&late, q).expect("a probe fired");
     Measured::fields_only(
         Fields::default()
             .with(Field::P50Ns, at(0.5))
@@ -204,12 +207,9 @@ fn lateness_tempora(n: usize) -> Result<Measured, String> {
     }
     let late = Arc::new(Mutex::new(Vec::with_capacity(PROBES)));
     let t0 = monotonic_now() + 100_000_000;
-    let mut rng = 0x2545_F491_4F6C_DD1Du64;
+    let mut rng = rng(0x2545_F491_4F6C_DD1D);
     for _ in 0..PROBES {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        let at = t0 + rng % 1_000_000_000;
+        let at = t0 + rng.gen_range(0..1_000_000_000);
         let l2 = late.clone();
         let id = owner
             .create(
@@ -265,14 +265,11 @@ fn lateness_kernel(n: usize) -> Result<Measured, String> {
         });
         let tid = rx.recv().expect("tid");
         let t0 = monotonic_now() + 100_000_000;
-        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut rng = rng(0x2545_F491_4F6C_DD1D);
         let mut probes = Vec::with_capacity(PROBES);
         let mut at = Vec::with_capacity(PROBES);
         for i in 0..PROBES {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let t = t0 + rng % 1_000_000_000;
+            let t = t0 + rng.gen_range(0..1_000_000_000);
             match tempora_kernel::timer_create_signal(libc::CLOCK_MONOTONIC, signo, i as i32, tid) {
                 Ok(id) => {
                     tempora_kernel::timer_settime(id, libc::TIMER_ABSTIME, t, 0).expect("settime");

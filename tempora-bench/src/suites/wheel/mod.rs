@@ -27,10 +27,12 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 
-use super::queues::{BTree, Bitwheel, LazyHeap, Nexus, Tempora, TimerQueue, TokioDelayQueue};
-use super::{allocated_bytes, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use crate::peers::timer_queue::{
+    BTree, Bitwheel, LazyHeap, Nexus, Tempora, TimerQueue, TokioDelayQueue,
+};
+use crate::{allocated_bytes, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 const HOUR_MS: u64 = 3_600_000;
 const SERVER_TIMEOUTS: [u64; 4] = [200, 5_000, 30_000, 120_000];
@@ -76,7 +78,7 @@ struct Input {
 
 impl Input {
     fn new(n: usize, dist: Dist, stream: u64, rounds: usize) -> Input {
-        let mut rng = SmallRng::seed_from_u64(stream);
+        let mut rng = crate::workload::rng(stream);
         let deadlines = (0..n).map(|_| dist.sample(&mut rng)).collect();
         let mut order: Vec<u32> = (0..n as u32).collect();
         order.shuffle(&mut rng);
@@ -474,7 +476,7 @@ fn measure(reps: usize, settings: &Settings, case: &str, peer: &Peer, input: &In
             .unwrap_or(s.total.as_nanos() as f64 / s.ops.max(1) as f64)
     };
     samples.sort_by(|a, b| ns(a).total_cmp(&ns(b)));
-    let median = &samples[samples.len() / 2];
+    let median = &samples[crate::stats::rank(samples.len(), 0.5)];
     let count = |f: Field| median.fields.num(f).unwrap_or(0.0);
     let ok =
         count(Field::Early) == 0.0 && count(Field::Lost) == 0.0 && count(Field::Duplicate) == 0.0;

@@ -40,8 +40,11 @@ use std::time::{Duration, Instant};
 use tempora::clock::ClockId;
 use tempora::{Notify, Precision, SetFlags, TimerId, Timers};
 
-use super::service::{arm_once_at, monotonic_now};
-use super::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use crate::peers::service::{arm_once_at, monotonic_now};
+use crate::stats::quantile;
+use crate::workload::{rng, spread};
+use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use rand::Rng;
 
 const SEC: u64 = 1_000_000_000;
 const TIMEOUT: u64 = 30 * SEC;
@@ -102,32 +105,16 @@ fn tempora_cpu_ns() -> u64 {
     cpu_ns(&["tempora-driver", "tempora-spare"], None)
 }
 
-/// A xorshift generator: the same workload for every implementation.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    /// Uniform in `[a, b)`.
-    fn between(&mut self, a: u64, b: u64) -> u64 {
-        a + self.next() % (b - a)
-    }
-}
-
 /// The connections' first expiries, from `t0`: idle ones (every 100th) within `[start,
 /// start + run)`, the rest 20-30 s ahead.
 fn schedule(n: usize, t0: u64, start: u64, run: u64) -> Vec<u64> {
-    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut rng = rng(0x2545_F491_4F6C_DD1D);
     (0..n)
         .map(|i| {
             if i % 100 == 0 {
-                rng.between(start, start + run)
+                rng.gen_range(start..start + run)
             } else {
-                t0 + rng.between(20 * SEC, TIMEOUT)
+                t0 + rng.gen_range(20 * SEC..TIMEOUT)
             }
         })
         .collect()
@@ -136,14 +123,14 @@ fn schedule(n: usize, t0: u64, start: u64, run: u64) -> Vec<u64> {
 /// The request thread: re-arms random busy connections with `arm` at `REQUESTS_PER_S` until
 /// `end`; the mean ns of one re-arm.
 fn requests(n: usize, end: u64, mut arm: impl FnMut(usize)) -> f64 {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = rng(0x9E37_79B9_7F4A_7C15);
     let (mut spent, mut done) = (0u64, 0u64);
     let start = monotonic_now();
     while monotonic_now() < end {
         let t = Instant::now();
         for _ in 0..BATCH {
             // A busy connection: idle ones (every 100th) get no requests.
-            let i = rng.next() as usize % n;
+            let i = rng.gen_range(0..n);
             arm(if i % 100 == 0 { i + 1 } else { i }.min(n - 1));
         }
         spent += t.elapsed().as_nanos() as u64;
@@ -389,14 +376,13 @@ fn arm_precision(n: usize, reps: usize, settings: &Settings) -> Vec<(&'static st
             (name, owner, ids)
         })
         .collect();
-    let spread = |i: usize| SEC + (i * 7919 % 1_000_000) as u64 * 1_000;
     let arm_all = |owner: &tempora::Owner, ids: &[TimerId]| {
         let t = Instant::now();
         for (i, &id) in ids.iter().enumerate() {
             let r = owner.settime(
                 id,
                 SetFlags::RELATIVE,
-                Duration::from_nanos(spread(i)),
+                Duration::from_nanos(spread(i, 0)),
                 Duration::ZERO,
             );
             std::hint::black_box(r.expect("live timer"));
@@ -498,7 +484,7 @@ fn slow_callback(n: usize, spares: usize) -> Result<Measured, String> {
         return Err(format!("{} of {n} timers fired within 5 s", late.len()));
     }
     late.sort_by(f64::total_cmp);
-    let at = |q: f64| late[((late.len() as f64 * q) as usize).min(late.len() - 1)];
+    let at = |q: f64| quantile(&late, q).expect("n > 0 timers fired");
     Ok(Measured::fields_only(
         Fields::default()
             .with(Field::P50Ns, at(0.5))

@@ -1,8 +1,8 @@
 //! The async suite: async sleep timers (the futures an async program awaits for a timeout or a
 //! delay), driven from inside a real tokio runtime, every implementation the same way.
 //!
-//! This module owns the [`AsyncSleeps`] trait every implementation provides, the workloads
-//! over it, and the suite's plan. Each step builds its own current-thread runtime with the time
+//! This module owns the workloads over [`AsyncSleeps`] (the trait every implementation
+//! provides, in `peers::async_sleeps`) and the suite's plan. Each step builds its own current-thread runtime with the time
 //! driver (`Builder::new_current_thread().enable_time()`) and drops it at the end, so no step
 //! inherits another's timers.
 //!
@@ -42,7 +42,8 @@ use std::sync::Arc;
 use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
-use super::{allocated_bytes, median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use crate::peers::async_sleeps::{AsyncIo, AsyncSleeps, TemporaTime, TokioTime};
+use crate::{allocated_bytes, median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 /// The cases of a pending step (one setup of n pending sleeps serves both).
 const PENDING_CASES: [&str; 2] = ["sleep-create-drop", "sleep-reset"];
@@ -51,107 +52,6 @@ const PENDING_CASES: [&str; 2] = ["sleep-create-drop", "sleep-reset"];
 const TIMEOUT: Duration = Duration::from_secs(3600);
 /// How long `fire` waits past the deadline for the last task before counting the rest lost.
 const FIRE_PATIENCE: Duration = Duration::from_secs(30);
-
-/// One async sleep implementation, as the suite drives it. A new implementation is an impl of
-/// this trait and a line in [`PEERS`].
-pub trait AsyncSleeps: Sized + 'static {
-    /// The JSON `impl` name.
-    const NAME: &'static str;
-    /// A sleep: completes at its deadline; registered with its timer at the latest when first
-    /// polled; dropping it pending cancels it.
-    type Sleep: Future + Send + 'static;
-    /// Called inside the step's runtime (`Handle::current()` works), once per step.
-    fn new() -> Self;
-    /// A sleep due at `at`.
-    fn sleep_until(&self, at: Instant) -> Self::Sleep;
-    /// Moves a pending (registered) sleep's deadline to `at`, keeping its waker.
-    fn reset(&self, sleep: Pin<&mut Self::Sleep>, at: Instant);
-}
-
-/// `tempora::time::Sleep` on a service of its own per step (OS clocks, one driver thread, as
-/// `Timers::new()` builds it): an ID-less timer whose 40-byte cell lives in the future, with one
-/// entry in the monotonic wheel of the polling thread's base. Its driver runs on its own
-/// thread, so `fire`'s wake-ups cross threads into the runtime (as async-io's do).
-pub struct TemporaTime {
-    timers: tempora::Timers,
-    /// An `Instant` and the service's monotonic time read just after it: deadlines convert
-    /// with no clock read, never earlier than the instant (the clock is read second).
-    anchor: (Instant, u64),
-}
-
-impl AsyncSleeps for TemporaTime {
-    const NAME: &'static str = "tempora";
-    type Sleep = tempora::time::Sleep;
-    fn new() -> Self {
-        let timers = tempora::Timers::new();
-        let at = Instant::now();
-        let ns = timers.now(tempora::clock::ClockId::Monotonic);
-        TemporaTime {
-            timers,
-            anchor: (at, ns),
-        }
-    }
-    #[inline]
-    fn sleep_until(&self, at: Instant) -> tempora::time::Sleep {
-        self.timers.sleep_until(self.ns(at))
-    }
-    #[inline]
-    fn reset(&self, sleep: Pin<&mut tempora::time::Sleep>, at: Instant) {
-        sleep.reset(self.ns(at));
-    }
-}
-
-impl TemporaTime {
-    #[inline]
-    fn ns(&self, at: Instant) -> u64 {
-        let (a, ns) = self.anchor;
-        ns + at.saturating_duration_since(a).as_nanos() as u64
-    }
-}
-
-/// `tokio::time::Sleep` on the step's runtime: a hierarchical wheel (6 levels of 64 slots,
-/// 1 ms ticks) of intrusive entries, behind the driver's mutex.
-pub struct TokioTime;
-
-impl AsyncSleeps for TokioTime {
-    const NAME: &'static str = "tokio-time";
-    type Sleep = tokio::time::Sleep;
-    fn new() -> Self {
-        TokioTime
-    }
-    #[inline]
-    fn sleep_until(&self, at: Instant) -> tokio::time::Sleep {
-        tokio::time::sleep_until(at.into())
-    }
-    #[inline]
-    fn reset(&self, sleep: Pin<&mut tokio::time::Sleep>, at: Instant) {
-        sleep.reset(at.into());
-    }
-}
-
-/// smol's `async_io::Timer`: deadlines in a `BTreeMap` owned by the process-wide reactor,
-/// which its own thread drives; timers queue their inserts and removes for it.
-pub struct AsyncIo;
-
-impl AsyncSleeps for AsyncIo {
-    const NAME: &'static str = "async-io";
-    type Sleep = async_io::Timer;
-    fn new() -> Self {
-        // The reactor (and its thread) starts on first use: once here, so that it does not
-        // land in a measurement.
-        let mut t = async_io::Timer::after(TIMEOUT);
-        let _ = Pin::new(&mut t).poll(&mut Context::from_waker(Waker::noop()));
-        AsyncIo
-    }
-    #[inline]
-    fn sleep_until(&self, at: Instant) -> async_io::Timer {
-        async_io::Timer::at(at)
-    }
-    #[inline]
-    fn reset(&self, sleep: Pin<&mut async_io::Timer>, at: Instant) {
-        sleep.get_mut().set_at(at);
-    }
-}
 
 /// The step's runtime, or why there is none.
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -285,8 +185,7 @@ impl FireRun {
     }
 
     fn percentile_us(&self, q: f64) -> f64 {
-        let l = &self.late_ns;
-        l[((l.len() as f64 * q) as usize).min(l.len() - 1)] as f64 / 1e3
+        crate::stats::quantile(&self.late_ns, q).expect("a task woke") as f64 / 1e3
     }
 }
 
@@ -379,7 +278,7 @@ fn fire<S: AsyncSleeps>(n: usize, reps: usize, settings: &Settings) -> Row {
         let lost: usize = runs.iter().map(|r| r.lost).sum();
         let count = runs.len();
         runs.sort_by(|a, b| a.total_ns().total_cmp(&b.total_ns()));
-        let mid = &runs[runs.len() / 2];
+        let mid = &runs[crate::stats::rank(runs.len(), 0.5)];
         let fields = Fields::default()
             .with(Field::P50Us, mid.percentile_us(0.5))
             .with(Field::P99Us, mid.percentile_us(0.99))

@@ -3,16 +3,20 @@
 //! machine, the verdict, the seed suite's tables and a plot per case, drawn with plotters' SVG
 //! backend and inlined. Also the seed suite's tables as text, and `--save`.
 
+pub(crate) mod compare;
+pub(crate) mod table;
+
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+use plotters::coord::combinators::{BindKeyPoints, LogCoord, WithKeyPoints};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::machine::Machine;
-use super::record::{Field, Record, Suite};
-use super::targets::{show, Status, Verdict};
+use crate::record::{Field, Record, Suite};
+use crate::runner::machine::Machine;
+use crate::targets::{show, Status, Verdict};
 
 /// One of the seed suite's tables (the Linux 6.15 registry benchmark's): a test, its rows (create,
 /// getoverrun, loop) and one column per implementation, in ms as that benchmark prints them
@@ -141,18 +145,18 @@ pub fn seed_tables_text(records: &[Record]) -> String {
     let mut out = String::new();
     for t in seed_tables(records) {
         out += &format!("seed {}\n", t.title);
-        out += &format!("  {:<12}", "");
-        for c in &t.columns {
-            out += &format!(" {c:>13}");
-        }
-        out += "\n";
-        for (name, cells) in &t.rows {
-            out += &format!("  {name:<12}");
-            for v in cells {
-                out += &format!(" {:>13}", ms(*v));
-            }
-            out += "\n";
-        }
+        let header: Vec<&str> = std::iter::once("")
+            .chain(t.columns.iter().map(String::as_str))
+            .collect();
+        let mut aligns = vec![table::Align::Right; header.len()];
+        aligns[0] = table::Align::Left;
+        let rows = t.rows.iter().map(|(name, cells)| {
+            let name = name.to_string();
+            std::iter::once(name)
+                .chain(cells.iter().map(|v| ms(*v)))
+                .collect()
+        });
+        out += &table::plain("  ", &header, &aligns, rows);
         out += "\n";
     }
     out
@@ -208,14 +212,6 @@ fn machine_json(machine: &Machine) -> String {
     serde_json::to_string_pretty(machine).expect("serialisable machine") + "\n"
 }
 
-/// `text` with `&`, `<`, `>` and `"` escaped for HTML.
-fn esc(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 const STYLE: &str = "body{font-family:sans-serif;margin:1.5em auto;max-width:1400px;color:#222;padding:0 1em}\
 h1{margin-bottom:.2em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}\
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}\
@@ -226,23 +222,10 @@ figcaption{font-size:90%;color:#555;max-width:600px}pre{font-size:80%;overflow-x
 
 /// The page.
 pub fn html(records: &[Record], machine: &Machine, verdict: &[Verdict]) -> String {
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>tempora bench report</title><style>{STYLE}</style></head><body>\n\
-         <h1>tempora bench</h1><p>{} results, {} mode, tempora {}, {} UTC.</p>\n",
-        records.len(),
-        esc(&machine.mode),
-        esc(&machine.commit),
-        esc(&machine.started)
-    );
-    // The machine.
     let limit = machine
         .rlimit_sigpending
         .map_or("unknown".into(), |l| l.to_string());
-    h += "<h2 id=\"machine\">Machine</h2><table>";
-    for (k, v) in [
+    let machine_rows = [
         ("CPU", machine.cpu.clone()),
         ("cores", machine.cores.to_string()),
         ("L3", machine.l3.clone()),
@@ -258,106 +241,133 @@ pub fn html(records: &[Record], machine: &Machine, verdict: &[Verdict]) -> Strin
                 machine.load_start, machine.load_end
             ),
         ),
-    ] {
-        let _ = write!(
-            h,
-            "<tr><th class=\"l\">{k}</th><td class=\"l\">{}</td></tr>",
-            esc(&v)
-        );
-    }
-    h += "</table><p class=\"note\">Figures from different machines are not comparable, and \
-          even the ratios differ between machines: a larger last-level cache (L3) keeps more of \
-          a structure's working set close, which can change which timer queue wins at 1M timers. \
-          Compare ratios of runs on the same machine (<code>tempora bench compare</code>), and \
-          read every figure here beside the machine above.</p>\n";
-    // The verdict.
-    h += "<h2 id=\"verdict\">Verdict</h2><p>tempora against its targets (BENCHMARKS.md), \
-          figures of this run only. ratio = reference / tempora, lower being better for every \
-          figure.</p><table><tr><th class=\"l\">target</th><th class=\"l\">at</th>\
-          <th>tempora</th><th>reference</th><th>ratio</th><th>goal</th>\
-          <th class=\"l\">verdict</th></tr>";
-    for v in verdict {
-        let t = &v.target;
-        let (class, status) = match &v.status {
-            Status::Met => ("met", "met".to_string()),
-            Status::NotMet => ("notmet", "not met".to_string()),
-            Status::NotMeasured(why) => ("na", format!("not measured: {why}")),
-        };
-        let status = match &v.note {
-            Some(note) => format!("{status} ({note})"),
-            None => status,
-        };
-        let _ = write!(
-            h,
-            "<tr class=\"{class}\"><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>&ge;{}x</td><td class=\"l\">{}</td></tr>",
-            esc(t.what),
-            esc(&v.at),
-            v.figure.map_or("-".into(), |x| esc(&show(x, t.unit))),
-            v.reference
-                .as_ref()
-                .map_or("-".into(), |(n, x)| esc(&format!(
-                    "{n} {}",
-                    show(*x, t.unit)
-                ))),
-            v.ratio.map_or("-".into(), super::targets::show_ratio),
-            t.goal,
-            esc(&status)
-        );
-    }
-    h += "</table>\n";
-    // The seed suite's tables.
+    ];
     let tables = seed_tables(records);
-    if !tables.is_empty() {
-        h += "<h2 id=\"seed\">The seed suite's tables</h2><p>Tests 1-5 of the Linux 6.15 registry \
-              benchmark, laid out as its own tables (ms), every registry in one process.</p>";
-        for t in tables {
-            let _ = write!(h, "<h3>{}</h3><table><tr><th></th>", esc(&t.title));
-            for c in &t.columns {
-                let _ = write!(h, "<th>{}</th>", esc(c));
+    let suites: Vec<(Suite, Vec<Plot>)> = Suite::ALL
+        .into_iter()
+        .map(|suite| (suite, plots(records, suite, machine)))
+        .filter(|(_, plots)| !plots.is_empty())
+        .collect();
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { "tempora bench report" }
+                style { (PreEscaped(STYLE)) }
             }
-            h += "</tr>";
-            for (name, cells) in &t.rows {
-                let _ = write!(h, "<tr><th class=\"l\">{}</th>", esc(name));
-                for v in cells {
-                    let _ = write!(h, "<td>{}</td>", ms(*v));
+            body {
+                h1 { "tempora bench" }
+                p {
+                    (records.len()) " results, " (machine.mode) " mode, tempora "
+                    (machine.commit) ", " (machine.started) " UTC."
                 }
-                h += "</tr>";
+                h2 id="machine" { "Machine" }
+                table {
+                    @for (k, v) in &machine_rows {
+                        tr { th.l { (k) } td.l { (v) } }
+                    }
+                }
+                p.note {
+                    "Figures from different machines are not comparable, and even the ratios \
+                     differ between machines: a larger last-level cache (L3) keeps more of a \
+                     structure's working set close, which can change which timer queue wins at \
+                     1M timers. Compare ratios of runs on the same machine ("
+                    code { "tempora bench compare" }
+                    "), and read every figure here beside the machine above."
+                }
+                h2 id="verdict" { "Verdict" }
+                p {
+                    "tempora against its targets (BENCHMARKS.md), figures of this run only. \
+                     ratio = reference / tempora, lower being better for every figure."
+                }
+                table {
+                    tr {
+                        th.l { "target" } th.l { "at" } th { "tempora" } th { "reference" }
+                        th { "ratio" } th { "goal" } th.l { "verdict" }
+                    }
+                    @for v in verdict {
+                        (verdict_row(v))
+                    }
+                }
+                @if !tables.is_empty() {
+                    h2 id="seed" { "The seed suite's tables" }
+                    p {
+                        "Tests 1-5 of the Linux 6.15 registry benchmark, laid out as its own \
+                         tables (ms), every registry in one process."
+                    }
+                    @for t in &tables {
+                        h3 { (t.title) }
+                        table {
+                            tr {
+                                th {}
+                                @for c in &t.columns { th { (c) } }
+                            }
+                            @for (name, cells) in &t.rows {
+                                tr {
+                                    th.l { (name) }
+                                    @for v in cells { td { (ms(*v)) } }
+                                }
+                            }
+                        }
+                    }
+                }
+                h2 id="plots" { "Plots" }
+                @for (suite, plots) in &suites {
+                    h3 { (suite.name()) }
+                    div.plots {
+                        @for p in plots {
+                            figure.plot data-case=(p.id) data-series=(p.series) {
+                                (PreEscaped(&p.svg))
+                                figcaption { (p.caption) }
+                            }
+                        }
+                    }
+                }
+                h2 id="data" { "Data" }
+                p {
+                    "The run's " (records.len()) " JSON lines (also "
+                    code { "results.jsonl" }
+                    " beside this page)."
+                }
+                details {
+                    summary { "JSON lines" }
+                    pre id="results-jsonl" { (jsonl(records)) }
+                }
             }
-            h += "</table>";
         }
-        h += "\n";
+    };
+    page.into_string() + "\n"
+}
+
+/// One verdict's row of the page's verdict table.
+fn verdict_row(v: &Verdict) -> Markup {
+    let t = &v.target;
+    let (class, status) = match &v.status {
+        Status::Met => ("met", "met".to_string()),
+        Status::NotMet => ("notmet", "not met".to_string()),
+        Status::NotMeasured(why) => ("na", format!("not measured: {why}")),
+    };
+    let status = match &v.note {
+        Some(note) => format!("{status} ({note})"),
+        None => status,
+    };
+    let figure = v.figure.map_or("-".into(), |x| show(x, &t.unit));
+    let reference = v
+        .reference
+        .as_ref()
+        .map_or("-".into(), |(n, x)| format!("{n} {}", show(*x, &t.unit)));
+    html! {
+        tr class=(class) {
+            td.l { (t.what) }
+            td.l { (v.at) }
+            td { (figure) }
+            td { (reference) }
+            td { (v.ratio.map_or("-".into(), crate::targets::show_ratio)) }
+            td { "≥" (t.goal) "x" }
+            td.l { (status) }
+        }
     }
-    // The plots.
-    h += "<h2 id=\"plots\">Plots</h2>";
-    for suite in Suite::ALL {
-        let plots = plots(records, suite, machine);
-        if plots.is_empty() {
-            continue;
-        }
-        let _ = write!(h, "<h3>{}</h3><div class=\"plots\">", suite.name());
-        for p in plots {
-            let _ = write!(
-                h,
-                "<figure class=\"plot\" data-case=\"{}\" data-series=\"{}\">{}<figcaption>{}</figcaption></figure>",
-                esc(&p.id),
-                p.series,
-                p.svg,
-                esc(&p.caption)
-            );
-        }
-        h += "</div>\n";
-    }
-    // The data.
-    let _ = writeln!(
-        h,
-        "<h2 id=\"data\">Data</h2><p>The run's {} JSON lines (also <code>results.jsonl</code> \
-         beside this page).</p><details><summary>JSON lines</summary><pre id=\"results-jsonl\">{}</pre></details>",
-        records.len(),
-        esc(&jsonl(records))
-    );
-    h += "</body></html>\n";
-    h
 }
 
 /// One plot of the page.
@@ -410,6 +420,26 @@ fn pow10_label(e: f64) -> String {
     }
 }
 
+/// A log-scale axis over `lo..hi` (both above 0), labelled at the powers of ten within it,
+/// or at 1, 2 and 5 times them, or at every digit's multiple: the first that gives three
+/// labels.
+fn log_axis(lo: f64, hi: f64) -> WithKeyPoints<LogCoord<f64>> {
+    let ticks = |steps: &[f64]| -> Vec<f64> {
+        let (e0, e1) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+        (e0..=e1)
+            .flat_map(|e| steps.iter().map(move |s| s * 10f64.powi(e)))
+            .filter(|v| (lo..=hi).contains(v))
+            .collect()
+    };
+    let digits = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
+    let points = [&[1.0][..], &[1.0, 2.0, 5.0], &digits]
+        .into_iter()
+        .map(ticks)
+        .find(|t| t.len() >= 3)
+        .unwrap_or_else(|| ticks(&digits));
+    (lo..hi).log_scale().with_key_points(points)
+}
+
 /// A line chart. Axes marked `log` are drawn in log10 coordinates with labels at their values.
 struct Lines<'a> {
     title: String,
@@ -426,8 +456,12 @@ struct Lines<'a> {
 }
 
 fn lines_svg(c: &Lines) -> String {
+    // The bounds are padded in the drawn coordinates (log10 on a log axis), then handed to
+    // plotters in data units: a log axis is plotters' `log_scale`.
     let tx = |x: f64| if c.x_log { x.log10() } else { x };
     let ty = |y: f64| if c.y_log { y.log10() } else { y };
+    let ix = |x: f64| if c.x_log { 10f64.powf(x) } else { x };
+    let iy = |y: f64| if c.y_log { 10f64.powf(y) } else { y };
     let pts = c.series.iter().flat_map(|(_, p)| p.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for &(x, y) in pts {
@@ -451,100 +485,115 @@ fn lines_svg(c: &Lines) -> String {
     let legend = (y1 - y0) * (0.12 + 0.075 * c.series.len() as f64);
     let (x0, x1, y0, y1) = (x0 - xpad, x1 + xpad, y0 - ypad, y1 + ypad + legend);
     let y0 = if c.y_log { y0 } else { y0.min(0.0) };
+    let (x0, x1, y0, y1) = (ix(x0), ix(x1), iy(y0), iy(y1));
+    let xfmt = |v: &f64| match c.x_names {
+        Some(names) => {
+            let i = v.round();
+            if (v - i).abs() < 0.01 && i >= 0.0 && (i as usize) < names.len() {
+                names[i as usize].to_string()
+            } else {
+                String::new()
+            }
+        }
+        None if c.x_log => pow10_label(v.log10()),
+        None => format!("{v}"),
+    };
+    let yfmt = |v: &f64| {
+        if c.y_log {
+            pow10_label(v.log10())
+        } else {
+            format!("{v:.0}")
+        }
+    };
+    let x_labels = c.x_names.map_or(8, |n| n.len() * 2 + 1);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         let _ = root.fill(&WHITE);
-        let mut chart = ChartBuilder::on(&root)
-            .caption(&c.title, ("sans-serif", 16))
-            .margin(8)
-            .x_label_area_size(36)
-            .y_label_area_size(56)
-            .build_cartesian_2d(x0..x1, y0..y1)
-            .expect("chart");
-        let xfmt = |v: &f64| match c.x_names {
-            Some(names) => {
-                let i = v.round();
-                if (v - i).abs() < 0.01 && i >= 0.0 && (i as usize) < names.len() {
-                    names[i as usize].to_string()
-                } else {
-                    String::new()
+        // The same drawing on each kind of coordinates (the axes' types differ).
+        macro_rules! draw {
+            ($x_range:expr, $y_range:expr) => {{
+                let mut chart = ChartBuilder::on(&root)
+                    .caption(&c.title, ("sans-serif", 16))
+                    .margin(8)
+                    .x_label_area_size(36)
+                    .y_label_area_size(56)
+                    .build_cartesian_2d($x_range, $y_range)
+                    .expect("chart");
+                let _ = chart
+                    .configure_mesh()
+                    .x_desc(c.x_desc)
+                    .y_desc(c.y_desc)
+                    .x_labels(x_labels)
+                    .y_labels(8)
+                    .x_label_formatter(&xfmt)
+                    .y_label_formatter(&yfmt)
+                    .light_line_style(WHITE.mix(0.0))
+                    .draw();
+                for (x, label) in &c.vmarks {
+                    let x = *x;
+                    if x < x0 || x > x1 {
+                        continue;
+                    }
+                    let style = ShapeStyle::from(&RGBColor(120, 120, 120)).stroke_width(1);
+                    let line = vec![(x, y0), (x, y1)];
+                    let _ = chart.draw_series(DashedLineSeries::new(line, 6, 4, style));
+                    let _ = chart.draw_series(std::iter::once(Text::new(
+                        label.clone(),
+                        (x, iy((ty(y0) + ty(y1)) * 0.5)),
+                        ("sans-serif", 11)
+                            .into_font()
+                            .color(&RGBColor(90, 90, 90))
+                            .pos(Pos::new(HPos::Right, VPos::Bottom)),
+                    )));
                 }
-            }
-            None if c.x_log => pow10_label(*v),
-            None => format!("{v}"),
-        };
-        let yfmt = |v: &f64| {
-            if c.y_log {
-                pow10_label(*v)
-            } else {
-                format!("{v:.0}")
-            }
-        };
-        let x_labels = c.x_names.map_or(8, |n| n.len() * 2 + 1);
-        let _ = chart
-            .configure_mesh()
-            .x_desc(c.x_desc)
-            .y_desc(c.y_desc)
-            .x_labels(x_labels)
-            .y_labels(8)
-            .x_label_formatter(&xfmt)
-            .y_label_formatter(&yfmt)
-            .light_line_style(WHITE.mix(0.0))
-            .draw();
-        for (x, label) in &c.vmarks {
-            let x = tx(*x);
-            if x < x0 || x > x1 {
-                continue;
-            }
-            let style = ShapeStyle::from(&RGBColor(120, 120, 120)).stroke_width(1);
-            let _ = chart.draw_series(DashedLineSeries::new(vec![(x, y0), (x, y1)], 6, 4, style));
-            let _ = chart.draw_series(std::iter::once(Text::new(
-                label.clone(),
-                (x, y0 + (y1 - y0) * 0.5),
-                ("sans-serif", 11)
-                    .into_font()
-                    .color(&RGBColor(90, 90, 90))
-                    .pos(Pos::new(HPos::Right, VPos::Bottom)),
-            )));
+                for (y, label) in &c.hmarks {
+                    let y = *y;
+                    let style = ShapeStyle::from(&RGBColor(120, 120, 120)).stroke_width(1);
+                    let line = vec![(x0, y), (x1, y)];
+                    let _ = chart.draw_series(DashedLineSeries::new(line, 6, 4, style));
+                    let _ = chart.draw_series(std::iter::once(Text::new(
+                        label.clone(),
+                        (ix(tx(x0) + (tx(x1) - tx(x0)) * 0.02), y),
+                        ("sans-serif", 11).into_font().color(&RGBColor(90, 90, 90)),
+                    )));
+                }
+                // Several series of one implementation (lateness at each n) get lighter shades.
+                let mut shade: BTreeMap<&str, u32> = BTreeMap::new();
+                for (name, points) in &c.series {
+                    let imp = name.split(' ').next().unwrap_or(name);
+                    let k = shade.entry(imp).or_insert(0);
+                    let base = colour(imp);
+                    let lighten =
+                        |v: u8| (f64::from(v) + (255.0 - f64::from(v)) * 0.3 * f64::from(*k)) as u8;
+                    let colour = RGBColor(lighten(base.0), lighten(base.1), lighten(base.2));
+                    *k = (*k + 1).min(2);
+                    let mut p: Vec<(f64, f64)> = points.clone();
+                    p.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    let style = ShapeStyle::from(&colour).stroke_width(2);
+                    if let Ok(series) = chart.draw_series(LineSeries::new(p.clone(), style)) {
+                        series.label(name.clone()).legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 16, y)], style)
+                        });
+                    }
+                    let _ =
+                        chart.draw_series(p.iter().map(|&pt| Circle::new(pt, 3, colour.filled())));
+                }
+                let _ = chart
+                    .configure_series_labels()
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(RGBColor(200, 200, 200))
+                    .position(SeriesLabelPosition::UpperRight)
+                    .label_font(("sans-serif", 11))
+                    .draw();
+            }};
         }
-        for (y, label) in &c.hmarks {
-            let y = ty(*y);
-            let style = ShapeStyle::from(&RGBColor(120, 120, 120)).stroke_width(1);
-            let _ = chart.draw_series(DashedLineSeries::new(vec![(x0, y), (x1, y)], 6, 4, style));
-            let _ = chart.draw_series(std::iter::once(Text::new(
-                label.clone(),
-                (x0 + (x1 - x0) * 0.02, y),
-                ("sans-serif", 11).into_font().color(&RGBColor(90, 90, 90)),
-            )));
+        match (c.x_log, c.y_log) {
+            (true, true) => draw!(log_axis(x0, x1), log_axis(y0, y1)),
+            (true, false) => draw!(log_axis(x0, x1), y0..y1),
+            (false, true) => draw!(x0..x1, log_axis(y0, y1)),
+            (false, false) => draw!(x0..x1, y0..y1),
         }
-        // Several series of one implementation (lateness at each n) get lighter shades.
-        let mut shade: BTreeMap<&str, u32> = BTreeMap::new();
-        for (name, points) in &c.series {
-            let imp = name.split(' ').next().unwrap_or(name);
-            let k = shade.entry(imp).or_insert(0);
-            let base = colour(imp);
-            let lighten =
-                |v: u8| (f64::from(v) + (255.0 - f64::from(v)) * 0.3 * f64::from(*k)) as u8;
-            let colour = RGBColor(lighten(base.0), lighten(base.1), lighten(base.2));
-            *k = (*k + 1).min(2);
-            let mut p: Vec<(f64, f64)> = points.iter().map(|&(x, y)| (tx(x), ty(y))).collect();
-            p.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let style = ShapeStyle::from(&colour).stroke_width(2);
-            if let Ok(series) = chart.draw_series(LineSeries::new(p.clone(), style)) {
-                series
-                    .label(name.clone())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
-            }
-            let _ = chart.draw_series(p.iter().map(|&pt| Circle::new(pt, 3, colour.filled())));
-        }
-        let _ = chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font(("sans-serif", 11))
-            .draw();
         let _ = root.present();
     }
     svg
@@ -565,7 +614,10 @@ fn bars_svg(
         .fold(f64::MAX, f64::min);
     let max = mark.map_or(max, |(m, _)| max.max(m));
     let log = min > 0.0 && max / min > 20.0;
+    // Bounds and offsets are worked out in the drawn coordinates (log10 on a log axis), then
+    // handed to plotters in data units: a log axis is plotters' `log_scale`.
     let t = |v: f64| if log { v.max(min / 2.0).log10() } else { v };
+    let it = |v: f64| if log { 10f64.powf(v) } else { v };
     let (v0, v1) = if log {
         ((min / 2.0).log10().floor(), max.log10() + 0.15)
     } else {
@@ -573,71 +625,79 @@ fn bars_svg(
     };
     let rows = bars.len() as f64;
     let height = (80 + 28 * bars.len()).max(160) as u32;
+    let xfmt = |v: &f64| {
+        if log {
+            pow10_label(v.log10())
+        } else if v1 >= 100.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.1}")
+        }
+    };
+    let names: Vec<&str> = bars.iter().map(|b| b.0.as_str()).collect();
+    let yfmt = |v: &f64| {
+        let i = (v - 0.5).round();
+        if (v - 0.5 - i).abs() < 0.01 && i >= 0.0 && (i as usize) < names.len() {
+            names[names.len() - 1 - i as usize].to_string()
+        } else {
+            String::new()
+        }
+    };
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, height)).into_drawing_area();
         let _ = root.fill(&WHITE);
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 16))
-            .margin(8)
-            .x_label_area_size(34)
-            .y_label_area_size(150)
-            .build_cartesian_2d(v0..v1, 0.0..rows)
-            .expect("chart");
-        let xfmt = |v: &f64| {
-            if log {
-                pow10_label(*v)
-            } else if v1 >= 100.0 {
-                format!("{v:.0}")
-            } else {
-                format!("{v:.1}")
-            }
-        };
-        let names: Vec<&str> = bars.iter().map(|b| b.0.as_str()).collect();
-        let yfmt = |v: &f64| {
-            let i = (v - 0.5).round();
-            if (v - 0.5 - i).abs() < 0.01 && i >= 0.0 && (i as usize) < names.len() {
-                names[names.len() - 1 - i as usize].to_string()
-            } else {
-                String::new()
-            }
-        };
-        let _ = chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .x_desc(value_desc)
-            .x_labels(8)
-            .y_labels(bars.len() * 2 + 1)
-            .x_label_formatter(&xfmt)
-            .y_label_formatter(&yfmt)
-            .light_line_style(WHITE.mix(0.0))
-            .draw();
-        let _ = chart.draw_series(bars.iter().enumerate().map(|(i, (name, v))| {
-            let y = rows - 1.0 - i as f64;
-            let colour = colour(name.split(' ').next().unwrap_or(name));
-            Rectangle::new([(v0, y + 0.15), (t(*v), y + 0.85)], colour.filled())
-        }));
-        let _ = chart.draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
-            let y = rows - 1.0 - i as f64;
-            Text::new(
-                show(*v, ""),
-                (t(*v) + (v1 - v0) * 0.01, y + 0.65),
-                ("sans-serif", 11),
-            )
-        }));
-        if let Some((m, label)) = mark {
-            let style = ShapeStyle::from(&RGBColor(120, 120, 120)).stroke_width(1);
-            let _ = chart.draw_series(DashedLineSeries::new(
-                vec![(t(m), 0.0), (t(m), rows)],
-                6,
-                4,
-                style,
-            ));
-            let _ = chart.draw_series(std::iter::once(Text::new(
-                label.to_string(),
-                (t(m), rows),
-                ("sans-serif", 11),
-            )));
+        // The same drawing on either kind of value axis (their types differ).
+        macro_rules! draw {
+            ($value_range:expr) => {{
+                let mut chart = ChartBuilder::on(&root)
+                    .caption(title, ("sans-serif", 16))
+                    .margin(8)
+                    .x_label_area_size(34)
+                    .y_label_area_size(150)
+                    .build_cartesian_2d($value_range, 0.0..rows)
+                    .expect("chart");
+                let _ = chart
+                    .configure_mesh()
+                    .disable_y_mesh()
+                    .x_desc(value_desc)
+                    .x_labels(8)
+                    .y_labels(bars.len() * 2 + 1)
+                    .x_label_formatter(&xfmt)
+                    .y_label_formatter(&yfmt)
+                    .light_line_style(WHITE.mix(0.0))
+                    .draw();
+                let _ = chart.draw_series(bars.iter().enumerate().map(|(i, (name, v))| {
+                    let y = rows - 1.0 - i as f64;
+                    let colour = colour(name.split(' ').next().unwrap_or(name));
+                    let end = it(t(*v));
+                    Rectangle::new([(it(v0), y + 0.15), (end, y + 0.85)], colour.filled())
+                }));
+                let _ = chart.draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
+                    let y = rows - 1.0 - i as f64;
+                    Text::new(
+                        show(*v, ""),
+                        (it(t(*v) + (v1 - v0) * 0.01), y + 0.65),
+                        ("sans-serif", 11),
+                    )
+                }));
+                if let Some((m, label)) = mark {
+                    let style = ShapeStyle::from(&RGBColor(120, 120, 120)).stroke_width(1);
+                    let m = it(t(m));
+                    let line = vec![(m, 0.0), (m, rows)];
+                    let _ = chart.draw_series(DashedLineSeries::new(line, 6, 4, style));
+                    let _ = chart.draw_series(std::iter::once(Text::new(
+                        label.to_string(),
+                        (m, rows),
+                        ("sans-serif", 11),
+                    )));
+                }
+            }};
+        }
+        if log {
+            draw!(log_axis(it(v0), it(v1)))
+        } else {
+            draw!(v0..v1)
         }
         let _ = root.present();
     }

@@ -16,7 +16,10 @@
 //!   holding it, so an updater pushing onto that list waits for the whole walk). On 2 CPUs the 3
 //!   threads contend: this shows hold times under contention, not scaling.
 
-use super::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use crate::stats::quantile;
+use crate::workload::{rng, spread_nsec};
+use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use rand::Rng;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -24,11 +27,6 @@ use tempora::clock::{ClockId, TimeSpec};
 use tempora::{Notify, Owner, SetFlags, TimerId, Timers};
 
 const CASES: [&str; 2] = ["arm-cancel", "flush"];
-
-/// The tv_nsec of timer i's arming: the spread the service and capi suites use.
-fn spread_nsec(i: usize) -> i64 {
-    ((i * 7919) % 1_000_000) as i64 * 1000
-}
 
 /// One side of `arm-cancel`: n timers of one owner on a service with stats on or off.
 struct ArmCancel {
@@ -64,7 +62,7 @@ impl ArmCancel {
         let start = Instant::now();
         for _ in 0..passes {
             for (i, &id) in self.ids.iter().enumerate() {
-                let arm = TimeSpec::new(1, spread_nsec(i));
+                let arm = TimeSpec::new(1, spread_nsec(i, 0));
                 let old = self
                     .owner
                     .settime(id, SetFlags::RELATIVE, arm, TimeSpec::new(0, 0))
@@ -178,16 +176,13 @@ impl Tree {
             for t in 0..2u64 {
                 let (stop, ops, busy_ns, owners) = (&stop, &ops, &busy_ns, &self.timers_of);
                 s.spawn(move || {
-                    let mut x = 0x9e37_79b9_7f4a_7c15_u64 ^ (t + 1);
+                    let mut rng = rng(0x9e37_79b9_7f4a_7c15_u64 ^ (t + 1));
                     let mut done = 0u64;
                     let start = Instant::now();
                     while !stop.load(Ordering::Relaxed) {
                         for _ in 0..64 {
-                            x ^= x << 13;
-                            x ^= x >> 7;
-                            x ^= x << 17;
-                            let (o, id) = &owners[(x % owners.len() as u64) as usize];
-                            let arm = TimeSpec::new(1, spread_nsec(done as usize));
+                            let (o, id) = &owners[rng.gen_range(0..owners.len())];
+                            let arm = TimeSpec::new(1, spread_nsec(done as usize, 0));
                             let zero = TimeSpec::new(0, 0);
                             let _ = o.settime(*id, SetFlags::RELATIVE, arm, zero);
                             let _ = o.settime(*id, SetFlags::RELATIVE, zero, zero);
@@ -213,16 +208,6 @@ impl Tree {
             busy_ns.load(Ordering::Relaxed) as f64 / ops as f64,
         )
     }
-}
-
-/// The `p`-quantile of `v` (sorted in place); 0 if empty.
-fn quantile(v: &mut [u64], p: f64) -> u64 {
-    if v.is_empty() {
-        return 0;
-    }
-    v.sort_unstable();
-    let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    v[rank - 1]
 }
 
 /// `flush` rows of the selected impls: runs alternate between them; holds are pooled over
@@ -253,7 +238,8 @@ fn flush(owners: usize, time: Duration, reps: usize, settings: &Settings) -> Vec
     }
     for (name, _, mut holds, flushes, mut ns) in sides {
         let max = holds.iter().copied().max().unwrap_or(0);
-        let p99 = quantile(&mut holds, 0.99);
+        holds.sort_unstable();
+        let p99 = quantile(&holds, 0.99).unwrap_or(0);
         let fields = Fields::default()
             .with(Field::MaxHoldNs, max)
             .with(Field::P99HoldNs, p99)

@@ -13,8 +13,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::machine::Machine;
-use super::record::{is_tempora_impl, read_jsonl, Record};
+use crate::record::{is_tempora_impl, read_jsonl, Record};
+use crate::report::table::{plain, Align};
+use crate::runner::machine::Machine;
 
 /// `tempora bench compare` arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -69,7 +70,7 @@ impl Change {
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
-    (!v.is_empty()).then(|| super::median(&mut v))
+    (!v.is_empty()).then(|| crate::median(&mut v))
 }
 
 /// Matches the rows of two runs.
@@ -160,11 +161,7 @@ pub fn render(changes: &[Change], old: Option<&Machine>, new: Option<&Machine>) 
                     not the figures\n";
         }
     }
-    out += &format!(
-        "\n{:<44} {:>9} {:>3} {:<18} {:>12} {:>12} {:<10} {:>8} {:>8} {:>8}\n",
-        "suite / case (dist)", "n", "T", "impl", "old", "new", "unit", "new/old", "peers", "net"
-    );
-    for c in changes {
+    let rows = changes.iter().map(|c| {
         let (suite, case, dist, n, threads) = &c.key;
         let what = if dist == "-" {
             format!("{suite} / {case}")
@@ -177,15 +174,34 @@ pub fn render(changes: &[Change], old: Option<&Machine>, new: Option<&Machine>) 
         } else {
             String::new()
         };
-        out += &format!(
-            "{what:<44} {n:>9} {threads:>3} {:<18} {:>12.1} {:>12.1} {:<10} {:>7.2}x {drift:>8} {net:>8}\n",
-            c.imp,
-            c.old,
-            c.new,
-            c.unit,
-            c.ratio
-        );
-    }
+        vec![
+            what,
+            n.to_string(),
+            threads.to_string(),
+            c.imp.clone(),
+            format!("{:.1}", c.old),
+            format!("{:.1}", c.new),
+            c.unit.to_string(),
+            format!("{:.2}x", c.ratio),
+            drift,
+            net,
+        ]
+    });
+    let header = [
+        "suite / case (dist)",
+        "n",
+        "T",
+        "impl",
+        "old",
+        "new",
+        "unit",
+        "new/old",
+        "peers",
+        "net",
+    ];
+    let (l, r) = (Align::Left, Align::Right);
+    out += "\n";
+    out += &plain("", &header, &[l, r, r, l, r, r, l, r, r, r], rows);
     out +=
         "\nnew/old > 1 is slower (every figure is lower-is-better: ns/op, p99 ns, wake-ups/s).\n\
             peers: the median new/old of the other implementations in the same row group (or of \
@@ -241,7 +257,7 @@ pub fn run(args: &Args) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::record::{Fields, Measured, Row, Suite};
+    use crate::record::{Fields, Measured, Row, Suite};
 
     fn rec(imp: &str, ns: f64) -> Record {
         Row::new(

@@ -23,14 +23,17 @@
 //! so that arming really queues them (a `SIGEV_NONE` kernel timer is never put in a timer
 //! queue). Creating kernel timers fails beyond `RLIMIT_SIGPENDING`; those rows are `ok:false`.
 
+pub(crate) mod drivers;
+pub(crate) mod firing;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use tempora::clock::ClockId;
-use tempora::TimerId;
-use tempora::{Notify, Owner, SetFlags, Timers};
+use tempora::Timers;
 
-use super::{
+use crate::peers::service::{monotonic_now, KernelSvc, Service, TemporaSvc};
+use crate::workload::spread;
+use crate::{
     allocated_bytes, median, settle_reclamation, Field, Fields, Measured, Plan, Row, Settings,
     Step, Suite,
 };
@@ -42,167 +45,6 @@ const CASES: [&str; 5] = [
     "gettime",
     "deliver",
 ];
-
-/// The value of the `i`th timer's arming: 1 s plus up to 1 s, spread.
-fn spread(i: usize, pass: usize) -> u64 {
-    1_000_000_000 + ((i * 7919 + pass * 104_729) % 1_000_000) as u64 * 1_000
-}
-
-/// One side of the comparison.
-trait Service {
-    const NAME: &'static str;
-    type Id: Copy;
-    fn create(&mut self, n: usize) -> Result<Vec<Self::Id>, String>;
-    fn arm(&self, id: Self::Id, value: u64);
-    fn arm_at(&self, id: Self::Id, monotonic_ns: u64);
-    fn disarm(&self, id: Self::Id);
-    fn gettime(&self, id: Self::Id) -> u64;
-    /// Delivers every pending event; how many.
-    fn drain(&self, expected: usize) -> usize;
-    fn delete(&mut self, ids: &[Self::Id]);
-}
-
-struct TemporaSvc {
-    timers: Timers,
-    owner: Owner,
-}
-
-impl Service for TemporaSvc {
-    const NAME: &'static str = "tempora";
-    type Id = TimerId;
-    fn create(&mut self, n: usize) -> Result<Vec<TimerId>, String> {
-        (0..n)
-            .map(|_| {
-                self.owner
-                    .create(ClockId::Monotonic, Notify::Queue)
-                    .map_err(|e| e.to_string())
-            })
-            .collect()
-    }
-    #[inline]
-    fn arm(&self, id: TimerId, value: u64) {
-        let r = self.owner.settime(
-            id,
-            SetFlags::RELATIVE,
-            Duration::from_nanos(value),
-            Duration::ZERO,
-        );
-        black_box(r.expect("live timer"));
-    }
-    fn arm_at(&self, id: TimerId, at: u64) {
-        arm_once_at(&self.owner, id, at).expect("live timer");
-    }
-    #[inline]
-    fn disarm(&self, id: TimerId) {
-        let r = self
-            .owner
-            .settime(id, SetFlags::RELATIVE, Duration::ZERO, Duration::ZERO);
-        black_box(r.expect("live timer"));
-    }
-    #[inline]
-    fn gettime(&self, id: TimerId) -> u64 {
-        self.owner.gettime(id).expect("live timer").as_nanos().0
-    }
-    fn drain(&self, expected: usize) -> usize {
-        let mut got = 0;
-        let start = Instant::now();
-        while got < expected && start.elapsed() < Duration::from_secs(10) {
-            self.timers.poll();
-            while self.owner.try_recv().is_some() {
-                got += 1;
-            }
-        }
-        got
-    }
-    fn delete(&mut self, ids: &[TimerId]) {
-        for &id in ids {
-            let _ = self.owner.delete(id);
-        }
-    }
-}
-
-struct KernelSvc {
-    signo: i32,
-    tid: i32,
-}
-
-impl Service for KernelSvc {
-    const NAME: &'static str = "kernel";
-    type Id = i32;
-    fn create(&mut self, n: usize) -> Result<Vec<i32>, String> {
-        let mut ids = Vec::with_capacity(n);
-        for i in 0..n {
-            match tempora_kernel::timer_create_signal(
-                libc::CLOCK_MONOTONIC,
-                self.signo,
-                i as i32,
-                self.tid,
-            ) {
-                Ok(id) => ids.push(id),
-                Err(e) => {
-                    self.delete(&ids);
-                    let limit = tempora_kernel::rlimit_sigpending()
-                        .map_or_else(|| "unknown".into(), |l| l.to_string());
-                    return Err(format!(
-                        "timer_create: errno {e} after {i} timers (RLIMIT_SIGPENDING {limit})"
-                    ));
-                }
-            }
-        }
-        Ok(ids)
-    }
-    #[inline]
-    fn arm(&self, id: i32, value: u64) {
-        black_box(tempora_kernel::timer_settime(id, 0, value, 0).expect("live timer"));
-    }
-    fn arm_at(&self, id: i32, at: u64) {
-        tempora_kernel::timer_settime(id, libc::TIMER_ABSTIME, at, 0).expect("live timer");
-    }
-    #[inline]
-    fn disarm(&self, id: i32) {
-        black_box(tempora_kernel::timer_settime(id, 0, 0, 0).expect("live timer"));
-    }
-    #[inline]
-    fn gettime(&self, id: i32) -> u64 {
-        tempora_kernel::timer_gettime(id).expect("live timer").0
-    }
-    fn drain(&self, expected: usize) -> usize {
-        let mut got = 0;
-        let start = Instant::now();
-        while got < expected && start.elapsed() < Duration::from_secs(10) {
-            while let Ok(Some(_)) = tempora_kernel::take_signal(self.signo) {
-                got += 1;
-            }
-        }
-        got
-    }
-    fn delete(&mut self, ids: &[i32]) {
-        for &id in ids {
-            let _ = tempora_kernel::timer_delete(id);
-        }
-        while let Ok(Some(_)) = tempora_kernel::take_signal(self.signo) {}
-    }
-}
-
-/// `CLOCK_MONOTONIC` now, in ns (the clock the service cases arm on).
-pub(super) fn monotonic_now() -> u64 {
-    use tempora::clock::{ClockSource, OsClock};
-    OsClock.now(ClockId::Monotonic)
-}
-
-/// Arms `id` of `owner` to fire once at `at` ns on `CLOCK_MONOTONIC` (the service cases' and
-/// the firing cases' one-shot).
-pub(super) fn arm_once_at(owner: &Owner, id: TimerId, at: u64) -> Result<(), String> {
-    owner
-        .settime(
-            id,
-            SetFlags::ABSTIME,
-            Duration::from_nanos(at),
-            Duration::ZERO,
-        )
-        .map(drop)
-        .map_err(|e| e.to_string())
-}
 
 /// Runs every selected case at one n for one service; its rows.
 fn cases<S: Service>(svc: &mut S, n: usize, reps: usize, settings: &Settings) -> Vec<Row> {

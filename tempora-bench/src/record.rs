@@ -21,8 +21,10 @@ use serde_json::Value;
     Serialize,
     Deserialize,
     clap::ValueEnum,
+    strum::IntoStaticStr,
 )]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Suite {
     /// The ID registry: the Linux 6.15 registry benchmark's Tests 1-5.
     Seed,
@@ -53,22 +55,17 @@ impl Suite {
         Suite::Stats,
     ];
 
-    /// The JSON name.
+    /// The JSON name (and `--suite` value).
     pub fn name(self) -> &'static str {
-        match self {
-            Suite::Seed => "seed",
-            Suite::Wheel => "wheel",
-            Suite::Service => "service",
-            Suite::Checkpoint => "checkpoint",
-            Suite::Async => "async",
-            Suite::Capi => "capi",
-            Suite::Stats => "stats",
-        }
+        self.into()
     }
 }
 
-/// The optional fields a row may carry, with their JSON names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The optional fields a row may carry; a field's JSON key is its name in snake case
+/// (`BytesPerTimer` is `bytes_per_timer`), the same in a row and in `targets.toml`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, strum::IntoStaticStr, strum::EnumIter)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Field {
     /// wheel: the deadline distribution (`uniform` or `server`).
     Dist,
@@ -138,39 +135,7 @@ pub enum Field {
 impl Field {
     /// The JSON key.
     pub fn key(self) -> &'static str {
-        match self {
-            Field::Dist => "dist",
-            Field::Runs => "runs",
-            Field::BytesPerTimer => "bytes_per_timer",
-            Field::Fired => "fired",
-            Field::Early => "early",
-            Field::Lost => "lost",
-            Field::Duplicate => "duplicate",
-            Field::MaxLateMs => "max_late_ms",
-            Field::MeanLateMs => "mean_late_ms",
-            Field::Wakeups => "wakeups",
-            Field::WorstCallUs => "worst_call_us",
-            Field::Bounded => "bounded",
-            Field::Ops => "ops",
-            Field::PairNs => "pair_ns",
-            Field::Rounds => "rounds",
-            Field::ColdNsPerOp => "cold_ns_per_op",
-            Field::VsOneThread => "vs_one_thread",
-            Field::WakeupsPerS => "wakeups_per_s",
-            Field::InstantsPerS => "instants_per_s",
-            Field::P50Ns => "p50_ns",
-            Field::P99Ns => "p99_ns",
-            Field::P999Ns => "p999_ns",
-            Field::P50Us => "p50_us",
-            Field::P99Us => "p99_us",
-            Field::MaxHoldNs => "max_hold_ns",
-            Field::P99HoldNs => "p99_hold_ns",
-            Field::Flushes => "flushes",
-            Field::CpuMsPerS => "cpu_ms_per_s",
-            Field::CpuMs => "cpu_ms",
-            Field::MaxNs => "max_ns",
-            Field::Due => "due",
-        }
+        self.into()
     }
 }
 
@@ -384,5 +349,61 @@ mod tests {
         assert_eq!(back.dist(), "server");
         assert_eq!(back.fields, r.fields);
         assert_eq!(back.figure(), Some((2.0, "ns/op")));
+    }
+
+    /// The JSON keys of saved runs: a renamed field would stop old runs comparing.
+    #[test]
+    fn field_keys_and_suite_names_are_the_saved_runs_keys() {
+        use strum::IntoEnumIterator;
+        let keys: Vec<&str> = Field::iter().map(Field::key).collect();
+        let saved = [
+            "dist",
+            "runs",
+            "bytes_per_timer",
+            "fired",
+            "early",
+            "lost",
+            "duplicate",
+            "max_late_ms",
+            "mean_late_ms",
+            "wakeups",
+            "worst_call_us",
+            "bounded",
+            "ops",
+            "pair_ns",
+            "rounds",
+            "cold_ns_per_op",
+            "vs_one_thread",
+            "wakeups_per_s",
+            "instants_per_s",
+            "p50_ns",
+            "p99_ns",
+            "p999_ns",
+            "p50_us",
+            "p99_us",
+            "max_hold_ns",
+            "p99_hold_ns",
+            "flushes",
+            "cpu_ms_per_s",
+            "cpu_ms",
+            "max_ns",
+            "due",
+        ];
+        assert_eq!(keys, saved);
+        let names: Vec<&str> = Suite::ALL.iter().map(|s| s.name()).collect();
+        let saved = [
+            "seed",
+            "wheel",
+            "service",
+            "checkpoint",
+            "async",
+            "capi",
+            "stats",
+        ];
+        assert_eq!(names, saved);
+        for f in Field::iter() {
+            let back: Field = serde_json::from_value(f.key().into()).unwrap();
+            assert_eq!(back, f);
+        }
     }
 }

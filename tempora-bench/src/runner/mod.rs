@@ -1,37 +1,24 @@
-//! `tempora bench`: every suite, its peers side by side in one process.
+//! The runner: the command line (`Opts`), the settings every suite reads, the plan of steps
+//! and its execution (progress on stderr, JSON lines on stdout), and the end of a run (table,
+//! verdict, report files). `fork` runs a measurement in child processes; `machine` records the
+//! machine a run was measured on.
 //!
 //! A suite declares its work as a [`Plan`] of [`Step`]s: one step is one implementation at
 //! one size (and thread count) of one case or of a few cases that share their setup, with a
 //! rough cost for the progress bar's ETA. The runner filters the steps by `--case`/`--impl`,
-//! runs them in order, shows progress on stderr, and records the [`Row`]s each step returns,
-//! the one way a result is recorded. At the end it prints the human table (stdout, or stderr
-//! with `--json`), the seed suite's tables and the verdict against tempora's targets, and writes
-//! `target/tempora-bench/`: `results.jsonl` (the run's JSON lines), `machine.json` and
-//! `report.html`.
+//! runs them in order, shows progress on stderr, and records the [`Row`](crate::record::Row)s
+//! each step returns, the one way a result is recorded. At the end it prints the human table
+//! (stdout, or stderr with `--json`), the seed suite's tables and the verdict against tempora's
+//! targets, and writes `target/tempora-bench/`: `results.jsonl` (the run's JSON lines),
+//! `machine.json` and `report.html`.
 //!
 //! Modes: `--quick` (the CI smoke run, under a minute), the default (every suite up to 1M
 //! timers in a few minutes: a measurement is repeated up to its repetition count but no longer
 //! than a time budget once it has one run), `--full` (up to 10M timers, every repetition).
 
-mod async_;
-mod capi;
-mod checkpoint;
-mod compare;
-mod drivers;
-mod firing;
-mod fork;
-mod machine;
-mod queues;
-mod record;
-mod registries;
-mod report;
-mod seed;
-mod service;
-mod stats;
-mod targets;
-mod wheel;
+pub(crate) mod fork;
+pub(crate) mod machine;
 
-use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Barrier;
@@ -39,23 +26,25 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-pub use crate::alloc::allocated_bytes;
+use crate::record::{self, Record, Row, Suite};
+use crate::report::{self, compare};
+use crate::suites::{capi, checkpoint, seed, service, stats, wheel};
+use crate::targets;
 use machine::Machine;
-pub use record::{Field, Fields, Measured, Record, Row, Suite};
 
 /// `tempora bench`: run the suites, or `compare` two runs.
 #[derive(Debug, Clone, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Opts {
     #[command(subcommand)]
-    pub command: Option<Command>,
+    command: Option<Command>,
     #[command(flatten)]
-    pub run: RunOpts,
+    run: RunOpts,
 }
 
 /// `tempora bench` subcommands.
 #[derive(Debug, Clone, clap::Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Compare two runs' JSON lines (OLD.jsonl NEW.jsonl): per row both figures and their
     /// ratio, with the peers' ratios beside tempora's so that machine drift shows.
     Compare(compare::Args),
@@ -70,59 +59,55 @@ pub enum Command {
     },
 }
 
-/// `--suite` values: a suite, or all of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SuiteArg {
-    All,
-    Seed,
-    Wheel,
-    Service,
-    Checkpoint,
-    Async,
-    Capi,
-    Stats,
+/// `--suite`'s parser: `all` (`None`), or a suite by its name (`Suite`'s `ValueEnum`).
+fn suite_parser() -> impl clap::builder::TypedValueParser<Value = Option<Suite>> {
+    let names = std::iter::once("all").chain(Suite::ALL.iter().map(|s| s.name()));
+    clap::builder::TypedValueParser::map(
+        clap::builder::PossibleValuesParser::new(names),
+        |name: String| <Suite as clap::ValueEnum>::from_str(&name, false).ok(),
+    )
 }
 
 /// What a run was asked to do.
 #[derive(Debug, Clone, clap::Args)]
-pub struct RunOpts {
+pub(crate) struct RunOpts {
     /// Which suites (comma-separated): seed (the registry: the Linux 6.15 registry benchmark's
     /// Tests 1-5), wheel, service (the POSIX calls, event delivery and drivers, against the
     /// kernel's POSIX timers), checkpoint, async (sleep futures in a tokio runtime, against tokio's
     /// and async-io's timers), capi (the C ABI called from C, against the same calls from Rust and
     /// the kernel's POSIX timers from C), stats (statistics' cost on arm+cancel, and a flush's lock
     /// holds against a naive flush), or all.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
-    pub suite: Vec<SuiteArg>,
+    #[arg(long, value_parser = suite_parser(), value_delimiter = ',', default_value = "all")]
+    pub(crate) suite: Vec<Option<Suite>>,
     /// Small sizes only, the whole run in under a minute (CI's smoke run).
     #[arg(long, conflicts_with = "full")]
-    pub quick: bool,
+    pub(crate) quick: bool,
     /// The complete sweep: up to 10M timers, every repetition, 64-thread cases (long).
     #[arg(long)]
-    pub full: bool,
+    pub(crate) full: bool,
     /// One JSON object per result on stdout; the table goes to stderr.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Live-timer counts to run instead of the suite's defaults (comma-separated).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
-    pub n: Option<Vec<u64>>,
+    pub(crate) n: Option<Vec<u64>>,
     /// Runs per measurement (the median is reported).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub reps: Option<u64>,
+    pub(crate) reps: Option<u64>,
     /// Only these implementations (comma-separated JSON `impl` names).
     #[arg(long = "impl", value_delimiter = ',')]
-    pub impls: Option<Vec<String>>,
+    pub(crate) impls: Option<Vec<String>>,
     /// Only cases whose JSON `case` name starts with one of these (comma-separated).
     #[arg(long = "case", value_delimiter = ',')]
-    pub cases: Option<Vec<String>>,
+    pub(crate) cases: Option<Vec<String>>,
     /// Also keep this run as `target/tempora-bench/runs/NAME.jsonl`, for `bench compare`.
     #[arg(long, value_name = "NAME")]
-    pub save: Option<String>,
+    pub(crate) save: Option<String>,
 }
 
 /// How much a run measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     Quick,
     Default,
     Full,
@@ -140,7 +125,7 @@ impl Mode {
 
 /// The settings every suite reads: mode, sizes, repetitions, selection.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub mode: Mode,
     n: Option<Vec<usize>>,
     reps: Option<usize>,
@@ -239,7 +224,7 @@ impl Settings {
 }
 
 /// One unit of work of a suite: an implementation at one size, recording rows of `cases`.
-pub struct Step<'a> {
+pub(crate) struct Step<'a> {
     suite: Suite,
     cases: Vec<&'static str>,
     imp: String,
@@ -318,8 +303,8 @@ impl<'a> Step<'a> {
 }
 
 /// The steps of a run, in order.
-pub struct Plan<'a> {
-    settings: &'a Settings,
+pub(crate) struct Plan<'a> {
+    pub(crate) settings: &'a Settings,
     steps: Vec<Step<'a>>,
 }
 
@@ -335,7 +320,7 @@ impl<'a> Plan<'a> {
 }
 
 /// Collects records, streams JSON lines, keeps the progress bar.
-pub struct Reporter {
+pub(crate) struct Reporter {
     json: bool,
     records: Vec<Record>,
     progress: ProgressBar,
@@ -406,7 +391,7 @@ impl Reporter {
 }
 
 /// `target/tempora-bench/` of the workspace (or of `CARGO_TARGET_DIR`).
-pub fn out_dir() -> PathBuf {
+pub(crate) fn out_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -488,128 +473,15 @@ pub(crate) fn on_threads<T: Send>(threads: usize, work: impl Fn(usize) -> T + Sy
     })
 }
 
-/// The median of `v` (sorted in place): what `ns_per_op` reports.
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// The human table: one block per (suite, case, dist, n, threads), ratios to `tempora`.
-fn table(records: &[Record]) -> String {
-    let mut groups: BTreeMap<(Suite, &str, &str, u64, u32), Vec<&Record>> = BTreeMap::new();
-    for r in records {
-        let key = (r.suite, r.case.as_str(), r.dist(), r.n, r.threads);
-        groups.entry(key).or_default().push(r);
-    }
-    let mut out = String::new();
-    for ((suite, case, dist, n, threads), rows) in groups {
-        let base = rows
-            .iter()
-            .find(|r| r.imp == "tempora" && r.ok)
-            .map(|r| r.ns_per_op);
-        out += &format!(
-            "\n{} / {case}  dist={dist}  n={n}  threads={threads}\n",
-            suite.name()
-        );
-        out += &format!(
-            "  {:<18} {:>10} {:>9} {:>9} {:>6} {:>6} {:>9} {:>10}  {}\n",
-            "impl",
-            "ns/op",
-            "x tempora",
-            "B/timer",
-            "early",
-            "lost",
-            "max late",
-            "worst us",
-            "note"
-        );
-        for r in rows {
-            let ratio = base
-                .filter(|b| *b > 0.0 && r.ns_per_op > 0.0)
-                .map(|b| format!("{:.2}", r.ns_per_op / b))
-                .unwrap_or_else(|| "-".into());
-            let f = &r.fields;
-            let num = |field: Field, fmt: &dyn Fn(f64) -> String| {
-                f.num(field).map_or_else(|| "-".into(), fmt)
-            };
-            out += &format!(
-                "  {:<18} {:>10.1} {:>9} {:>9} {:>6} {:>6} {:>9} {:>10}  {}\n",
-                r.imp,
-                r.ns_per_op,
-                ratio,
-                num(Field::BytesPerTimer, &|b| format!("{b:.1}")),
-                num(Field::Early, &|v| format!("{v}")),
-                num(Field::Lost, &|v| format!("{v}")),
-                num(Field::MaxLateMs, &|v| format!("{v}ms")),
-                num(Field::WorstCallUs, &|v| format!("{v:.0}")),
-                note(r)
-            );
-        }
-    }
-    out
-}
-
-/// The table's last column: the error, or the case's own figure.
-fn note(r: &Record) -> String {
-    let f = &r.fields;
-    if let Some(e) = &r.error {
-        return e.clone();
-    }
-    if let (Some(w), Some(i)) = (f.num(Field::WakeupsPerS), f.num(Field::InstantsPerS)) {
-        return format!("{w:.1} wake-ups/s, {i:.1} expiry instants/s");
-    }
-    if let (Some(p50), Some(p99), Some(p999)) = (
-        f.num(Field::P50Ns),
-        f.num(Field::P99Ns),
-        f.num(Field::P999Ns),
-    ) {
-        return format!(
-            "late p50 {:.0} µs, p99 {:.0} µs, p99.9 {:.0} µs",
-            p50 / 1e3,
-            p99 / 1e3,
-            p999 / 1e3
-        );
-    }
-    if let (Some(p50), Some(p99)) = (f.num(Field::P50Us), f.num(Field::P99Us)) {
-        return format!("woke after the deadline: p50 {p50:.0} µs, p99 {p99:.0} µs");
-    }
-    if let Some(w) = f.num(Field::Wakeups) {
-        return format!("{w} wake-ups");
-    }
-    if let Some(p) = f.num(Field::PairNs) {
-        return format!("{p:.1} ns per op+next_expiry");
-    }
-    if let Some(v) = f.num(Field::VsOneThread) {
-        return format!("{v:.2}x one thread alone");
-    }
-    if let Some(c) = f.num(Field::ColdNsPerOp) {
-        return format!("cold {c:.1} ns/op");
-    }
-    String::new()
-}
-
 /// Runs the selected suites, then reports: table, seed suite tables, verdict, files.
-pub fn run(opts: &RunOpts) {
+pub(crate) fn run(opts: &RunOpts) {
     let settings = Settings::new(opts);
-    let suites: Vec<Suite> = if opts.suite.contains(&SuiteArg::All) {
+    let suites: Vec<Suite> = if opts.suite.contains(&None) {
         Suite::ALL.to_vec()
     } else {
         Suite::ALL
             .into_iter()
-            .filter(|s| {
-                opts.suite.iter().any(|a| {
-                    matches!(
-                        (a, s),
-                        (SuiteArg::Seed, Suite::Seed)
-                            | (SuiteArg::Wheel, Suite::Wheel)
-                            | (SuiteArg::Service, Suite::Service)
-                            | (SuiteArg::Checkpoint, Suite::Checkpoint)
-                            | (SuiteArg::Async, Suite::Async)
-                            | (SuiteArg::Capi, Suite::Capi)
-                            | (SuiteArg::Stats, Suite::Stats)
-                    )
-                })
-            })
+            .filter(|s| opts.suite.contains(&Some(*s)))
             .collect()
     };
     let mut machine = Machine::read(settings.mode.name());
@@ -621,29 +493,63 @@ pub fn run(opts: &RunOpts) {
         settings: &settings,
         steps: Vec::new(),
     };
-    for suite in &suites {
-        match suite {
-            Suite::Seed => seed::plan(&mut plan),
-            Suite::Wheel => wheel::plan(&mut plan, &wheel_inputs),
-            Suite::Service => {
-                service::plan(&mut plan);
-                drivers::plan(&mut plan);
-                firing::plan(&mut plan);
-            }
-            Suite::Checkpoint => checkpoint::plan(&mut plan),
-            Suite::Async => async_::plan(&mut plan),
-            Suite::Capi => capi::plan(&mut plan),
-            Suite::Stats => stats::plan(&mut plan),
-        }
-    }
+    plan_suites(&mut plan, &suites, &wheel_inputs);
     rep.execute(plan);
     machine.finish(start.elapsed().as_secs_f64());
     finish(&rep.records, &machine, opts);
 }
 
+/// Adds the steps of `suites`, in order, to `plan`.
+fn plan_suites<'a>(plan: &mut Plan<'a>, suites: &[Suite], wheel_inputs: &'a wheel::Inputs) {
+    for suite in suites {
+        match suite {
+            Suite::Seed => seed::plan(plan),
+            Suite::Wheel => wheel::plan(plan, wheel_inputs),
+            Suite::Service => {
+                service::plan(plan);
+                service::drivers::plan(plan);
+                service::firing::plan(plan);
+            }
+            Suite::Checkpoint => checkpoint::plan(plan),
+            Suite::Async => crate::suites::r#async::plan(plan),
+            Suite::Capi => capi::plan(plan),
+            Suite::Stats => stats::plan(plan),
+        }
+    }
+}
+
+/// Every (suite, case) a `--full` run of every suite measures (its steps' cases, planned but
+/// not run).
+#[cfg(test)]
+pub(crate) fn every_case() -> Vec<(Suite, &'static str)> {
+    let opts = RunOpts {
+        suite: vec![None],
+        quick: false,
+        full: true,
+        json: false,
+        n: None,
+        reps: None,
+        impls: None,
+        cases: None,
+        save: None,
+    };
+    let settings = Settings::new(&opts);
+    let wheel_inputs = wheel::Inputs::default();
+    let mut plan = Plan {
+        settings: &settings,
+        steps: Vec::new(),
+    };
+    plan_suites(&mut plan, &Suite::ALL, &wheel_inputs);
+    let cases = plan
+        .steps
+        .iter()
+        .flat_map(|s| s.cases.iter().map(|&c| (s.suite, c)));
+    cases.collect()
+}
+
 /// Prints the table, the seed tables and the verdict; writes the files.
 fn finish(records: &[Record], machine: &Machine, opts: &RunOpts) {
-    let mut text = table(records);
+    let mut text = report::table::text(records);
     let seed = report::seed_tables_text(records);
     if !seed.is_empty() {
         text += "\n";

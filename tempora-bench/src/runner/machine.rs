@@ -2,8 +2,6 @@
 //! times between machines (and a large L3 can change which structure wins), so a figure is only
 //! read beside the machine it came from, and ratios are compared within one run.
 
-use std::path::Path;
-
 use serde::{Deserialize, Serialize};
 
 /// What `tempora bench` records about the machine and the run.
@@ -17,7 +15,8 @@ pub struct Machine {
     pub kernel: String,
     /// The per-user limit that caps the kernel's POSIX timers, or `None` if unknown.
     pub rlimit_sigpending: Option<u64>,
-    /// tempora's git commit (with `-dirty` for uncommitted changes), or `unknown`.
+    /// The git commit the binary was built from (with `-dirty` for uncommitted changes to
+    /// tracked files), or `unknown`.
     pub commit: String,
     /// `quick`, `default` or `full`.
     pub mode: String,
@@ -62,7 +61,7 @@ impl Machine {
             l3,
             kernel,
             rlimit_sigpending: tempora_kernel::rlimit_sigpending(),
-            commit: git_commit(Path::new(env!("CARGO_MANIFEST_DIR"))),
+            commit: env!("TEMPORA_BENCH_COMMIT").to_string(),
             mode: mode.to_string(),
             started: utc_now(),
             load_start: load_average(),
@@ -106,60 +105,20 @@ fn load_average() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The commit checked out at `dir`, `-dirty` if the tree has changes; `unknown` without git.
-fn git_commit(dir: &Path) -> String {
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    match git(&["rev-parse", "--short=12", "HEAD"]) {
-        Some(c) if !c.is_empty() => {
-            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|s| !s.is_empty());
-            if dirty {
-                format!("{c}-dirty")
-            } else {
-                c
-            }
-        }
-        _ => "unknown".into(),
-    }
-}
-
 /// Now, UTC, as `YYYY-MM-DD hh:mm:ss`.
 fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    utc(secs as i64)
 }
 
-/// Days since 1970-01-01 to (year, month, day): Howard Hinnant's `civil_from_days`.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+/// `secs` after the Unix epoch, UTC, as `YYYY-MM-DD hh:mm:ss`.
+fn utc(secs: i64) -> String {
+    chrono::DateTime::from_timestamp(secs, 0)
+        .unwrap_or_default()
+        .format("%Y-%m-%d %H:%M:%S")
+        .to_string()
 }
 
 #[cfg(test)]
@@ -167,9 +126,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn days_become_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
-        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+    fn seconds_become_utc_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(19_723 * 86_400), "2024-01-01 00:00:00");
+        assert_eq!(utc(19_782 * 86_400 + 3_723), "2024-02-29 01:02:03");
     }
 }

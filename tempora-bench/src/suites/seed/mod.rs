@@ -21,9 +21,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use super::fork::in_children;
-use super::registries::{Dash, Errno, GlobalLock, Kernel, Registry, SparseArray, Tempora};
-use super::{
+use crate::peers::registry::{Dash, Errno, GlobalLock, Kernel, Registry, SparseArray, Tempora};
+use crate::runner::fork::in_children;
+use crate::{
     allocated_bytes, median, on_threads, settle_reclamation, Field, Fields, Measured, Plan, Row,
     Settings, Step, Suite,
 };

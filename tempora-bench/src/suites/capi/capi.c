@@ -1,12 +1,13 @@
 /*
- * The capi bench suite's C side (tempora-cli/src/bench/capi.rs drives it): tight loops over
+ * The capi bench suite's C side (tempora-bench/src/suites/capi/mod.rs drives it): tight loops over
  * the C ABI of tempora.h and over the kernel's POSIX timers through libc, as a C program
  * writes them. Each loop times itself with clock_gettime(CLOCK_MONOTONIC) and returns the
  * nanoseconds per call of `passes` passes over its `n` timers, or minus the errno of the first
  * call that failed (the loop stops there).
  *
  * The settime loops re-arm timer i with a relative one-shot of 1 s plus a spread below 1 s
- * (capi_spread_nsec, the same arithmetic as the Rust loops), returning the old setting; the
+ * (capi_spread_nsec, the same sequence as the Rust loops' workload::spread_nsec at pass 0,
+ * which a unit test checks through capi_spread_nsec_at), returning the old setting; the
  * gettime loops read each timer; the create-delete loops create a timer and delete it, `n`
  * times per pass. Every returned setting is folded into capi_sink, so no call's result is
  * unused.
@@ -27,6 +28,11 @@ volatile uint64_t capi_sink;
 /* The tv_nsec of timer i's arming: the spread of the service suite's settime-arm (pass 0). */
 static inline long capi_spread_nsec(size_t i) {
     return (long)((i * 7919u) % 1000000u) * 1000L;
+}
+
+/* capi_spread_nsec for the Rust side's test that both languages compute the same sequence. */
+long capi_spread_nsec_at(size_t i) {
+    return capi_spread_nsec(i);
 }
 
 static inline uint64_t capi_now_ns(void) {
