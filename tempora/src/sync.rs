@@ -67,8 +67,8 @@ impl<T> UnsafeCell<T> {
 /// One step of a contended wait: spin briefly, then give the CPU away. Every lock built on it
 /// is held for a bounded, short time (no callback, no blocking call, and allocation only where
 /// the holder says what bounds it), so a waiter that yields is rescheduled long before the
-/// holder could starve it; with many more threads than CPUs (64 threads on 2 CPUs in the
-/// registry benchmark) the yield is what lets a preempted holder run.
+/// holder could starve it; with many more threads than CPUs the yield is what lets a preempted
+/// holder run.
 #[inline]
 pub(crate) fn backoff(spins: &mut u32) {
     #[cfg(loom)]
