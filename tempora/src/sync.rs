@@ -1058,6 +1058,30 @@ mod tests {
         });
     }
 
+    /// Two threads increment a counter under a [`Locked`] (the closure form and the guard form)
+    /// and a [`RankedMutex`]; loom reports a data race if either let two holders in at once.
+    #[test]
+    fn loom_ranked_locks_exclude() {
+        loom::model(|| {
+            let shared = Arc::new((
+                Locked::<u32, { rank::TIMER }>::new(0),
+                RankedMutex::<u32, { rank::TOTALS }>::new(0),
+            ));
+            let other = {
+                let shared = shared.clone();
+                loom::thread::spawn(move || {
+                    shared.0.with(|v| *v += 1).unwrap();
+                    *shared.1.lock().unwrap() += 1;
+                })
+            };
+            *shared.0.lock().unwrap() += 1;
+            *shared.1.lock_or_recover() += 1;
+            other.join().unwrap();
+            assert_eq!(shared.0.with(|v| *v), Ok(2));
+            assert_eq!(*shared.1.lock().unwrap(), 2);
+        });
+    }
+
     /// A holder whose critical section panics poisons the lock while another thread waits
     /// for it: the waiter returns (`Err` once poisoned; `Ok` only if it got the lock first),
     /// never spins forever, and never enters after the poison. Without the poisoned state in
