@@ -412,7 +412,7 @@ mod tests {
     use super::*;
 
     /// A sleep is its service handle and a 40-byte cell: with the wheel's 32-byte entry, what a
-    /// pending sleep costs (BENCHMARKS.md, the async suite's `bytes_per_timer`).
+    /// pending sleep costs.
     #[test]
     fn a_sleep_is_48_bytes() {
         assert_eq!(std::mem::size_of::<SleepCell>(), 40);

@@ -885,11 +885,10 @@ impl<S: Service> Exclusive<'_, S> {
         self.creates = self.creates.wrapping_add(1);
         if self.creates % Self::REPIN == 0 {
             self.guard.repin();
-            // And let the epoch advance and deferred frees run: with one pin per 1024 creates
-            // instead of one per create, collection (which crossbeam tries every 128 pins)
-            // rarely ran, so the slot pages of an owner torn down just before (the restore
-            // bench's previous target) reached the pool late and the section faulted in
-            // fresh ones.
+            // And let the epoch advance and deferred frees run: with one pin per 1024 creates,
+            // collection (which crossbeam tries every 128 pins) would rarely run, so the slot
+            // pages of an owner torn down just before would reach the pool late and the
+            // section would fault in fresh ones.
             self.guard.flush();
         }
         let guard = &self.guard;

@@ -57,9 +57,9 @@ pub(crate) const LARGE_FREE_BYTES: usize = 16 << 20;
 pub(crate) const MIGRATE_BATCH: usize = 8;
 
 /// `2^RUN_BITS` consecutive timer IDs of one owner land in consecutive buckets (see
-/// [`hash`]): 256 IDs, an 8 KiB stretch of buckets. Runs of 16 (512 bytes) left a sweep
-/// over a million IDs with a fresh random stretch every 16 lookups, most of whose lines
-/// missed before the hardware prefetcher caught the stream (BENCHMARKS.md, "Design
+/// [`hash`]): 256 IDs, an 8 KiB stretch of buckets. Runs of 16 (512 bytes) would leave a
+/// sweep over a million IDs with a fresh random stretch every 16 lookups, most of whose lines
+/// miss before the hardware prefetcher catches the stream (BENCHMARKS.md, "Design
 /// measurements").
 pub(crate) const RUN_BITS: u32 = 8;
 
@@ -84,11 +84,10 @@ fn splitmix64(mut z: u64) -> u64 {
 /// (`id >> RUN_BITS`) and the registry's random salt are combined and put through the
 /// [`splitmix64`] finalizer; the ID's low `RUN_BITS` bits are then *added*. So the 256
 /// consecutive IDs of a run fall into 256 consecutive buckets from a random start (an 8 KiB
-/// stretch of the table: a sweep over an owner's IDs in order, such as the seed suite's
-/// Tests 1-3, the service suite's settime and gettime cases (BENCHMARKS.md) and a restore,
-/// walks the table sequentially and the hardware prefetcher hides the misses), while
-/// distinct runs, owners and strides (the seed suite's sparse restore case: IDs 512 apart)
-/// scatter uniformly. In a table of at least 256 buckets each bucket gets at most one ID of a
+/// stretch of the table: a sweep over an owner's IDs in order, such as creating, setting or
+/// reading its timers in ID order, or a restore, walks the table sequentially and the
+/// hardware prefetcher hides the misses), while distinct runs, owners and strides (IDs 512
+/// apart, say) scatter uniformly. In a table of at least 256 buckets each bucket gets at most one ID of a
 /// run, so the chain lengths are those of a random hash; lookups in random order gain
 /// nothing from the runs. A smaller table (only by [`Builder::initial_buckets`]: the default
 /// is 512 per CPU) is wrapped by a run, so IDs of one run spaced by the table's size share a

@@ -356,6 +356,30 @@ pub(crate) enum Registered {
     NeedWaker,
 }
 
+#[cfg(all(test, not(loom), debug_assertions))]
+mod order_tests {
+    use super::*;
+    use crate::sync::RankedLock;
+
+    /// The queue lock is ranked (`sync::rank::QUEUE`): a timer lock taken under it panics in
+    /// debug builds, and the unwinding leaves the queue poisoned, not held.
+    #[test]
+    fn a_timer_lock_under_a_queue_lock_panics() {
+        let sink = Sink::<u32>::default();
+        let timer = RankedLock::<{ rank::TIMER }>::new();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = sink.locked(|_| timer.with(|| ()));
+        }));
+        let e = r.expect_err("the violation panics");
+        let msg = (e.downcast_ref::<String>().cloned())
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        assert!(msg.starts_with("lock order: a rank-2 lock"), "{msg}");
+        assert!(sink.is_poisoned());
+        assert_eq!(timer.with(|| 1), Ok(1));
+    }
+}
+
 #[cfg(all(test, loom))]
 mod tests {
     use super::*;

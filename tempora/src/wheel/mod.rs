@@ -310,8 +310,8 @@ struct Entry<T> {
     bucket: u16,
     /// Initialized exactly when `prev != NIL` (established by `alloc` + link, ended by
     /// `free`). `MaybeUninit` rather than `Option` because `Option<u64>` would make the entry
-    /// 40 bytes: 25% more memory per timer and 3 entries in 8 straddling two cache lines,
-    /// which the insert-cancel benchmark showed as extra misses.
+    /// 40 bytes: 25% more memory per timer and 3 entries in 8 straddling two cache lines (a
+    /// second cache miss for those).
     value: MaybeUninit<T>,
 }
 
