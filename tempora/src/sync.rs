@@ -342,7 +342,7 @@ pub(crate) mod rank {
             rank: OWNERS,
             lock: "the service's list of owners' event queues",
             at: "`timers/health.rs`",
-            held_while_taking: "each owner's event queue and readiness-fd lock (closing them)",
+            held_while_taking: "nothing (a halt closes the queues once it has let go of it)",
         },
         Lock {
             rank: BASE,
@@ -1090,18 +1090,6 @@ mod tests {
 mod order_tests {
     use super::*;
 
-    /// The `timers/` files that still hold a raw [`ByteLock`] or `std` mutex, paired with
-    /// [`lock_order::enter`] by hand; each is taken off as it moves to the ranked types, and
-    /// the list ends empty. (`only_sync_names_raw_locks` fails for a file listed here that
-    /// no longer names one, so the list only shrinks.)
-    const UNCONVERTED_TIMERS_FILES: &[&str] = &[
-        "timers/base.rs",
-        "timers/builder.rs",
-        "timers/core.rs",
-        "timers/sleep.rs",
-        "timers/standby.rs",
-    ];
-
     /// What no file but this one may name: the raw locks, which carry no rank.
     const RAW_LOCKS: &[&str] = &[
         "std::sync::Mutex",
@@ -1166,14 +1154,13 @@ mod order_tests {
     /// Every lock of the crate is held through this module's ranked types: no source file
     /// but `sync.rs` names a raw lock. Exempt: test scaffolding, which may need a plain mutex
     /// to collect what callbacks saw (files named `tests.rs` or `*_tests.rs`, and the in-file
-    /// test modules at the end of a file), and the files of `UNCONVERTED_TIMERS_FILES`.
+    /// test modules at the end of a file, and the files of a `tests/` folder).
     #[test]
     fn only_sync_names_raw_locks() {
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut files = Vec::new();
         rust_files(&src, &mut files);
         let mut offenders = Vec::new();
-        let mut listed_but_clean = Vec::new();
         for path in files {
             let rel = path
                 .strip_prefix(&src)
@@ -1181,26 +1168,23 @@ mod order_tests {
                 .to_string_lossy()
                 .replace('\\', "/");
             let name = path.file_name().unwrap().to_string_lossy();
-            if rel == "sync.rs" || name == "tests.rs" || name.ends_with("_tests.rs") {
+            let test_file = name == "tests.rs"
+                || name.ends_with("_tests.rs")
+                || rel.contains("/tests/")
+                || rel == "testing.rs";
+            if rel == "sync.rs" || test_file {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();
             let named = raw_locks_named(non_test_part(&text));
-            let listed = UNCONVERTED_TIMERS_FILES.contains(&rel.as_str());
-            match (named.is_empty(), listed) {
-                (false, false) => offenders.push(format!("{rel}: {named:?}")),
-                (true, true) => listed_but_clean.push(rel),
-                _ => {}
+            if !named.is_empty() {
+                offenders.push(format!("{rel}: {named:?}"));
             }
         }
         assert!(
             offenders.is_empty(),
             "raw locks outside sync.rs (hold them through sync::Locked, RankedLock or \
              RankedMutex): {offenders:#?}"
-        );
-        assert!(
-            listed_but_clean.is_empty(),
-            "converted: take these off UNCONVERTED_TIMERS_FILES: {listed_but_clean:?}"
         );
     }
 
