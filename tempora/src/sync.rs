@@ -1086,6 +1086,16 @@ mod tests {
     }
 }
 
+/// The message of a panic `catch_unwind` caught (`r` must be the error): for the tests that
+/// check what a lock-order violation says.
+#[cfg(test)]
+pub(crate) fn panic_message(r: Result<(), Box<dyn std::any::Any + Send>>) -> String {
+    let e = r.expect_err("the call panics");
+    (e.downcast_ref::<String>().cloned())
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
 #[cfg(all(test, not(loom)))]
 mod order_tests {
     use super::*;
@@ -1228,58 +1238,6 @@ mod order_tests {
         assert!(rank::TABLE.windows(2).all(|w| w[0].rank <= w[1].rank));
         assert!(rank::TABLE.iter().all(|l| l.rank < 32));
     }
-
-    fn panic_message(r: Result<(), Box<dyn std::any::Any + Send>>) -> String {
-        let e = r.expect_err("the violation panics");
-        (e.downcast_ref::<String>().cloned())
-            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default()
-    }
-
-    /// The hash buckets' locks are ranked: a shard lock taken under a bucket lock panics in
-    /// debug builds (the queue's: `timers::notify`'s `a_timer_lock_under_a_queue_lock_panics`).
-    #[cfg(debug_assertions)]
-    #[test]
-    fn bucket_locks_are_ranked() {
-        use std::panic::{catch_unwind, AssertUnwindSafe};
-        let bucket = crate::registry::table::Bucket::default();
-        let shard = Locked::<(), { rank::SHARD }>::new(());
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            let locked = bucket.lock().expect("not moved");
-            let _ = shard.with(|_| ());
-            locked.unlock(0);
-        }));
-        let msg = panic_message(r);
-        assert!(msg.starts_with("lock order: a rank-1 lock"), "{msg}");
-        // The unwinding cleared the bucket's mark: a shard may be taken again. (The bucket
-        // itself stays locked: its lock has no poisoned state.)
-        assert_eq!(shard.with(|_| 7), Ok(7));
-        let held = bucket.head.load(Ordering::Relaxed);
-        assert_eq!(
-            held & crate::registry::table::LOCKED,
-            crate::registry::table::LOCKED
-        );
-        // A nested bucket lock is allowed under a bucket lock only: not above another rank.
-        let (bucket, other) = (
-            crate::registry::table::Bucket::default(),
-            crate::registry::table::Bucket::default(),
-        );
-        let locked = bucket.lock().expect("not moved");
-        let inner = other.lock_nested(&locked).expect("not moved");
-        inner.unlock(0);
-        locked.unlock(0);
-        let queue = Locked::<(), { rank::QUEUE }>::new(());
-        let locked = bucket.lock().expect("not moved");
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            let _ = queue.with(|_| {
-                let _ = other.lock_nested(&locked);
-            });
-        }));
-        let msg = panic_message(r);
-        assert!(msg.starts_with("lock order: a nested rank-4 lock"), "{msg}");
-        locked.unlock(0);
-    }
-
     /// A guard releases its lock when dropped, and poisons it when dropped by a panic.
     #[test]
     fn guards_release_and_poison() {

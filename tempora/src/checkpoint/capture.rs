@@ -1,7 +1,7 @@
 //! Capture: the snapshot of an owner ([`Owner::checkpoint`]), read timer by timer under each
 //! timer's lock.
 
-use super::{Expiry, Snapshot, TimerRecord, NOTIFY_NONE, NOTIFY_QUEUE};
+use super::snapshot::{Expiry, Snapshot, TimerRecord, NOTIFY_NONE, NOTIFY_QUEUE};
 use crate::clock::ClockId;
 use crate::sync::Ordering;
 use crate::timers::object::{callback_of, CallbackCell};

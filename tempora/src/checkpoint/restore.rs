@@ -1,7 +1,7 @@
 //! Restore: an owner recreated from a snapshot ([`Owner::restore`]), all or nothing, with the
 //! same IDs through exact-ID mode.
 
-use super::{Expiry, Snapshot, TimerRecord, NOTIFY_NONE, NOTIFY_QUEUE};
+use super::snapshot::{Expiry, Snapshot, TimerRecord, NOTIFY_NONE, NOTIFY_QUEUE};
 use crate::clock::ClockId;
 use crate::clock::CLOCKS;
 use crate::error::Error;

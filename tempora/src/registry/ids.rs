@@ -17,6 +17,29 @@
 use crate::sync::{AtomicBool, AtomicU32, Ordering};
 use crossbeam_utils::CachePadded;
 
+/// A timer ID: a non-negative `i32`, like Linux's `timer_t`. IDs are per owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(transparent)]
+pub struct TimerId(pub(crate) i32);
+
+impl TimerId {
+    /// The ID `raw`, if it is non-negative.
+    pub fn new(raw: i32) -> Option<TimerId> {
+        (raw >= 0).then_some(TimerId(raw))
+    }
+
+    /// The raw value.
+    pub fn get(self) -> i32 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for TimerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// Timer IDs a shard claims from its owner's counter at a time.
 const ID_BLOCK: u32 = 64;
 

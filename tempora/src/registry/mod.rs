@@ -140,6 +140,7 @@ mod tests;
 #[cfg(all(test, loom))]
 mod loom_tests;
 
+pub use ids::TimerId;
 pub(crate) use owner::{Owner, TIMER_POISONED};
 pub(crate) use timer::{Locked, Service, Timer, Zeroable};
 
@@ -151,29 +152,6 @@ use owner::Shared;
 use slots::PagePool;
 use std::sync::Arc;
 use table::Tables;
-
-/// A timer ID: a non-negative `i32`, like Linux's `timer_t`. IDs are per owner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(transparent)]
-pub struct TimerId(pub(crate) i32);
-
-impl TimerId {
-    /// The ID `raw`, if it is non-negative.
-    pub fn new(raw: i32) -> Option<TimerId> {
-        (raw >= 0).then_some(TimerId(raw))
-    }
-
-    /// The raw value.
-    pub fn get(self) -> i32 {
-        self.0
-    }
-}
-
-impl std::fmt::Display for TimerId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
 
 /// Configures a [`Registry`].
 #[derive(Debug, Clone)]

@@ -17,11 +17,11 @@
 //! threads creating in one owner therefore write different cache lines except once per block.
 
 use super::count::Count;
+use super::ids::TimerId;
 use super::ids::{IdBlock, Ids};
 use super::slots::{PagePool, Slots, NONE, SLOT_BLOCK, SLOT_BLOCK_MAX};
 use super::table::{self, drop_deferred, Table, Tables};
 use super::timer::{visible, Locked, Service, Timer, PENDING};
-use super::TimerId;
 use crate::error::Error;
 use crate::sync::{
     self, fence, rank, thread_index, AtomicBool, AtomicPtr, Ordering, Poisoned, RankToken,

@@ -941,4 +941,42 @@ mod tests {
             assert!(matches!(old.walk::<()>(h, visible(OWNER), id), Walk::Moved));
         }
     }
+
+    /// The hash buckets' locks are ranked: a shard lock taken under a bucket lock panics in
+    /// debug builds (the queue's: `timers::notify`'s `a_timer_lock_under_a_queue_lock_panics`).
+    #[cfg(debug_assertions)]
+    #[test]
+    fn bucket_locks_are_ranked() {
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        let bucket = Bucket::default();
+        let shard = crate::sync::Locked::<(), { crate::sync::rank::SHARD }>::new(());
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let locked = bucket.lock().expect("not moved");
+            let _ = shard.with(|_| ());
+            locked.unlock(0);
+        }));
+        let msg = crate::sync::panic_message(r);
+        assert!(msg.starts_with("lock order: a rank-1 lock"), "{msg}");
+        // The unwinding cleared the bucket's mark: a shard may be taken again. (The bucket
+        // itself stays locked: its lock has no poisoned state.)
+        assert_eq!(shard.with(|_| 7), Ok(7));
+        let held = bucket.head.load(Ordering::Relaxed);
+        assert_eq!(held & LOCKED, LOCKED);
+        // A nested bucket lock is allowed under a bucket lock only: not above another rank.
+        let (bucket, other) = (Bucket::default(), Bucket::default());
+        let locked = bucket.lock().expect("not moved");
+        let inner = other.lock_nested(&locked).expect("not moved");
+        inner.unlock(0);
+        locked.unlock(0);
+        let queue = crate::sync::Locked::<(), { crate::sync::rank::QUEUE }>::new(());
+        let locked = bucket.lock().expect("not moved");
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let _ = queue.with(|_| {
+                let _ = other.lock_nested(&locked);
+            });
+        }));
+        let msg = crate::sync::panic_message(r);
+        assert!(msg.starts_with("lock order: a nested rank-4 lock"), "{msg}");
+        locked.unlock(0);
+    }
 }

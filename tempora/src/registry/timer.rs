@@ -40,7 +40,7 @@
 //! `owner` and `id` under the timer's lock (see the registry's module doc). A slot's parts are
 //! reset at create, never dropped: whatever a service's part owns, its delete hook releases.
 
-use super::TimerId;
+use super::ids::TimerId;
 use crate::sync::{
     fence, rank, AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, Poisoned,
     RankedLock, UnsafeCell,

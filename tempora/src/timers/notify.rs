@@ -370,10 +370,7 @@ mod order_tests {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _ = sink.locked(|_| timer.with(|| ()));
         }));
-        let e = r.expect_err("the violation panics");
-        let msg = (e.downcast_ref::<String>().cloned())
-            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default();
+        let msg = crate::sync::panic_message(r);
         assert!(msg.starts_with("lock order: a rank-2 lock"), "{msg}");
         assert!(sink.is_poisoned());
         assert_eq!(timer.with(|| 1), Ok(1));

@@ -25,8 +25,56 @@
 //! the same bucket never touches the list, as the kernel's `mod_timer` shortcut.)
 
 use super::layout::{self, LVL_CLK_SHIFT, LVL_SIZE, MAX_LEVELS, MAX_TICK};
-use super::{Advance, Mode};
 use std::cell::Cell;
+
+/// How an entry is placed and whether it can wake anyone. Combine with `|`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Mode(pub(super) u8);
+
+impl Mode {
+    /// Expiry rounded up to the level's granularity (the kernel's rule): late by less than
+    /// about 1/8 of the timeout, never moved after insert.
+    pub const COARSE: Mode = Mode(0);
+    /// Fires at exactly its expiry tick; re-placed at finer levels as its bucket comes due.
+    pub const PRECISE: Mode = Mode(1);
+    /// Fires when the wheel passes it, but never makes [`Wheel::next_expiry`](super::Wheel::next_expiry) earlier.
+    pub const DEFERRABLE: Mode = Mode(2);
+
+    /// Whether [`Mode::PRECISE`] is set.
+    #[inline]
+    pub const fn is_precise(self) -> bool {
+        self.0 & Mode::PRECISE.0 != 0
+    }
+
+    /// Whether [`Mode::DEFERRABLE`] is set.
+    #[inline]
+    pub const fn is_deferrable(self) -> bool {
+        self.0 & Mode::DEFERRABLE.0 != 0
+    }
+
+    /// The lane an entry of this mode lives in: 0 (normal) or 1 (deferrable).
+    #[inline]
+    const fn lane(self) -> usize {
+        self.is_deferrable() as usize
+    }
+}
+
+impl std::ops::BitOr for Mode {
+    type Output = Mode;
+    fn bitor(self, rhs: Mode) -> Mode {
+        Mode(self.0 | rhs.0)
+    }
+}
+
+/// What one [`Wheel::advance`](super::Wheel::advance) call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Advance {
+    /// Entries fired (handed to the callback).
+    pub fired: usize,
+    /// Whether the wheel clock reached the requested time with nothing left due.
+    pub complete: bool,
+}
 
 /// Cached-next-expiry sentinel: "nothing armed".
 const NONE: u64 = u64::MAX;

@@ -154,6 +154,7 @@ pub(crate) mod intrusive;
 mod layout;
 
 use self::core::{list_id, list_of};
+pub use self::core::{Advance, Mode};
 pub(crate) use self::core::{Core, Links};
 pub use layout::{DEFAULT_LEVELS, LVL_SIZE, MAX_LEVELS, MAX_TICK};
 
@@ -165,45 +166,6 @@ const NIL: u32 = u32::MAX;
 /// Slab refs with this bit set are head markers (their list's `core::list_id` below it);
 /// entry indices stay below it.
 const MARKER: u32 = 1 << 31;
-
-/// How an entry is placed and whether it can wake anyone. Combine with `|`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Mode(u8);
-
-impl Mode {
-    /// Expiry rounded up to the level's granularity (the kernel's rule): late by less than
-    /// about 1/8 of the timeout, never moved after insert.
-    pub const COARSE: Mode = Mode(0);
-    /// Fires at exactly its expiry tick; re-placed at finer levels as its bucket comes due.
-    pub const PRECISE: Mode = Mode(1);
-    /// Fires when the wheel passes it, but never makes [`Wheel::next_expiry`] earlier.
-    pub const DEFERRABLE: Mode = Mode(2);
-
-    /// Whether [`Mode::PRECISE`] is set.
-    #[inline]
-    pub const fn is_precise(self) -> bool {
-        self.0 & Mode::PRECISE.0 != 0
-    }
-
-    /// Whether [`Mode::DEFERRABLE`] is set.
-    #[inline]
-    pub const fn is_deferrable(self) -> bool {
-        self.0 & Mode::DEFERRABLE.0 != 0
-    }
-
-    /// The lane an entry of this mode lives in: 0 (normal) or 1 (deferrable).
-    #[inline]
-    const fn lane(self) -> usize {
-        self.is_deferrable() as usize
-    }
-}
-
-impl std::ops::BitOr for Mode {
-    type Output = Mode;
-    fn bitor(self, rhs: Mode) -> Mode {
-        Mode(self.0 | rhs.0)
-    }
-}
 
 /// A handle to an entry: slab index and generation. Stale keys are rejected, never misapplied.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -268,16 +230,6 @@ impl fmt::Display for StaleKey {
 }
 
 impl std::error::Error for StaleKey {}
-
-/// What one [`Wheel::advance`] call did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Advance {
-    /// Entries fired (handed to the callback).
-    pub fired: usize,
-    /// Whether the wheel clock reached the requested time with nothing left due.
-    pub complete: bool,
-}
 
 /// A wheel configuration the builder refused.
 #[derive(Debug, Clone, PartialEq, Eq)]

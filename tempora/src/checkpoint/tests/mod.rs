@@ -15,8 +15,11 @@ use super::format::{
     status_to_disk, Reader, HEADER, OWNER_FIELDS, TIMER_FIELDS,
 };
 use super::*;
+use crate::clock::ClockId;
 use crate::clock::{ClockSource, ManualClock};
+use crate::error::Error;
 use crate::testing::{self, drain};
+use crate::timers::{Status, TimerId};
 use crate::{Notify, Owner, Precision, SetFlags, Timers};
 use proptest::prelude::*;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,89 @@
+//! The snapshot of an owner as data: its timers' records, the format's constants, and the
+//! error a snapshot that breaks a rule gives. Encoding, decoding and the rules themselves are
+//! `format.rs`'s.
+
+use crate::clock::ClockId;
+use crate::error::Error;
+use crate::timers::{Status, TimerId};
+use std::borrow::Cow;
+
+/// The magic at the start of every snapshot.
+pub const MAGIC: [u8; 8] = *b"TEMPORA\x1a";
+/// The format version this build writes.
+pub const VERSION: (u16, u16) = (1, 2);
+
+/// The largest payload (the bytes after the 24-byte header) a snapshot may declare: 4 GiB,
+/// about 80 million timers with short names, more than an owner holds in memory (each timer
+/// costs more than 64 bytes of its own). A reader refuses a greater length before reading
+/// further, and [`Snapshot::try_encode`] refuses a snapshot that would exceed it.
+pub const MAX_PAYLOAD: u64 = 1 << 32;
+/// The longest notification name, in bytes, that fits in a timer record (whose length is a
+/// `u16` that also counts the record's other fields). A create refuses longer callback names,
+/// so every timer can be checkpointed.
+pub const MAX_NAME: usize = crate::timers::types::MAX_NAME;
+pub(crate) use crate::timers::types::{NOTIFY_NONE, NOTIFY_QUEUE};
+
+/// Where a timer's expiry is, by the rule in the module doc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Expiry {
+    /// No expiry stored (never armed).
+    None,
+    /// `ns` remaining (negative: passed) at checkpoint on `clock` (monotonic or boot time).
+    Remaining {
+        /// The clock the expiry is measured on.
+        clock: ClockId,
+        /// Nanoseconds left; negative if the expiry had passed.
+        ns: i64,
+    },
+    /// An absolute `CLOCK_REALTIME` expiry, ns since the epoch.
+    Realtime(i64),
+}
+
+/// One timer of a [`Snapshot`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimerRecord {
+    /// Its ID, restored exactly.
+    pub id: TimerId,
+    /// The clock it was created on.
+    pub clock: ClockId,
+    /// Its notification's name: `none`, `queue`, or a callback's name. A `Cow` so that the
+    /// common names cost no allocation per timer in a checkpoint or a decode: `none` and
+    /// `queue` are borrowed, a callback's name owned.
+    pub notify: Cow<'static, str>,
+    /// Armed, disarmed, or waiting for its event to be consumed.
+    pub status: Status,
+    /// Whether its event is pending on the owner's queue.
+    pub pending: bool,
+    /// Its expiry (see the module doc for the rule).
+    pub expiry: Expiry,
+    /// Its period in ns (0: one-shot).
+    pub interval: i64,
+    /// Periods counted since its pending event was queued (-1: none).
+    pub overrun: i64,
+    /// What `getoverrun` returns.
+    pub overrun_last: i32,
+    /// When it may fire after its expiry ([`Owner::set_precision`](crate::Owner::set_precision));
+    /// `Default` for a record of format 1.0.
+    pub precision: crate::timers::Precision,
+}
+
+/// The logical state of an owner (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Snapshot {
+    /// The next ID the owner's counter would try.
+    pub counter: u32,
+    /// Whether exact-ID (restore) mode was on.
+    pub restore_ids: bool,
+    /// The slack of its timers whose precision is `Default`
+    /// ([`Owner::set_default_slack`](crate::Owner::set_default_slack)); `None` (precise) for
+    /// a snapshot of format 1.0 or 1.1.
+    pub default_slack: Option<std::time::Duration>,
+    /// Its timers, by ID.
+    pub timers: Vec<TimerRecord>,
+}
+
+/// An [`Error::CorruptSnapshot`] saying `what` is wrong (and where).
+pub(super) fn corrupt(what: impl Into<String>) -> Error {
+    Error::CorruptSnapshot(what.into())
+}
