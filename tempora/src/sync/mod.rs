@@ -1,0 +1,35 @@
+//! Synchronisation primitives, swapped for loom's model-checked ones under `cfg(loom)`.
+//!
+//! Everything in tempora that is shared between threads takes its atomics from here, so the
+//! loom tests (`--cfg loom`, `.ci/loom.sh`) check the same code that ships.
+//!
+//! Every lock of the crate is held through this module's ranked types ([`Locked`],
+//! [`RankedLock`], [`RankedMutex`], and [`RankToken`] for a lock whose mechanism lives
+//! elsewhere), whose type names the lock's rank in the crate's one lock order ([`rank`]);
+//! debug builds check the order at every lock.
+//!
+//! [`ByteLock`], the one-byte lock under [`Locked`] and [`RankedLock`], is tempora's own,
+//! written here rather than taken from a crate because it must fit in one byte of a timer's
+//! written cache line, and because its unlock is a plain release store (one atomic
+//! read-modify-write per lock/unlock pair instead of two; BENCHMARKS.md, "Design
+//! measurements", measures the alternative).
+
+mod lock;
+mod order;
+mod primitives;
+pub(crate) mod rank;
+mod thread;
+mod wait;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub(crate) use lock::{Locked, MutexGuard, RankedLock, RankedMutex};
+#[cfg(test)]
+pub(crate) use order::panic_message;
+pub(crate) use order::RankToken;
+pub(crate) use primitives::*;
+pub(crate) use thread::*;
+pub(crate) use wait::WaitQueue;

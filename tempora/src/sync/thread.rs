@@ -1,0 +1,71 @@
+//! A small number for the calling thread, for per-thread shards.
+
+use super::primitives::Ordering;
+
+/// A small number for the calling thread: the lowest one no other live thread holds. Shards
+/// (per-owner ID blocks and free lists, the registry's count stripes) are picked by
+/// `thread_index() & mask`, so up to `mask + 1` threads that run at the same time always get
+/// different shards, however many threads came and went before them. (The CPU number would
+/// avoid even that bound, but a thread that migrates would then switch ID blocks, and IDs on
+/// one thread would stop coming out in order.)
+///
+/// The index is claimed at the thread's first call, lock-free, from a bitmap of
+/// [`THREAD_SLOTS`] indices, and given back when the thread exits. Beyond that many live
+/// threads, indices come from a counter and are not reused (still unique, so a count stripe
+/// keeps its single writer).
+#[cfg(not(loom))]
+pub(crate) fn thread_index() -> usize {
+    static USED: [std::sync::atomic::AtomicU64; THREAD_SLOTS / 64] =
+        [const { std::sync::atomic::AtomicU64::new(0) }; THREAD_SLOTS / 64];
+    static BEYOND: std::sync::atomic::AtomicUsize =
+        std::sync::atomic::AtomicUsize::new(THREAD_SLOTS);
+
+    fn claim() -> usize {
+        for (w, word) in USED.iter().enumerate() {
+            // Relaxed: a hint; the compare-exchange decides.
+            let mut bits = word.load(Ordering::Relaxed);
+            while bits != u64::MAX {
+                let bit = (!bits).trailing_zeros();
+                // AcqRel: Acquire pairs with the Release in `Held::drop` of the index's previous
+                // holder, so its last writes to a single-writer stripe happen before ours.
+                match word.compare_exchange_weak(
+                    bits,
+                    bits | 1 << bit,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return w * 64 + bit as usize,
+                    Err(now) => bits = now,
+                }
+            }
+        }
+        // Relaxed: uniqueness comes from the atomic add.
+        BEYOND.fetch_add(1, Ordering::Relaxed)
+    }
+
+    struct Held(usize);
+    impl Drop for Held {
+        fn drop(&mut self) {
+            if self.0 < THREAD_SLOTS {
+                // Release: pairs with the Acquire of the next claimer of this index (above).
+                USED[self.0 / 64].fetch_and(!(1 << (self.0 % 64)), Ordering::Release);
+            }
+        }
+    }
+    thread_local! {
+        static INDEX: Held = Held(claim());
+    }
+    // During thread teardown the index may already be gone: any shard is correct, and the
+    // count stripe of an unowned index is written with an atomic add (see `Count::add_as`).
+    INDEX.try_with(|h| h.0).unwrap_or(usize::MAX)
+}
+
+/// Indices `thread_index` hands out and takes back.
+#[cfg(not(loom))]
+pub(crate) const THREAD_SLOTS: usize = 1024;
+
+/// Under loom all model threads share shard 0 (the shard choice is a performance matter only).
+#[cfg(loom)]
+pub(crate) fn thread_index() -> usize {
+    0
+}
