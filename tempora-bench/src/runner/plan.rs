@@ -3,8 +3,8 @@
 //! it declares. One step is one implementation at one size (and thread count) of one case or of
 //! a few cases that share their setup, with a rough cost for the progress bar's ETA. The plan
 //! keeps the steps `--case` and `--impl` select; the runner (`runner/mod.rs`) builds the
-//! settings from the command line, runs the steps in order and records the
-//! [`Row`](crate::record::Row)s each returns.
+//! settings from the command line, runs the steps in order and records the [`Row`]s each
+//! returns.
 //!
 //! Modes: `--quick` (the CI smoke run, under a minute), the default (every suite up to 1M
 //! timers in a few minutes: a measurement is repeated up to its repetition count but no longer
