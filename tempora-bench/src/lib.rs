@@ -3,8 +3,10 @@
 //! report`, [`check_json`] for `check-json`, and installs [`alloc::Counting`] as its global
 //! allocator.
 //!
-//! - `runner`: the command line, the settings, the plan of steps and its execution, fork
-//!   isolation, the machine record.
+//! - `runner`: the command line and the run (`runner/mod.rs`, which drives the suites and the
+//!   report); below it, what the suites are written against (`plan`: the settings, the plan of
+//!   steps), what their measurements share (`measure`: threads that start together, settling
+//!   reclamation; `fork`: child processes), and the machine record (`machine`).
 //! - `suites`: one module per suite (`suites/<suite>/`), each declaring its steps.
 //! - `peers`: the abstractions every implementation measured is written against, and the peers.
 //! - `record`: the JSON line schema (`Record`, `Field`, `Suite`), stable across runs.
@@ -27,7 +29,8 @@ pub use runner::{check_json, main, Opts};
 
 pub(crate) use crate::alloc::allocated_bytes;
 pub(crate) use record::{Field, Fields, Measured, Row, Suite};
-pub(crate) use runner::{on_threads, settle_reclamation, Plan, Settings, Step};
+pub(crate) use runner::measure::{on_threads, settle_reclamation};
+pub(crate) use runner::plan::{Plan, Settings, Step};
 pub(crate) use stats::median;
 
 /// The unit tests' allocator: the one the `tempora` binary installs, so that the tests that

@@ -547,17 +547,9 @@ mod tests {
     }
 
     #[test]
-    fn every_target_names_a_case_its_suite_measures_and_a_known_reference() {
-        let cases = crate::runner::every_case();
+    fn every_target_has_a_goal_a_known_unit_and_a_known_distribution() {
         assert_eq!(TARGETS.len(), 42);
         for t in TARGETS.iter() {
-            assert!(
-                cases.contains(&(t.suite, t.case.as_str())),
-                "{}: no case {} in suite {}",
-                t.what,
-                t.case,
-                t.suite.name()
-            );
             assert!(t.goal > 0.0, "{}", t.what);
             assert!(
                 ["ns", "B", "/s", "x", ""].contains(&t.unit.as_str()),

@@ -1,36 +1,33 @@
-//! The runner: the command line (`Opts`), the settings every suite reads, the plan of steps
-//! and its execution (progress on stderr, JSON lines on stdout), and the end of a run (table,
-//! verdict, report files). `fork` runs a measurement in child processes; `machine` records the
-//! machine a run was measured on.
+//! The runner: the command line (`Opts`), the settings it gives the suites, the run (the
+//! suites' plans executed in order: progress on stderr, JSON lines on stdout), and the end of a
+//! run (table, verdict, report files). `plan` is what a suite is written against (settings,
+//! steps, the plan); `measure` and `fork` are what its measurements share (threads that start
+//! together, child processes); `machine` records the machine a run was measured on.
 //!
-//! A suite declares its work as a [`Plan`] of [`Step`]s: one step is one implementation at
-//! one size (and thread count) of one case or of a few cases that share their setup, with a
-//! rough cost for the progress bar's ETA. The runner filters the steps by `--case`/`--impl`,
-//! runs them in order, shows progress on stderr, and records the [`Row`](crate::record::Row)s
-//! each step returns, the one way a result is recorded. At the end it prints the human table
-//! (stdout, or stderr with `--json`), the seed suite's tables and the verdict against tempora's
-//! targets, and writes `target/tempora-bench/`: `results.jsonl` (the run's JSON lines),
-//! `machine.json` and `report.html`.
-//!
-//! Modes: `--quick` (the CI smoke run, under a minute), the default (every suite up to 1M
-//! timers in a few minutes: a measurement is repeated up to its repetition count but no longer
-//! than a time budget once it has one run), `--full` (up to 10M timers, every repetition).
+//! The runner filters the steps by `--case`/`--impl`, runs them in order, shows progress on
+//! stderr, and records the [`Row`](crate::record::Row)s each step returns, the one way a result
+//! is recorded. At the end it prints the human table (stdout, or stderr with `--json`), the seed
+//! suite's tables and the verdict against tempora's targets, and writes
+//! `target/tempora-bench/`: `results.jsonl` (the run's JSON lines), `machine.json` and
+//! `report.html`.
 
 pub(crate) mod fork;
 pub(crate) mod machine;
+pub(crate) mod measure;
+pub(crate) mod plan;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::record::{self, Record, Row, Suite};
+use crate::record::{self, Record, Suite};
 use crate::report::{self, compare};
 use crate::suites::{capi, checkpoint, seed, service, stats, wheel};
 use crate::targets;
 use machine::Machine;
+use plan::{Mode, Plan, Settings};
 
 /// `tempora bench`: run the suites, or `compare` two runs.
 #[derive(Debug, Clone, clap::Args)]
@@ -105,216 +102,23 @@ pub(crate) struct RunOpts {
     pub(crate) save: Option<String>,
 }
 
-/// How much a run measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    Quick,
-    Default,
-    Full,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Quick => "quick",
-            Mode::Default => "default",
-            Mode::Full => "full",
-        }
-    }
-}
-
-/// The settings every suite reads: mode, sizes, repetitions, selection.
-#[derive(Debug, Clone)]
-pub(crate) struct Settings {
-    pub mode: Mode,
-    n: Option<Vec<usize>>,
-    reps: Option<usize>,
-    impls: Option<Vec<String>>,
-    cases: Option<Vec<String>>,
-}
-
-impl Settings {
-    fn new(opts: &RunOpts) -> Settings {
-        let mode = match (opts.quick, opts.full) {
+impl RunOpts {
+    /// The settings the suites read: the mode, `--n`, `--reps`, `--impl`, `--case`.
+    fn settings(&self) -> Settings {
+        let mode = match (self.quick, self.full) {
             (true, _) => Mode::Quick,
             (_, true) => Mode::Full,
             _ => Mode::Default,
         };
         Settings {
             mode,
-            n: opts
+            n: self
                 .n
                 .as_ref()
                 .map(|v| v.iter().map(|&n| n as usize).collect()),
-            reps: opts.reps.map(|r| r as usize),
-            impls: opts.impls.clone(),
-            cases: opts.cases.clone(),
-        }
-    }
-
-    /// `--n`, or the sizes of the current mode.
-    pub fn sizes(&self, quick: &[usize], default: &[usize], full: &[usize]) -> Vec<usize> {
-        self.n.clone().unwrap_or_else(|| {
-            match self.mode {
-                Mode::Quick => quick,
-                Mode::Default => default,
-                Mode::Full => full,
-            }
-            .to_vec()
-        })
-    }
-
-    /// `--reps`, or `quick` in quick mode and `normal` otherwise.
-    pub fn reps(&self, quick: usize, normal: usize) -> usize {
-        self.reps.unwrap_or(match self.mode {
-            Mode::Quick => quick,
-            _ => normal,
-        })
-    }
-
-    /// `quick`, `default` or `full`, by mode.
-    pub fn pick<T>(&self, quick: T, default: T, full: T) -> T {
-        match self.mode {
-            Mode::Quick => quick,
-            Mode::Default => default,
-            Mode::Full => full,
-        }
-    }
-
-    /// How long one measurement keeps repeating once it has a run: the default and quick
-    /// modes bound it so that slow peers at 1M timers run once; `--full` and `--reps` run
-    /// every repetition.
-    pub fn budget(&self) -> Duration {
-        if self.reps.is_some() {
-            return Duration::MAX;
-        }
-        self.pick(
-            Duration::from_millis(500),
-            Duration::from_millis(1200),
-            Duration::MAX,
-        )
-    }
-
-    /// Whether `--case` selects this case (always true without `--case`).
-    pub fn wants_case(&self, case: &str) -> bool {
-        self.cases
-            .as_ref()
-            .is_none_or(|list| list.iter().any(|c| case.starts_with(c.as_str())))
-    }
-
-    /// Whether `--impl` selects this implementation (always true without `--impl`).
-    pub fn wants_impl(&self, name: &str) -> bool {
-        self.impls
-            .as_ref()
-            .is_none_or(|list| list.iter().any(|i| i == name))
-    }
-
-    /// Runs `f` up to `reps` times, at least once, and no more once `budget()` has passed;
-    /// the results in run order.
-    pub fn repeat<T>(&self, reps: usize, mut f: impl FnMut() -> T) -> Vec<T> {
-        self.runs(reps.max(1), 1).map(|_| f()).collect()
-    }
-
-    /// The run numbers `0 .. reps`: the first `min` always, later ones only while `budget()`
-    /// (counted from this call) has not passed. What every repeated measurement loops over.
-    pub fn runs(&self, reps: usize, min: usize) -> impl Iterator<Item = usize> {
-        let (start, budget) = (Instant::now(), self.budget());
-        (0..reps).take_while(move |&run| run < min || start.elapsed() <= budget)
-    }
-}
-
-/// One unit of work of a suite: an implementation at one size, recording rows of `cases`.
-pub(crate) struct Step<'a> {
-    suite: Suite,
-    cases: Vec<&'static str>,
-    imp: String,
-    /// Implementations this step records besides `imp`, measured interleaved with it.
-    also: Vec<&'static str>,
-    n: usize,
-    threads: usize,
-    cost: f64,
-    /// Shown after the size in the progress line (the wheel's distribution).
-    detail: &'static str,
-    run: Box<dyn FnOnce() -> Vec<Row> + 'a>,
-}
-
-impl<'a> Step<'a> {
-    /// A step of `suite` for `imp` that records rows of `cases` at `n` timers and `threads`;
-    /// `cost` is a rough relative cost (about milliseconds on a 2-core machine) for the ETA.
-    pub fn new(
-        suite: Suite,
-        cases: &[&'static str],
-        imp: &str,
-        n: usize,
-        threads: usize,
-        cost: f64,
-        run: impl FnOnce() -> Vec<Row> + 'a,
-    ) -> Step<'a> {
-        Step {
-            suite,
-            cases: cases.to_vec(),
-            imp: imp.to_string(),
-            also: Vec::new(),
-            n,
-            threads,
-            cost: cost.max(1.0),
-            detail: "",
-            run: Box::new(run),
-        }
-    }
-
-    /// This step with `detail` shown in its progress line.
-    pub fn detail(mut self, detail: &'static str) -> Step<'a> {
-        self.detail = detail;
-        self
-    }
-
-    /// This step with `imp` recorded too: the step measures both implementations run by run
-    /// in turn, so that the difference between them is not the machine's drift between two
-    /// steps. The step runs if `--impl` selects either; it measures only what is selected.
-    pub fn also(mut self, imp: &'static str) -> Step<'a> {
-        self.also.push(imp);
-        self
-    }
-
-    fn describe(&self) -> String {
-        let cases = match self.cases.as_slice() {
-            [one] => one.to_string(),
-            [first, .., last] => format!("{first}..{last}"),
-            [] => String::new(),
-        };
-        let threads = if self.threads > 1 {
-            format!(" T={}", self.threads)
-        } else {
-            String::new()
-        };
-        let imps = std::iter::once(self.imp.as_str())
-            .chain(self.also.iter().copied())
-            .collect::<Vec<_>>()
-            .join("+");
-        format!(
-            "{} {} {imps} n={}{threads} {}",
-            self.suite.name(),
-            cases,
-            self.n,
-            self.detail
-        )
-    }
-}
-
-/// The steps of a run, in order.
-pub(crate) struct Plan<'a> {
-    pub(crate) settings: &'a Settings,
-    steps: Vec<Step<'a>>,
-}
-
-impl<'a> Plan<'a> {
-    /// Adds `step` if `--case` and `--impl` select it.
-    pub fn add(&mut self, step: Step<'a>) {
-        let s = self.settings;
-        let imp = s.wants_impl(&step.imp) || step.also.iter().any(|i| s.wants_impl(i));
-        if imp && step.cases.iter().any(|c| s.wants_case(c)) {
-            self.steps.push(step);
+            reps: self.reps.map(|r| r as usize),
+            impls: self.impls.clone(),
+            cases: self.cases.clone(),
         }
     }
 }
@@ -444,38 +248,9 @@ pub fn check_json(path: &std::path::Path) -> Result<usize, String> {
     Ok(records.len())
 }
 
-/// Lets work deferred through epoch reclamation by earlier runs finish: tempora's retired tables
-/// are freed (so they do not land inside the next memory measurement as a negative) and the
-/// pages of deleted owners reach the registry's pool (so every warm run starts from the same
-/// state instead of sometimes faulting fresh pages in, which made runs bimodal). The other
-/// registries do not use the epoch; for them this is a no-op.
-pub(crate) fn settle_reclamation() {
-    for _ in 0..256 {
-        crossbeam_epoch::pin().flush();
-    }
-}
-
-/// Runs `work(i)` for `i` in `0..threads`, each on a thread of its own, all starting together
-/// (after a barrier); their results in order.
-pub(crate) fn on_threads<T: Send>(threads: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let barrier = Barrier::new(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|i| {
-                let (barrier, work) = (&barrier, &work);
-                s.spawn(move || {
-                    barrier.wait();
-                    work(i)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-}
-
 /// Runs the selected suites, then reports: table, seed suite tables, verdict, files.
 pub(crate) fn run(opts: &RunOpts) {
-    let settings = Settings::new(opts);
+    let settings = opts.settings();
     let suites: Vec<Suite> = if opts.suite.contains(&None) {
         Suite::ALL.to_vec()
     } else {
@@ -489,10 +264,7 @@ pub(crate) fn run(opts: &RunOpts) {
     let mut rep = Reporter::new(opts.json);
     spin_up();
     let wheel_inputs = wheel::Inputs::default();
-    let mut plan = Plan {
-        settings: &settings,
-        steps: Vec::new(),
-    };
+    let mut plan = Plan::new(&settings);
     plan_suites(&mut plan, &suites, &wheel_inputs);
     rep.execute(plan);
     machine.finish(start.elapsed().as_secs_f64());
@@ -516,35 +288,6 @@ fn plan_suites<'a>(plan: &mut Plan<'a>, suites: &[Suite], wheel_inputs: &'a whee
             Suite::Stats => stats::plan(plan),
         }
     }
-}
-
-/// Every (suite, case) a `--full` run of every suite measures (its steps' cases, planned but
-/// not run).
-#[cfg(test)]
-pub(crate) fn every_case() -> Vec<(Suite, &'static str)> {
-    let opts = RunOpts {
-        suite: vec![None],
-        quick: false,
-        full: true,
-        json: false,
-        n: None,
-        reps: None,
-        impls: None,
-        cases: None,
-        save: None,
-    };
-    let settings = Settings::new(&opts);
-    let wheel_inputs = wheel::Inputs::default();
-    let mut plan = Plan {
-        settings: &settings,
-        steps: Vec::new(),
-    };
-    plan_suites(&mut plan, &Suite::ALL, &wheel_inputs);
-    let cases = plan
-        .steps
-        .iter()
-        .flat_map(|s| s.cases.iter().map(|&c| (s.suite, c)));
-    cases.collect()
 }
 
 /// Prints the table, the seed tables and the verdict; writes the files.
@@ -605,6 +348,51 @@ pub fn main(opts: &Opts) -> i32 {
         None => {
             run(&opts.run);
             0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::targets::TARGETS;
+
+    /// Every (suite, case) a `--full` run of every suite measures (its steps' cases, planned but
+    /// not run).
+    fn every_case() -> Vec<(Suite, &'static str)> {
+        let opts = RunOpts {
+            suite: vec![None],
+            quick: false,
+            full: true,
+            json: false,
+            n: None,
+            reps: None,
+            impls: None,
+            cases: None,
+            save: None,
+        };
+        let settings = opts.settings();
+        let wheel_inputs = wheel::Inputs::default();
+        let mut plan = Plan::new(&settings);
+        plan_suites(&mut plan, &Suite::ALL, &wheel_inputs);
+        let cases = plan
+            .steps
+            .iter()
+            .flat_map(|s| s.cases.iter().map(|&c| (s.suite, c)));
+        cases.collect()
+    }
+
+    #[test]
+    fn every_target_names_a_case_its_suite_measures() {
+        let cases = every_case();
+        for t in TARGETS.iter() {
+            assert!(
+                cases.contains(&(t.suite, t.case.as_str())),
+                "{}: no case {} in suite {}",
+                t.what,
+                t.case,
+                t.suite.name()
+            );
         }
     }
 }

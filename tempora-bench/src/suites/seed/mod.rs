@@ -1,6 +1,6 @@
 //! The seed suite: the benchmark of Linux commit 1535cb80286e ("posix-timers: Improve hash
 //! table performance"), Tests 1-5, run in one process against every registry in
-//! `registries.rs`, the live kernel included.
+//! `peers/registry.rs`, the live kernel included.
 //!
 //! - `t1-create` / `t1-getoverrun`: one owner creates N timers, then looks each up and reads its
 //!   overrun count (Tests 1-3 are N = 20k, 50k, 100k; 1M and 10M show whether it stays flat).
