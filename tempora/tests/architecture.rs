@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use syn::ext::IdentExt;
 use syn::visit::Visit;
 
 /// A module path (`["timers", "base"]`) and the file that holds it.
@@ -175,6 +176,13 @@ impl<'a> Refs<'a> {
                 }
                 b
             }
+            Some(first) if self.named.contains_key(first) => {
+                // A name a `use` of this file brought in (`use super::report;` then
+                // `report::table::text`).
+                let named = self.named[first].clone();
+                it.next();
+                named
+            }
             Some(first) => {
                 // A child module named without `self::` (2018 paths in a `mod.rs`).
                 let mut child = self.here.clone();
@@ -208,7 +216,7 @@ impl<'a> Refs<'a> {
     fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
         match tree {
             syn::UseTree::Path(p) => {
-                prefix.push(p.ident.to_string());
+                prefix.push(p.ident.unraw().to_string());
                 self.use_tree(prefix, &p.tree);
                 prefix.pop();
             }
@@ -217,16 +225,16 @@ impl<'a> Refs<'a> {
                 let name = if n.ident == "self" {
                     prefix.last().cloned()
                 } else {
-                    segs.push(n.ident.to_string());
-                    Some(n.ident.to_string())
+                    segs.push(n.ident.unraw().to_string());
+                    Some(n.ident.unraw().to_string())
                 };
                 self.name(name, &segs);
                 self.add(segs);
             }
             syn::UseTree::Rename(r) => {
                 let mut segs = prefix.clone();
-                segs.push(r.ident.to_string());
-                self.name(Some(r.rename.to_string()), &segs);
+                segs.push(r.ident.unraw().to_string());
+                self.name(Some(r.rename.unraw().to_string()), &segs);
                 self.add(segs);
             }
             syn::UseTree::Glob(_) => self.add(prefix.clone()),
@@ -242,7 +250,7 @@ impl<'ast> Visit<'ast> for Refs<'_> {
 
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
         if m.content.is_some() {
-            self.here.push(m.ident.to_string());
+            self.here.push(m.ident.unraw().to_string());
             syn::visit::visit_item_mod(self, m);
             self.here.pop();
         }
@@ -250,7 +258,12 @@ impl<'ast> Visit<'ast> for Refs<'_> {
 
     fn visit_path(&mut self, p: &'ast syn::Path) {
         if p.leading_colon.is_none() && p.segments.len() > 1 {
-            self.add(p.segments.iter().map(|s| s.ident.to_string()).collect());
+            self.add(
+                p.segments
+                    .iter()
+                    .map(|s| s.ident.unraw().to_string())
+                    .collect(),
+            );
         }
         syn::visit::visit_path(self, p);
     }
@@ -278,6 +291,9 @@ fn graph_of(src: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
     let mut g = BTreeMap::new();
     for (module, rel) in &files.by_module {
         let mut refs = Refs::new(&files, module.clone());
+        // The file's own `use` names, known before its first line is read (a path may name
+        // one before the `use` that brings it in).
+        refs.named = files.uses[module].clone();
         refs.visit_file(&files.parse(module));
         let to: BTreeSet<PathBuf> = refs
             .out
@@ -420,6 +436,15 @@ fn the_import_reader_sees_arrows_through_parents_and_tests() {
     assert!(arrows("timers/mod.rs").contains(Path::new("timers/owner.rs")));
     assert!(arrows("timers/poll.rs").contains(Path::new("timers/core.rs")));
     assert!(arrows("timers/base.rs").contains(Path::new("timers/object.rs")));
+    // A raw identifier (`suites::r#async`) and a path that starts at a name a `use` brought in
+    // (`use super::report;` then `report::table::text`) are arrows too.
+    let bench = graph_of(&repo().join("tempora-bench/src"));
+    let runner = &bench[Path::new("runner/mod.rs")];
+    assert!(
+        runner.contains(Path::new("suites/async/mod.rs")),
+        "{runner:?}"
+    );
+    assert!(runner.contains(Path::new("report/table.rs")), "{runner:?}");
 }
 
 /// The repository's root (the workspace).
@@ -451,12 +476,8 @@ fn workspace_sources() -> BTreeSet<String> {
         let src = e.unwrap().path().join("src");
         if src.join("lib.rs").exists() || src.join("main.rs").exists() {
             let mut files = Vec::new();
-            rust_files(&src, &mut files);
-            let c_files = std::fs::read_dir(&src).into_iter().flatten();
-            files.extend(c_files.flatten().map(|e| e.path()).filter(|p| {
-                p.extension()
-                    .is_some_and(|x| x == "c" || x == "h" || x == "toml")
-            }));
+            any_files(&src, &mut files);
+            files.retain(|p| p.extension().is_some_and(|x| x == "rs" || x == "c" || x == "h"));
             for f in files {
                 let rel = f.strip_prefix(repo()).unwrap();
                 out.insert(rel.to_string_lossy().into_owned());
