@@ -477,7 +477,10 @@ fn workspace_sources() -> BTreeSet<String> {
         if src.join("lib.rs").exists() || src.join("main.rs").exists() {
             let mut files = Vec::new();
             any_files(&src, &mut files);
-            files.retain(|p| p.extension().is_some_and(|x| x == "rs" || x == "c" || x == "h"));
+            files.retain(|p| {
+                p.extension()
+                    .is_some_and(|x| x == "rs" || x == "c" || x == "h")
+            });
             for f in files {
                 let rel = f.strip_prefix(repo()).unwrap();
                 out.insert(rel.to_string_lossy().into_owned());
@@ -640,5 +643,67 @@ fn every_file_the_map_cites_exists() {
     assert!(
         gone.is_empty(),
         "ARCHITECTURE.md cites files that do not exist: {gone:?}"
+    );
+}
+
+/// Every anchor the map gives inside a file exists there: a file followed by an item
+/// (`registry/owner.rs` `create_locked`: a `fn`, type or constant of that name) or by a
+/// section title (`timers/mod.rs` "Precision": a heading or phrase of its docs).
+#[test]
+fn every_anchor_the_map_gives_exists() {
+    let text = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).unwrap();
+    let mut all = Vec::new();
+    for e in std::fs::read_dir(repo()).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if p.is_dir() && !name.starts_with('.') && !name.starts_with("target") {
+            rust_files(&p, &mut all);
+        }
+    }
+    let parts: Vec<&str> = text.split('`').collect();
+    let mut checked = 0;
+    let mut gone = Vec::new();
+    for k in (1..parts.len()).step_by(2) {
+        let file = parts[k];
+        if !file.ends_with(".rs") {
+            continue;
+        }
+        let after = parts.get(k + 1).copied().unwrap_or("");
+        let anchor = if after == " " {
+            parts
+                .get(k + 2)
+                .map(|item| item.rsplit("::").next().unwrap().to_string())
+        } else {
+            after
+                .strip_prefix(" \"")
+                .and_then(|t| t.split('"').next())
+                .map(|t| format!("\"{t}"))
+        };
+        let Some(anchor) = anchor else { continue };
+        let sources: Vec<String> = all
+            .iter()
+            .filter(|p| p.to_string_lossy().ends_with(&format!("/{file}")))
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .collect();
+        let found = sources.iter().any(|src| match anchor.strip_prefix('"') {
+            Some(title) => {
+                let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+                words(src).contains(&words(title))
+            }
+            None => [
+                "fn ", "struct ", "enum ", "const ", "type ", "trait ", "static ",
+            ]
+            .iter()
+            .any(|kw| src.contains(&format!("{kw}{anchor}"))),
+        });
+        checked += 1;
+        if !found {
+            gone.push(format!("`{file}` {anchor}"));
+        }
+    }
+    assert!(checked > 10, "found only {checked} anchors");
+    assert!(
+        gone.is_empty(),
+        "ARCHITECTURE.md's anchors that are not there: {gone:?}"
     );
 }
