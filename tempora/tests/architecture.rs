@@ -600,11 +600,8 @@ fn the_maps_file_table_is_bottom_up() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// Every file or folder ARCHITECTURE.md cites in backticks (`timers/base.rs`,
-/// `checkpoint/tests/`) exists: some file of the repository's path ends with it.
-#[test]
-fn every_file_the_map_cites_exists() {
-    let text = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).unwrap();
+/// Every file of the repository outside `target*` and hidden folders.
+fn repo_files() -> Vec<PathBuf> {
     let mut all = Vec::new();
     for e in std::fs::read_dir(repo()).unwrap() {
         let p = e.unwrap().path();
@@ -613,6 +610,15 @@ fn every_file_the_map_cites_exists() {
             any_files(&p, &mut all);
         }
     }
+    all
+}
+
+/// Every file or folder ARCHITECTURE.md cites in backticks (`timers/base.rs`,
+/// `checkpoint/tests/`) exists: some file of the repository's path ends with it.
+#[test]
+fn every_file_the_map_cites_exists() {
+    let text = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).unwrap();
+    let all = repo_files();
     let all: Vec<String> = all
         .iter()
         .map(|p| {
@@ -652,14 +658,7 @@ fn every_file_the_map_cites_exists() {
 #[test]
 fn every_anchor_the_map_gives_exists() {
     let text = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).unwrap();
-    let mut all = Vec::new();
-    for e in std::fs::read_dir(repo()).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        if p.is_dir() && !name.starts_with('.') && !name.starts_with("target") {
-            rust_files(&p, &mut all);
-        }
-    }
+    let all = repo_files();
     let parts: Vec<&str> = text.split('`').collect();
     let mut checked = 0;
     let mut gone = Vec::new();

@@ -267,19 +267,15 @@ impl std::task::Wake for WakeProbe {
     }
 }
 
-/// A failure met under locks (a poisoned event queue, during a delivery) closes the owners'
-/// queues and wakes their tasks only once the poll holds no lock.
-#[test]
-fn a_failure_wakes_waiting_tasks_with_no_lock_held() {
-    let f = Manual::new();
-    let other = f.timers.owner();
-    let probe = Arc::new(WakeProbe {
-        timers: f.timers.clone(),
-        woken: AtomicUsize::new(0),
-        violated: AtomicUsize::new(0),
-    });
-    let waker = std::task::Waker::from(probe.clone());
-    let mut cx = std::task::Context::from_waker(&waker);
+/// A task (woken through `waker`) waits on `other`'s queue; then a poll delivers into
+/// `f.owner`'s poisoned queue, which fails the service and closes every queue. The task's
+/// receive, to poll again.
+fn fail_while_a_task_waits<'a>(
+    f: &Manual,
+    other: &'a Owner,
+    waker: &std::task::Waker,
+) -> std::pin::Pin<Box<crate::timers::Recv<'a>>> {
+    let mut cx = std::task::Context::from_waker(waker);
     let mut recv = Box::pin(other.recv_async());
     assert!(recv.as_mut().poll(&mut cx).is_pending());
     let t = f.queue(ClockId::Monotonic);
@@ -291,6 +287,23 @@ fn a_failure_wakes_waiting_tasks_with_no_lock_held() {
         f.clock.advance(ms(1));
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.timers.poll()));
     });
+    recv
+}
+
+/// A failure met under locks (a poisoned event queue, during a delivery) closes the owners'
+/// queues and wakes their tasks only once the poll holds no lock.
+#[test]
+fn a_failure_wakes_waiting_tasks_with_no_lock_held() {
+    let f = Manual::new();
+    let probe = Arc::new(WakeProbe {
+        timers: f.timers.clone(),
+        woken: AtomicUsize::new(0),
+        violated: AtomicUsize::new(0),
+    });
+    let other = f.timers.owner();
+    let waker = std::task::Waker::from(probe.clone());
+    let mut recv = fail_while_a_task_waits(&f, &other, &waker);
+    let mut cx = std::task::Context::from_waker(&waker);
     assert!(f.timers.health().is_err());
     assert_eq!(probe.woken.load(Ordering::SeqCst), 1);
     assert_eq!(
@@ -360,24 +373,13 @@ impl std::task::Wake for OwnerMaker {
 fn a_task_woken_by_a_failure_may_make_an_owner() {
     let made = without_hanging(|| {
         let f = Manual::new();
-        let other = f.timers.owner();
         let maker = Arc::new(OwnerMaker {
             timers: f.timers.clone(),
             made: AtomicUsize::new(0),
         });
+        let other = f.timers.owner();
         let waker = std::task::Waker::from(maker.clone());
-        let mut cx = std::task::Context::from_waker(&waker);
-        let mut recv = Box::pin(other.recv_async());
-        assert!(recv.as_mut().poll(&mut cx).is_pending());
-        let t = f.queue(ClockId::Monotonic);
-        f.arm(t, ms(1), Duration::ZERO);
-        panic_inside(|boom| {
-            let _ = f.owner.sink().locked(|_| boom());
-        });
-        quiet_panics(|| {
-            f.clock.advance(ms(1));
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.timers.poll()));
-        });
+        drop(fail_while_a_task_waits(&f, &other, &waker));
         maker.made.load(Ordering::SeqCst)
     });
     assert_eq!(made, 1, "the woken task did not make its owner");
