@@ -20,7 +20,8 @@ use super::count::Count;
 use super::ids::TimerId;
 use super::ids::{IdBlock, Ids};
 use super::slots::{PagePool, Slots, NONE, SLOT_BLOCK, SLOT_BLOCK_MAX};
-use super::table::{self, drop_deferred, Table, Tables};
+use super::table::growth::Tables;
+use super::table::{self, drop_deferred, Table};
 use super::timer::{visible, Locked, Service, Timer, PENDING};
 use crate::error::Error;
 use crate::sync::{
