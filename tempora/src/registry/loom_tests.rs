@@ -1,8 +1,8 @@
 //! Loom model checks of the hash chain protocol: a lock-free walk racing a bucket split, and
 //! racing the unlink and reuse of the timer it stands on. Both fail (a present timer reported
-//! absent, or a data race) if a Release/Acquire pair in `table.rs` is weakened: the walk must
-//! either see the moved timer, or see the cut link and then the `future` table, or land on a
-//! foreign nulls marker and restart.
+//! absent, or a data race) if a Release/Acquire pair in `table.rs` or `table/growth.rs` (the
+//! split) is weakened: the walk must either see the moved timer, or see the cut link and then
+//! the `future` table, or land on a foreign nulls marker and restart.
 //!
 //! And of the slot protocol: a lock-free read (`Timer::read_current`, as getoverrun uses
 //! it) racing the delete and re-create of the timer in the same slot, with another

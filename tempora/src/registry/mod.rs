@@ -30,7 +30,7 @@
 //! * Nothing of these writes a cache line that another thread writes in the common case:
 //!   shards and count stripes are per thread index, buckets per ID run (two neighbouring
 //!   buckets share a line). Every 16th create of a thread also reads every count stripe
-//!   (the growth check, `table.rs`).
+//!   (the growth check, `table/growth.rs`).
 //!
 //! BENCHMARKS.md has the measured figures.
 //!
@@ -40,9 +40,9 @@
 //! on a 2-CPU machine; [`Builder::initial_buckets`] overrides it), but unlike Linux's, which is
 //! fixed at boot and so has chains of ~100 at 100k timers and ~10k at 10M, it doubles whenever
 //! the registry holds more than [`Builder::max_load`] (default 2) timers per bucket. Growth is
-//! incremental (see `table.rs`): while a resize is in progress every create and delete splits
-//! `MIGRATE_BATCH` (8) old buckets, lookups never wait for it, and a writer
-//! waits for at most one bucket's split.
+//! incremental (see `table/growth.rs`): while a resize is in progress every create and delete
+//! splits `MIGRATE_BATCH` (8) old buckets, lookups never wait for it, and a writer waits for at
+//! most one bucket's split.
 //!
 //! # Hash
 //!
@@ -151,7 +151,7 @@ use crossbeam_epoch as epoch;
 use owner::Shared;
 use slots::PagePool;
 use std::sync::Arc;
-use table::Tables;
+use table::growth::Tables;
 
 /// Configures a [`Registry`].
 #[derive(Debug, Clone)]

@@ -15,17 +15,23 @@
 //! A create takes the shard of the calling thread, pops a slot from its free list (or its bump
 //! block, or a fresh slot block), and draws the next ID candidate from its ID block. Two
 //! threads creating in one owner therefore write different cache lines except once per block.
+//!
+//! The exclusive section, which holds an owner's other creates off while a restore creates, is
+//! `owner/exclusive.rs`; the owner's end (destroy, teardown, drop) is `owner/teardown.rs`.
+
+mod exclusive;
+mod teardown;
 
 use super::count::Count;
 use super::ids::TimerId;
 use super::ids::{IdBlock, Ids};
 use super::slots::{PagePool, Slots, NONE, SLOT_BLOCK, SLOT_BLOCK_MAX};
-use super::table::{self, drop_deferred, Table, Tables};
+use super::table::growth::Tables;
+use super::table::{self, Table};
 use super::timer::{visible, Locked, Service, Timer, PENDING};
 use crate::error::Error;
 use crate::sync::{
-    self, fence, rank, thread_index, AtomicBool, AtomicPtr, Ordering, Poisoned, RankToken,
-    WaitQueue,
+    self, fence, rank, thread_index, AtomicBool, AtomicPtr, Ordering, Poisoned, WaitQueue,
 };
 use crossbeam_epoch::{self as epoch, Guard};
 use crossbeam_utils::CachePadded;
@@ -86,8 +92,8 @@ struct OwnerInner<S: Service> {
     shared: Arc<Shared<S>>,
     ids: Ids,
     dead: AtomicBool,
-    /// Set while an [`Exclusive`] section runs: other creates in the owner wait until it ends,
-    /// parked on `opened`.
+    /// Set while an [`Exclusive`](exclusive::Exclusive) section runs: other creates in the
+    /// owner wait until it ends, parked on `opened`.
     exclusive: AtomicBool,
     opened: WaitQueue,
     /// Set by a teardown that met a poisoned lock (a panic inside a shard's or a timer's
@@ -161,95 +167,6 @@ impl<S: Service> Owner<S> {
         self.inner.delete(id)
     }
 
-    /// Runs `f` with every other create in this owner held off: creates by other threads wait
-    /// (parked, holding nothing) until `f` returns, and `f` creates through the [`Exclusive`]
-    /// it is given. Deletes, lookups and teardown are not held off. A restore runs in one: if
-    /// the owner holds no timer when the section starts (none hashed, in any state), no ID
-    /// can be taken but by the section's own creates, so its exact-ID creates skip the walk of
-    /// their chain (at a million timers, a cache miss per chain member).
-    ///
-    /// Sections of one owner run one after the other. `f` must not create through the owner
-    /// itself, which would wait for its own section.
-    ///
-    /// [`Owner::wait_open`] lets a caller wait before it takes something a waiting create
-    /// would hold on to (a group charge); a section that begins right after it returned can
-    /// still make the create wait holding it.
-    pub(crate) fn exclusive<R>(&self, f: impl FnOnce(&mut Exclusive<'_, S>) -> R) -> R {
-        let inner = &*self.inner;
-        // The section is a lock of the crate's order (`sync::rank::SECTION`): held from here
-        // to the end of `f`, released (the mark cleared) after `Open` reopened the owner.
-        let _section = RankToken::<{ rank::SECTION }>::enter();
-        // Why no create of another thread can run while `alone` holds, by store buffering as
-        // in `teardown`:
-        //
-        //   the section                           a create in this owner
-        //   (A') exclusive: false -> true         (C) shards[i]: null -> new shard
-        //   (B') shards[i].load(): null? else     (D') lock it; exclusive.load()?
-        //        lock it, read `live`, unlock
-        //
-        // If (B') reads null, the creator's (D') comes later in the SeqCst order and reads
-        // true. Otherwise (B') takes shard i's lock: a create holding it has finished (its
-        // slot is counted in `live`), and a later holder reads true at (D') and waits. So
-        // once every shard was read, no slot of the owner is taken but by the section; deletes
-        // only lower the counts. A sum of 0 means no timer of the owner is hashed.
-        // SeqCst: (A').
-        while inner
-            .exclusive
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed)
-            .is_err()
-        {
-            inner
-                .opened
-                .wait(|| inner.exclusive.load(Ordering::SeqCst), None);
-        }
-        // See `new_shard`.
-        fence(Ordering::SeqCst);
-        // Clears the flag and wakes the waiters however `f` ends, unwinding included.
-        struct Open<'a>(&'a AtomicBool, &'a WaitQueue);
-        impl Drop for Open<'_> {
-            fn drop(&mut self) {
-                // Release: a waiting creator that reads false sees the section's timers. A
-                // waiter checks the flag under the queue's lock before it sleeps, and
-                // `wake_all` takes that lock after this store, so none sleeps through it.
-                self.0.store(false, Ordering::Release);
-                self.1.wake_all();
-            }
-        }
-        let _open = Open(&inner.exclusive, &inner.opened);
-        let mut live = 0u64;
-        let mut readable = true;
-        for p in inner.shards.iter() {
-            // SeqCst: (B').
-            let p = p.load(Ordering::SeqCst);
-            if p.is_null() {
-                continue;
-            }
-            // SAFETY: installed shards live as long as the owner.
-            let shard = unsafe { &*p };
-            match shard.locked(|st| st.live) {
-                Ok(n) => live += u64::from(n),
-                // A create panicked in it: what it left is unknown, so walk as usual.
-                Err(Poisoned) => readable = false,
-            }
-        }
-        let mut ex = Exclusive {
-            owner: inner,
-            alone: readable && live == 0,
-            guard: epoch::pin(),
-            thread: thread_index(),
-            creates: 0,
-        };
-        f(&mut ex)
-    }
-
-    /// Returns once no [`Owner::exclusive`] section runs in the owner (at once if none does),
-    /// parked meanwhile. A create waits so by itself; this is for a caller that would
-    /// otherwise hold something while its create waits.
-    #[inline]
-    pub(crate) fn wait_open(&self) {
-        self.inner.wait_open();
-    }
-
     /// Runs `f` on timer `id` with its lock held.
     ///
     /// # Errors
@@ -285,13 +202,6 @@ impl<S: Service> Owner<S> {
     /// Whether exact-ID (restore) mode is on.
     pub(crate) fn restore_ids(&self) -> bool {
         self.inner.ids.restoring()
-    }
-
-    /// Deletes the owner and all its timers (the delete hook runs on each, then the service's
-    /// `on_destroy`). Later calls on any handle of it fail with [`Error::OwnerDeleted`].
-    /// Idempotent.
-    pub(crate) fn destroy(&self) {
-        self.inner.teardown();
     }
 
     /// Whether [`Owner::destroy`] has been called.
@@ -517,8 +427,9 @@ impl<S: Service> OwnerInner<S> {
     }
 
     /// The body of `create`, with the shard lock held. `check` false: a requested ID is known
-    /// to be free (an [`Exclusive`] section of an owner that had no timer), so its chain is
-    /// not walked, and the counter is left for the section's caller to set.
+    /// to be free (an [`Exclusive`](exclusive::Exclusive) section of an owner that had no
+    /// timer), so its chain is not walked, and the counter is left for the section's caller to
+    /// set.
     fn create_locked<'s, 'g>(
         &'s self,
         st: &mut ShardState,
@@ -731,188 +642,6 @@ impl<S: Service> OwnerInner<S> {
             found,
             "a pending timer is hashed until its deleter unhashes it"
         );
-    }
-
-    fn teardown(&self) {
-        // Every create holds its shard lock from the dead check to the visible store, so once
-        // every shard lock has been taken after `dead` is set, no create is half done and none
-        // will start. A shard installed concurrently is covered by store buffering between
-        // two SeqCst pairs:
-        //
-        //   teardown                          a thread's first create in this owner
-        //   (A) dead.swap(true)               (C) shards[i]: null -> new shard
-        //   (B) shards[i].load() == null?     (D) lock it; dead.load() == false?
-        //
-        // "B reads null and D reads false" is impossible: if teardown skips shard i, the
-        // creator sees `dead` and gives up; otherwise teardown locks shard i after it.
-        // SeqCst: (A).
-        if self.dead.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        // See `new_shard`.
-        fence(Ordering::SeqCst);
-        for p in self.shards.iter() {
-            // SeqCst: (B).
-            let p = p.load(Ordering::SeqCst);
-            if !p.is_null() {
-                // SAFETY: installed shards live as long as the owner.
-                let shard = unsafe { &*p };
-                if !shard.quiesce() {
-                    // A create panicked with this shard locked: a half-made timer may be
-                    // hashed and never become visible (see `poisoned`).
-                    self.poisoned.store(true, Ordering::Relaxed);
-                }
-            }
-        }
-        let guard = epoch::pin();
-        let word = visible(self.key);
-        let mut deleted = 0;
-        let mut released = Vec::new();
-        self.slots.for_each(&guard, |timer| {
-            if timer.hot.owner.load(Ordering::Acquire) >> 1 != self.key {
-                return;
-            }
-            let id = timer.hot.id.load(Ordering::Relaxed);
-            let marked = timer.lock_if(word, None, |l| Timer::mark_deleted(l, &self.service));
-            match marked {
-                Ok(Some(r)) => {
-                    released.push(r);
-                    self.unhash(timer, self.hash(TimerId(id)), &guard);
-                    // Release: as in `free_slot_locked`; the slot is not reused (the owner is
-                    // dead).
-                    timer.hot.owner.store(0, Ordering::Release);
-                    deleted += 1;
-                }
-                // A panic under its lock: its state (and whether the service still names it)
-                // is unknown. It stays hashed and its memory is never reused (`poisoned`).
-                Err(Poisoned) => self.poisoned.store(true, Ordering::Relaxed),
-                Ok(None) => {
-                    // A concurrent `delete` marked it; wait until it has unhashed it, so that
-                    // no timer of this owner is reachable once teardown returns. A delete
-                    // that panicked, or a create that panicked (its shard is poisoned), never
-                    // will: stop waiting then.
-                    let mut spins = 0;
-                    while timer.hot.owner.load(Ordering::Acquire) >> 1 == self.key {
-                        if timer.is_poisoned() || self.poisoned.load(Ordering::Relaxed) {
-                            self.poisoned.store(true, Ordering::Relaxed);
-                            break;
-                        }
-                        crate::sync::backoff(&mut spins);
-                    }
-                }
-            }
-        });
-        self.shared.count.add(-deleted);
-        drop(released);
-        S::on_destroy(&self.service);
-    }
-}
-
-impl<S: Service> Drop for OwnerInner<S> {
-    fn drop(&mut self) {
-        self.teardown();
-        if self.poisoned.load(Ordering::Relaxed) {
-            // See `poisoned`: the pages and shards stay allocated for the process's life.
-            return;
-        }
-        for p in self.shards.iter() {
-            let p = p.swap(std::ptr::null_mut(), Ordering::AcqRel);
-            if !p.is_null() {
-                // SAFETY: installed by `new_shard` from `Box::into_raw`; no handle is left, so
-                // nothing uses it; swapped out once.
-                drop(unsafe { Box::from_raw(p) });
-            }
-        }
-        let pages = self.slots.take_pages();
-        let shared = self.shared.clone();
-        let guard = epoch::pin();
-        // SAFETY: every timer of this owner was unhashed and freed (owner word 0) by
-        // `teardown`, and no handle is left, so after the threads pinned now have unpinned
-        // (walkers that may still stand on one of these timers), nothing uses the pages. They
-        // were taken out exactly once.
-        // `recycle`'s contract holds when the deferred call runs, after the grace period.
-        unsafe {
-            guard.defer_unchecked(move || {
-                shared.pool.recycle(pages);
-                // The last reference (registry and owners gone) frees the table and the pool.
-                let bytes = if Arc::strong_count(&shared) == 1 {
-                    shared.pool.bytes()
-                } else {
-                    0
-                };
-                drop_deferred(shared, bytes);
-            })
-        };
-        // Start the grace period now, so the next owner is likely to find the pages pooled.
-        guard.flush();
-    }
-}
-
-/// Creates inside [`Owner::exclusive`]: no other create runs in the owner meanwhile.
-pub(crate) struct Exclusive<'a, S: Service> {
-    owner: &'a OwnerInner<S>,
-    /// The owner held no timer when the section started (see `Owner::exclusive`).
-    alone: bool,
-    /// One pin for the section (renewed every `REPIN` creates, so that reclamation goes on),
-    /// instead of a pin, with its full fence, per create and per prefetch.
-    guard: Guard,
-    thread: usize,
-    creates: u32,
-}
-
-impl<S: Service> Exclusive<'_, S> {
-    /// Creates between two renewals of the section's pin.
-    const REPIN: u32 = 1024;
-
-    /// Whether the owner held no timer when the section started: then exact-ID creates do
-    /// not walk their chain, and do not set the ID counter either (the section's caller sets
-    /// it, as a restore does).
-    pub(crate) fn alone(&self) -> bool {
-        self.alone
-    }
-
-    /// `Owner::create` of exactly `id` (restore mode must be on), with its errors; if
-    /// [`Exclusive::alone`], the ID is not looked for (the caller knows it was not created in
-    /// the section already) and the counter is not set.
-    pub(crate) fn create(
-        &mut self,
-        id: i32,
-        init: S::Init,
-        then: Option<Then<'_, S>>,
-    ) -> Result<TimerId, Error> {
-        let owner = self.owner;
-        owner.check_requested(id)?;
-        self.creates = self.creates.wrapping_add(1);
-        if self.creates % Self::REPIN == 0 {
-            self.guard.repin();
-            // And let the epoch advance and deferred frees run: with one pin per 1024 creates,
-            // collection (which crossbeam tries every 128 pins) would rarely run, so the slot
-            // pages of an owner torn down just before would reach the pool late and the
-            // section would fault in fresh ones.
-            self.guard.flush();
-        }
-        let guard = &self.guard;
-        let (home, shard) = owner.shard(self.thread);
-        let check = !self.alone;
-        let (id, table, timer) = shard
-            .locked(|st| owner.create_locked(st, home, Some(id), init, check, guard))
-            .map_err(|_| Error::Poisoned(SHARD_POISONED))??;
-        owner.after_create(self.thread, table, guard);
-        if let Some(then) = then {
-            // As in `OwnerInner::create`.
-            timer
-                .lock_if(visible(owner.key), Some(id.0), then)
-                .map_err(|_| Error::Poisoned(TIMER_POISONED))?;
-        }
-        Ok(id)
-    }
-
-    /// Starts loading the hash bucket a create of `id` will lock, for a caller that knows its
-    /// IDs well ahead (a restore). A hint: it changes nothing.
-    pub(crate) fn prefetch(&self, id: i32) {
-        let hash = self.owner.hash(TimerId(id));
-        let table = self.owner.shared.tables.current(&self.guard);
-        table.prefetch(hash);
     }
 }
 
