@@ -7,5 +7,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 # which the workspace build above turns on through tempora-bench.
 cargo clippy -p tempora --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+# The library's private docs carry its invariants and their arguments: their links must hold.
+RUSTDOCFLAGS="-D warnings" cargo doc -p tempora --no-deps --document-private-items
 # The import graph of the library's files has no circle (tests/architecture.rs reads it).
 cargo test -q -p tempora --test architecture

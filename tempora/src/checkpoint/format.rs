@@ -116,14 +116,14 @@ impl Snapshot {
     ///
     /// # Errors
     /// [`Error::CorruptSnapshot`] for a snapshot [`Snapshot::validate`] refuses (such as a
-    /// notification name longer than [`MAX_NAME`](super::MAX_NAME)): no bytes a reader would refuse.
+    /// notification name longer than [`MAX_NAME`]): no bytes a reader would refuse.
     pub fn try_encode(&self) -> Result<Vec<u8>, Error> {
         self.validate()?;
         Ok(self.encode_unchecked())
     }
 
     /// [`Snapshot::try_encode`] for a snapshot known to be valid, as [`crate::Owner::checkpoint`]
-    /// returns unless a callback's name is longer than [`MAX_NAME`](super::MAX_NAME).
+    /// returns unless a callback's name is longer than [`MAX_NAME`].
     ///
     /// # Panics
     /// If [`Snapshot::validate`] refuses the snapshot.

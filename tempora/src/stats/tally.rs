@@ -32,7 +32,7 @@
 //! group above it. An updater never waits for a flush.
 //!
 //! The `bench-internals` feature adds what the statistics benchmark compares this with: a
-//! naive mode ([`Hub::set_naive`]) in which pushers take a per-list lock and the flush holds
+//! naive mode (`Hub::set_naive`) in which pushers take a per-list lock and the flush holds
 //! it across the detach, the walk and the aggregation, and a timing of each list's detach
 //! ([`FlushReport`]'s `holds_ns`).
 //!

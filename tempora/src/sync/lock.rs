@@ -117,7 +117,7 @@ impl Drop for PoisonOnUnwind<'_> {
     }
 }
 
-/// State of type `T` under a one-byte lock of rank `RANK` ([`rank`]): the only way to reach
+/// State of type `T` under a one-byte lock of rank `RANK` ([`rank`](super::rank)): the only way to reach
 /// the state is with the lock held, through [`Locked::with`] or [`Locked::lock`]. A panic
 /// inside the critical section poisons the lock (as [`ByteLock::with`]): every later lock
 /// fails with [`Poisoned`].
@@ -264,12 +264,10 @@ pub(crate) struct RankedLock<const RANK: u8>(ByteLock);
 
 impl<const RANK: u8> RankedLock<RANK> {
     #[cfg(not(loom))]
-    #[allow(dead_code, reason = "the locks that use it are built by `Default`")]
     pub(crate) const fn new() -> Self {
         RankedLock(ByteLock::new())
     }
     #[cfg(loom)]
-    #[allow(dead_code, reason = "the locks that use it are built by `Default`")]
     pub(crate) fn new() -> Self {
         RankedLock(ByteLock::new())
     }
@@ -369,10 +367,6 @@ impl<T, const RANK: u8> RankedMutex<T, RANK> {
 
     /// Takes the mutex; [`Poisoned`] if a holder panicked.
     #[inline]
-    #[allow(
-        dead_code,
-        reason = "for the mutexes whose holders can panic mid-change"
-    )]
     pub(crate) fn lock(&self) -> Result<MutexGuard<'_, T, RANK>, Poisoned> {
         let rank = RankToken::<RANK>::enter();
         let guard = self.inner.lock().map_err(|_| Poisoned)?;

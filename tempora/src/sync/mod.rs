@@ -8,7 +8,7 @@
 //! elsewhere), whose type names the lock's rank in the crate's one lock order ([`rank`]);
 //! debug builds check the order at every lock.
 //!
-//! [`ByteLock`], the one-byte lock under [`Locked`] and [`RankedLock`], is tempora's own,
+//! `ByteLock` (`lock.rs`), the one-byte lock under [`Locked`] and [`RankedLock`], is tempora's own,
 //! written here rather than taken from a crate because it must fit in one byte of a timer's
 //! written cache line, and because its unlock is a plain release store (one atomic
 //! read-modify-write per lock/unlock pair instead of two; BENCHMARKS.md, "Design

@@ -56,7 +56,7 @@ pub(crate) fn leave(rank: u8) {
 }
 
 /// Proof that the calling thread holds a lock of rank `RANK`, checked against the lock order
-/// when it was made ([`rank`]); dropping it (unwinding included) clears the mark. Every guard
+/// when it was made ([`rank`](super::rank)); dropping it (unwinding included) clears the mark. Every guard
 /// of this module holds one. It is free in release builds: a zero-sized value whose making
 /// and dropping compile to nothing.
 ///

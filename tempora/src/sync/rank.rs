@@ -14,7 +14,7 @@
 //! unit test `lock_table_matches_architecture_md` checks that ARCHITECTURE.md shows exactly
 //! that table.
 
-/// An owner's exclusive restore section (`registry/owner.rs`).
+/// An owner's exclusive restore section (`registry/owner/exclusive.rs`).
 pub(crate) const SECTION: u8 = 0;
 /// The global service's build lock (`time.rs`).
 pub(crate) const BUILDING: u8 = 0;
@@ -79,14 +79,15 @@ pub(crate) const TABLE: &[Lock] = &[
     Lock {
         rank: SECTION,
         lock: "an owner's exclusive restore section",
-        at: "`registry/owner.rs`",
+        at: "`registry/owner/exclusive.rs`",
         held_while_taking: "an ID shard, a hash bucket, a timer (the section's creates)",
     },
     Lock {
         rank: BUILDING,
         lock: "the global service's build lock",
         at: "`time.rs`",
-        held_while_taking: "the owners and spares lists (a failed build stops its drivers)",
+        held_while_taking: "the owners and spares lists and a standby's fd plan (a failed \
+                            build stops its drivers)",
     },
     Lock {
         rank: SHARD,
@@ -98,7 +99,8 @@ pub(crate) const TABLE: &[Lock] = &[
         rank: DELIVERY,
         lock: "a base's delivery lock",
         at: "`timers/base.rs`",
-        held_while_taking: "a timer or a sleep's cell (a poll delivering what it popped)",
+        held_while_taking: "its base (a poll popping a batch), a timer or a sleep's cell (the \
+                            poll delivering what it popped)",
     },
     Lock {
         rank: TIMER,

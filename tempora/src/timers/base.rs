@@ -61,8 +61,8 @@
 //! delete and consume hold the timer's lock and take a base lock to insert or remove; expiry takes the delivery lock, then the base lock
 //! alone (to collect), releases the base lock, and only then takes timer locks. Nothing takes a
 //! timer lock while holding a base lock, no path holds two base locks, and nothing takes a
-//! delivery lock while holding any other tempora lock. Debug builds assert the base and timer
-//! rules at every lock (`sync::rank`; the test
+//! delivery lock while holding any other tempora lock. Debug builds check the order at every
+//! lock of the crate (`sync::rank`; the test
 //! `lock_order_violation_is_caught_in_debug_builds`).
 //!
 //! # What runs under the base lock
@@ -195,9 +195,12 @@ pub(crate) struct BaseState {
     pub(crate) ring_lowers: bool,
 }
 
-// SAFETY: a base's state moves between threads only under its lock (`Base::locked`); the
-// wheels hold addresses of `Sync` objects (timer objects, whose nodes are atomics; sleep
-// cells), which any thread holding the lock may follow.
+// SAFETY: `Locked` shares its state only with the holder of its lock, and asks `T: Send`. The
+// wheels hold plain addresses (timer objects, sleep cells) that nothing dereferences when a
+// base is dropped, and that are followed only under the rules that keep them valid: a popped
+// timer under a pinned epoch and its own lock (`timers/mod.rs`, "Safety of the timer
+// addresses"), a sleep's cell under the base's delivery lock (`sleep.rs`, "Why the memory
+// stays valid").
 unsafe impl Send for BaseState {}
 
 impl Base {

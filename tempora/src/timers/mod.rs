@@ -9,23 +9,14 @@
 //!     ├─ drivers[D] (threads: sleep until their bases' earliest expiry, then   driver.rs
 //!     │              poll all bases)
 //!     └─ owner() ─► Owner ── registry owner (IDs → timer objects)               owner.rs
-//!                         └─ OwnerPart: core, sink (event queue + waiting      service.rs,
+//!                         └─ OwnerPart: core, sink (event queue + waiting      contract.rs,
 //!                            receivers of Queue timers)                         notify.rs
 //! ```
 //!
-//! The files, each importing only the ones listed before it: `types.rs` (the value types
-//! callers pass and get back), `fd.rs` (eventfd and timerfd calls), `notify.rs` (an event
-//! queue with waiting threads and tasks, and its readiness fd), `itimer.rs` (the POSIX rules
-//! on a timer's state), `serial.rs` (a callback's calls, one at a time), `object.rs` (what the
-//! service keeps in each timer object; a locked timer's due check and precision), `sleep.rs`
-//! (the cell of a [`Sleep`](crate::time::Sleep), an ID-less timer), `doorbell.rs` (what a
-//! driver sleeps on), `base.rs` (a lock, a wheel per clock and the delivery lock),
-//! `standby.rs` (a driver's spares while it runs callbacks), `wake.rs` (ringing sleepers; the
-//! deadline fd), `health.rs` (stop and failure), `core.rs` (the shared state), `arm.rs`
-//! (placing and removing entries), `poll.rs` (popping and delivering), `contract.rs` (the
-//! registry's `Service` contract), `driver.rs` (the driver threads), `owner.rs` (an owner's
-//! calls), `handle.rs` (a timer that deletes itself on drop), this file (`Timers`) and
-//! `builder.rs`. `.ci/lint.sh` checks that no import circle forms.
+//! `Timers` itself is in `service.rs`, its builder in `builder.rs`; this file is the module's
+//! doc and its public names. Every file of the module is in ARCHITECTURE.md's files table,
+//! bottom-up: each imports only files listed above it (`tempora/tests/architecture.rs` checks
+//! that, and that no import circle forms).
 //! Checkpoint and restore of an owner live in [`crate::checkpoint`].
 //!
 //! The calls and their POSIX names: [`Owner::create`] (`timer_create`), [`Owner::settime`]
@@ -69,13 +60,13 @@
 //! The service runs while a [`Timers`] handle or a [`Sleep`](crate::time::Sleep) exists.
 //! Dropping the last of them stops and joins the drivers; owners may outlive it, to read, delete and checkpoint their timers and to
 //! receive events already queued, but nothing fires any more: `create` and `settime` fail
-//! with [`Error::ServiceStopped`], and `recv` returns it once the queue is empty instead of
+//! with [`Error::ServiceStopped`](crate::Error::ServiceStopped), and `recv` returns it once the queue is empty instead of
 //! waiting forever.
 //!
 //! A panic inside one of tempora's own critical sections (a bug, or a failed allocation
 //! that panics) poisons that lock instead of leaving it held, and a driver thread whose loop
 //! panics dies visibly: either fails the service ([`Timers::health`] reports what), its
-//! receivers return [`Error::Poisoned`] once their queues are empty, and calls that need the
+//! receivers return [`Error::Poisoned`](crate::Error::Poisoned) once their queues are empty, and calls that need the
 //! poisoned part fail with it. A panicking *callback* is not such a failure: it is caught,
 //! counted and the poll goes on.
 //!

@@ -206,7 +206,7 @@ pub(crate) struct Standby {
     pub(super) state: Handover,
     /// Threads following (blocked on `fd`, or about to be).
     pub(super) following: std::sync::atomic::AtomicUsize,
-    /// Spares started for this driver (at most `Core::spare_limit`).
+    /// Spares started for this driver (at most `DriverCounts::spare_limit`).
     pub(super) started: std::sync::atomic::AtomicUsize,
     /// Callbacks collected and not yet run: whoever leads or led runs them, one at a time.
     pending: RankedMutex<std::collections::VecDeque<Call>, { rank::PENDING }>,
