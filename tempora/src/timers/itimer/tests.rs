@@ -329,7 +329,9 @@ fn sigev_none_disarmed_reads_zero_as_posix_says() {
 /// on a `SIGEV_NONE` kernel timer and a `SIGEV_NONE` tempora timer on the OS clocks,
 /// CLOCK_MONOTONIC and CLOCK_REALTIME. Each pair of calls is timed; the two answers may
 /// differ by the time between them (and, for a periodic timer, modulo its interval), never
-/// more. `TEMPORA_SOAK=<steps>` runs longer.
+/// more. `TEMPORA_SOAK=<steps>` runs longer. Needs the workspace's `tempora-kernel` (the
+/// `kernel-tests` feature; tempora/Cargo.toml says why).
+#[cfg(feature = "kernel-tests")]
 #[test]
 fn kernel_differential_sigev_none_settime_gettime() {
     use crate::clock::OsClock;
