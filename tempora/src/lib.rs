@@ -40,6 +40,11 @@
 //! assert_eq!(owner.getoverrun(id), Ok(2));
 //! ```
 
+// Linux only: timerfd, eventfd, CLOCK_BOOTTIME, the coarse clocks and `membarrier` are
+// Linux's, and the semantics copied are Linux's.
+#[cfg(not(target_os = "linux"))]
+compile_error!("tempora supports Linux only (it uses timerfd, eventfd and Linux's clocks)");
+
 pub mod checkpoint;
 pub mod clock;
 mod error;
