@@ -117,7 +117,7 @@ fn rendered_table() -> String {
 /// failure message).
 #[test]
 fn lock_table_matches_architecture_md() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ARCHITECTURE.md");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md");
     let doc = std::fs::read_to_string(path).unwrap();
     let begin = "<!-- lock-table:begin -->\n";
     let end = "<!-- lock-table:end -->";

@@ -188,7 +188,7 @@ mod tests {
     /// ARCHITECTURE.md's drawing of the timer object names each field at its offset.
     #[test]
     fn the_maps_timer_object_is_the_layout() {
-        let map = include_str!("../../../ARCHITECTURE.md");
+        let map = include_str!("../../ARCHITECTURE.md");
         let i = map
             .find("<!-- object:begin -->")
             .expect("the drawing's begin marker");
