@@ -117,8 +117,10 @@ pub struct Snapshot {
 impl TimerRecord {
     /// The record of timer `id` on `clock` whose notification is named `notify` (`none`,
     /// `queue`, or a callback's name, as [`TimerRecord::notify`] says), disarmed: no expiry,
-    /// one-shot, no pending event, no overrun, [`Precision::Default`](crate::Precision::Default).
-    /// Set the fields of an armed or pending timer after.
+    /// one-shot, no pending event, no overruns (`overrun` -1, `overrun_last` 0),
+    /// [`Precision::Default`](crate::Precision::Default). For an armed timer set `status`,
+    /// `expiry` and `interval` after: the record is then the one a checkpoint takes of a timer
+    /// armed so.
     pub fn new(id: TimerId, clock: ClockId, notify: impl Into<Cow<'static, str>>) -> TimerRecord {
         TimerRecord {
             id,
@@ -128,6 +130,9 @@ impl TimerRecord {
             pending: false,
             expiry: Expiry::None,
             interval: 0,
+            // As every `settime` leaves it, so a record armed by setting its fields counts
+            // overruns as an armed timer does (a never-armed timer's 0 differs in nothing
+            // that shows: its first arming sets -1).
             overrun: -1,
             overrun_last: 0,
             precision: crate::timers::Precision::Default,
