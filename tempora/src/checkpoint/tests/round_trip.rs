@@ -172,6 +172,9 @@ fn extreme_remaining_times_restore_without_overflow() {
 /// record) is the record a checkpoint takes of a timer armed so, and restores to a timer that
 /// fires and counts overruns as the original does.
 #[test]
+// Built field by field on purpose: outside the crate, where the struct is
+// `#[non_exhaustive]`, a literal with `..Default::default()` does not compile.
+#[allow(clippy::field_reassign_with_default)]
 fn a_new_timer_record_armed_by_its_fields_is_a_checkpointed_one() {
     let clock = ManualClock::new();
     let timers = testing::manual(clock.clone(), |_| ());
