@@ -6,6 +6,11 @@ cargo clippy --workspace --all-targets -- -D warnings
 # The library as users build it: without the benchmark harness's `bench-internals` feature,
 # which the workspace build above turns on through tempora-bench.
 cargo clippy -p tempora --all-targets -- -D warnings
+# And with its `serde` feature (no workspace crate turns it on, so neither command above
+# sees the code it gates), whose one test is run here too: `cargo test --workspace` builds
+# without the feature.
+cargo clippy -p tempora --all-targets --features serde -- -D warnings
+cargo test -q -p tempora --features serde --lib -- stats::tests::json
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 # The library's private docs carry its invariants and their arguments: their links must hold.
 RUSTDOCFLAGS="-D warnings" cargo doc -p tempora --no-deps --document-private-items

@@ -30,10 +30,20 @@ impl Failure {
 }
 
 impl From<Error> for Failure {
+    /// The message is the error's chain, each link's `Display` joined by ": " ("I/O error:
+    /// No such file or directory (os error 2)"): an error's `Display` leaves its source's
+    /// text to its source, and a C caller has only this string to read.
     fn from(e: Error) -> Failure {
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            message.push_str(": ");
+            message.push_str(&s.to_string());
+            source = s.source();
+        }
         Failure {
             errno: e.errno(),
-            message: Cow::Owned(e.to_string()),
+            message: Cow::Owned(message),
         }
     }
 }
@@ -143,6 +153,16 @@ mod tests {
         );
         assert_eq!(errno(), libc::EAGAIN);
         assert_eq!(last_error(), Error::NoFreeId.to_string());
+    }
+
+    #[test]
+    fn an_os_error_reports_the_chain_with_the_os_text() {
+        set_errno(0);
+        let os = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let text = os.to_string();
+        assert_eq!(entry(-1, || Err(Error::from(os).into())), -1);
+        assert_eq!(errno(), libc::ENOENT);
+        assert_eq!(last_error(), format!("I/O error: {text}"));
     }
 
     #[test]

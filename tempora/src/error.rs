@@ -14,6 +14,14 @@ use std::sync::Arc;
 /// [`Error::UnknownNotify`]). Transient: [`Error::NoFreeId`] (succeeds once a timer of the
 /// owner is deleted); see [`Error::is_transient`]. [`Error::Io`] carries the `io::Error`, as
 /// its [`source`](std::error::Error::source), and the OS's errno.
+///
+/// `Display` is this error's own text, never its source's, so a reporter that walks
+/// [`source`](std::error::Error::source) (anyhow's `{:#}` and `{:?}`, for one) prints each
+/// once. Printing `Display` alone leaves out an [`Error::Io`]'s OS text: print the chain.
+///
+/// An `Error` converts into an `io::Error` (`?` in a function returning `io::Result`): the
+/// `io::Error` inside an [`Error::Io`] as it is, any other error as the inner error of an
+/// `io::Error` whose kind is its errno's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
@@ -65,7 +73,8 @@ pub enum Error {
     UnknownNotify(String),
     /// An operating-system call failed: reading or writing a snapshot file, or starting a
     /// driver thread. Holds the `io::Error` (its errno is [`Error::errno`], `EIO` if it has
-    /// none; it is the [`source`](std::error::Error::source)).
+    /// none; it is the [`source`](std::error::Error::source), and its text is not part of
+    /// this error's `Display`, "I/O error").
     Io(IoError),
 }
 
@@ -134,7 +143,9 @@ impl fmt::Display for Error {
                 f,
                 "the snapshot names notification {name:?}, which was not supplied"
             ),
-            Error::Io(e) => write!(f, "I/O: {e}"),
+            // Not the io::Error's text: it is the `source`, and a reporter that walks the
+            // chain (anyhow, `tempora_last_error`) prints each link once.
+            Error::Io(_) => f.write_str("I/O error"),
         }
     }
 }
@@ -151,6 +162,36 @@ impl std::error::Error for Error {
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::Io(IoError(Arc::new(e)))
+    }
+}
+
+impl From<Error> for std::io::Error {
+    fn from(err: Error) -> Self {
+        let err = match err {
+            // The OS's own error when nothing else holds it: errno, kind and text as they were.
+            Error::Io(IoError(shared)) => match Arc::try_unwrap(shared) {
+                Ok(io) => return io,
+                // Shared by a clone: an OS error is its errno (its text is the errno's), so
+                // `from_raw_os_error` remakes it whole.
+                Err(shared) => match shared.raw_os_error() {
+                    Some(code) => return std::io::Error::from_raw_os_error(code),
+                    None => Error::Io(IoError(shared)),
+                },
+            },
+            other => other,
+        };
+        // Every other error (and an `Error::Io` without an OS errno): `io::Error::new(kind,
+        // err)`, not `io::Error::from_raw_os_error(errno)`. The latter keeps the errno as
+        // `raw_os_error()` but swaps tempora's text for the errno's ("Invalid argument": not
+        // which ID, which rule, which file). The former keeps both: the text, and the errno
+        // through the inner error (`get_ref()` downcasts to `Error`, whose `errno()` it is);
+        // its kind is the errno's (`from_raw_os_error(errno).kind()`), for code that matches
+        // on kinds.
+        let kind = match &err {
+            Error::Io(io) => io.get().kind(),
+            other => std::io::Error::from_raw_os_error(other.errno()).kind(),
+        };
+        std::io::Error::new(kind, err)
     }
 }
 
@@ -184,5 +225,90 @@ impl Eq for IoError {}
 impl fmt::Display for IoError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::Error;
+    use std::error::Error as _;
+    use std::io;
+
+    /// Every link of `e`'s chain, as a reporter that walks `source` prints it.
+    fn chain(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
+        std::iter::successors(Some(e), |&e| e.source())
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn io_display_leaves_the_source_to_the_chain() {
+        let e = Error::from(io::Error::from_raw_os_error(libc::ENOENT));
+        let os = io::Error::from_raw_os_error(libc::ENOENT).to_string();
+        assert!(!e.to_string().contains(&os), "{e}");
+        assert_eq!(e.to_string(), "I/O error");
+        let source = e.source().expect("the io::Error is the source");
+        let source = source.downcast_ref::<io::Error>().expect("an io::Error");
+        assert_eq!(source.raw_os_error(), Some(libc::ENOENT));
+        // A reporter that walks the chain prints the OS's text once.
+        let links = chain(&e);
+        assert_eq!(links, ["I/O error".to_string(), os.clone()]);
+        assert_eq!(links.join(": ").matches(&os).count(), 1);
+        assert_eq!(e.errno(), libc::ENOENT);
+    }
+
+    #[test]
+    fn errors_without_a_source_display_all_they_know() {
+        for e in [
+            Error::UnknownTimer,
+            Error::LimitReached("web/api".into()),
+            Error::Poisoned("a base"),
+            Error::InvalidConfig("the batch must be at least 1"),
+            Error::CorruptSnapshot("wrong magic".into()),
+            Error::UnknownNotify("audit".into()),
+        ] {
+            assert!(e.source().is_none(), "{e:?}");
+        }
+        assert!(Error::LimitReached("web/api".into())
+            .to_string()
+            .contains("web/api"));
+        assert!(Error::CorruptSnapshot("wrong magic".into())
+            .to_string()
+            .contains("wrong magic"));
+    }
+
+    #[test]
+    fn into_io_error_keeps_an_os_error_whole() {
+        let e = Error::from(io::Error::from_raw_os_error(libc::EACCES));
+        let io: io::Error = e.into();
+        assert_eq!(io.raw_os_error(), Some(libc::EACCES));
+        assert_eq!(io.kind(), io::ErrorKind::PermissionDenied);
+        // Shared by a clone: remade from its errno.
+        let e = Error::from(io::Error::from_raw_os_error(libc::ENOSPC));
+        let kept = e.clone();
+        let io: io::Error = e.into();
+        assert_eq!(io.raw_os_error(), Some(libc::ENOSPC));
+        assert_eq!(io.to_string(), kept.source().unwrap().to_string());
+    }
+
+    #[test]
+    fn into_io_error_keeps_errno_and_text_of_tempora_errors() {
+        fn settime() -> io::Result<()> {
+            Err(Error::UnknownTimer)?
+        }
+        let io = settime().unwrap_err();
+        assert_eq!(io.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(io.to_string(), Error::UnknownTimer.to_string());
+        let inner = io.get_ref().and_then(|i| i.downcast_ref::<Error>());
+        assert_eq!(inner, Some(&Error::UnknownTimer));
+        assert_eq!(inner.map(Error::errno), Some(libc::EINVAL));
+        // An I/O error that did not come from the OS keeps its kind and, down the chain, its
+        // text.
+        let e = Error::from(io::Error::new(io::ErrorKind::InvalidInput, "no file name"));
+        let kept = e.clone();
+        let io: io::Error = kept.into();
+        assert_eq!(io.kind(), io::ErrorKind::InvalidInput);
+        assert!(chain(&io).iter().any(|l| l == "no file name"), "{io:?}");
+        assert_eq!(e.errno(), libc::EIO);
     }
 }

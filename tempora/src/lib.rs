@@ -39,6 +39,12 @@
 //! assert_eq!((event.id, event.overrun), (id, 2)); // due at 10 ms; 20 and 30 ms missed
 //! assert_eq!(owner.getoverrun(id), Ok(2));
 //! ```
+//!
+//! # Features
+//!
+//! - `serde` (off by default): `serde::Serialize` on the [`stats`] snapshot types
+//!   ([`Stats`] and the types in it) and `Stats::to_json`. Nothing else needs serde, so
+//!   without it neither serde nor serde_json is compiled.
 
 // Linux only: timerfd, eventfd, CLOCK_BOOTTIME, the coarse clocks and `membarrier` are
 // Linux's, and the semantics copied are Linux's.

@@ -41,7 +41,11 @@ pub enum Expiry {
 }
 
 /// One timer of a [`Snapshot`].
+///
+/// `#[non_exhaustive]`, as a newer format may add fields: outside this crate a record is made
+/// with [`TimerRecord::new`] (a disarmed timer), then its fields are set.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TimerRecord {
     /// Its ID, restored exactly.
     pub id: TimerId,
@@ -69,7 +73,34 @@ pub struct TimerRecord {
 }
 
 /// The logical state of an owner (see the module doc).
+///
+/// `#[non_exhaustive]`, as a newer format may add fields: outside this crate a snapshot is
+/// built from [`Snapshot::default`] (no timers, ID counter 0, restore mode off, no default
+/// slack), then its fields are set. [`Snapshot::validate`] says whether the result is one a
+/// reader and [`Owner::restore`](crate::Owner::restore) accept.
+///
+/// ```
+/// use std::time::Duration;
+/// use tempora::checkpoint::{Expiry, Snapshot, TimerRecord};
+/// use tempora::clock::ClockId;
+/// use tempora::timers::Status;
+/// use tempora::TimerId;
+///
+/// let id = TimerId::new(3).unwrap();
+/// let mut timer = TimerRecord::new(id, ClockId::Monotonic, "queue");
+/// timer.status = Status::Armed;
+/// timer.expiry = Expiry::Remaining { clock: ClockId::Monotonic, ns: 5_000_000 };
+/// timer.interval = 1_000_000;
+///
+/// let mut snapshot = Snapshot::default();
+/// snapshot.counter = 4;
+/// snapshot.default_slack = Some(Duration::from_millis(1));
+/// snapshot.timers.push(timer);
+/// snapshot.validate().unwrap();
+/// assert_eq!(Snapshot::decode(&snapshot.encode()).unwrap(), snapshot);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Snapshot {
     /// The next ID the owner's counter would try.
     pub counter: u32,
@@ -81,6 +112,32 @@ pub struct Snapshot {
     pub default_slack: Option<std::time::Duration>,
     /// Its timers, by ID.
     pub timers: Vec<TimerRecord>,
+}
+
+impl TimerRecord {
+    /// The record of timer `id` on `clock` whose notification is named `notify` (`none`,
+    /// `queue`, or a callback's name, as [`TimerRecord::notify`] says), disarmed: no expiry,
+    /// one-shot, no pending event, no overruns (`overrun` -1, `overrun_last` 0),
+    /// [`Precision::Default`](crate::Precision::Default). For an armed timer set `status`,
+    /// `expiry` and `interval` after: the record is then the one a checkpoint takes of a timer
+    /// armed so.
+    pub fn new(id: TimerId, clock: ClockId, notify: impl Into<Cow<'static, str>>) -> TimerRecord {
+        TimerRecord {
+            id,
+            clock,
+            notify: notify.into(),
+            status: Status::Disarmed,
+            pending: false,
+            expiry: Expiry::None,
+            interval: 0,
+            // As every `settime` leaves it, so a record armed by setting its fields counts
+            // overruns as an armed timer does (a never-armed timer's 0 differs in nothing
+            // that shows: its first arming sets -1).
+            overrun: -1,
+            overrun_last: 0,
+            precision: crate::timers::Precision::Default,
+        }
+    }
 }
 
 /// An [`Error::CorruptSnapshot`] saying `what` is wrong (and where).

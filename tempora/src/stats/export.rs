@@ -1,4 +1,4 @@
-//! [`Stats`] as Prometheus's text exposition format and as JSON.
+//! [`Stats`] as Prometheus's text exposition format, and as JSON (feature `serde`).
 //!
 //! Metric families (times in seconds, as Prometheus names them):
 //!
@@ -210,7 +210,9 @@ impl Stats {
         out
     }
 
-    /// The same tree as JSON (field names as in the Rust types; times in ns).
+    /// The same tree as JSON (field names as in the Rust types; times in ns). Needs the
+    /// crate's `serde` feature.
+    #[cfg(feature = "serde")]
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("stats are plain numbers and strings")
     }

@@ -33,6 +33,26 @@
 //! log-linear histogram (within 12.5%, never below the truth; `hist.rs`), as p50, p99, p99.9
 //! and the exact maximum.
 //!
+//! # The snapshot types
+//!
+//! [`Stats`], [`GroupStats`], [`OwnerStats`], [`BaseStats`], [`Counts`] and [`Lateness`] are
+//! plain data: read their fields. They are `#[non_exhaustive]`, so that a field can be added
+//! without breaking a user: outside this crate one is built from `Default`, then field by field
+//! (to test an exporter of your own, say):
+//!
+//! ```
+//! use tempora::stats::{Counts, OwnerStats};
+//!
+//! let mut owner = OwnerStats::default();
+//! owner.owner = 7;
+//! owner.counts = Counts::default();
+//! owner.counts.created = 3;
+//! assert_eq!(owner.counts.created, 3);
+//! ```
+//!
+//! With the crate's `serde` feature (off by default) they implement `serde::Serialize`, and
+//! `Stats::to_json` writes the tree as JSON; [`Stats::to_prometheus`] needs no feature.
+//!
 //! [`Timers::stats`]: crate::Timers::stats
 //! [`Timers::group`]: crate::Timers::group
 //! [`Owner::stats`]: crate::Owner::stats
@@ -54,7 +74,6 @@ pub(crate) mod totals;
 
 use group::GroupNode;
 use hist::Buckets;
-use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tally::Tally;
@@ -62,7 +81,9 @@ pub(crate) use totals::Counter;
 use totals::Totals;
 
 /// An owner's counts, or their sums over a group's subtree (the table in [`crate::stats`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Counts {
     /// Timers that exist: `created − deleted`.
     pub live: u64,
@@ -108,7 +129,9 @@ impl Counts {
 }
 
 /// Lateness of expirations: expiry to firing, in ns.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Lateness {
     /// Expirations measured.
     pub count: u64,
@@ -138,7 +161,9 @@ impl Lateness {
 }
 
 /// One owner's statistics.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct OwnerStats {
     /// The owner's ID ([`Owner::id`](crate::Owner::id)).
     pub owner: u64,
@@ -160,7 +185,9 @@ impl OwnerStats {
 }
 
 /// A group's statistics: sums over its subtree, and its members.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct GroupStats {
     /// The group's name ("" for the root: the whole service).
     pub name: String,
@@ -239,7 +266,9 @@ impl GroupStats {
 }
 
 /// One base's statistics: its polls, in the driver threads or the application's `poll`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct BaseStats {
     /// The base's index.
     pub base: usize,
@@ -254,7 +283,9 @@ pub struct BaseStats {
 }
 
 /// A service's statistics: the group tree from the root, and the bases.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Stats {
     /// Whether the service counts (`Builder::stats`); all zero if not.
     pub enabled: bool,

@@ -403,6 +403,7 @@ fn prometheus_output_parses_with_the_values() {
     assert!(value("tempora_base_polls_total", &[("base", "0")]) >= 1.0);
 }
 
+#[cfg(feature = "serde")]
 #[test]
 fn json_has_the_same_tree() {
     let (timers, _clock) = service();

@@ -170,7 +170,8 @@ impl Builder {
     /// # Errors
     /// [`Error::InvalidConfig`] for zero bases, more than 65 536 bases, a zero tick, a zero
     /// batch, or an ID table setting out of its range (`id_bits`, `initial_buckets`,
-    /// `max_load`, `shards`).
+    /// `max_load`, `shards`); [`Error::Io`] if the OS refuses a driver thread or a spare
+    /// driver's timerfd.
     pub fn build(&self) -> Result<Timers, Error> {
         let bases = self.bases.unwrap_or_else(crate::sync::cpus);
         if bases == 0 || bases > 1 << 16 {
@@ -231,6 +232,7 @@ impl Builder {
 }
 
 impl Default for Timers {
+    /// [`Timers::new`], which panics if the service cannot start.
     fn default() -> Self {
         Timers::new()
     }
@@ -238,14 +240,54 @@ impl Default for Timers {
 
 impl Timers {
     /// A service on the OS clocks with the default configuration.
+    ///
+    /// # Panics
+    /// If the service cannot start: the default configuration always validates, but building
+    /// asks the OS for a driver thread (and a thread to watch the wall clock) and for the
+    /// spare drivers' timerfds, which it may refuse (a thread or fd limit reached). The panic
+    /// message says so, with the error and its OS text ("tempora: Timers::new could not start
+    /// the service: I/O error: ..."). [`Timers::builder`]`().build()` is the fallible form.
     pub fn new() -> Timers {
         Builder::default()
             .build()
-            .expect("the default configuration is valid")
+            .unwrap_or_else(|err| panic!("{}", start_failure(&err)))
     }
 
     /// A [`Builder`].
     pub fn builder() -> Builder {
         Builder::default()
+    }
+}
+
+/// `Timers::new`'s panic message for `err`: what failed, the error, and its source's text
+/// (an OS error's is not in the error's own `Display`).
+fn start_failure(err: &Error) -> String {
+    match std::error::Error::source(err) {
+        Some(source) => {
+            format!("tempora: Timers::new could not start the service: {err}: {source}")
+        }
+        None => format!("tempora: Timers::new could not start the service: {err}"),
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_panics_saying_what_failed_with_the_os_text() {
+        let os = std::io::Error::from_raw_os_error(libc::EAGAIN);
+        let text = os.to_string();
+        let msg = start_failure(&Error::from(os));
+        assert!(
+            msg.starts_with("tempora: Timers::new could not start the service: I/O error: "),
+            "{msg}"
+        );
+        assert!(msg.ends_with(&text), "{msg}");
+        let msg = start_failure(&Error::InvalidConfig("the batch must be at least 1"));
+        assert!(
+            msg.ends_with("the batch must be at least 1 (EINVAL)"),
+            "{msg}"
+        );
     }
 }

@@ -62,7 +62,8 @@ fn concurrent_saves_to_one_path_stay_whole() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// `Error::Io` keeps the `io::Error` as its source; errno and equality still work.
+/// `Error::Io` keeps the `io::Error` as its source (and its text there only); errno and
+/// equality still work.
 #[test]
 fn io_errors_keep_the_io_error_as_source() {
     use std::error::Error as _;
@@ -81,7 +82,9 @@ fn io_errors_keep_the_io_error_as_source() {
     let other = Error::from(std::io::Error::from_raw_os_error(libc::EACCES));
     assert_ne!(other, e);
     assert_eq!(other.errno(), libc::EACCES);
-    assert!(e.to_string().contains("No such file"), "{e}");
+    // The OS's text is the source's, not repeated in the error's own.
+    assert!(io.to_string().contains("No such file"), "{io}");
+    assert!(!e.to_string().contains("No such file"), "{e}");
 }
 
 /// `/dev/zero` is endless: loading it reads the header, sees it is no snapshot, and stops.

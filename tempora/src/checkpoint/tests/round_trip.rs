@@ -167,3 +167,41 @@ fn extreme_remaining_times_restore_without_overflow() {
     let (value, _) = later.gettime(id).unwrap().as_nanos();
     assert!(value > i64::MAX as u64 / 2, "{value}");
 }
+
+/// `TimerRecord::new` with the armed fields set (how a user outside the crate builds a
+/// record) is the record a checkpoint takes of a timer armed so, and restores to a timer that
+/// fires and counts overruns as the original does.
+#[test]
+// Built field by field on purpose: outside the crate, where the struct is
+// `#[non_exhaustive]`, a literal with `..Default::default()` does not compile.
+#[allow(clippy::field_reassign_with_default)]
+fn a_new_timer_record_armed_by_its_fields_is_a_checkpointed_one() {
+    let clock = ManualClock::new();
+    let timers = testing::manual(clock.clone(), |_| ());
+    let o = timers.owner();
+    let id = o.create(ClockId::Boottime, Notify::Queue).unwrap();
+    let (value, interval) = (Duration::from_millis(10), Duration::from_millis(4));
+    o.settime(id, SetFlags::RELATIVE, value, interval).unwrap();
+    let snap = o.checkpoint();
+
+    let mut record = TimerRecord::new(id, ClockId::Boottime, "queue");
+    record.status = Status::Armed;
+    record.expiry = Expiry::Remaining {
+        clock: ClockId::Boottime,
+        ns: 10 * MS as i64,
+    };
+    record.interval = 4 * MS as i64;
+    let mut built = Snapshot::default();
+    built.counter = snap.counter;
+    built.timers.push(record);
+    assert_eq!(built, snap);
+
+    let restored = timers.owner();
+    restored.restore(&built, |_| None).unwrap();
+    clock.advance(Duration::from_millis(19));
+    timers.poll();
+    for owner in [&o, &restored] {
+        let ev = owner.try_recv().expect("the timer fired");
+        assert_eq!((ev.id, ev.overrun), (id, 2)); // due at 10 ms; 14 and 18 ms missed
+    }
+}
