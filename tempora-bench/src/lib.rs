@@ -6,7 +6,8 @@
 //! - `runner`: the command line and the run (`runner/mod.rs`, which drives the suites and the
 //!   report); below it, what the suites are written against (`plan`: the settings, the plan of
 //!   steps), what their measurements share (`measure`: threads that start together, settling
-//!   reclamation; `fork`: child processes), and the machine record (`machine`).
+//!   reclamation; `fork`: child processes), the machine record (`machine`), and what a run can
+//!   select (`select`: the suites' catalog, `--list`, the check of `--case`/`--impl` names).
 //! - `suites`: one module per suite (`suites/<suite>/`), each declaring its steps.
 //! - `peers`: the abstractions every implementation measured is written against, and the peers.
 //! - `record`: the JSON line schema (`Record`, `Field`, `Suite`), stable across runs.

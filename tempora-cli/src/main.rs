@@ -25,6 +25,10 @@ struct Cli {
 enum Command {
     /// Run the benchmark suites, tempora and its peers side by side in one process, or compare
     /// two runs (`bench compare OLD.jsonl NEW.jsonl`).
+    ///
+    /// A run exits 1, with the reason in one line on stderr, when a tempora result failed, a
+    /// result was lost or the report could not be written; 2 when `--case` or `--impl` selects
+    /// nothing. A peer's failed result (a kernel limit) does not fail the run.
     Bench(tempora_bench::Opts),
     /// Checkpoint and restore: `demo` (across two processes) and `inspect FILE`.
     #[command(subcommand)]

@@ -372,13 +372,21 @@ impl Drop for Demo {
     }
 }
 
+/// What `tempora top` says without `--demo`, then exits 2: what it shows, and why the demo is
+/// its only source today.
+const NEEDS_DEMO: &str = "\
+tempora top: needs --demo.
+  It shows a tempora service's statistics live: groups and owners with their live timers,
+  arms/s, fires/s, overruns/s, refused creates/s and lateness p99.
+  A service's statistics are read inside the process that holds it, and tempora top cannot
+  attach to another process yet, so its one source is a demo workload it starts itself:
+    tempora top --demo
+";
+
 /// Runs `tempora top`; the exit code.
 pub fn main(opts: &Opts) -> i32 {
     if !opts.demo {
-        eprintln!(
-            "tempora top: statistics are read inside the process that holds the service; \
-             `tempora top --demo` starts a demo workload and shows it"
-        );
+        eprint!("{NEEDS_DEMO}");
         return 2;
     }
     let demo = match Demo::start() {

@@ -4,20 +4,27 @@
 //! steps, the plan); `measure` and `fork` are what its measurements share (threads that start
 //! together, child processes); `machine` records the machine a run was measured on.
 //!
-//! The runner filters the steps by `--case`/`--impl`, runs them in order, shows progress on
-//! stderr, and records the [`Row`](crate::record::Row)s each step returns, the one way a result
-//! is recorded. At the end it prints the human table (stdout, or stderr with `--json`), the seed
-//! suite's tables and the verdict against tempora's targets, and writes
-//! `target/tempora-bench/`: `results.jsonl` (the run's JSON lines), `machine.json` and
-//! `report.html`.
+//! The runner refuses a `--case`/`--impl` name that selects nothing (`select`: the suites'
+//! catalog, which `--list` prints), filters the steps by them, runs them in order, shows
+//! progress on stderr, and records the [`Row`](crate::record::Row)s each step returns, the one
+//! way a result is recorded. At the end it prints the human table (stdout, or stderr with
+//! `--json`), the seed suite's tables and the verdict against tempora's targets, and writes the
+//! output directory (`--out`, by default `tempora-bench/` in the cargo target directory):
+//! `results.jsonl` (the run's JSON lines), `machine.json` and `report.html`.
+//!
+//! The exit status: 0 when the run is sound; 1 when a tempora row failed (`ok:false`), a step
+//! returned no row for a case and implementation it was selected for (a result lost), or the
+//! files could not be written, with the reason in one line on stderr; 2 for a command line that
+//! selects nothing. A peer's failed row (a kernel limit) is a result, not a failure of the run.
 
 pub(crate) mod fork;
 pub(crate) mod machine;
 pub(crate) mod measure;
 pub(crate) mod plan;
+pub(crate) mod select;
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -28,6 +35,7 @@ use crate::suites::{capi, checkpoint, seed, service, stats, wheel};
 use crate::targets;
 use machine::Machine;
 use plan::{Mode, Plan, Settings};
+use select::Catalog;
 
 /// `tempora bench`: run the suites, or `compare` two runs.
 #[derive(Debug, Clone, clap::Args)]
@@ -50,8 +58,10 @@ pub(crate) enum Command {
     Report {
         /// A run's JSON lines (`results.jsonl`, `runs/NAME.jsonl`, `--json` output).
         file: PathBuf,
-        /// Where to write the page (default: target/tempora-bench/).
-        #[arg(long)]
+        /// Where to write the page (default: `tempora-bench/` in the cargo target directory:
+        /// `CARGO_TARGET_DIR`, or the `target/` of the workspace around the current directory,
+        /// or else `./tempora-bench/`).
+        #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
 }
@@ -91,15 +101,24 @@ pub(crate) struct RunOpts {
     /// Runs per measurement (the median is reported).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) reps: Option<u64>,
-    /// Only these implementations (comma-separated JSON `impl` names).
+    /// Only these implementations (comma-separated JSON `impl` names; `--list` shows them).
     #[arg(long = "impl", value_delimiter = ',')]
     pub(crate) impls: Option<Vec<String>>,
-    /// Only cases whose JSON `case` name starts with one of these (comma-separated).
+    /// Only cases whose JSON `case` name starts with one of these (comma-separated; `--list`
+    /// shows them).
     #[arg(long = "case", value_delimiter = ',')]
     pub(crate) cases: Option<Vec<String>>,
-    /// Also keep this run as `target/tempora-bench/runs/NAME.jsonl`, for `bench compare`.
+    /// Also keep this run as `runs/NAME.jsonl` in the output directory, for `bench compare`.
     #[arg(long, value_name = "NAME")]
     pub(crate) save: Option<String>,
+    /// Where `report.html`, `results.jsonl`, `machine.json` and `runs/` go (default:
+    /// `tempora-bench/` in the cargo target directory: `CARGO_TARGET_DIR`, or the `target/`
+    /// of the workspace around the current directory, or else `./tempora-bench/`).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
+    /// Print each selected suite's cases and implementations, and run nothing.
+    #[arg(long, conflicts_with_all = ["json", "save", "out"])]
+    pub(crate) list: bool,
 }
 
 impl RunOpts {
@@ -160,8 +179,9 @@ impl Reporter {
         self.records.push(record);
     }
 
-    /// Runs the plan's steps, recording their rows.
-    fn execute(&mut self, plan: Plan<'_>) {
+    /// Runs the plan's steps, recording their rows; the results lost: per step, each case
+    /// and implementation it was selected for that it returned no row of.
+    fn execute(&mut self, plan: Plan<'_>) -> Vec<String> {
         let settings = plan.settings;
         let total = plan.steps.len();
         let cost: f64 = plan.steps.iter().map(|s| s.cost).sum();
@@ -170,6 +190,7 @@ impl Reporter {
         let plain = !std::io::stderr().is_terminal();
         let start = Instant::now();
         let mut suite = None;
+        let mut lost = Vec::new();
         for (i, step) in plan.steps.into_iter().enumerate() {
             if plain && suite != Some(step.suite) {
                 eprintln!(
@@ -182,27 +203,53 @@ impl Reporter {
             }
             self.progress.set_prefix(format!("{}/{total}", i + 1));
             self.progress.set_message(step.describe());
-            let (s, cost) = (step.suite, step.cost);
+            let (s, cost, n) = (step.suite, step.cost, step.n());
+            let mut owed = step.owed(settings);
             for row in (step.run)() {
                 if settings.wants_case(&row.case) && settings.wants_impl(&row.imp) {
+                    owed.retain(|(c, i)| (*c, i.as_str()) != (row.case.as_str(), &row.imp));
                     self.record(row.into_record(s));
                 }
             }
+            lost.extend(
+                owed.into_iter()
+                    .map(|(c, i)| format!("{}/{c}/{i} n={n}", s.name())),
+            );
             self.progress.inc(cost as u64);
         }
         self.progress.finish_and_clear();
+        lost
     }
 }
 
-/// `target/tempora-bench/` of the workspace (or of `CARGO_TARGET_DIR`).
-pub(crate) fn out_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+/// The output directory when `--out` is not given: `tempora-bench/` in the cargo target
+/// directory, found when the command runs (never where it was built): `CARGO_TARGET_DIR` if
+/// set, else `target/` beside the `Cargo.toml` of the nearest workspace around the current
+/// directory (or, outside any workspace, of the nearest package), else `./tempora-bench/`.
+pub(crate) fn default_out_dir() -> PathBuf {
+    let env = std::env::var_os("CARGO_TARGET_DIR").filter(|v| !v.is_empty());
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let target = env
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-            root.canonicalize().unwrap_or(root).join("target")
-        });
-    target.join("tempora-bench")
+        .or_else(|| cargo_root(&cwd).map(|root| root.join("target")));
+    target.unwrap_or_default().join("tempora-bench")
+}
+
+/// The directory of the nearest `Cargo.toml` above `dir` (itself included) that declares a
+/// `[workspace]`, or else of the nearest `Cargo.toml`; `None` outside any cargo project.
+fn cargo_root(dir: &Path) -> Option<PathBuf> {
+    let mut package = None;
+    for d in dir.ancestors() {
+        let Ok(text) = std::fs::read_to_string(d.join("Cargo.toml")) else {
+            continue;
+        };
+        let manifest = text.parse::<toml::Table>().unwrap_or_default();
+        if manifest.contains_key("workspace") {
+            return Some(d.to_path_buf());
+        }
+        package.get_or_insert_with(|| d.to_path_buf());
+    }
+    package
 }
 
 /// Keeps the CPU busy for a moment so the first measurement does not pay for a core that was
@@ -248,8 +295,9 @@ pub fn check_json(path: &std::path::Path) -> Result<usize, String> {
     Ok(records.len())
 }
 
-/// Runs the selected suites, then reports: table, seed suite tables, verdict, files.
-pub(crate) fn run(opts: &RunOpts) {
+/// Runs the selected suites, then reports: table, seed suite tables, verdict, files; the
+/// exit status (module doc). With `--list`, prints the suites' catalog instead.
+pub(crate) fn run(opts: &RunOpts) -> i32 {
     let settings = opts.settings();
     let suites: Vec<Suite> = if opts.suite.contains(&None) {
         Suite::ALL.to_vec()
@@ -259,16 +307,47 @@ pub(crate) fn run(opts: &RunOpts) {
             .filter(|s| opts.suite.contains(&Some(*s)))
             .collect()
     };
+    if let Err(e) = catalog(&suites, &settings).check(&settings) {
+        eprintln!("tempora bench: {e}");
+        return 2;
+    }
+    let wheel_inputs = wheel::Inputs::default();
+    let mut plan = Plan::new(&settings);
+    plan_suites(&mut plan, &suites, &wheel_inputs);
+    if opts.list {
+        print!("{}", Catalog::of(&plan).text());
+        return 0;
+    }
+    if plan.steps.is_empty() {
+        eprintln!(
+            "tempora bench: --case and --impl together select nothing in the selected suites \
+             (`tempora bench --list` shows each suite's cases and implementations)"
+        );
+        return 2;
+    }
+    let dir = opts.out.clone().unwrap_or_else(default_out_dir);
+    // Before the run, so that a directory that cannot be made costs no run.
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!(
+            "tempora bench: cannot write the report to {}: {e}",
+            dir.display()
+        );
+        return 1;
+    }
     let mut machine = Machine::read(settings.mode.name());
     let start = Instant::now();
     let mut rep = Reporter::new(opts.json);
     spin_up();
-    let wheel_inputs = wheel::Inputs::default();
-    let mut plan = Plan::new(&settings);
-    plan_suites(&mut plan, &suites, &wheel_inputs);
-    rep.execute(plan);
+    let lost = rep.execute(plan);
     machine.finish(start.elapsed().as_secs_f64());
-    finish(&rep.records, &machine, opts);
+    let unwritten = finish(&rep.records, &machine, opts, &dir);
+    match failure(&rep.records, &lost, &unwritten) {
+        Some(why) => {
+            eprintln!("tempora bench: failed: {why}");
+            1
+        }
+        None => 0,
+    }
 }
 
 /// Adds the steps of `suites`, in order, to `plan`.
@@ -290,8 +369,47 @@ fn plan_suites<'a>(plan: &mut Plan<'a>, suites: &[Suite], wheel_inputs: &'a whee
     }
 }
 
-/// Prints the table, the seed tables and the verdict; writes the files.
-fn finish(records: &[Record], machine: &Machine, opts: &RunOpts) {
+/// Every case and implementation of `suites` under `settings`' mode and sizes, whatever
+/// `--case` and `--impl` say: their plan, built and not run.
+fn catalog(suites: &[Suite], settings: &Settings) -> Catalog {
+    let settings = settings.unfiltered();
+    let wheel_inputs = wheel::Inputs::default();
+    let mut plan = Plan::new(&settings);
+    plan_suites(&mut plan, suites, &wheel_inputs);
+    Catalog::of(&plan)
+}
+
+/// Why a run fails, in one line, if it does: a tempora row with `ok:false`, a result lost (a
+/// step's case and implementation without a row, as `Reporter::execute` lists them), or a file
+/// not written. Peers' failed rows are results (a kernel limit is what it measures), not
+/// failures.
+fn failure(records: &[Record], lost: &[String], unwritten: &[String]) -> Option<String> {
+    let mut why = Vec::new();
+    let failed: Vec<&Record> = records.iter().filter(|r| !r.ok && r.is_tempora()).collect();
+    if let Some(r) = failed.first() {
+        why.push(format!(
+            "{} tempora result(s) failed, first {}/{}/{} n={}: {}",
+            failed.len(),
+            r.suite.name(),
+            r.case,
+            r.imp,
+            r.n,
+            r.error.as_deref().unwrap_or("no error given")
+        ));
+    }
+    if let Some(first) = lost.first() {
+        why.push(format!(
+            "{} result(s) lost (a step returned no row), first {first}",
+            lost.len()
+        ));
+    }
+    why.extend(unwritten.iter().cloned());
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
+/// Prints the table, the seed tables and the verdict; writes the files into `dir`. What could
+/// not be written, one reason each.
+fn finish(records: &[Record], machine: &Machine, opts: &RunOpts, dir: &Path) -> Vec<String> {
     let mut text = report::table::text(records);
     let seed = report::seed_tables_text(records);
     if !seed.is_empty() {
@@ -306,17 +424,24 @@ fn finish(records: &[Record], machine: &Machine, opts: &RunOpts) {
     } else {
         print!("{text}");
     }
-    let dir = out_dir();
-    match report::write(&dir, records, machine, &verdict) {
+    let mut unwritten = Vec::new();
+    match report::write(dir, records, machine, &verdict) {
         Ok(page) => eprintln!("\nreport: {}", page.display()),
-        Err(err) => eprintln!("\nreport not written to {}: {err}", dir.display()),
-    }
-    if let Some(name) = &opts.save {
-        match report::save(&dir, name, records, machine) {
-            Ok(path) => eprintln!("saved: {}", path.display()),
-            Err(err) => eprintln!("run not saved as {name}: {err}"),
+        Err(err) => {
+            eprintln!("\nreport not written to {}: {err}", dir.display());
+            unwritten.push(format!("report not written to {}: {err}", dir.display()));
         }
     }
+    if let Some(name) = &opts.save {
+        match report::save(dir, name, records, machine) {
+            Ok(path) => eprintln!("saved: {}", path.display()),
+            Err(err) => {
+                eprintln!("run not saved as {name}: {err}");
+                unwritten.push(format!("run not saved as {name}: {err}"));
+            }
+        }
+    }
+    unwritten
 }
 
 /// `tempora bench ...`: a run or a subcommand; the process's exit code.
@@ -333,7 +458,7 @@ pub fn main(opts: &Opts) -> i32 {
             };
             let machine = compare::machine_of(file).unwrap_or_default();
             let verdict = targets::verdict(&records);
-            let dir = out.clone().unwrap_or_else(out_dir);
+            let dir = out.clone().unwrap_or_else(default_out_dir);
             match report::write(&dir, &records, &machine, &verdict) {
                 Ok(page) => {
                     println!("{}", page.display());
@@ -345,16 +470,15 @@ pub fn main(opts: &Opts) -> i32 {
                 }
             }
         }
-        None => {
-            run(&opts.run);
-            0
-        }
+        None => run(&opts.run),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::{Fields, Measured, Row};
+    use crate::runner::plan::Step;
     use crate::targets::TARGETS;
 
     /// Every (suite, case) a `--full` run of every suite measures (its steps' cases, planned but
@@ -370,6 +494,8 @@ mod tests {
             impls: None,
             cases: None,
             save: None,
+            out: None,
+            list: false,
         };
         let settings = opts.settings();
         let wheel_inputs = wheel::Inputs::default();
@@ -380,6 +506,136 @@ mod tests {
             .iter()
             .flat_map(|s| s.cases.iter().map(|&c| (s.suite, c)));
         cases.collect()
+    }
+
+    fn row(case: &str, imp: &str) -> Row {
+        Row::new(case, imp, 1, 1, Measured::per_op(1.0, 1, Fields::default()))
+    }
+
+    fn settings(cases: Option<&[&str]>) -> Settings {
+        Settings {
+            mode: Mode::Quick,
+            n: None,
+            reps: None,
+            impls: None,
+            cases: cases.map(|c| c.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn the_catalog_of_every_suite_is_planned_without_measuring_anything() {
+        let start = Instant::now();
+        let text = catalog(&Suite::ALL, &settings(None)).text();
+        // Planning builds no workload: cheap enough for `--list` and for checking names.
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+        let suites: Vec<&str> = text.lines().filter(|l| !l.starts_with(' ')).collect();
+        let names: Vec<&str> = Suite::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!(suites, names);
+        assert!(
+            text.starts_with("seed\n  cases: t1-create, t1-getoverrun,"),
+            "{text}"
+        );
+        let capi = "\ncapi\n  cases: settime, gettime, create-delete\n  \
+                    impls: tempora-c, tempora, kernel-c\n";
+        assert!(
+            text.contains(capi),
+            "an `also` implementation listed too: {text}"
+        );
+    }
+
+    #[test]
+    fn a_step_that_returns_no_row_for_a_selected_case_and_impl_loses_a_result() {
+        let all = settings(None);
+        let mut plan = Plan::new(&all);
+        let step = Step::new(Suite::Seed, &["a", "b"], "tempora", 7, 1, 1.0, || {
+            vec![row("a", "tempora"), row("b", "tempora"), row("a", "peer")]
+        });
+        plan.add(step.also("peer"));
+        let mut rep = Reporter::new(false);
+        assert_eq!(rep.execute(plan), ["seed/b/peer n=7"]);
+        assert_eq!(rep.records.len(), 3);
+        // Rows a step owes are the selected ones only.
+        let only_a = settings(Some(&["a"]));
+        let mut plan = Plan::new(&only_a);
+        plan.add(Step::new(
+            Suite::Seed,
+            &["a", "b"],
+            "tempora",
+            7,
+            1,
+            1.0,
+            || vec![row("a", "tempora")],
+        ));
+        assert!(Reporter::new(false).execute(plan).is_empty());
+    }
+
+    #[test]
+    fn a_run_fails_on_a_failed_tempora_row_a_lost_result_or_an_unwritten_file_only() {
+        let rec = |imp: &str, ok: bool| {
+            let measured = if ok {
+                Measured::per_op(1.0, 10, Fields::default())
+            } else {
+                Measured::failed("EAGAIN at 1000 timers")
+            };
+            Row::new("t1-create", imp, 10, 1, measured).into_record(Suite::Seed)
+        };
+        let sound = [rec("tempora", true), rec("kernel", false)];
+        assert_eq!(
+            failure(&sound, &[], &[]),
+            None,
+            "a peer's failed row is a result"
+        );
+        let failed = [rec("tempora-coarse", false), rec("tempora", false)];
+        let why = failure(&failed, &[], &[]).unwrap();
+        assert_eq!(
+            why,
+            "2 tempora result(s) failed, first seed/t1-create/tempora-coarse n=10: \
+             EAGAIN at 1000 timers"
+        );
+        let lost = ["seed/loop/dashmap n=2000".to_string()];
+        let why = failure(&sound, &lost, &[]).unwrap();
+        assert!(
+            why.contains("1 result(s) lost") && why.contains("loop/dashmap"),
+            "{why}"
+        );
+        let unwritten = ["report not written to /x: denied".to_string()];
+        let why = failure(&failed, &lost, &unwritten).unwrap();
+        assert_eq!(
+            why.matches("; ").count(),
+            2,
+            "all three reasons, one line: {why}"
+        );
+        assert!(!why.contains('\n'));
+    }
+
+    #[test]
+    fn the_default_output_is_in_the_target_directory_of_the_workspace_around() {
+        let dir = std::env::temp_dir().join(format!("tempora-out-{}", std::process::id()));
+        let member = dir.join("ws/member/src");
+        std::fs::create_dir_all(&member).unwrap();
+        std::fs::write(
+            dir.join("ws/Cargo.toml"),
+            "[workspace]\nmembers = [\"member\"]\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("ws/member/Cargo.toml"),
+            "[package]\nname = \"m\"\n",
+        )
+        .unwrap();
+        assert_eq!(cargo_root(&member), Some(dir.join("ws")));
+        std::fs::create_dir_all(dir.join("alone/src")).unwrap();
+        std::fs::write(dir.join("alone/Cargo.toml"), "[package]\nname = \"a\"\n").unwrap();
+        assert_eq!(cargo_root(&dir.join("alone/src")), Some(dir.join("alone")));
+        // This crate's own tests run inside the repository's workspace.
+        let here = std::env::current_dir().unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        assert_eq!(cargo_root(&here).as_deref(), Some(root));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

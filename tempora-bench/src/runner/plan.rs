@@ -87,6 +87,15 @@ impl Settings {
         )
     }
 
+    /// These settings without `--case` and `--impl`: what selects every step.
+    pub(super) fn unfiltered(&self) -> Settings {
+        Settings {
+            impls: None,
+            cases: None,
+            ..self.clone()
+        }
+    }
+
     /// Whether `--case` selects this case (always true without `--case`).
     pub fn wants_case(&self, case: &str) -> bool {
         self.cases
@@ -169,6 +178,27 @@ impl<'a> Step<'a> {
         self
     }
 
+    /// The implementations this step records: `imp`, then the `also` ones.
+    pub(super) fn imps(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.imp.as_str()).chain(self.also.iter().copied())
+    }
+
+    /// The (case, implementation) rows this step owes under `settings`: every case and
+    /// implementation of the step that `--case` and `--impl` select. A pair without a row
+    /// after the step ran is a lost result.
+    pub(super) fn owed(&self, settings: &Settings) -> Vec<(&'static str, String)> {
+        let imps: Vec<&str> = self.imps().filter(|i| settings.wants_impl(i)).collect();
+        let cases = self.cases.iter().filter(|c| settings.wants_case(c));
+        cases
+            .flat_map(|&c| imps.iter().map(move |&i| (c, i.to_string())))
+            .collect()
+    }
+
+    /// The step's size (timers; the progress line's `n=`).
+    pub(super) fn n(&self) -> usize {
+        self.n
+    }
+
     /// The progress line's text: suite, cases, implementations, size, threads, detail.
     pub(super) fn describe(&self) -> String {
         let cases = match self.cases.as_slice() {
@@ -181,10 +211,7 @@ impl<'a> Step<'a> {
         } else {
             String::new()
         };
-        let imps = std::iter::once(self.imp.as_str())
-            .chain(self.also.iter().copied())
-            .collect::<Vec<_>>()
-            .join("+");
+        let imps = self.imps().collect::<Vec<_>>().join("+");
         format!(
             "{} {} {imps} n={}{threads} {}",
             self.suite.name(),
@@ -213,7 +240,7 @@ impl<'a> Plan<'a> {
     /// Adds `step` if `--case` and `--impl` select it.
     pub fn add(&mut self, step: Step<'a>) {
         let s = self.settings;
-        let imp = s.wants_impl(&step.imp) || step.also.iter().any(|i| s.wants_impl(i));
+        let imp = step.imps().any(|i| s.wants_impl(i));
         if imp && step.cases.iter().any(|c| s.wants_case(c)) {
             self.steps.push(step);
         }
