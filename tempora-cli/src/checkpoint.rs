@@ -162,7 +162,11 @@ pub fn run(cmd: Cmd) -> i32 {
                 0
             }
             Err(e) => {
-                eprintln!("tempora checkpoint inspect: {}: {e}", file.display());
+                eprintln!(
+                    "tempora checkpoint inspect: {}: {}",
+                    file.display(),
+                    chain(&e)
+                );
                 1
             }
         },
@@ -192,7 +196,7 @@ fn demo(out: Option<PathBuf>) -> i32 {
     log.lock().unwrap().clear(); // callbacks before the checkpoint are not part of the replay
     let snap = owner.checkpoint();
     if let Err(e) = snap.save_to(&path) {
-        eprintln!("tempora checkpoint demo: {}: {e}", path.display());
+        eprintln!("tempora checkpoint demo: {}: {}", path.display(), chain(&e));
         return 1;
     }
     let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
@@ -278,7 +282,7 @@ fn second_process(file: &Path, realtime: u64) -> i32 {
     let snap = match Snapshot::load_from(file) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("{}: {e}", file.display());
+            eprintln!("{}: {}", file.display(), chain(&e));
             return 1;
         }
     };
@@ -344,4 +348,17 @@ fn inspect(s: &Snapshot) {
             t.overrun_last
         );
     }
+}
+
+/// An error and its sources, joined by ": " (`tempora::Error`'s `Display` leaves its source's
+/// text to `source()`, so an I/O error reads "I/O error: No such file or directory ...").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
