@@ -28,7 +28,7 @@ use std::sync::{Mutex as StdMutex, MutexGuard as StdMutexGuard};
 /// visible to the next holder. The loom test `loom_byte_lock_excludes` checks it.
 #[derive(Debug, Default)]
 #[repr(transparent)]
-struct ByteLock(AtomicU8);
+pub(super) struct ByteLock(AtomicU8);
 
 const FREE: u8 = 0;
 const HELD: u8 = 1;

@@ -27,9 +27,13 @@ mod loom_tests;
 mod tests;
 
 pub(crate) use lock::{Locked, MutexGuard, RankedLock, RankedMutex};
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) use order::panic_message;
 pub(crate) use order::RankToken;
 pub(crate) use primitives::*;
 pub(crate) use thread::*;
 pub(crate) use wait::WaitQueue;
+
+// The loom models of the byte lock itself (`loom_tests.rs`) take it through `use super::*`.
+#[cfg(all(test, loom))]
+use lock::ByteLock;

@@ -112,7 +112,7 @@ impl<const RANK: u8> Drop for RankToken<RANK> {
 
 /// The message of a panic `catch_unwind` caught (`r` must be the error): for the tests that
 /// check what a lock-order violation says.
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) fn panic_message(r: Result<(), Box<dyn std::any::Any + Send>>) -> String {
     let e = r.expect_err("the call panics");
     (e.downcast_ref::<String>().cloned())

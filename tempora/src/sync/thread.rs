@@ -1,5 +1,6 @@
 //! A small number for the calling thread, for per-thread shards.
 
+#[cfg(not(loom))]
 use super::primitives::Ordering;
 
 /// A small number for the calling thread: the lowest one no other live thread holds. Shards
