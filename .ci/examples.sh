@@ -5,7 +5,7 @@
 # wrong, if that did not happen.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for example in epoll tokio_timeouts; do
+for example in epoll tokio_timeouts readme_blocking readme_tokio; do
   printf -- '--- example %s\n' "$example"
   cargo run --release -p tempora --example "$example"
 done
