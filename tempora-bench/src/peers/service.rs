@@ -170,3 +170,32 @@ pub(crate) fn arm_once_at(owner: &Owner, id: TimerId, at: u64) -> Result<(), Str
         .map(drop)
         .map_err(|e| e.to_string())
 }
+
+/// Creates a one-shot callback timer in `owner`, armed at monotonic time `at` (ns), whose call
+/// records how late it ran (ns past `at`) in `late`: the lateness probe of the driver and
+/// firing cases.
+pub(crate) fn arm_lateness_probe(
+    owner: &Owner,
+    at: u64,
+    late: &std::sync::Arc<std::sync::Mutex<Vec<f64>>>,
+) -> Result<(), String> {
+    let late = late.clone();
+    let id = owner
+        .create(
+            ClockId::Monotonic,
+            Notify::callback(move |_, _| {
+                let now = monotonic_now();
+                late.lock().unwrap().push(now as f64 - at as f64);
+            }),
+        )
+        .map_err(|e| e.to_string())?;
+    arm_once_at(owner, id, at)
+}
+
+/// Waits, checking every `every`, until `late` holds `n` samples or 5 s have passed.
+pub(crate) fn wait_for_samples(late: &std::sync::Mutex<Vec<f64>>, n: usize, every: Duration) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while late.lock().unwrap().len() < n && Instant::now() < deadline {
+        std::thread::sleep(every);
+    }
+}

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use tempora::clock::ClockId;
 use tempora::{Notify, SetFlags, Timers};
 
-use crate::peers::service::{arm_once_at, monotonic_now};
+use crate::peers::service::{arm_lateness_probe, monotonic_now, wait_for_samples};
 use crate::stats::quantile;
 use crate::workload::rng;
 use crate::{median, on_threads, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
@@ -210,22 +210,9 @@ fn lateness_tempora(n: usize) -> Result<Measured, String> {
     let mut rng = rng(0x2545_F491_4F6C_DD1D);
     for _ in 0..PROBES {
         let at = t0 + rng.gen_range(0..1_000_000_000);
-        let l2 = late.clone();
-        let id = owner
-            .create(
-                ClockId::Monotonic,
-                Notify::callback(move |_, _| {
-                    let now = monotonic_now();
-                    l2.lock().unwrap().push(now as f64 - at as f64);
-                }),
-            )
-            .map_err(|e| e.to_string())?;
-        arm_once_at(&owner, id, at)?;
+        arm_lateness_probe(&owner, at, &late)?;
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while late.lock().unwrap().len() < PROBES && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_samples(&late, PROBES, Duration::from_millis(20));
     let late = std::mem::take(&mut *late.lock().unwrap());
     if late.len() < PROBES {
         return Err(format!("{} of {PROBES} probes delivered", late.len()));

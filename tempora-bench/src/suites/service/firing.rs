@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use tempora::clock::ClockId;
 use tempora::{Notify, Precision, SetFlags, TimerId, Timers};
 
-use crate::peers::service::{arm_once_at, monotonic_now};
+use crate::peers::service::{arm_lateness_probe, arm_once_at, monotonic_now, wait_for_samples};
 use crate::stats::quantile;
 use crate::workload::{rng, spread};
 use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
@@ -463,22 +463,9 @@ fn slow_callback(n: usize, spares: usize) -> Result<Measured, String> {
     let window = BLOCK.as_nanos() as u64 * 95 / 100;
     for i in 0..n as u64 {
         let at = t0 + 1_000_000 + i * window / n as u64;
-        let late = late.clone();
-        let id = owner
-            .create(
-                ClockId::Monotonic,
-                Notify::callback(move |_, _| {
-                    let now = monotonic_now();
-                    late.lock().unwrap().push(now as f64 - at as f64);
-                }),
-            )
-            .map_err(|e| e.to_string())?;
-        arm_once_at(&owner, id, at)?;
+        arm_lateness_probe(&owner, at, &late)?;
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while late.lock().unwrap().len() < n && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_samples(&late, n, Duration::from_millis(10));
     let mut late = std::mem::take(&mut *late.lock().unwrap());
     if late.len() < n {
         return Err(format!("{} of {n} timers fired within 5 s", late.len()));
