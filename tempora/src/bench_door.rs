@@ -29,7 +29,7 @@ impl Service for Bare {
         let init = ItimerInit {
             clock: ClockId::Monotonic,
             notify: NotifyKind::None,
-            callback: None,
+            attached: None,
             sink: std::ptr::null(),
         };
         <Itimer as Service>::init(fixed, published, state, init);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 /// Permanent errors (retrying the same call cannot succeed): [`Error::UnknownTimer`],
 /// [`Error::InvalidId`], [`Error::NotRestoring`], [`Error::OwnerDeleted`],
 /// [`Error::ServiceStopped`], [`Error::Poisoned`], [`Error::InvalidTime`],
-/// [`Error::InvalidConfig`], [`Error::IdInUse`] (until that timer is deleted), and the
+/// [`Error::InvalidConfig`], [`Error::InvalidSignal`], [`Error::IdInUse`] (until that timer is deleted), and the
 /// snapshot errors ([`Error::CorruptSnapshot`], [`Error::UnsupportedSnapshot`],
 /// [`Error::UnknownNotify`]). Transient: [`Error::NoFreeId`] (succeeds once a timer of the
 /// owner is deleted); see [`Error::is_transient`]. [`Error::Io`] carries the `io::Error`, as
@@ -59,6 +59,10 @@ pub enum Error {
     InvalidTime,
     /// A builder was given an invalid setting; the text says which. `EINVAL`.
     InvalidConfig(&'static str),
+    /// A signal notification the kernel's `timer_create` would refuse: a signal number
+    /// outside `1..=64`, or a target thread that is not one of this process's; the text says
+    /// which. `EINVAL`.
+    InvalidSignal(&'static str),
     /// The bytes are not a valid snapshot ([`crate::checkpoint`]); the text says what is wrong
     /// and where. `EINVAL`.
     CorruptSnapshot(String),
@@ -88,6 +92,7 @@ impl Error {
             | Error::OwnerDeleted
             | Error::InvalidTime
             | Error::InvalidConfig(_)
+            | Error::InvalidSignal(_)
             | Error::CorruptSnapshot(_)
             | Error::UnsupportedSnapshot { .. }
             | Error::UnknownNotify(_) => libc::EINVAL,
@@ -131,6 +136,7 @@ impl fmt::Display for Error {
                 f.write_str("time out of range: negative seconds or tv_nsec not in 0..1e9 (EINVAL)")
             }
             Error::InvalidConfig(what) => write!(f, "invalid configuration: {what} (EINVAL)"),
+            Error::InvalidSignal(what) => write!(f, "invalid signal notification: {what} (EINVAL)"),
             Error::CorruptSnapshot(what) => write!(f, "corrupt snapshot: {what}"),
             Error::UnsupportedSnapshot {
                 found: (major, minor),

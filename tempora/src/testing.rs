@@ -313,3 +313,109 @@ impl Manual {
         drain(&self.owner)
     }
 }
+
+// ---- signals --------------------------------------------------------------------------------
+
+/// A signal port (`timers/signal.rs`) that plays the kernel's signal queue for the manual
+/// clock: signals the service sends are queued until the test takes them ([`TestSignals::take`],
+/// a handler or `sigwaitinfo` dequeuing one), and the test decides whether they are ignored
+/// and how much room the queue has (`RLIMIT_SIGPENDING`). It records every send and every
+/// pending-query, so that a test can count what a blocked signal costs.
+#[derive(Default)]
+pub(crate) struct TestSignals {
+    state: Mutex<SignalQueue>,
+}
+
+#[derive(Default)]
+struct SignalQueue {
+    queued: Vec<crate::timers::signal::TimerSignal>,
+    sent: usize,
+    queries: usize,
+    ignored: bool,
+    /// Room left; `None`: unlimited.
+    room: Option<usize>,
+    /// Threads that exited.
+    gone: Vec<i32>,
+}
+
+impl TestSignals {
+    pub(crate) fn new() -> Arc<TestSignals> {
+        Arc::new(TestSignals::default())
+    }
+
+    /// Dequeues the oldest queued signal (a delivery).
+    pub(crate) fn take(&self) -> Option<crate::timers::signal::TimerSignal> {
+        let mut s = self.state.lock().unwrap();
+        if s.queued.is_empty() {
+            return None;
+        }
+        if let Some(r) = &mut s.room {
+            *r += 1;
+        }
+        Some(s.queued.remove(0))
+    }
+
+    /// Dequeues every queued signal, oldest first.
+    pub(crate) fn take_all(&self) -> Vec<crate::timers::signal::TimerSignal> {
+        std::iter::from_fn(|| self.take()).collect()
+    }
+
+    /// Signals queued and not taken.
+    pub(crate) fn queued(&self) -> usize {
+        self.state.lock().unwrap().queued.len()
+    }
+
+    /// Signals the service queued, in all.
+    pub(crate) fn sent(&self) -> usize {
+        self.state.lock().unwrap().sent
+    }
+
+    /// Times the service asked whether a signal is pending.
+    pub(crate) fn queries(&self) -> usize {
+        self.state.lock().unwrap().queries
+    }
+
+    /// Sets the disposition: ignored (`SIG_IGN`) or handled.
+    pub(crate) fn set_ignored(&self, ignored: bool) {
+        self.state.lock().unwrap().ignored = ignored;
+    }
+
+    /// Sets the room left for queued signals (`None`: unlimited).
+    pub(crate) fn set_room(&self, room: Option<usize>) {
+        self.state.lock().unwrap().room = room;
+    }
+
+    /// Thread `tid` exits.
+    pub(crate) fn thread_exits(&self, tid: i32) {
+        self.state.lock().unwrap().gone.push(tid);
+    }
+}
+
+impl crate::timers::signal::SignalPort for TestSignals {
+    fn send(&self, sig: &crate::timers::signal::TimerSignal) -> crate::timers::signal::Sent {
+        use crate::timers::signal::Sent;
+        let mut s = self.state.lock().unwrap();
+        if s.gone.contains(&sig.tid) {
+            return Sent::Gone;
+        }
+        if s.room == Some(0) {
+            return Sent::Full;
+        }
+        if let Some(r) = &mut s.room {
+            *r -= 1;
+        }
+        s.sent += 1;
+        s.queued.push(*sig);
+        Sent::Queued
+    }
+
+    fn pending(&self, tid: i32, signo: i32) -> bool {
+        let mut s = self.state.lock().unwrap();
+        s.queries += 1;
+        s.queued.iter().any(|q| q.tid == tid && q.signo == signo)
+    }
+
+    fn ignored(&self, _tid: i32, _signo: i32) -> bool {
+        self.state.lock().unwrap().ignored
+    }
+}

@@ -42,6 +42,7 @@ impl Owner {
                     Cow::Owned(n.to_string())
                 }
                 (NotifyKind::Callback, _) => Cow::Borrowed("callback"),
+                (NotifyKind::Signal, _) => Cow::Borrowed("signal"),
             };
             let status = st.status();
             let expiry_clock = st.expiry_clock();

@@ -520,11 +520,10 @@ pub(crate) fn find<'a, S: Service>(
 pub(crate) fn drop_deferred<T: Send + 'static>(value: T, bytes: usize) {
     if bytes >= LARGE_FREE_BYTES {
         // If no thread can be started, `spawn` drops the closure: the value is freed here.
-        drop(
-            std::thread::Builder::new()
-                .name("tempora-free".into())
-                .spawn(move || drop(value)),
-        );
+        drop(crate::sync::spawn_blocking_signals(
+            "tempora-free".into(),
+            move || drop(value),
+        ));
     }
 }
 

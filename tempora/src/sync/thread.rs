@@ -70,3 +70,35 @@ pub(crate) const THREAD_SLOTS: usize = 1024;
 pub(crate) fn thread_index() -> usize {
     0
 }
+
+/// Starts a thread of tempora's (a driver, a spare, the clock watch, a deferred free) with
+/// every signal blocked, as glibc starts its `SIGEV_THREAD` helper: a process-directed signal
+/// then never lands on a tempora thread (where no handler of the application's expects it,
+/// and where a `sigwait` in the application's `main` would miss it), and a signal the
+/// application blocks everywhere stays blocked everywhere.
+///
+/// The mask is set in the calling thread around the spawn, so the new thread starts with it
+/// (a thread inherits its creator's mask) and no signal can reach it before its first
+/// instruction; the caller's mask is put back before returning.
+///
+/// # Errors
+/// What [`std::thread::Builder::spawn`] returns.
+pub(crate) fn spawn_blocking_signals<F: FnOnce() + Send + 'static>(
+    name: String,
+    f: F,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let mut all = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: `sigfillset` initializes `all`; `pthread_sigmask` reads `all` and writes `old`,
+    // both valid sigsets on this stack. It fails only for an invalid `how`.
+    let blocked = unsafe {
+        libc::sigfillset(all.as_mut_ptr());
+        libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr()) == 0
+    };
+    let spawned = std::thread::Builder::new().name(name).spawn(f);
+    if blocked {
+        // SAFETY: `old` was written by the call above, which succeeded.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut()) };
+    }
+    spawned
+}

@@ -5,6 +5,7 @@ use super::core::{Core, DriverCounts};
 use super::driver::Drivers;
 use super::health::Health;
 use super::object::Itimer;
+use super::signal::{OsSignals, SignalPort};
 use super::wake::Wakeups;
 use super::Timers;
 use crate::clock::{duration_nanos, ClockSource, OsClock, Resolution, ALL_CLOCKS};
@@ -37,6 +38,7 @@ pub struct Builder {
     stats: bool,
     max_deferral: Duration,
     spare_drivers: usize,
+    signals: Arc<dyn SignalPort>,
 }
 
 impl fmt::Debug for Builder {
@@ -66,6 +68,7 @@ impl Default for Builder {
             clock: Arc::new(OsClock),
             registry: registry::Builder::default(),
             stats: true,
+            signals: Arc::new(OsSignals),
         }
     }
 }
@@ -125,6 +128,13 @@ impl Builder {
     /// deterministic tests.
     pub fn clock<C: ClockSource>(&mut self, clock: C) -> &mut Self {
         self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Where signal timers' signals go: a test's port instead of the OS (`testing.rs`).
+    #[cfg(test)]
+    pub(crate) fn signal_port(&mut self, port: Arc<dyn SignalPort>) -> &mut Self {
+        self.signals = port;
         self
     }
 
@@ -218,6 +228,7 @@ impl Builder {
                 takeovers: AtomicU64::new(0),
             },
             stats: Hub::new(self.stats),
+            signals: self.signals.clone(),
             max_deferral: duration_nanos(self.max_deferral),
             coarse_lags: crate::clock::ALL_CLOCKS.map(|c| self.clock.coarse_lag(c)),
             #[cfg(test)]

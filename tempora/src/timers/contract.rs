@@ -11,7 +11,7 @@ use super::core::Core;
 use super::itimer::{ItimerPublished, ItimerState};
 use super::notify::CLOSED_OWNER;
 use super::object::{
-    callback_of, CallbackCell, EventQueue, Itimer, ItimerFixed, ItimerInit, LockedTimer,
+    callback_of, Attached, EventQueue, Itimer, ItimerFixed, ItimerInit, LockedTimer,
 };
 use crate::registry::Service;
 use crate::stats::Counter;
@@ -33,7 +33,7 @@ impl Service for Itimer {
     type State = ItimerState;
     type Init = ItimerInit;
     type Owner = OwnerPart;
-    type Released = Option<Box<CallbackCell>>;
+    type Released = Option<Box<Attached>>;
 
     fn init(
         fixed: &ItimerFixed,
@@ -43,13 +43,13 @@ impl Service for Itimer {
     ) {
         // Relaxed (all): published with the timer by the create (`Service::init`).
         fixed.sink.store(init.sink.cast_mut(), Ordering::Relaxed);
-        let callback = init.callback.map_or(std::ptr::null_mut(), Box::into_raw);
-        fixed.callback.store(callback, Ordering::Relaxed);
+        let attached = init.attached.map_or(std::ptr::null_mut(), Box::into_raw);
+        fixed.attached.store(attached, Ordering::Relaxed);
         fixed.precision.store(0, Ordering::Relaxed);
         state.create(published, init.clock, init.notify);
     }
 
-    fn on_delete(owner: &OwnerPart, l: &mut LockedTimer<'_>) -> Option<Box<CallbackCell>> {
+    fn on_delete(owner: &OwnerPart, l: &mut LockedTimer<'_>) -> Option<Box<Attached>> {
         let tally = &owner.sink.tally;
         tally.add(Counter::Deleted, 1);
         tally.group.uncharge();
@@ -64,9 +64,9 @@ impl Service for Itimer {
         // Relaxed: under the timer's lock, which every reader of `callback` holds.
         let cb = l
             .fixed()
-            .callback
+            .attached
             .swap(std::ptr::null_mut(), Ordering::Relaxed);
-        // SAFETY: `callback` is null or a `Box<CallbackCell>` leaked at create (`init`), taken
+        // SAFETY: `attached` is null or a `Box<Attached>` leaked at create (`init`), taken
         // out exactly once, here, under the lock.
         (!cb.is_null()).then(|| unsafe { Box::from_raw(cb) })
     }

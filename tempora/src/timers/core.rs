@@ -11,6 +11,7 @@
 use super::base::Base;
 use super::health::Health;
 use super::object::Itimer;
+use super::signal::SignalPort;
 use super::wake::Wakeups;
 use crate::clock::{ClockSource, Resolution, ALL_CLOCKS, CLOCKS};
 use crate::registry::Registry;
@@ -48,6 +49,8 @@ pub(crate) struct Core {
     pub(crate) callback_panics: AtomicU64,
     /// Statistics: updated lists, flush, the group tree (`stats/`).
     pub(crate) stats: Arc<Hub>,
+    /// Where signal timers' signals go (`signal.rs`): the OS, or a test's port.
+    pub(crate) signals: Arc<dyn SignalPort>,
     /// Test hook: the next driver loop iteration panics (a driver dying outside a callback).
     #[cfg(test)]
     pub(crate) crash_driver: AtomicBool,

@@ -308,20 +308,18 @@ fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
     s.following.fetch_add(1, Relaxed);
     let c = core.clone();
     let n = core.wake.bells.len();
-    let spawned = std::thread::Builder::new()
-        .name(format!("tempora-spare-{k}"))
-        .spawn(move || {
-            set_timer_slack();
-            let body = || {
-                if follow(&c, k) {
-                    run(&c, k, n);
-                }
-            };
-            if super::serial::catch(body).is_none() {
-                c.health.fail(super::health::DRIVER_DIED);
-                c.health.flush_halt();
+    let spawned = crate::sync::spawn_blocking_signals(format!("tempora-spare-{k}"), move || {
+        set_timer_slack();
+        let body = || {
+            if follow(&c, k) {
+                run(&c, k, n);
             }
-        });
+        };
+        if super::serial::catch(body).is_none() {
+            c.health.fail(super::health::DRIVER_DIED);
+            c.health.flush_halt();
+        }
+    });
     match spawned {
         Ok(t) => {
             spares.push(t);
@@ -410,10 +408,7 @@ impl Drivers {
             watch: None,
         };
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
-                .name(name)
-                .spawn(f)
-                .map_err(Error::from)
+            crate::sync::spawn_blocking_signals(name, f).map_err(Error::from)
         };
         for k in 0..n {
             let c = core.clone();

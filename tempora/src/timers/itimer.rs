@@ -79,6 +79,8 @@ unsafe impl Zeroable for ItimerState {}
 ///         bits 2-3  wheel          0 while the timer is in no wheel; otherwise 1 + the index
 ///                                  of the base's wheel (one per clock) that holds it
 ///         bit  4    coarse         the expiry came from a coarse clock reading (`coarse`)
+///         bit  5    owed           a signal timer's expiry whose signal is not sent yet
+///                                  (`sigdeliver.rs`)
 ///  flags  bits 0-1  status         Status (the kernel's it_status)
 ///         bit  2    queued         the timer's one preallocated event is on its owner's queue
 ///         bits 3-4  clock          the clock the timer was created on (index into ALL_CLOCKS)
@@ -107,6 +109,7 @@ pub(crate) struct ItimerState {
 const EXPIRY_CLOCK: (u32, u8) = (0, 0b11);
 const WHEEL: (u32, u8) = (2, 0b11);
 const COARSE: (u32, u8) = (4, 0b1);
+const OWED: (u32, u8) = (5, 0b1);
 const STATUS: (u32, u8) = (0, 0b11);
 const QUEUED: (u32, u8) = (2, 0b1);
 const CLOCK: (u32, u8) = (3, 0b11);
@@ -231,7 +234,8 @@ impl ItimerState {
         match get(self.flags, NOTIFY) {
             0 => NotifyKind::None,
             1 => NotifyKind::Queue,
-            _ => NotifyKind::Callback,
+            2 => NotifyKind::Callback,
+            _ => NotifyKind::Signal,
         }
     }
 
@@ -254,6 +258,15 @@ impl ItimerState {
 
     pub(crate) fn set_coarse(&mut self, coarse: bool) {
         set(&mut self.waits, COARSE, u8::from(coarse));
+    }
+
+    /// A signal timer's expiry whose signal is not sent yet (`sigdeliver.rs`).
+    pub(crate) fn owed(&self) -> bool {
+        get(self.waits, OWED) != 0
+    }
+
+    pub(crate) fn set_owed(&mut self, owed: bool) {
+        set(&mut self.waits, OWED, u8::from(owed));
     }
 
     fn set_expiry_clock(&mut self, clock: ClockId) {
@@ -369,6 +382,8 @@ impl ItimerState {
         let old = self.gettime(now);
         self.signal_seq = self.signal_seq.wrapping_add(1);
         self.set_status(Status::Disarmed);
+        // A signal not sent yet belongs to the old arming: it is void, as a queued one is.
+        self.set_owed(false);
         self.overrun = -1;
         set_overrun_last(published, 0);
         if value == 0 {

@@ -116,6 +116,8 @@ mod owner;
 pub(crate) mod poll;
 mod serial;
 pub(crate) mod service;
+pub(crate) mod sigdeliver;
+pub(crate) mod signal;
 pub(crate) mod sleep;
 mod standby;
 pub(crate) mod types;

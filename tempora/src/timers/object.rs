@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!  timer object (registry/timer.rs)          the service's parts
-//!   line 1 ... fixed      ItimerFixed         sink (the owner's event queue), callback,
+//!   line 1 ... fixed      ItimerFixed         sink (the owner's event queue), attached
+//!                                             (a callback or a signal's target),
 //!                                             precision (`Owner::set_precision`)
 //!   line 2  lock, published ItimerPublished   overrun_last (getoverrun reads it lock-free)
 //!           links         Node                the wheel links: next, prev, tick and mode
@@ -23,6 +24,7 @@
 
 use super::notify::Sink;
 use super::serial::Serial;
+use super::signal::SignalCell;
 use super::types::{NotifyKind, Placement};
 use crate::clock::ClockId;
 use crate::registry::{Locked, Zeroable};
@@ -84,13 +86,19 @@ impl std::ops::Deref for EventQueue {
 pub(crate) struct ItimerFixed {
     /// The owner's event queue (every timer of an owner points at the same one).
     pub(crate) sink: AtomicPtr<EventQueue>,
-    /// The callback of a `Callback` timer (a leaked `Box`), null otherwise. Cleared, and the
-    /// box taken back, only by the delete hook under the timer's lock.
-    pub(crate) callback: AtomicPtr<CallbackCell>,
+    /// What a `Callback` or `Signal` timer carries (a leaked `Box`), null for the other
+    /// kinds. Cleared, and the box taken back, only by the delete hook under the timer's lock.
+    pub(crate) attached: AtomicPtr<Attached>,
     /// The timer's [`Precision`](super::types::Precision), packed: zeroed at create (the
     /// owner's default) and written by `Owner::set_precision` under the timer's lock, which
     /// every reader holds. The one field of line 1 written after create, and rarely.
     pub(crate) precision: AtomicU64,
+}
+
+/// What a timer carries beyond its state, by kind.
+pub(crate) enum Attached {
+    Callback(CallbackCell),
+    Signal(SignalCell),
 }
 
 /// A callback timer's closure (with its calls' state: one at a time, `serial.rs`) and the
@@ -104,7 +112,7 @@ pub(crate) struct CallbackCell {
 pub(crate) struct ItimerInit {
     pub(crate) clock: ClockId,
     pub(crate) notify: NotifyKind,
-    pub(crate) callback: Option<Box<CallbackCell>>,
+    pub(crate) attached: Option<Box<Attached>>,
     /// The owner's event queue.
     pub(crate) sink: *const EventQueue,
 }
@@ -125,13 +133,36 @@ unsafe impl Zeroable for ItimerFixed {}
 // SAFETY: three atomics, whose all-zero value (unlinked, tick 0, mode 0) is `Node::default()`.
 unsafe impl Zeroable for Node {}
 
+/// What a locked timer carries, if anything.
+fn attached_of<'l>(l: &'l LockedTimer<'_>) -> Option<&'l Attached> {
+    // Relaxed: written at create; cleared only under this lock.
+    let a = l.fixed().attached.load(Ordering::Relaxed);
+    // SAFETY: null or the timer's live `Box<Attached>`, freed only by the delete hook under
+    // the lock `l` holds; the reference does not outlive `l`.
+    unsafe { a.as_ref() }
+}
+
 /// The callback cell of a locked callback timer, if any.
 pub(crate) fn callback_of<'l>(l: &'l LockedTimer<'_>) -> Option<&'l CallbackCell> {
-    // Relaxed: written at create; cleared only under this lock.
-    let cb = l.fixed().callback.load(Ordering::Relaxed);
-    // SAFETY: null or the timer's live `Box<CallbackCell>`, freed only by the delete hook under
-    // the lock `l` holds; the reference does not outlive `l`.
-    unsafe { cb.as_ref() }
+    match attached_of(l)? {
+        Attached::Callback(c) => Some(c),
+        Attached::Signal(_) => None,
+    }
+}
+
+/// The signal cell of a locked signal timer, if any, for as long as the lock is held (not
+/// borrowing `l`, so that the timer's state can be written beside it). It must not be held
+/// across the delete hook, the one place that frees it.
+pub(crate) fn signal_of<'a>(l: &LockedTimer<'a>) -> Option<&'a SignalCell> {
+    // Relaxed: written at create; cleared only under the timer's lock.
+    let a = l.timer.hot.fixed.attached.load(Ordering::Relaxed);
+    // SAFETY: null or the timer's live `Box<Attached>`, freed only by the delete hook under
+    // the timer's lock, which `l` holds for `'a` (the locked section: `Locked` cannot leave
+    // it), and which callers do not run while holding this reference.
+    match unsafe { a.as_ref() }? {
+        Attached::Signal(s) => Some(s),
+        Attached::Callback(_) => None,
+    }
 }
 
 /// Whether a timer popped from base `b`'s wheel `w` is still due there (under its lock, with

@@ -5,8 +5,11 @@ use super::health::QUEUE_POISONED;
 use super::itimer::{self, Consumed};
 use super::notify::{self, Event, Registered};
 use super::object::placement_of;
-use super::object::{callback_of, CallbackCell, EventQueue, Itimer, ItimerInit, LockedTimer};
+use super::object::{
+    callback_of, Attached, CallbackCell, EventQueue, Itimer, ItimerInit, LockedTimer,
+};
 use super::serial::Serial;
+use super::signal::SignalCell;
 use super::types::{
     self, ItimerSpec, Notify, NotifyKind, Placement, Precision, SetFlags, TimerInfo,
 };
@@ -103,17 +106,20 @@ impl Owner {
         let kind = notify.kind();
         let cell = |f, name| {
             let serial = Serial::new(f);
-            Some(Box::new(CallbackCell { serial, name }))
+            Some(Box::new(Attached::Callback(CallbackCell { serial, name })))
         };
-        let callback = match notify {
+        let attached = match notify {
             Notify::Callback(f) => cell(f, None),
             Notify::NamedCallback(name, f) => cell(f, Some(name)),
-            _ => None,
+            Notify::Signal { .. } | Notify::ThreadSignal { .. } | Notify::SignalWithId { .. } => {
+                Some(Box::new(Attached::Signal(SignalCell::new(&notify)?)))
+            }
+            Notify::None | Notify::Queue => None,
         };
         let init = ItimerInit {
             clock,
             notify: kind,
-            callback,
+            attached,
             sink: Arc::as_ptr(self.sink()),
         };
         let tally = &self.sink().tally;
@@ -289,9 +295,28 @@ impl Owner {
     /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
     #[doc(alias = "timer_getoverrun")]
     pub fn getoverrun(&self, id: TimerId) -> Result<i32, Error> {
-        self.reg.read(id, |_, published| {
-            published.overrun_last.load(Ordering::Relaxed)
-        })
+        let (overrun, attached) = self.reg.read(id, |fixed, published| {
+            (
+                published.overrun_last.load(Ordering::Relaxed),
+                // Relaxed: only whether the timer carries a callback or a signal.
+                !fixed.attached.load(Ordering::Relaxed).is_null(),
+            )
+        })?;
+        if !attached {
+            return Ok(overrun);
+        }
+        // A signal timer whose signal is outstanding learns here whether it was delivered
+        // (`sigdeliver.rs`): under the lock.
+        let core = self.core();
+        let now = LazyNow::new(&*core.clock);
+        let r = self.reg.with_timer(id, |mut l| {
+            if l.state.notify() == NotifyKind::Signal {
+                core.signal_check(&mut l, &now);
+            }
+            l.published().overrun_last.load(Ordering::Relaxed)
+        });
+        core.health.flush_halt();
+        r
     }
 
     /// Deletes timer `id`: it is disarmed, an event of it still queued is dropped unseen, its

@@ -199,6 +199,16 @@ impl Core {
             }
             l.state.set_wheel(0);
             let clock = ALL_CLOCKS[w];
+            if l.state.notify() == NotifyKind::Signal && now.get(clock) >= l.state.expiry {
+                let expiry = l.state.expiry;
+                let fired = self.signal_pop(&mut l, b, clock, now);
+                if fired {
+                    sink_of(&l)
+                        .tally
+                        .expired(now.get(clock).saturating_sub(expiry));
+                }
+                return fired;
+            }
             if now.get(clock) < l.state.expiry {
                 // Never early. The entry was left in place by a re-arm to a later time (see
                 // `apply`), or a clock source broke its contract: the timer waits for its time
@@ -236,7 +246,7 @@ impl Core {
                         }
                     }
                 }
-                NotifyKind::None => {}
+                NotifyKind::None | NotifyKind::Signal => {}
             }
             true
         });

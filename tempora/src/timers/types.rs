@@ -21,6 +21,31 @@ pub enum Notify {
     Callback(Callback),
     /// A callback with a name, under which a checkpoint records it (see [`crate::checkpoint`]).
     NamedCallback(Arc<str>, Callback),
+    /// A real signal to the process (`SIGEV_SIGNAL`), queued with `si_code = SI_TIMER`, the
+    /// timer's ID in `si_timerid`, `value` in `si_value` and the overrun in `si_overrun`; at
+    /// most one pending per timer, as the kernel's (`timers/signal.rs` says how, and where
+    /// user space makes it differ).
+    Signal {
+        /// The signal number, `1..=SIGRTMAX`.
+        signo: i32,
+        /// `sigev_value`: `sival_ptr`'s bits (`sival_int` is the low 32 bits).
+        value: usize,
+    },
+    /// A real signal to one thread of the process (`SIGEV_THREAD_ID`), as `Signal`.
+    ThreadSignal {
+        /// The thread's ID (`gettid()`); it must be a thread of this process.
+        tid: i32,
+        /// The signal number, `1..=SIGRTMAX`.
+        signo: i32,
+        /// `sigev_value`.
+        value: usize,
+    },
+    /// `Signal` whose value is the timer's own ID: what `timer_create` does with a NULL
+    /// sigevent (with `SIGALRM`).
+    SignalWithId {
+        /// The signal number, `1..=SIGRTMAX`.
+        signo: i32,
+    },
 }
 
 impl Notify {
@@ -42,18 +67,36 @@ impl Notify {
             Notify::None => NotifyKind::None,
             Notify::Queue => NotifyKind::Queue,
             Notify::Callback(_) | Notify::NamedCallback(..) => NotifyKind::Callback,
+            Notify::Signal { .. } | Notify::ThreadSignal { .. } | Notify::SignalWithId { .. } => {
+                NotifyKind::Signal
+            }
         }
     }
 }
 
 impl fmt::Debug for Notify {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Notify::None => "None",
-            Notify::Queue => "Queue",
-            Notify::Callback(_) => "Callback(..)",
-            Notify::NamedCallback(..) => "NamedCallback(..)",
-        })
+        match self {
+            Notify::None => f.write_str("None"),
+            Notify::Queue => f.write_str("Queue"),
+            Notify::Callback(_) => f.write_str("Callback(..)"),
+            Notify::NamedCallback(name, _) => write!(f, "NamedCallback({name:?}, ..)"),
+            Notify::Signal { signo, value } => f
+                .debug_struct("Signal")
+                .field("signo", signo)
+                .field("value", value)
+                .finish(),
+            Notify::ThreadSignal { tid, signo, value } => f
+                .debug_struct("ThreadSignal")
+                .field("tid", tid)
+                .field("signo", signo)
+                .field("value", value)
+                .finish(),
+            Notify::SignalWithId { signo } => f
+                .debug_struct("SignalWithId")
+                .field("signo", signo)
+                .finish(),
+        }
     }
 }
 
@@ -112,6 +155,9 @@ pub enum NotifyKind {
     Queue = 1,
     /// A callback run by the poll that fires the timer (`SIGEV_THREAD`).
     Callback = 2,
+    /// A real signal to the process or to one of its threads (`SIGEV_SIGNAL`,
+    /// `SIGEV_THREAD_ID`).
+    Signal = 3,
 }
 
 /// A timer's status, as the kernel's `it_status`.

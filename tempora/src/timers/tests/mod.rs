@@ -33,6 +33,7 @@ mod failures;
 mod firing;
 mod owners;
 mod service;
+mod signals;
 
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;

@@ -1,0 +1,298 @@
+//! Signal timers under the manual clock, through a port that plays the kernel's signal queue
+//! (`testing::TestSignals`): what is queued, when, with which `si_overrun`, and what
+//! `getoverrun` says, in the cases programs rely on (`sigdeliver.rs` has the rules). The real
+//! signals are tested by `tempora/tests/signals.rs` and the C suite.
+
+use super::*;
+use crate::testing::TestSignals;
+use crate::timers::sigdeliver::PROBE_CAP;
+use crate::timers::signal::TimerSignal;
+
+const SIGRTMIN: i32 = 34;
+
+fn with_port() -> (Manual, Arc<TestSignals>) {
+    let port = TestSignals::new();
+    let p = port.clone();
+    let f = Manual::with(move |b| {
+        b.tick(Duration::from_micros(1)).signal_port(p);
+    });
+    (f, port)
+}
+
+fn signal_timer(f: &Manual, value: usize) -> TimerId {
+    f.owner
+        .create(
+            ClockId::Monotonic,
+            Notify::Signal {
+                signo: SIGRTMIN,
+                value,
+            },
+        )
+        .unwrap()
+}
+
+fn sig(t: TimerId, overrun: i32, value: usize) -> TimerSignal {
+    TimerSignal {
+        tid: 0,
+        signo: SIGRTMIN,
+        timer: t.get(),
+        overrun,
+        value,
+    }
+}
+
+#[test]
+fn a_one_shot_queues_its_signal_once_with_the_timers_fields() {
+    let (f, port) = with_port();
+    let t = signal_timer(&f, 0xfeed);
+    f.arm(t, ms(10), Duration::ZERO);
+    assert_eq!(f.advance(ms(9)), 0);
+    assert_eq!(f.advance(ms(1)), 1);
+    assert_eq!(port.take_all(), vec![sig(t, 0, 0xfeed)]);
+    assert_eq!(f.advance(ms(100)), 0);
+    assert_eq!(port.sent(), 1);
+    assert_eq!(f.owner.getoverrun(t).unwrap(), 0);
+    assert_eq!(f.owner.gettime(t).unwrap(), ItimerSpec::default());
+}
+
+#[test]
+fn a_periodic_timer_whose_signals_are_taken_at_once_sends_one_per_period() {
+    let (f, port) = with_port();
+    let t = signal_timer(&f, 1);
+    f.arm(t, ms(100), ms(100));
+    for _ in 0..5 {
+        f.advance(ms(100));
+        assert_eq!(port.take_all(), vec![sig(t, 0, 1)]);
+        assert_eq!(f.owner.getoverrun(t).unwrap(), 0);
+    }
+    assert_eq!(port.sent(), 5);
+}
+
+/// The kernel selftest's case: 100 ms periods, the signal blocked for about a second. The
+/// kernel delivers one signal whose overrun is 9; tempora's signal went out before the
+/// periods passed, so `getoverrun` reports the 9 once it is delivered, and the next signal's
+/// `si_overrun` carries them (the sums agree).
+#[test]
+fn a_blocked_signal_reads_the_periods_it_missed_once_delivered() {
+    let (f, port) = with_port();
+    let t = signal_timer(&f, 0);
+    f.arm(t, ms(100), ms(100));
+    f.advance(ms(100));
+    assert_eq!(port.queued(), 1);
+    for _ in 0..9 {
+        f.advance(ms(100));
+    }
+    assert_eq!(port.sent(), 1, "one signal pending per timer");
+    f.advance(ms(50));
+    // Unblocked at 1.05 s: the handler runs and asks.
+    assert_eq!(port.take(), Some(sig(t, 0, 0)));
+    assert_eq!(f.owner.getoverrun(t).unwrap(), 9);
+    // The kernel re-arms it for the next period, 1.1 s.
+    assert_eq!(f.advance(ms(49)), 0);
+    assert_eq!(port.queued(), 0);
+    f.advance(ms(1));
+    assert_eq!(port.take(), Some(sig(t, 9, 0)), "the carried periods");
+    assert_eq!(f.owner.getoverrun(t).unwrap(), 0, "this signal missed none");
+}
+
+/// The same without a `getoverrun` in the handler: the next probe (the next period) finds the
+/// signal gone and sends the next one.
+#[test]
+fn a_blocked_signal_is_found_delivered_at_the_next_period() {
+    let (f, port) = with_port();
+    let t = signal_timer(&f, 0);
+    f.arm(t, ms(100), ms(100));
+    for _ in 0..10 {
+        f.advance(ms(100));
+    }
+    f.advance(ms(50));
+    assert_eq!(port.take(), Some(sig(t, 0, 0)));
+    f.advance(ms(50));
+    assert_eq!(port.queued(), 1);
+    assert_eq!(
+        f.owner.getoverrun(t).unwrap(),
+        9,
+        "the first signal's, until the second is delivered"
+    );
+    assert_eq!(port.take(), Some(sig(t, 9, 0)));
+    assert_eq!(f.owner.getoverrun(t).unwrap(), 0, "the second's");
+    f.advance(ms(100));
+    assert_eq!(port.take(), Some(sig(t, 0, 0)));
+    assert_eq!(f.owner.getoverrun(t).unwrap(), 0);
+}
+
+/// The kernel selftest's `check_sig_ign`: 100 ms periods, the signal ignored for 3 s, then
+/// handled: one signal, whose overrun counts every period since the first expiry (29).
+#[test]
+fn an_ignored_signal_parks_its_timer_until_handled_again() {
+    let (f, port) = with_port();
+    let t = signal_timer(&f, 0);
+    port.set_ignored(true);
+    f.arm(t, ms(100), ms(100));
+    for _ in 0..30 {
+        f.advance(ms(100));
+    }
+    assert_eq!(port.sent(), 0, "nothing is queued while ignored");
+    port.set_ignored(false);
+    f.advance(ms(10));
+    // The retry after the handler is back may wait for the next period of the grid.
+    f.advance(ms(100));
+    let got = port.take_all();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].overrun >= 29, "{got:?}");
+    assert_eq!(f.owner.getoverrun(t).unwrap(), got[0].overrun);
+}
+
+#[test]
+fn an_ignored_one_shot_signal_is_dropped() {
+    let (f, port) = with_port();
+    let t = signal_timer(&f, 0);
+    port.set_ignored(true);
+    f.arm(t, ms(10), Duration::ZERO);
+    f.advance(ms(10));
+    port.set_ignored(false);
+    f.advance(Duration::from_secs(1));
+    assert_eq!(port.sent(), 0);
+    assert_eq!(f.owner.gettime(t).unwrap(), ItimerSpec::default());
+}
+
+/// `RLIMIT_SIGPENDING` reached (`EAGAIN`): the signal is not lost; it is queued once room
+/// returns, and the periods meanwhile are its overrun.
+#[test]
+fn a_signal_refused_for_want_of_room_is_queued_when_room_returns() {
+    let (f, port) = with_port();
+    let one = signal_timer(&f, 1);
+    let every = signal_timer(&f, 2);
+    port.set_room(Some(0));
+    f.arm(one, ms(10), Duration::ZERO);
+    f.arm(every, ms(10), ms(10));
+    for _ in 0..10 {
+        f.advance(ms(10));
+    }
+    assert_eq!(port.sent(), 0);
+    port.set_room(None);
+    f.advance(Duration::from_millis(200));
+    let mut got = port.take_all();
+    got.sort_by_key(|s| s.value);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0], sig(one, 0, 1), "a one-shot's overrun is 0");
+    assert!(got[1].overrun >= 9, "{got:?}");
+}
+
+/// A 1 µs period whose signal stays pending for 10 s: probes double up to the cap, so the
+/// work is bounded by `10 s / PROBE_CAP` plus the ramp, not by the periods.
+#[test]
+fn a_blocked_fast_timer_costs_bounded_probes() {
+    let (f, port) = with_port();
+    let t = signal_timer(&f, 0);
+    f.arm(t, Duration::from_micros(1), Duration::from_micros(1));
+    let mut fired = 0;
+    // 10 s in 1 ms steps, polling each step as a driver would.
+    for _ in 0..10_000 {
+        fired += f.advance(ms(1));
+    }
+    let bound = 10 * NANOS_PER_SEC / PROBE_CAP + 20;
+    assert!(
+        (port.queries() as u64) <= bound,
+        "{} probes, bound {bound}",
+        port.queries()
+    );
+    assert!(fired as u64 <= bound);
+    assert_eq!(port.sent(), 1);
+    port.take();
+    assert_eq!(
+        f.owner.getoverrun(t).unwrap(),
+        i32::try_from(10 * NANOS_PER_SEC / US - 1).unwrap()
+    );
+}
+
+/// settime and delete void an outstanding signal: a settime's next expiry that finds it still
+/// pending takes it over (no second signal), and a deleted timer sends nothing more.
+#[test]
+fn settime_and_delete_with_a_pending_signal() {
+    let (f, port) = with_port();
+    let t = signal_timer(&f, 0);
+    f.arm(t, ms(10), Duration::ZERO);
+    f.advance(ms(10));
+    assert_eq!(port.queued(), 1);
+    f.arm(t, ms(10), Duration::ZERO);
+    assert_eq!(f.owner.getoverrun(t).unwrap(), 0);
+    f.advance(ms(10));
+    assert_eq!(
+        port.sent(),
+        1,
+        "the pending signal stands for the new expiry"
+    );
+    port.take();
+    f.arm(t, ms(10), ms(10));
+    f.advance(ms(10));
+    assert_eq!(port.sent(), 2);
+    f.owner.delete(t).unwrap();
+    f.advance(ms(100));
+    assert_eq!(port.sent(), 2, "nothing after delete");
+}
+
+#[test]
+fn the_id_as_value_and_invalid_sigevents() {
+    let (f, port) = with_port();
+    let t = f
+        .owner
+        .create(ClockId::Monotonic, Notify::SignalWithId { signo: 14 })
+        .unwrap();
+    f.arm(t, ms(1), Duration::ZERO);
+    f.advance(ms(1));
+    let got = port.take().unwrap();
+    assert_eq!((got.signo, got.value), (14, t.get() as usize));
+    for signo in [0, -1, 65, 1000] {
+        let e = f
+            .owner
+            .create(ClockId::Monotonic, Notify::Signal { signo, value: 0 })
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidSignal(_)), "{signo}: {e}");
+        assert_eq!(e.errno(), libc::EINVAL);
+    }
+    for signo in [1, 9, 19, 64] {
+        f.owner
+            .create(ClockId::Monotonic, Notify::Signal { signo, value: 0 })
+            .unwrap();
+    }
+    let e = f
+        .owner
+        .create(
+            ClockId::Monotonic,
+            Notify::ThreadSignal {
+                tid: 1,
+                signo: 10,
+                value: 0,
+            },
+        )
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidSignal(_)), "{e}");
+}
+
+#[test]
+fn a_thread_signal_goes_to_its_thread_and_stops_when_the_thread_is_gone() {
+    let (f, port) = with_port();
+    let tid = crate::timers::signal::gettid();
+    let t = f
+        .owner
+        .create(
+            ClockId::Monotonic,
+            Notify::ThreadSignal {
+                tid,
+                signo: SIGRTMIN,
+                value: 5,
+            },
+        )
+        .unwrap();
+    f.arm(t, ms(10), ms(10));
+    f.advance(ms(10));
+    let got = port.take().unwrap();
+    assert_eq!((got.tid, got.value), (tid, 5));
+    port.thread_exits(tid);
+    for _ in 0..10 {
+        f.advance(ms(10));
+    }
+    assert_eq!(port.sent(), 1);
+    assert_eq!(f.timers.next_deadline(), None, "nothing left to do");
+}
