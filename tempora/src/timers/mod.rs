@@ -32,7 +32,7 @@
 //!
 //! Chosen per timer at create ([`Notify`]):
 //! * `None` (`SIGEV_NONE`): nothing is delivered; gettime shows the state.
-//! * `Queue` (`SIGEV_SIGNAL`): the owner's event queue with the kernel's signal semantics (see
+//! * `Queue`: the owner's event queue with the kernel's signal semantics, without a signal (see
 //!   `notify.rs`): at most one pending event per timer; a periodic timer is re-armed only when
 //!   its event is consumed ([`Owner::try_recv`], [`Owner::recv`], ...), and the periods that
 //!   passed meanwhile are its overrun. A periodic timer whose events nobody consumes costs
@@ -43,6 +43,45 @@
 //!   never runs beside itself, whoever polls: an expiry taken while a call runs is folded into
 //!   one more call when it returns (its overrun counts the folded periods), and dropped if the
 //!   running call set or deleted the timer (`serial.rs`).
+//!
+//! * `Signal`, `ThreadSignal`, `SignalWithId` (`SIGEV_SIGNAL`, `SIGEV_THREAD_ID`, a NULL
+//!   sigevent): a real signal, queued to the process or to one of its threads with the
+//!   `siginfo_t` of a kernel timer's signal (`si_code = SI_TIMER`, `si_timerid`,
+//!   `si_overrun`, `si_value`), so a `SA_SIGINFO` handler, `sigwaitinfo`, `sigtimedwait` and
+//!   `signalfd` read what they read from a kernel timer. At most one signal per timer is
+//!   pending; the periods that pass meanwhile are overruns, and a periodic timer whose signal
+//!   stays blocked or ignored costs a bounded number of probes, not a wake-up per period
+//!   (`sigdeliver.rs`). Unlike kernel timers, these cost no `RLIMIT_SIGPENDING` unit while
+//!   nothing is pending: a process may hold millions. Where a program can tell them from
+//!   kernel timers is the table below.
+//!
+//! Every thread tempora starts (drivers, spares, the realtime-clock watch) blocks every
+//! signal, as glibc's `SIGEV_THREAD` helper thread does: process-directed signals reach the
+//! application's threads only, and a signal the application blocks in every thread (to take
+//! it with `sigwait` in `main`) stays blocked.
+//!
+//! ## Signals: where tempora differs from the kernel
+//!
+//! User space can queue a signal, ask which signal numbers are pending and read a
+//! disposition; it cannot see a signal leave the queue, rewrite a queued one, or take one
+//! back without taking every other sender's signal of that number with it. Each difference
+//! below follows from one of those; everything else a program can observe (the siginfo
+//! fields, one pending signal per timer, overruns counted and reported by
+//! `timer_getoverrun` after delivery, blocked and ignored signals costing no wake-up per
+//! period, `EINVAL` for a bad signal number or thread, a timer whose thread exited falling
+//! silent) is the kernel's behaviour.
+//!
+//! | a program ... | with a kernel timer | with tempora | because user space cannot |
+//! |---|---|---|---|
+//! | delays a periodic timer's signal (blocked, or taken late) while periods pass | the signal's `si_overrun` counts them | that signal's `si_overrun` counts only the periods before it was queued; `timer_getoverrun` reports the kernel's count once the signal is delivered, and the next signal's `si_overrun` carries them (summed over all signals, `1 + si_overrun` counts every expiry on both) | rewrite a queued `siginfo_t` |
+//! | calls `timer_settime` or `timer_delete` while the timer's signal is pending | the signal is discarded when dequeued: never seen | it is delivered (its `si_timerid` names the re-armed, or deleted, timer), unless a re-armed timer's next expiry comes while it is still pending: then it stands for that expiry, once, as in the kernel | retract a queued signal (`sigtimedwait` takes the first of that number, whoever sent it, and a thread other than `main` may not queue another sender's back) |
+//! | takes the signal and waits for the next | re-armed at the dequeue: the next signal comes at the next period | the dequeue is noticed at the next probe: the next period, up to 10 ms later for a signal that was pending long, or at `timer_getoverrun`; the periods in between are overruns, none is lost | see a dequeue |
+//! | gives several timers one signal number | each timer's signal is tracked on its own | a timer sees its signal pending while any signal of that number is: one whose signal was taken waits until all are, counting overruns | tell which entry of a number is pending (`sigpending` reports numbers) |
+//! | shares a standard (non-realtime) signal with another sender (`kill`) | the timer's signal is queued beside the other | tempora does not send while the number is pending, but a `kill` that lands between its check and its send merges with it: one delivery | queue two instances of a standard signal |
+//! | holds many timers | each costs one `RLIMIT_SIGPENDING` unit from create to delete (`EAGAIN` past it: ~96k on a default system) | nothing while no signal is pending; one unit per queued signal. A signal refused for want of room (`EAGAIN`) is retried, doubling from 100 µs up to 100 ms, and the periods meanwhile are its overrun | use the kernel's preallocated per-timer entry |
+//! | sets `SIG_IGN`, then a handler again | the parked timer's signal is queued at the `sigaction` call | it is queued at the timer's next retry after it (doubling up to 100 ms); the overrun is the same | see a `sigaction` call |
+//! | blocks a fast periodic timer's signal for long | no work at all | at most one probe (`sigpending`) per 10 ms per timer | see the unblock |
+//! | calls `exec` with a timer's signal queued | the signal is flushed with the timers | the signal stays queued for the new program, like any signal queued with `sigqueue` | flush another sender's queued signal |
 //!
 //! # Firing
 //!

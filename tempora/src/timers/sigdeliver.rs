@@ -35,8 +35,8 @@
 //! room is retried, doubling from [`RETRY_BASE`] up to [`RETRY_CAP`], until it goes: it is
 //! never dropped, and the periods meanwhile are its `si_overrun`.
 //!
-//! What a program can observe differently from the kernel's timers is the divergence table of
-//! ARCHITECTURE.md ("Signals: where tempora differs from the kernel").
+//! What a program can observe differently from the kernel's timers is the table in the
+//! `timers` module's doc ("Signals: where tempora differs from the kernel").
 
 use super::core::Core;
 use super::itimer::{forward, set_overrun_last, Arm};
@@ -147,8 +147,10 @@ impl Core {
         let periodic = l.state.interval != 0;
         if self.signals.ignored(cell.tid, cell.signo) {
             if periodic {
-                // Parked until the signal is handled again; the periods meanwhile are the
-                // owed signal's lateness (the kernel's ignored-timer list).
+                // Parked until the signal is handled again, retried as a refused one is
+                // (doubling); the periods meanwhile are the owed signal's lateness (the
+                // kernel's ignored-timer list).
+                cell.set_tries(cell.tries().saturating_add(1));
                 self.signal_park(l, cell, b, clock, t);
             } else {
                 // The kernel drops an ignored one-shot signal.

@@ -172,8 +172,7 @@ impl SignalPort for OsSignals {
                 value: sig.value,
             },
         };
-        // SAFETY: `getpid` has no preconditions.
-        let pid = unsafe { libc::getpid() };
+        let pid = pid();
         let r = if sig.tid == 0 {
             // SAFETY: a 128-byte siginfo on this stack, read by the kernel only.
             unsafe {
@@ -242,12 +241,7 @@ impl SignalPort for OsSignals {
         // Blocked signals are never ignored (the handler may change before they are
         // unblocked). A process-directed signal is checked against the thread-group leader,
         // as the kernel does.
-        // SAFETY: `getpid` has no preconditions.
-        let target = if tid == 0 {
-            unsafe { libc::getpid() }
-        } else {
-            tid
-        };
+        let target = if tid == 0 { pid() } else { tid };
         status_mask(target, b"SigBlk:").is_none_or(|m| m & bit(signo) == 0)
     }
 }
@@ -255,6 +249,11 @@ impl SignalPort for OsSignals {
 /// The bit of `signo` in a signal mask as `/proc` prints it.
 fn bit(signo: i32) -> u64 {
     1u64 << (signo - 1)
+}
+
+/// The process's ID.
+fn pid() -> i32 {
+    std::process::id() as i32
 }
 
 /// The calling thread's ID.

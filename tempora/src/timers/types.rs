@@ -15,7 +15,8 @@ pub enum Notify {
     /// Nothing is delivered (`SIGEV_NONE`); [`Owner::gettime`](super::Owner::gettime) shows the state.
     #[default]
     None,
-    /// An [`Event`](super::Event) on the owner's queue (`SIGEV_SIGNAL`), at most one pending per timer.
+    /// An [`Event`](super::Event) on the owner's queue: `SIGEV_SIGNAL`'s rules without a signal, at
+    /// most one pending per timer.
     Queue,
     /// A closure run by the poll that fires the timer (`SIGEV_THREAD`).
     Callback(Callback),
@@ -151,7 +152,8 @@ pub enum NotifyKind {
     /// Nothing is delivered (`SIGEV_NONE`); gettime shows the state.
     #[default]
     None = 0,
-    /// An event on the owner's queue, with POSIX overrun semantics (`SIGEV_SIGNAL`).
+    /// An event on the owner's queue, with POSIX overrun semantics (`SIGEV_SIGNAL`'s, without a
+    /// signal).
     Queue = 1,
     /// A callback run by the poll that fires the timer (`SIGEV_THREAD`).
     Callback = 2,

@@ -296,3 +296,19 @@ fn a_thread_signal_goes_to_its_thread_and_stops_when_the_thread_is_gone() {
     assert_eq!(port.sent(), 1);
     assert_eq!(f.timers.next_deadline(), None, "nothing left to do");
 }
+
+/// An ignored 1 µs timer costs retries that double up to the cap, not one per period.
+#[test]
+fn an_ignored_fast_timer_costs_bounded_retries() {
+    let (f, port) = with_port();
+    let t = signal_timer(&f, 0);
+    port.set_ignored(true);
+    f.arm(t, Duration::from_micros(1), Duration::from_micros(1));
+    let mut fired = 0;
+    for _ in 0..10_000 {
+        fired += f.advance(ms(1));
+    }
+    let bound = 10 * NANOS_PER_SEC / crate::timers::sigdeliver::RETRY_CAP + 20;
+    assert!(fired as u64 <= bound, "{fired} retries, bound {bound}");
+    assert_eq!(port.sent(), 0);
+}
