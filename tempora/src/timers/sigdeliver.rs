@@ -92,7 +92,7 @@ impl Core {
         };
         let mut fresh = fresh;
         if l.state.queued() {
-            if self.signals.pending(cell.tid, cell.signo) {
+            if self.signals.pending(cell.tid, cell.signo()) {
                 if fresh > 0 && l.state.sigqueue_seq != l.state.signal_seq {
                     // The arming's first expiry finds an earlier arming's signal still
                     // queued: that signal now stands for this expiry, as the kernel's one
@@ -145,12 +145,12 @@ impl Core {
         t: u64,
     ) {
         let periodic = l.state.interval != 0;
-        if self.signals.ignored(cell.tid, cell.signo) {
+        if self.signals.ignored(cell.tid, cell.signo()) {
             if periodic {
                 // Parked until the signal is handled again, retried as a refused one is
                 // (doubling); the periods meanwhile are the owed signal's lateness (the
                 // kernel's ignored-timer list).
-                cell.set_tries(cell.tries().saturating_add(1));
+                cell.tried();
                 self.signal_park(l, cell, b, clock, t);
             } else {
                 // The kernel drops an ignored one-shot signal.
@@ -161,7 +161,7 @@ impl Core {
         let id = l.id().get();
         let sig = TimerSignal {
             tid: cell.tid,
-            signo: cell.signo,
+            signo: cell.signo(),
             timer: id,
             overrun: add(cell.lateness(), l.state.overrun.max(0) as u64),
             value: if cell.value_is_id {
@@ -176,13 +176,13 @@ impl Core {
                 l.state.set_owed(false);
                 l.state.sigqueue_seq = l.state.signal_seq;
                 l.state.overrun = 0;
-                cell.set_tries(0);
+                cell.reset_tries();
                 if periodic {
                     self.signal_park(l, cell, b, clock, t);
                 }
             }
             Sent::Full => {
-                cell.set_tries(cell.tries().saturating_add(1));
+                cell.tried();
                 self.signal_park(l, cell, b, clock, t);
             }
             Sent::Gone => {
@@ -205,7 +205,7 @@ impl Core {
     ) {
         let interval = l.state.interval;
         let delay = if l.state.owed() {
-            let shift = cell.tries().clamp(0, 20) as u32;
+            let shift = cell.tries().min(20);
             (RETRY_BASE.max(interval) << shift).min(RETRY_CAP.max(interval))
         } else {
             // As long again as it has been pending, from one period up to the cap.
@@ -246,7 +246,7 @@ impl Core {
             let n = self.count_periods(l, now.get(clock));
             l.state.overrun = add(l.state.overrun, n);
         }
-        if self.signals.pending(cell.tid, cell.signo) {
+        if self.signals.pending(cell.tid, cell.signo()) {
             return;
         }
         settle(l, cell);

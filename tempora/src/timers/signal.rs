@@ -19,28 +19,30 @@
 
 use super::types::Notify;
 use crate::error::Error;
-use crate::sync::{AtomicI32, Ordering};
+use crate::sync::{AtomicI32, AtomicU8, Ordering};
 
 /// The highest signal number the kernel accepts (`_NSIG`): `timer_create` refuses
 /// `sigev_signo` outside `1..=64` with `EINVAL`.
 pub(crate) const SIGNO_MAX: i32 = 64;
 
-/// Where a signal timer's signal goes, and what it carries (the timer's `Attached` part).
+/// Where a signal timer's signal goes, and what it carries (the timer's `Attached` part: 24
+/// bytes, one heap block per signal timer beside its object).
 #[derive(Debug)]
 pub(crate) struct SignalCell {
-    pub(crate) signo: i32,
-    /// The target thread's ID; 0 for the process.
-    pub(crate) tid: i32,
     /// `si_value` (ignored when `value_is_id`).
     pub(crate) value: usize,
-    /// `si_value` is the timer's ID (a NULL sigevent's meaning).
-    pub(crate) value_is_id: bool,
+    /// The target thread's ID; 0 for the process.
+    pub(crate) tid: i32,
     /// The periods the outstanding (or owed) signal's own expiry was late by: reported in its
     /// `si_overrun` and, once it is seen delivered, by `getoverrun` (`sigdeliver.rs`).
     /// Written under the timer's lock.
-    pub(crate) lateness: AtomicI32,
-    /// Sends refused for want of room (`EAGAIN`) in a row: the backoff of the next retry.
-    pub(crate) tries: AtomicI32,
+    lateness: AtomicI32,
+    signo: u8,
+    /// `si_value` is the timer's ID (a NULL sigevent's meaning).
+    pub(crate) value_is_id: bool,
+    /// Sends refused (no room, or the signal ignored) in a row: the backoff of the next
+    /// retry. Written under the timer's lock.
+    tries: AtomicU8,
 }
 
 impl SignalCell {
@@ -63,12 +65,12 @@ impl SignalCell {
             return Err(Error::InvalidSignal("the signal number is outside 1..=64"));
         }
         Ok(SignalCell {
-            signo,
-            tid,
             value,
-            value_is_id,
+            tid,
             lateness: AtomicI32::new(0),
-            tries: AtomicI32::new(0),
+            signo: signo as u8,
+            value_is_id,
+            tries: AtomicU8::new(0),
         })
     }
 
@@ -82,12 +84,23 @@ impl SignalCell {
         self.lateness.store(v, Ordering::Relaxed);
     }
 
-    pub(crate) fn tries(&self) -> i32 {
-        self.tries.load(Ordering::Relaxed)
+    /// The signal number.
+    pub(crate) fn signo(&self) -> i32 {
+        i32::from(self.signo)
     }
 
-    pub(crate) fn set_tries(&self, v: i32) {
-        self.tries.store(v, Ordering::Relaxed);
+    pub(crate) fn tries(&self) -> u32 {
+        u32::from(self.tries.load(Ordering::Relaxed))
+    }
+
+    /// One more refused send (saturating: the backoff is capped long before).
+    pub(crate) fn tried(&self) {
+        let t = self.tries.load(Ordering::Relaxed);
+        self.tries.store(t.saturating_add(1), Ordering::Relaxed);
+    }
+
+    pub(crate) fn reset_tries(&self) {
+        self.tries.store(0, Ordering::Relaxed);
     }
 }
 
@@ -355,6 +368,14 @@ impl PathBuf {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::timers::object::Attached;
+
+    /// A signal timer's heap block beside its object stays one 32-byte allocation.
+    #[test]
+    fn a_signal_timers_attached_block_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<SignalCell>(), 24);
+        assert_eq!(std::mem::size_of::<Attached>(), 32);
+    }
 
     #[test]
     fn the_calling_thread_is_ours_and_pid_1_is_not() {
