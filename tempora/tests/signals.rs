@@ -228,13 +228,73 @@ fn tempora_threads_block_every_signal(_timers: &Timers) {
     println!("ok: {seen} tempora threads block every signal");
 }
 
+/// A million signal timers under `RLIMIT_SIGPENDING` = 1024, where the kernel refuses its
+/// 1025th: armed an hour out, a thousand of them due in 10 ms, each of whose signals arrives.
+fn a_million_signal_timers_under_a_low_sigpending_limit(timers: &Timers) {
+    let signo = sigrtmin() + 4;
+    let limit = libc::rlimit {
+        rlim_cur: 1024,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    let mut old = MaybeUninit::<libc::rlimit>::uninit();
+    // SAFETY: reads then lowers the soft limit of this process.
+    unsafe {
+        assert_eq!(
+            libc::getrlimit(libc::RLIMIT_SIGPENDING, old.as_mut_ptr()),
+            0
+        );
+        let hard = old.assume_init().rlim_max;
+        let limit = libc::rlimit {
+            rlim_max: hard,
+            ..limit
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_SIGPENDING, &limit), 0);
+    }
+    let owner = timers.owner();
+    let start = Instant::now();
+    let ids: Vec<_> = (0..1_000_000)
+        .map(|i| {
+            owner
+                .create(ClockId::Monotonic, Notify::Signal { signo, value: i })
+                .unwrap()
+        })
+        .collect();
+    for (i, &t) in ids.iter().enumerate() {
+        let value = if i % 1000 == 0 {
+            Duration::from_millis(10)
+        } else {
+            Duration::from_secs(3600)
+        };
+        owner
+            .settime(t, SetFlags::RELATIVE, value, Duration::ZERO)
+            .unwrap();
+    }
+    let mut got = std::collections::HashSet::new();
+    while got.len() < 1000 {
+        let info = wait(&[signo], Duration::from_secs(10)).expect("a due timer's signal");
+        let (id, _, value) = timer_fields(&info);
+        assert_eq!(value % 1000, 0, "only the due ones");
+        assert_eq!(ids[value].get(), id);
+        assert!(got.insert(id), "once each");
+    }
+    assert!(wait(&[signo], Duration::from_millis(20)).is_none());
+    owner.destroy();
+    // SAFETY: puts back the limit read above.
+    unsafe { libc::setrlimit(libc::RLIMIT_SIGPENDING, old.as_ptr()) };
+    println!(
+        "ok: 1000000 signal timers under RLIMIT_SIGPENDING=1024, 1000 fired, in {:?}",
+        start.elapsed()
+    );
+}
+
 fn main() {
     let r = sigrtmin();
-    block(&[r, r + 1, r + 2, r + 3, libc::SIGALRM]);
+    block(&[r, r + 1, r + 2, r + 3, r + 4, libc::SIGALRM]);
     let timers = Timers::new();
     process_signal_carries_the_timers_fields(&timers);
     periodic_signals_keep_coming_and_overruns_sum(&timers);
     thread_signal_reaches_its_thread();
     signalfd_reads_the_fields(&timers);
     tempora_threads_block_every_signal(&timers);
+    a_million_signal_timers_under_a_low_sigpending_limit(&timers);
 }

@@ -40,7 +40,7 @@
 
 use super::core::Core;
 use super::itimer::{forward, set_overrun_last, Arm};
-use super::object::{signal_of, LockedTimer};
+use super::object::{signal_of, sink_of, LockedTimer};
 use super::signal::{Sent, SignalCell, TimerSignal};
 use super::types::Status;
 use crate::clock::{ClockId, LazyNow};
@@ -172,6 +172,7 @@ impl Core {
         };
         match self.signals.send(&sig) {
             Sent::Queued => {
+                sink_of(l).tally.delivered(sig.overrun);
                 l.state.set_queued(true);
                 l.state.set_owed(false);
                 l.state.sigqueue_seq = l.state.signal_seq;

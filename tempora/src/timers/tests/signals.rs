@@ -312,3 +312,23 @@ fn an_ignored_fast_timer_costs_bounded_retries() {
     assert!(fired as u64 <= bound, "{fired} retries, bound {bound}");
     assert_eq!(port.sent(), 0);
 }
+
+/// Each queued signal counts as a delivery in the owner's statistics, its overrun with it.
+#[test]
+fn a_queued_signal_is_a_delivery_in_the_statistics() {
+    let (f, port) = with_port();
+    let t = signal_timer(&f, 0);
+    f.arm(t, ms(10), ms(10));
+    f.advance(ms(10));
+    port.take();
+    for _ in 0..3 {
+        f.advance(ms(10));
+    }
+    port.take();
+    f.advance(ms(10));
+    // Queued at 10 ms, 20 ms (taken at 10 and 40), and at 50 ms with the two periods that
+    // passed while the second was pending.
+    let s = f.owner.stats().counts;
+    assert_eq!(s.delivered, 3, "{s:?}");
+    assert_eq!(s.overruns, 2, "{s:?}");
+}
