@@ -66,6 +66,34 @@
 #define TEMPORA_SIGEV_THREAD 2
 
 /*
+ The `notify` of a `tempora_sigevent`: the signal `signo` is queued to the process at each
+ expiry, as a kernel timer's is (`SIGEV_SIGNAL`, whose value is `TEMPORA_SIGEV_QUEUE`'s):
+ `si_code` `SI_TIMER`, `si_timerid` the timer's ID, `si_value` the sigevent's `value`,
+ `si_overrun` the periods missed before it was queued; at most one pending per timer.
+ tempora's own threads block every signal, so a thread of the program takes it.
+
+ Where it differs from the kernel's: the periods that pass while the signal is pending are
+ what `tempora_timer_getoverrun` returns once it is delivered, and are carried into the next
+ signal's `si_overrun`, not into its own (user space cannot rewrite a queued siginfo); and a
+ signal queued before a `tempora_timer_settime` or `tempora_timer_delete` cannot be taken
+ back: it is delivered all the same (the kernel's timer discards it).
+ */
+#define TEMPORA_SIGEV_SIGNAL 3
+
+/*
+ The `notify` of a `tempora_sigevent`: as `TEMPORA_SIGEV_SIGNAL`, to the thread `tid` of
+ this process. `SIGEV_THREAD_ID`'s value.
+ */
+#define TEMPORA_SIGEV_THREAD_ID 4
+
+/*
+ The `notify` of a `tempora_sigevent`: as `TEMPORA_SIGEV_SIGNAL`, with the timer's ID as
+ `si_value` (`sival_int`; `value` is not read): what `timer_create` does with a NULL
+ sigevent, with `signo` `SIGALRM`.
+ */
+#define TEMPORA_SIGEV_SIGNAL_ID 5
+
+/*
  `flags` of `tempora_timer_settime`: `it_value` is an absolute time on the timer's clock
  (`TIMER_ABSTIME`'s value). Other bits are ignored, as Linux ignores them.
  */
@@ -173,14 +201,21 @@ typedef void (*tempora_callback_fn)(tempora_timer_t timer, int overrun, union si
 /*
  How a timer reports its expiry (POSIX's `struct sigevent`). NULL at `tempora_timer_create`
  means `TEMPORA_SIGEV_QUEUE`.
+
+ Fields are only ever added at the end, and read only for the `notify` values that came
+ with them: `signo` and `tid` only for `TEMPORA_SIGEV_SIGNAL`, `_THREAD_ID` and
+ `_SIGNAL_ID`. A program built against an older header, whose struct ends at `name`, never
+ passes those values, so tempora reads nothing beyond its struct and it keeps working.
  */
 typedef struct tempora_sigevent {
     /*
-     `TEMPORA_SIGEV_QUEUE`, `TEMPORA_SIGEV_NONE` or `TEMPORA_SIGEV_THREAD`.
+     `TEMPORA_SIGEV_QUEUE`, `TEMPORA_SIGEV_NONE`, `TEMPORA_SIGEV_THREAD`,
+     `TEMPORA_SIGEV_SIGNAL`, `TEMPORA_SIGEV_THREAD_ID` or `TEMPORA_SIGEV_SIGNAL_ID`.
      */
     int notify;
     /*
-     Passed to the function of a `TEMPORA_SIGEV_THREAD` timer (`sigev_value`).
+     Passed to the function of a `TEMPORA_SIGEV_THREAD` timer; the `si_value` of a
+     `TEMPORA_SIGEV_SIGNAL` or `_THREAD_ID` timer's signal (`sigev_value`).
      */
     union sigval value;
     /*
@@ -199,6 +234,16 @@ typedef struct tempora_sigevent {
      a name is recorded as `callback`.
      */
     const char *name;
+    /*
+     `TEMPORA_SIGEV_SIGNAL`, `_THREAD_ID` and `_SIGNAL_ID`: the signal number, 1 ..= 64
+     (`sigev_signo`). Not read for the other kinds.
+     */
+    int signo;
+    /*
+     `TEMPORA_SIGEV_THREAD_ID`: the thread the signal goes to (its `gettid()`), a thread of
+     this process (`sigev_notify_thread_id`). Not read for the other kinds.
+     */
+    int tid;
 } tempora_sigevent;
 
 /*
@@ -308,7 +353,9 @@ struct tempora_owner_t *tempora_default_owner(void);
  create is read from `*timerid` first.
 
  Returns 0, or -1 with `errno`: `EINVAL` (NULL owner, a clock ID the kernel does not know,
- invalid sigevent, a deleted owner, an exact ID that is negative or beyond the ID range),
+ invalid sigevent, a signal sigevent whose `tid` is not a thread of this process
+ (`TEMPORA_SIGEV_THREAD_ID`) or whose `signo` is outside 1..=64, a deleted owner, an exact
+ ID that is negative or beyond the ID range),
  `EOPNOTSUPP` (a clock tempora does not time: CPU-time, raw, coarse, alarm, TAI; for such a
  clock the errno is the kernel's own, which tempora asks it for), `EFAULT` (NULL
  `timerid`), `EAGAIN` (every ID in use), `EBUSY` (the exact ID is in use), `ESHUTDOWN`
@@ -329,7 +376,8 @@ int tempora_timer_create(const struct tempora_owner_t *owner,
  clock with `TEMPORA_TIMER_ABSTIME`, at once if that has passed), then every
  `new->it_interval` if it is not zero; a zero `it_value` disarms. Writes the previous
  setting to `*old` unless it is NULL. Voids an event still pending from the last arming and
- resets the overrun.
+ resets the overrun (a signal already queued is delivered all the same:
+ `TEMPORA_SIGEV_SIGNAL`).
 
  Returns 0, or -1 with `errno`: `EINVAL` (NULL owner or `new`, negative seconds or
  `tv_nsec` outside 0..999999999, an unknown timer), `ESHUTDOWN` (the service was freed).
@@ -368,7 +416,8 @@ int tempora_timer_gettime(const struct tempora_owner_t *owner,
 int tempora_timer_getoverrun(const struct tempora_owner_t *owner, tempora_timer_t timer);
 
 /*
- `timer_delete`: disarms and deletes timer `timer`; its pending event is dropped unseen.
+ `timer_delete`: disarms and deletes timer `timer`; its pending event is dropped unseen (a
+ signal already queued is delivered all the same: `TEMPORA_SIGEV_SIGNAL`).
  A call of its `TEMPORA_SIGEV_THREAD` function that a firing thread has already taken is
  not waited for: it may run, or still be running, after this returns, as with
  `SIGEV_THREAD`. Free what that function uses only once it has said that it is done.

@@ -6,7 +6,8 @@
  * Linux sets and none of the kernel's per-user timer limit.
  *
  * What maps, and how it differs from the kernel's timers:
- *   timer_create     SIGEV_NONE and SIGEV_THREAD (sigev_notify_function, sigev_value).
+ *   timer_create     SIGEV_NONE, SIGEV_THREAD (sigev_notify_function, sigev_value),
+ *                    SIGEV_SIGNAL, SIGEV_THREAD_ID and a NULL sigevent.
  *                    SIGEV_THREAD's function runs on tempora's driver thread, not on a new
  *                    thread per expiry (sigev_notify_attributes is ignored); one that blocks
  *                    hands the driver to a spare thread, so other timers still fire (up to
@@ -16,10 +17,20 @@
  *                    process, and pthread_exit, longjmp or a cancellation out of it is
  *                    undefined behaviour (under glibc, pthread_exit would end only the
  *                    thread it starts for the call).
- *                    SIGEV_SIGNAL and SIGEV_THREAD_ID fail with ENOTSUP: tempora delivers no
- *                    signals; use tempora.h's TEMPORA_SIGEV_QUEUE and the owner's event fd.
- *                    A NULL sigevent (SIGEV_SIGNAL with SIGALRM) fails likewise. Another
- *                    sigev_notify is EINVAL, and the clock is checked first, as in Linux.
+ *                    SIGEV_SIGNAL (sigev_signo, sigev_value) and SIGEV_THREAD_ID (to the
+ *                    thread sigev_notify_thread_id) queue a real signal at each expiry, as the
+ *                    kernel's timers do (si_code SI_TIMER, si_timerid, si_overrun, si_value;
+ *                    one pending per timer); a NULL sigevent is SIGEV_SIGNAL with SIGALRM and
+ *                    sival_int the timer's ID, as in Linux. tempora's threads block every
+ *                    signal, so a thread of the program takes it. The periods a queued signal
+ *                    misses are what timer_getoverrun says once it is delivered, and go into
+ *                    the next signal's si_overrun, not its own (a queued siginfo cannot be
+ *                    rewritten); a signal queued before timer_settime or timer_delete cannot be
+ *                    taken back: it is delivered all the same (the kernel discards it).
+ *                    Checked in Linux's order: the clock (EINVAL for one the kernel does not
+ *                    know, EOPNOTSUPP for one tempora does not time), then the sigevent,
+ *                    EINVAL for another sigev_notify, a sigev_notify_thread_id that is not a
+ *                    thread of this process, then a sigev_signo outside 1..64.
  *   timer_settime, timer_gettime, timer_getoverrun, timer_delete: as the kernel's, but for
  *                    timer_getoverrun inside a SIGEV_THREAD function's call made for expiries
  *                    that came while its previous call ran: it says only the last one's
@@ -52,6 +63,14 @@ extern "C" {
 #define TEMPORA_POSIX_SIGEV_THREAD_ID 4
 #endif
 
+/* The target thread of a SIGEV_THREAD_ID sigevent: sigev_notify_thread_id where <signal.h>
+ * names it (musl, newer glibc), glibc's union member otherwise. */
+#ifdef sigev_notify_thread_id
+#define TEMPORA_POSIX_SIGEV_TID(sev) ((sev)->sigev_notify_thread_id)
+#else
+#define TEMPORA_POSIX_SIGEV_TID(sev) ((sev)->_sigev_un._tid)
+#endif
+
 static inline int tempora_posix_timer_create(clockid_t clock, struct sigevent *sev,
                                              tempora_timer_t *timerid)
 {
@@ -62,22 +81,34 @@ static inline int tempora_posix_timer_create(clockid_t clock, struct sigevent *s
     /* memset, not `= {0}`: C++ warns of the members it leaves out (-Wextra). */
     memset(&tsev, 0, sizeof tsev);
     tsev.notify = TEMPORA_SIGEV_NONE;
-    if (sev != NULL && sev->sigev_notify == SIGEV_THREAD) {
+    if (sev == NULL) {
+        /* Linux's meaning: SIGEV_SIGNAL with SIGALRM, sival_int the timer's ID. */
+        tsev.notify = TEMPORA_SIGEV_SIGNAL_ID;
+        tsev.signo = SIGALRM;
+    } else if (sev->sigev_notify == SIGEV_SIGNAL ||
+               sev->sigev_notify == TEMPORA_POSIX_SIGEV_THREAD_ID) {
+        tsev.value = sev->sigev_value;
+        tsev.signo = sev->sigev_signo;
+        if (sev->sigev_notify == SIGEV_SIGNAL) {
+            tsev.notify = TEMPORA_SIGEV_SIGNAL;
+        } else {
+            tsev.notify = TEMPORA_SIGEV_THREAD_ID;
+            tsev.tid = TEMPORA_POSIX_SIGEV_TID(sev);
+        }
+    } else if (sev->sigev_notify == SIGEV_THREAD) {
         tsev.notify = TEMPORA_SIGEV_THREAD;
         tsev.value = sev->sigev_value;
         tsev.notify_function = sev->sigev_notify_function;
-    } else if (sev == NULL || sev->sigev_notify != SIGEV_NONE) {
+    } else if (sev->sigev_notify != SIGEV_NONE) {
         /* Refused, but after the clock, which Linux checks first: given a NULL timerid,
          * tempora_timer_create checks the clock, then fails with EFAULT and creates nothing. */
         if (tempora_timer_create(owner, clock, &tsev, NULL) == -1 && errno != EFAULT)
             return -1;
-        /* SIGEV_SIGNAL (a NULL sigevent's) and SIGEV_THREAD_ID are valid but need signals. */
-        errno = sev == NULL || sev->sigev_notify == SIGEV_SIGNAL ||
-                        sev->sigev_notify == TEMPORA_POSIX_SIGEV_THREAD_ID
-                    ? ENOTSUP
-                    : EINVAL;
+        errno = EINVAL;
         return -1;
     }
+    /* tempora_timer_create checks the clock, then the sigevent (the thread, then the signal
+     * number), as Linux does. */
     return tempora_timer_create(owner, clock, &tsev, timerid);
 }
 

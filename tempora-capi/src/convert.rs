@@ -6,7 +6,8 @@
 use crate::failure::Failure;
 use crate::types::{
     tempora_owner_t, tempora_sigevent, tempora_t, tempora_timer_t, TEMPORA_SIGEV_NONE,
-    TEMPORA_SIGEV_QUEUE, TEMPORA_SIGEV_THREAD,
+    TEMPORA_SIGEV_QUEUE, TEMPORA_SIGEV_SIGNAL, TEMPORA_SIGEV_SIGNAL_ID, TEMPORA_SIGEV_THREAD,
+    TEMPORA_SIGEV_THREAD_ID,
 };
 use libc::{c_char, clockid_t, itimerspec, sigval, timespec};
 use std::ffi::{CStr, OsStr};
@@ -117,49 +118,63 @@ unsafe impl Sync for SendValue {}
 /// the sigevent after allocating; a failed create here changes nothing at all). `keep_name`
 /// names a callback that has no name of its own (a restore keeps the snapshot's).
 ///
+/// The struct is read field by field, never as a whole: a program built against an older
+/// header passes a shorter one, and the fields added since (`signo`, `tid`) are read only for
+/// the `notify` values that came with them, which such a program never passes.
+///
 /// # Safety
-/// `sev` is NULL or points to a readable `tempora_sigevent` whose `name` is NULL or a
-/// NUL-terminated string.
+/// `sev` is NULL or points to a readable `tempora_sigevent` up to `name` (and whole if its
+/// `notify` is `TEMPORA_SIGEV_SIGNAL`, `_THREAD_ID` or `_SIGNAL_ID`) whose `name` is NULL or a
+/// NUL-terminated string when its `notify` is `TEMPORA_SIGEV_THREAD`.
 pub(crate) unsafe fn notify_of(
     sev: *const tempora_sigevent,
     keep_name: Option<&str>,
 ) -> Result<Notify, Failure> {
-    // SAFETY: the caller's contract.
-    let Some(sev) = (unsafe { sev.as_ref() }) else {
+    if sev.is_null() {
         return Ok(Notify::Queue);
-    };
-    match sev.notify {
+    }
+    // SAFETY: the caller's contract: every header's struct begins with `notify`. Each field
+    // below is read only where the contract makes it readable.
+    let notify = unsafe { (&raw const (*sev).notify).read() };
+    match notify {
         TEMPORA_SIGEV_QUEUE => Ok(Notify::Queue),
         TEMPORA_SIGEV_NONE => Ok(Notify::None),
         TEMPORA_SIGEV_THREAD => {
-            let value = SendValue(sev.value);
-            let f: Box<dyn Fn(TimerId, i32) + Send + Sync> =
-                match (sev.notify_function, sev.callback) {
-                    (Some(f), None) => Box::new(move |_, _| {
-                        let v = value;
-                        // SAFETY: the C program gave this function for this timer's expiries,
-                        // to return normally (the header's rule); a C++ exception out of it
-                        // may unwind (`C-unwind`) to the `catch_unwind` around every call,
-                        // which aborts the process.
-                        unsafe { f(v.0) }
-                    }),
-                    (None, Some(f)) => Box::new(move |id: TimerId, overrun| {
-                        let v = value;
-                        // SAFETY: as above.
-                        unsafe { f(id.get(), overrun, v.0) }
-                    }),
-                    _ => {
-                        return Err(Failure::new(
-                            libc::EINVAL,
-                            "a TEMPORA_SIGEV_THREAD sigevent sets exactly one of notify_function and callback",
-                        ))
-                    }
-                };
-            let name = if sev.name.is_null() {
+            // SAFETY: fields of every header's struct (the caller's contract).
+            let (value, notify_function, callback, name) = unsafe {
+                (
+                    SendValue((&raw const (*sev).value).read()),
+                    (&raw const (*sev).notify_function).read(),
+                    (&raw const (*sev).callback).read(),
+                    (&raw const (*sev).name).read(),
+                )
+            };
+            let f: Box<dyn Fn(TimerId, i32) + Send + Sync> = match (notify_function, callback) {
+                (Some(f), None) => Box::new(move |_, _| {
+                    let v = value;
+                    // SAFETY: the C program gave this function for this timer's expiries, to
+                    // return normally (the header's rule); a C++ exception out of it may
+                    // unwind (`C-unwind`) to the `catch_unwind` around every call, which
+                    // aborts the process.
+                    unsafe { f(v.0) }
+                }),
+                (None, Some(f)) => Box::new(move |id: TimerId, overrun| {
+                    let v = value;
+                    // SAFETY: as above.
+                    unsafe { f(id.get(), overrun, v.0) }
+                }),
+                _ => {
+                    return Err(Failure::new(
+                        libc::EINVAL,
+                        "a TEMPORA_SIGEV_THREAD sigevent sets exactly one of notify_function and callback",
+                    ))
+                }
+            };
+            let name = if name.is_null() {
                 keep_name.map(str::to_owned)
             } else {
                 // SAFETY: the caller's contract: a NUL-terminated string.
-                let name = unsafe { CStr::from_ptr(sev.name) };
+                let name = unsafe { CStr::from_ptr(name) };
                 Some(
                     name.to_str()
                         .map_err(|_| Failure::new(libc::EINVAL, "a callback name must be UTF-8"))?
@@ -171,11 +186,58 @@ pub(crate) unsafe fn notify_of(
                 None => Notify::callback(f),
             })
         }
+        TEMPORA_SIGEV_SIGNAL | TEMPORA_SIGEV_THREAD_ID | TEMPORA_SIGEV_SIGNAL_ID => {
+            // SAFETY: these `notify` values came with `signo` and `tid`, so the struct is
+            // whole (the caller's contract).
+            let (signo, tid, value) = unsafe {
+                (
+                    (&raw const (*sev).signo).read(),
+                    (&raw const (*sev).tid).read(),
+                    (&raw const (*sev).value).read(),
+                )
+            };
+            // `sigev_value`'s bits, whichever member the program set.
+            let value = value.sival_ptr as usize;
+            let notify = match notify {
+                TEMPORA_SIGEV_SIGNAL => Notify::Signal { signo, value },
+                TEMPORA_SIGEV_THREAD_ID => Notify::ThreadSignal { tid, signo, value },
+                _ => Notify::SignalWithId { signo },
+            };
+            check_signal(&notify)?;
+            Ok(notify)
+        }
         _ => Err(Failure::new(
             libc::EINVAL,
-            "sigevent notify must be TEMPORA_SIGEV_QUEUE, _NONE or _THREAD",
+            "sigevent notify must be TEMPORA_SIGEV_QUEUE, _NONE, _THREAD, _SIGNAL, _THREAD_ID or _SIGNAL_ID",
         )),
     }
+}
+
+/// The highest signal number Linux takes (`_NSIG`, and tempora's bound).
+const SIGNO_MAX: i32 = 64;
+
+/// The checks tempora's create makes of a signal notification, made here too so that a bad
+/// one is `EINVAL` before a NULL `timerid` is `EFAULT`, in Linux's order (tempora checks it
+/// again at the create): a target thread outside this process, then a signal number outside
+/// `1..=64`, as the kernel's `timer_create` checks them. [`Error::InvalidSignal`]'s errno.
+fn check_signal(notify: &Notify) -> Result<(), Failure> {
+    let (tid, signo) = match *notify {
+        Notify::ThreadSignal { tid, signo, .. } => (Some(tid), signo),
+        Notify::Signal { signo, .. } | Notify::SignalWithId { signo } => (None, signo),
+        _ => return Ok(()),
+    };
+    if let Some(tid) = tid {
+        if tid <= 0 || !Path::new(&format!("/proc/self/task/{tid}")).exists() {
+            return Err(Error::InvalidSignal(
+                "TEMPORA_SIGEV_THREAD_ID's tid is not a thread of this process",
+            )
+            .into());
+        }
+    }
+    if !(1..=SIGNO_MAX).contains(&signo) {
+        return Err(Error::InvalidSignal("signo is outside 1..=64").into());
+    }
+    Ok(())
 }
 
 pub(crate) fn path_of<'a>(path: *const c_char) -> Result<&'a Path, Failure> {

@@ -22,7 +22,9 @@ use tempora::{Precision, SetFlags};
 /// create is read from `*timerid` first.
 ///
 /// Returns 0, or -1 with `errno`: `EINVAL` (NULL owner, a clock ID the kernel does not know,
-/// invalid sigevent, a deleted owner, an exact ID that is negative or beyond the ID range),
+/// invalid sigevent, a signal sigevent whose `tid` is not a thread of this process
+/// (`TEMPORA_SIGEV_THREAD_ID`) or whose `signo` is outside 1..=64, a deleted owner, an exact
+/// ID that is negative or beyond the ID range),
 /// `EOPNOTSUPP` (a clock tempora does not time: CPU-time, raw, coarse, alarm, TAI; for such a
 /// clock the errno is the kernel's own, which tempora asks it for), `EFAULT` (NULL
 /// `timerid`), `EAGAIN` (every ID in use), `EBUSY` (the exact ID is in use), `ESHUTDOWN`
@@ -62,7 +64,8 @@ pub unsafe extern "C" fn tempora_timer_create(
 /// clock with `TEMPORA_TIMER_ABSTIME`, at once if that has passed), then every
 /// `new->it_interval` if it is not zero; a zero `it_value` disarms. Writes the previous
 /// setting to `*old` unless it is NULL. Voids an event still pending from the last arming and
-/// resets the overrun.
+/// resets the overrun (a signal already queued is delivered all the same:
+/// `TEMPORA_SIGEV_SIGNAL`).
 ///
 /// Returns 0, or -1 with `errno`: `EINVAL` (NULL owner or `new`, negative seconds or
 /// `tv_nsec` outside 0..999999999, an unknown timer), `ESHUTDOWN` (the service was freed).
@@ -132,7 +135,8 @@ pub unsafe extern "C" fn tempora_timer_getoverrun(
     entry(-1, || Ok(owner_of(owner)?.getoverrun(timer_id(timer)?)?))
 }
 
-/// `timer_delete`: disarms and deletes timer `timer`; its pending event is dropped unseen.
+/// `timer_delete`: disarms and deletes timer `timer`; its pending event is dropped unseen (a
+/// signal already queued is delivered all the same: `TEMPORA_SIGEV_SIGNAL`).
 /// A call of its `TEMPORA_SIGEV_THREAD` function that a firing thread has already taken is
 /// not waited for: it may run, or still be running, after this returns, as with
 /// `SIGEV_THREAD`. Free what that function uses only once it has said that it is done.

@@ -1,7 +1,9 @@
 //! The types and constants of `include/tempora.h`: the opaque handles (`tempora_t`,
 //! `tempora_owner_t`), the `#[repr(C)]` structs a C program fills or reads, the function-pointer
 //! types it passes, and the constants of each `int` argument. Their layouts are the ABI: a field
-//! added, moved or resized here breaks every compiled C program.
+//! moved or resized here breaks every compiled C program, and so does one added anywhere but
+//! at the end of `tempora_sigevent`, under that struct's rule (read only for the `notify`
+//! values that came with it; `layout_tests` checks the offsets).
 //!
 //! Items stay in the header's order (cbindgen emits the constants in the order it reads them).
 
@@ -72,6 +74,25 @@ pub const TEMPORA_SIGEV_NONE: c_int = 1;
 /// The `notify` of a `tempora_sigevent`: a function is called at each expiry, with the
 /// sigevent's `value`. `SIGEV_THREAD`'s value.
 pub const TEMPORA_SIGEV_THREAD: c_int = 2;
+/// The `notify` of a `tempora_sigevent`: the signal `signo` is queued to the process at each
+/// expiry, as a kernel timer's is (`SIGEV_SIGNAL`, whose value is `TEMPORA_SIGEV_QUEUE`'s):
+/// `si_code` `SI_TIMER`, `si_timerid` the timer's ID, `si_value` the sigevent's `value`,
+/// `si_overrun` the periods missed before it was queued; at most one pending per timer.
+/// tempora's own threads block every signal, so a thread of the program takes it.
+///
+/// Where it differs from the kernel's: the periods that pass while the signal is pending are
+/// what `tempora_timer_getoverrun` returns once it is delivered, and are carried into the next
+/// signal's `si_overrun`, not into its own (user space cannot rewrite a queued siginfo); and a
+/// signal queued before a `tempora_timer_settime` or `tempora_timer_delete` cannot be taken
+/// back: it is delivered all the same (the kernel's timer discards it).
+pub const TEMPORA_SIGEV_SIGNAL: c_int = 3;
+/// The `notify` of a `tempora_sigevent`: as `TEMPORA_SIGEV_SIGNAL`, to the thread `tid` of
+/// this process. `SIGEV_THREAD_ID`'s value.
+pub const TEMPORA_SIGEV_THREAD_ID: c_int = 4;
+/// The `notify` of a `tempora_sigevent`: as `TEMPORA_SIGEV_SIGNAL`, with the timer's ID as
+/// `si_value` (`sival_int`; `value` is not read): what `timer_create` does with a NULL
+/// sigevent, with `signo` `SIGALRM`.
+pub const TEMPORA_SIGEV_SIGNAL_ID: c_int = 5;
 
 /// `flags` of `tempora_timer_settime`: `it_value` is an absolute time on the timer's clock
 /// (`TIMER_ABSTIME`'s value). Other bits are ignored, as Linux ignores them.
@@ -111,11 +132,18 @@ pub type tempora_callback_fn =
 
 /// How a timer reports its expiry (POSIX's `struct sigevent`). NULL at `tempora_timer_create`
 /// means `TEMPORA_SIGEV_QUEUE`.
+///
+/// Fields are only ever added at the end, and read only for the `notify` values that came
+/// with them: `signo` and `tid` only for `TEMPORA_SIGEV_SIGNAL`, `_THREAD_ID` and
+/// `_SIGNAL_ID`. A program built against an older header, whose struct ends at `name`, never
+/// passes those values, so tempora reads nothing beyond its struct and it keeps working.
 #[repr(C)]
 pub struct tempora_sigevent {
-    /// `TEMPORA_SIGEV_QUEUE`, `TEMPORA_SIGEV_NONE` or `TEMPORA_SIGEV_THREAD`.
+    /// `TEMPORA_SIGEV_QUEUE`, `TEMPORA_SIGEV_NONE`, `TEMPORA_SIGEV_THREAD`,
+    /// `TEMPORA_SIGEV_SIGNAL`, `TEMPORA_SIGEV_THREAD_ID` or `TEMPORA_SIGEV_SIGNAL_ID`.
     pub notify: c_int,
-    /// Passed to the function of a `TEMPORA_SIGEV_THREAD` timer (`sigev_value`).
+    /// Passed to the function of a `TEMPORA_SIGEV_THREAD` timer; the `si_value` of a
+    /// `TEMPORA_SIGEV_SIGNAL` or `_THREAD_ID` timer's signal (`sigev_value`).
     pub value: sigval,
     /// `TEMPORA_SIGEV_THREAD`: the function to call, POSIX-shaped (`sigev_notify_function`).
     /// Exactly one of `notify_function` and `callback` is set for such a timer.
@@ -127,6 +155,12 @@ pub struct tempora_sigevent {
     /// most 65490 bytes of UTF-8, not `none` or `queue`. Copied at create. A callback without
     /// a name is recorded as `callback`.
     pub name: *const c_char,
+    /// `TEMPORA_SIGEV_SIGNAL`, `_THREAD_ID` and `_SIGNAL_ID`: the signal number, 1 ..= 64
+    /// (`sigev_signo`). Not read for the other kinds.
+    pub signo: c_int,
+    /// `TEMPORA_SIGEV_THREAD_ID`: the thread the signal goes to (its `gettid()`), a thread of
+    /// this process (`sigev_notify_thread_id`). Not read for the other kinds.
+    pub tid: c_int,
 }
 
 /// An event from a `TEMPORA_SIGEV_QUEUE` timer.
@@ -155,3 +189,57 @@ pub type tempora_resolver_fn = Option<
         ctx: *mut c_void,
     ) -> c_int,
 >;
+
+/// The offsets of the structs' fields on this target: what a C program compiled against an
+/// older header still assumes.
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use std::mem::{align_of, offset_of, size_of};
+
+    #[test]
+    fn the_sigevent_only_grew_at_its_end() {
+        let ptr = size_of::<*const c_char>();
+        // The fields of every header, at their first offsets.
+        assert_eq!(offset_of!(tempora_sigevent, notify), 0);
+        assert_eq!(
+            offset_of!(tempora_sigevent, value),
+            align_of::<sigval>().max(4)
+        );
+        assert_eq!(
+            offset_of!(tempora_sigevent, notify_function),
+            offset_of!(tempora_sigevent, value) + ptr
+        );
+        assert_eq!(
+            offset_of!(tempora_sigevent, callback),
+            offset_of!(tempora_sigevent, notify_function) + ptr
+        );
+        assert_eq!(
+            offset_of!(tempora_sigevent, name),
+            offset_of!(tempora_sigevent, callback) + ptr
+        );
+        // Then the fields of TEMPORA_SIGEV_SIGNAL, _THREAD_ID and _SIGNAL_ID.
+        let old_end = offset_of!(tempora_sigevent, name) + ptr;
+        assert_eq!(offset_of!(tempora_sigevent, signo), old_end);
+        assert_eq!(offset_of!(tempora_sigevent, tid), old_end + 4);
+        if cfg!(target_pointer_width = "64") {
+            assert_eq!((old_end, size_of::<tempora_sigevent>()), (40, 48));
+        }
+    }
+
+    #[test]
+    fn the_notify_values_never_change() {
+        assert_eq!(
+            [
+                TEMPORA_SIGEV_QUEUE,
+                TEMPORA_SIGEV_NONE,
+                TEMPORA_SIGEV_THREAD,
+                TEMPORA_SIGEV_SIGNAL,
+                TEMPORA_SIGEV_THREAD_ID,
+                TEMPORA_SIGEV_SIGNAL_ID,
+            ],
+            [0, 1, 2, 3, 4, 5]
+        );
+        assert_eq!(TEMPORA_SIGEV_THREAD_ID, libc::SIGEV_THREAD_ID);
+    }
+}
