@@ -43,6 +43,30 @@
 //! expiry was late by. Its status, expiry, overrun and latched overrun are recorded as any
 //! timer's; no event of it is ever pending on the owner's queue.
 //!
+//! A restore recreates the timer with the same notification, checked as
+//! [`Owner::create`](crate::Owner::create) checks it: a thread ID that is not a thread of the
+//! restoring process fails the whole restore ([`crate::Error::InvalidSignal`]). Thread IDs
+//! are the checkpointed process's, so a restore into another process rewrites them in the
+//! snapshot first (its fields are public). Then:
+//! * an armed timer is armed at its expiry, as settime arms it;
+//! * an **owed** signal stays owed: it is sent at the timer's next expiry (a one-shot's at
+//!   once), and its lateness and the periods since go in its `si_overrun`;
+//! * an **outstanding** signal is pending, or not, in the *restoring* process, not in the
+//!   snapshot: the restore asks, as the service's probe does, whether the timer's signal
+//!   number is pending for its target. If it is (a restore in the same process, or in one
+//!   whose pending signals were restored as well, as CRIU restores them), the signal stays
+//!   outstanding: no second signal is queued while it is pending, and the periods meanwhile
+//!   count as its overruns, the kernel's one-pending rule. If it is not (a new process), it
+//!   was delivered, and the restore settles it as a probe that finds it gone does:
+//!   `getoverrun` reports the periods it missed (its lateness and the periods counted while
+//!   it was pending, none for a stale one), a periodic timer is armed for its next period,
+//!   and the next signal's `si_overrun` carries the counted periods;
+//! * a periodic timer waiting to be re-armed whose signal is idle, neither owed nor
+//!   outstanding (its target thread had exited), waits for ever, as it did.
+//!
+//! What a retry's backoff had reached is not kept: a restored owed signal retries from the
+//! first step.
+//!
 //! # Binary format (version 1.3)
 //!
 //! All integers little-endian.

@@ -9,6 +9,9 @@
 //!   enum's values; names that fit or are refused.
 //! - `restoring`: a restore is all or nothing, also when it races creates or another
 //!   restore, or meets a destroyed owner.
+//! - `signals`: signal timers of each kind through checkpoint and restore, under the manual
+//!   clock and a test signal port: their signals afterwards, owed and outstanding signals,
+//!   thread targets.
 
 use super::format::{
     clock_from_disk, clock_to_disk, expiry_from_disk, expiry_to_disk, signal_state_from_disk,
@@ -31,6 +34,7 @@ mod encoding;
 mod files;
 mod restoring;
 mod round_trip;
+mod signals;
 
 const MS: u64 = 1_000_000;
 
