@@ -1,10 +1,13 @@
 //! Capture: the snapshot of an owner ([`Owner::checkpoint`]), read timer by timer under each
 //! timer's lock.
 
-use super::snapshot::{Expiry, Snapshot, TimerRecord, NOTIFY_NONE, NOTIFY_QUEUE};
+use super::snapshot::{
+    Expiry, SignalRecord, SignalState, SignalTarget, Snapshot, TimerRecord, NOTIFY_NONE,
+    NOTIFY_QUEUE, NOTIFY_SIGNAL,
+};
 use crate::clock::ClockId;
 use crate::sync::Ordering;
-use crate::timers::object::{callback_of, CallbackCell};
+use crate::timers::object::{callback_of, signal_of, CallbackCell, LockedTimer};
 use crate::timers::{NotifyKind, Owner, Precision};
 use std::borrow::Cow;
 
@@ -42,7 +45,7 @@ impl Owner {
                     Cow::Owned(n.to_string())
                 }
                 (NotifyKind::Callback, _) => Cow::Borrowed("callback"),
-                (NotifyKind::Signal, _) => Cow::Borrowed("signal"),
+                (NotifyKind::Signal, _) => Cow::Borrowed(NOTIFY_SIGNAL),
             };
             let status = st.status();
             let expiry_clock = st.expiry_clock();
@@ -68,6 +71,7 @@ impl Owner {
                 overrun: i64::from(st.overrun.max(-1)),
                 overrun_last: l.published().overrun_last.load(Ordering::Relaxed),
                 precision: Precision::unpack(l.fixed().precision.load(Ordering::Relaxed)),
+                signal: signal_record(&l),
             });
         });
         walked?;
@@ -79,4 +83,47 @@ impl Owner {
             timers,
         })
     }
+}
+
+/// A locked signal timer's target and signal state (`timers/sigdeliver.rs` has the bits);
+/// `None` for any other timer.
+fn signal_record(l: &LockedTimer<'_>) -> Option<SignalRecord> {
+    let cell = signal_of(l)?;
+    let target = match (cell.value_is_id, cell.tid) {
+        (true, _) => SignalTarget::ProcessWithId {
+            signo: cell.signo(),
+        },
+        (false, 0) => SignalTarget::Process {
+            signo: cell.signo(),
+            value: cell.value,
+        },
+        (false, tid) => SignalTarget::Thread {
+            tid,
+            signo: cell.signo(),
+            value: cell.value,
+        },
+    };
+    let st = &*l.state;
+    // `owed` and `queued` are never both set: a signal is owed only until it is queued, and
+    // an outstanding one is settled before the next is owed.
+    let state = if st.owed() {
+        SignalState::Owed
+    } else if !st.queued() {
+        SignalState::Idle
+    } else if st.sigqueue_seq == st.signal_seq {
+        SignalState::Outstanding
+    } else {
+        SignalState::OutstandingStale
+    };
+    // The cell's lateness means something only while a signal waits (the next one sets it).
+    let lateness = if state == SignalState::Idle {
+        0
+    } else {
+        cell.lateness().max(0)
+    };
+    Some(SignalRecord {
+        target,
+        state,
+        lateness,
+    })
 }

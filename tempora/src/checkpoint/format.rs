@@ -2,8 +2,8 @@
 //! the bounds-checked decoder, and files.
 
 use super::snapshot::{
-    corrupt, Expiry, Snapshot, TimerRecord, MAGIC, MAX_NAME, MAX_PAYLOAD, NOTIFY_NONE,
-    NOTIFY_QUEUE, VERSION,
+    corrupt, Expiry, SignalRecord, SignalState, SignalTarget, Snapshot, TimerRecord, MAGIC,
+    MAX_NAME, MAX_PAYLOAD, NOTIFY_NONE, NOTIFY_QUEUE, NOTIFY_SIGNAL, VERSION,
 };
 use crate::clock::ClockId;
 use crate::error::Error;
@@ -25,13 +25,27 @@ pub(super) const TIMER_FIELDS: usize = 4 + 4 + 1 + 1 + 1 + 4 + 8 + 8 + 8 + 4 + 2
 pub(super) const TIMER_TAIL: usize = 8;
 /// The owner record's fields after its timer count (minor version 2: the default slack).
 pub(super) const OWNER_TAIL: usize = 8;
+/// The signal section of a record named `signal`, after its precision (minor version 3):
+/// target kind, signo, tid, value, state, lateness.
+pub(super) const SIGNAL_SECTION: usize = 1 + 4 + 4 + 8 + 1 + 4;
+/// The first minor version whose records named `signal` carry a signal section.
+pub(super) const SIGNAL_MINOR: u16 = 3;
 
 /// Bytes the owner record takes in the payload, its `len` field included.
 pub(super) const OWNER_RECORD: u64 = (2 + OWNER_FIELDS + OWNER_TAIL) as u64;
 
 /// Bytes `t`'s record takes in the payload, its `len` field included.
 pub(super) fn timer_record_len(t: &TimerRecord) -> u64 {
-    (2 + TIMER_FIELDS + t.notify.len() + TIMER_TAIL) as u64
+    (2 + TIMER_FIELDS + t.notify.len() + TIMER_TAIL + signal_section_len(t)) as u64
+}
+
+/// Bytes of `t`'s signal section: [`SIGNAL_SECTION`] in a record named `signal`, else none.
+fn signal_section_len(t: &TimerRecord) -> usize {
+    if t.notify == NOTIFY_SIGNAL {
+        SIGNAL_SECTION
+    } else {
+        0
+    }
 }
 
 /// `expiry_kind`: no expiry stored.
@@ -111,6 +125,104 @@ pub(super) fn expiry_from_disk(kind: u8, clock: i32, ns: i64) -> Result<Expiry, 
     }
 }
 
+/// A signal target's `target`, `signo`, `tid` and `value` fields; `None` (a record named
+/// `signal` that is a callback's) is target 0. The fields a target does not use are zero.
+pub(super) fn signal_target_to_disk(target: Option<SignalTarget>) -> (u8, i32, i32, u64) {
+    match target {
+        None => (0, 0, 0, 0),
+        Some(SignalTarget::Process { signo, value }) => (1, signo, 0, value as u64),
+        Some(SignalTarget::Thread { tid, signo, value }) => (2, signo, tid, value as u64),
+        Some(SignalTarget::ProcessWithId { signo }) => (3, signo, 0, 0),
+    }
+}
+
+/// The signal target the `target`, `signo`, `tid` and `value` fields stand for; the fields its
+/// target does not use are not read. The values' ranges are [`Snapshot::validate`]'s.
+///
+/// # Errors
+/// [`Error::CorruptSnapshot`] for an unknown target, or a value wider than a pointer here.
+pub(super) fn signal_target_from_disk(
+    target: u8,
+    signo: i32,
+    tid: i32,
+    value: u64,
+) -> Result<Option<SignalTarget>, Error> {
+    let value = || {
+        usize::try_from(value)
+            .map_err(|_| corrupt(format!("signal value {value:#x} wider than a pointer here")))
+    };
+    match target {
+        0 => Ok(None),
+        1 => Ok(Some(SignalTarget::Process {
+            signo,
+            value: value()?,
+        })),
+        2 => Ok(Some(SignalTarget::Thread {
+            tid,
+            signo,
+            value: value()?,
+        })),
+        3 => Ok(Some(SignalTarget::ProcessWithId { signo })),
+        t => Err(corrupt(format!("signal target {t}"))),
+    }
+}
+
+/// A signal state's `state` byte.
+pub(super) fn signal_state_to_disk(state: SignalState) -> u8 {
+    match state {
+        SignalState::Idle => 0,
+        SignalState::Owed => 1,
+        SignalState::Outstanding => 2,
+        SignalState::OutstandingStale => 3,
+    }
+}
+
+/// The signal state a `state` byte stands for, if any.
+pub(super) fn signal_state_from_disk(byte: u8) -> Option<SignalState> {
+    match byte {
+        0 => Some(SignalState::Idle),
+        1 => Some(SignalState::Owed),
+        2 => Some(SignalState::Outstanding),
+        3 => Some(SignalState::OutstandingStale),
+        _ => None,
+    }
+}
+
+/// A record's signal section. `None` (a callback named `signal`) writes target 0 and zeros.
+fn signal_to_disk(signal: Option<SignalRecord>, out: &mut Vec<u8>) {
+    let (target, signo, tid, value) = signal_target_to_disk(signal.map(|s| s.target));
+    let (state, lateness) = signal.map_or((0, 0), |s| (signal_state_to_disk(s.state), s.lateness));
+    out.push(target);
+    out.extend_from_slice(&signo.to_le_bytes());
+    out.extend_from_slice(&tid.to_le_bytes());
+    out.extend_from_slice(&value.to_le_bytes());
+    out.push(state);
+    out.extend_from_slice(&lateness.to_le_bytes());
+}
+
+/// The signal record a signal section stands for: `None` for target 0, whose other fields are
+/// not read.
+///
+/// # Errors
+/// [`Error::CorruptSnapshot`] for an unknown target or state.
+fn signal_from_disk(f: &[u8; SIGNAL_SECTION]) -> Result<Option<SignalRecord>, Error> {
+    let i32_at = |at: usize| i32::from_le_bytes([f[at], f[at + 1], f[at + 2], f[at + 3]]);
+    let mut value = [0; 8];
+    value.copy_from_slice(&f[9..17]);
+    let Some(target) =
+        signal_target_from_disk(f[0], i32_at(1), i32_at(5), u64::from_le_bytes(value))?
+    else {
+        return Ok(None);
+    };
+    let state =
+        signal_state_from_disk(f[17]).ok_or_else(|| corrupt(format!("signal state {}", f[17])))?;
+    Ok(Some(SignalRecord {
+        target,
+        state,
+        lateness: i32_at(18),
+    }))
+}
+
 impl Snapshot {
     /// The snapshot in the binary format, after [`Snapshot::validate`].
     ///
@@ -145,7 +257,8 @@ impl Snapshot {
         p.extend_from_slice(&slack_ns(self.default_slack).to_le_bytes());
         for t in &self.timers {
             let name = t.notify.as_bytes();
-            p.extend_from_slice(&((TIMER_FIELDS + name.len() + TIMER_TAIL) as u16).to_le_bytes());
+            let len = TIMER_FIELDS + name.len() + TIMER_TAIL + signal_section_len(t);
+            p.extend_from_slice(&(len as u16).to_le_bytes());
             p.extend_from_slice(&t.id.get().to_le_bytes());
             p.extend_from_slice(&clock_to_disk(t.clock).to_le_bytes());
             p.push(status_to_disk(t.status));
@@ -160,6 +273,9 @@ impl Snapshot {
             p.extend_from_slice(&(name.len() as u16).to_le_bytes());
             p.extend_from_slice(name);
             p.extend_from_slice(&t.precision.pack().to_le_bytes());
+            if t.notify == NOTIFY_SIGNAL {
+                signal_to_disk(t.signal, &mut p);
+            }
         }
         let mut out = Vec::with_capacity(HEADER + p.len());
         out.extend_from_slice(&MAGIC);
@@ -183,7 +299,7 @@ impl Snapshot {
                 bytes.len()
             )));
         }
-        let (len, crc) = header(&bytes[..HEADER])?;
+        let (minor, len, crc) = header(&bytes[..HEADER])?;
         let payload = &bytes[HEADER..];
         if len != payload.len() as u64 {
             return Err(corrupt(format!(
@@ -213,7 +329,7 @@ impl Snapshot {
         for i in 0..count {
             let at = r.offset();
             let mut t = r.record(TIMER_FIELDS, "timer record")?;
-            let rec = t.timer().map_err(|e| match e {
+            let rec = t.timer(minor).map_err(|e| match e {
                 Error::CorruptSnapshot(w) => corrupt(format!("timer {i} at byte {at}: {w}")),
                 e => e,
             })?;
@@ -298,9 +414,9 @@ impl Snapshot {
     }
 }
 
-/// The header's payload length (checked against [`MAX_PAYLOAD`]) and checksum, after its magic
-/// and major version. `h` is the header's [`HEADER`] bytes.
-fn header(h: &[u8]) -> Result<(u64, u32), Error> {
+/// The header's minor version, payload length (checked against [`MAX_PAYLOAD`]) and checksum,
+/// after its magic and major version. `h` is the header's [`HEADER`] bytes.
+fn header(h: &[u8]) -> Result<(u16, u64, u32), Error> {
     if h[..8] != MAGIC {
         return Err(corrupt("wrong magic: not a tempora snapshot"));
     }
@@ -318,7 +434,7 @@ fn header(h: &[u8]) -> Result<(u64, u32), Error> {
             "header says {len} payload bytes, more than the format's {MAX_PAYLOAD}"
         )));
     }
-    Ok((len, h.u32()?))
+    Ok((minor, len, h.u32()?))
 }
 
 /// [`Snapshot::read_from`]; `size` is the input's size if it is known (a regular file's).
@@ -331,7 +447,7 @@ fn read_bounded(mut reader: impl Read, size: Option<u64>) -> Result<Snapshot, Er
     if bytes.len() < HEADER {
         return Snapshot::decode(&bytes);
     }
-    let (len, _) = header(&bytes)?;
+    let (_, len, _) = header(&bytes)?;
     if let Some(size) = size {
         if size != HEADER as u64 + len {
             return Err(corrupt(format!(
@@ -434,7 +550,8 @@ impl<'a> Reader<'a> {
         Ok(Reader::new(self.take(len)?, base))
     }
 
-    fn timer(&mut self) -> Result<TimerRecord, Error> {
+    /// A timer record of a snapshot of minor version `minor`.
+    fn timer(&mut self, minor: u16) -> Result<TimerRecord, Error> {
         // The fixed fields in one bounds check (a record is at least `TIMER_FIELDS` long),
         // then read at constant offsets.
         let f = self.array::<TIMER_FIELDS>()?;
@@ -463,13 +580,22 @@ impl<'a> Reader<'a> {
         let name = match std::str::from_utf8(self.take(name_len)?) {
             Ok(NOTIFY_NONE) => Cow::Borrowed(NOTIFY_NONE),
             Ok(NOTIFY_QUEUE) => Cow::Borrowed(NOTIFY_QUEUE),
+            Ok(NOTIFY_SIGNAL) => Cow::Borrowed(NOTIFY_SIGNAL),
             Ok(name) => Cow::Owned(name.to_string()),
             Err(_) => return Err(corrupt("notification name is not UTF-8")),
         };
-        // Minor version 1; a record of version 1.0 has none: the owner's default.
-        let precision = self
-            .tail_u64()?
-            .map_or(Precision::Default, Precision::unpack);
+        // Minor version 3: a record named `signal` has its precision and then its signal
+        // section, both required. Before, the name is a callback's, with nothing after it.
+        let (precision, signal) = if minor >= SIGNAL_MINOR && name == NOTIFY_SIGNAL {
+            let precision = Precision::unpack(self.u64()?);
+            (precision, signal_from_disk(&self.array()?)?)
+        } else {
+            // Minor version 1; a record of version 1.0 has none: the owner's default.
+            let precision = self
+                .tail_u64()?
+                .map_or(Precision::Default, Precision::unpack);
+            (precision, None)
+        };
         Ok(TimerRecord {
             id,
             clock,
@@ -481,6 +607,7 @@ impl<'a> Reader<'a> {
             overrun,
             overrun_last,
             precision,
+            signal,
         })
     }
 }
@@ -497,11 +624,13 @@ impl Snapshot {
     /// interval and an absolute realtime expiry not negative, a remaining time on the clock its
     /// timer runs on (monotonic or boot time; monotonic for a realtime timer armed relative),
     /// an absolute expiry only on a realtime timer, overruns in range, an armed or waiting timer
-    /// with an expiry, a timer waiting to be re-armed periodic and with its event pending, a
-    /// pending event only on a fired one-shot or a waiting periodic timer and never on a `none`
-    /// timer, a name of at most [`MAX_NAME`] bytes. Per snapshot: unique IDs, at most
-    /// `u32::MAX` timers and [`MAX_PAYLOAD`] bytes encoded. Remaining times may be anything:
-    /// negative is passed, and a restore saturates at the clock's ends.
+    /// with an expiry, a timer waiting to be re-armed periodic and, unless it is a signal timer,
+    /// with its event pending, a pending event only on a fired one-shot or a waiting periodic
+    /// timer and never on a `none` or signal timer, a name of at most [`MAX_NAME`] bytes; a
+    /// signal target only on a timer named `signal`, with a signal number in `1..=64`, a
+    /// thread ID above 0, and a lateness not negative, 0 when no signal waits. Per snapshot:
+    /// unique IDs, at most `u32::MAX` timers and [`MAX_PAYLOAD`] bytes encoded. Remaining
+    /// times may be anything: negative is passed, and a restore saturates at the clock's ends.
     ///
     /// # Errors
     /// [`Error::CorruptSnapshot`], saying which timer breaks which rule.
@@ -565,7 +694,10 @@ fn check_timer(t: &TimerRecord) -> Result<(), String> {
     if waiting && t.interval == 0 {
         return Err("a one-shot timer waiting to be re-armed".into());
     }
-    if waiting && !t.pending {
+    if let Some(signal) = &t.signal {
+        // A signal timer waits for its signal, never for an event on the owner's queue.
+        check_signal(t, signal)?;
+    } else if waiting && !t.pending {
         return Err("a periodic timer waiting to be re-armed without its pending event".into());
     }
     if t.pending && !waiting && !(t.status == Status::Disarmed && t.interval == 0) {
@@ -577,10 +709,39 @@ fn check_timer(t: &TimerRecord) -> Result<(), String> {
     if t.pending && t.notify == NOTIFY_NONE {
         return Err("a pending event on a `none` timer".into());
     }
+    if t.pending && t.signal.is_some() {
+        return Err("a pending event on a signal timer".into());
+    }
     if t.notify.len() > MAX_NAME {
         return Err(format!(
             "notification name is {} bytes, at most {MAX_NAME} fit in a record",
             t.notify.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The rules of [`Snapshot::validate`] for a signal timer's part of its record.
+fn check_signal(t: &TimerRecord, signal: &SignalRecord) -> Result<(), String> {
+    if t.notify != NOTIFY_SIGNAL {
+        return Err(format!("a signal target on a timer named {:?}", t.notify));
+    }
+    let signo = signal.target.signo();
+    if !(1..=crate::timers::signal::SIGNO_MAX).contains(&signo) {
+        return Err(format!("signal number {signo} outside 1..=64"));
+    }
+    if let SignalTarget::Thread { tid, .. } = signal.target {
+        if tid <= 0 {
+            return Err(format!("signal to thread ID {tid}"));
+        }
+    }
+    if signal.lateness < 0 {
+        return Err(format!("signal lateness {}", signal.lateness));
+    }
+    if signal.state == SignalState::Idle && signal.lateness != 0 {
+        return Err(format!(
+            "signal lateness {} with no signal waiting",
+            signal.lateness
         ));
     }
     Ok(())

@@ -1,7 +1,7 @@
 //! Restore: an owner recreated from a snapshot ([`Owner::restore`]), all or nothing, with the
 //! same IDs through exact-ID mode.
 
-use super::snapshot::{Expiry, Snapshot, TimerRecord, NOTIFY_NONE, NOTIFY_QUEUE};
+use super::snapshot::{Expiry, SignalState, Snapshot, TimerRecord, NOTIFY_NONE, NOTIFY_QUEUE};
 use crate::clock::ClockId;
 use crate::clock::CLOCKS;
 use crate::error::Error;
@@ -9,24 +9,31 @@ use crate::sync::Ordering;
 use crate::timers::core::Core;
 use crate::timers::object::LockedTimer;
 use crate::timers::poll::enqueue;
+use crate::timers::sigdeliver::Restored;
+use crate::timers::signal::SignalCell;
 use crate::timers::{Notify, NotifyKind, Owner};
 use std::task::Waker;
 
 impl Owner {
     /// Recreates `snapshot` in this owner, which must have no timers: the same IDs (through
     /// exact-ID mode), clocks, settings, overruns and pending events, the ID counter and the
-    /// exact-ID mode, the owner's default slack; wheel placement is rebuilt. `notify` maps the snapshot's notification
-    /// names other than `none` and `queue` (see [`crate::checkpoint`]).
+    /// exact-ID mode, the owner's default slack; wheel placement is rebuilt. Signal timers
+    /// come back with their targets and signal state, by the rule of [`crate::checkpoint`]
+    /// ("Signal timers"). `notify` maps the callbacks' names: every notification name but
+    /// `none` and `queue`, on records without a signal target (see [`crate::checkpoint`]).
     ///
-    /// All or nothing: everything is checked first, and if a create still fails the timers
-    /// made so far are deleted and the counter, mode and default slack put back.
+    /// All or nothing: everything is checked first (names, and signal targets as
+    /// [`Owner::create`] checks them), and if a create still fails the timers made so far are
+    /// deleted and the counter, mode and default slack put back.
     ///
     /// While the timers are made, creates in this owner by other threads wait until they
     /// are all made (so none can take an ID the snapshot holds in between). Lookups,
     /// settimes and deletes do not wait.
     ///
     /// # Errors
-    /// [`Error::UnknownNotify`] for a name `notify` does not map;
+    /// [`Error::UnknownNotify`] for a name `notify` does not map; [`Error::InvalidSignal`] for
+    /// a signal timer whose target thread is not one of this process's threads (a thread ID of
+    /// the checkpointed process: rewrite it in the snapshot first);
     /// [`Error::CorruptSnapshot`] for a snapshot [`Snapshot::validate`] refuses (duplicate IDs,
     /// a negative interval, ...); [`Error::IdInUse`] if the owner has
     /// timers; otherwise the error of the create that failed (nothing is kept).
@@ -41,11 +48,17 @@ impl Owner {
             return Err(Error::IdInUse);
         }
         snapshot.validate()?;
-        // Each record's notification, checked before anything is made. Only mapped names are
-        // kept (in record order); `none` and `queue` need nothing.
-        let notification = |rec: &TimerRecord| match &*rec.notify {
-            NOTIFY_NONE | NOTIFY_QUEUE => Ok(None),
-            name => notify(name)
+        // Each record's notification, checked before anything is made. Only mapped names and
+        // signal targets are kept (in record order); `none` and `queue` need nothing.
+        let notification = |rec: &TimerRecord| match (&*rec.notify, rec.signal) {
+            (NOTIFY_NONE | NOTIFY_QUEUE, _) => Ok(None),
+            (_, Some(signal)) => {
+                let n = Notify::from(signal.target);
+                // The create's own check (a thread of this process), before anything is made.
+                SignalCell::new(&n)?;
+                Ok(Some(n))
+            }
+            (name, None) => notify(name)
                 .map(Some)
                 .ok_or_else(|| Error::UnknownNotify(name.into())),
         };
@@ -157,11 +170,20 @@ fn restore_state(
     let (state, published) = l.state_and_published();
     let interval = rec.interval as u64;
     let (status, overrun, latched) = (rec.status, rec.overrun, rec.overrun_last);
-    let arm = state.restore(published, clock, expiry, interval, status, overrun, latched);
+    let mut arm = state.restore(published, clock, expiry, interval, status, overrun, latched);
     // A one-shot expiry may have come from a coarse reading (up to the lag late), which the
     // snapshot does not record: keep the lag out of the slack, as its arming did. It costs
     // at most a finer granule, never an early or late fire.
     l.state.set_coarse(interval == 0);
+    if let Some(signal) = rec.signal {
+        let waiting = match signal.state {
+            SignalState::Idle => Restored::Idle,
+            SignalState::Owed => Restored::Owed,
+            SignalState::Outstanding => Restored::Outstanding { stale: false },
+            SignalState::OutstandingStale => Restored::Outstanding { stale: true },
+        };
+        arm = core.signal_restore(l, waiting, signal.lateness);
+    }
     if rec.pending && l.state.notify() == NotifyKind::Queue {
         let seq = l.state.signal_seq;
         enqueue(core, l, seq, |w| wake.push(w));

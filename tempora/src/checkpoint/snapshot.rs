@@ -4,13 +4,13 @@
 
 use crate::clock::ClockId;
 use crate::error::Error;
-use crate::timers::{Status, TimerId};
+use crate::timers::{Notify, Status, TimerId};
 use std::borrow::Cow;
 
 /// The magic at the start of every snapshot.
 pub const MAGIC: [u8; 8] = *b"TEMPORA\x1a";
 /// The format version this build writes.
-pub const VERSION: (u16, u16) = (1, 2);
+pub const VERSION: (u16, u16) = (1, 3);
 
 /// The largest payload (the bytes after the 24-byte header) a snapshot may declare: 4 GiB,
 /// about 80 million timers with short names, more than an owner holds in memory (each timer
@@ -21,7 +21,7 @@ pub const MAX_PAYLOAD: u64 = 1 << 32;
 /// `u16` that also counts the record's other fields). A create refuses longer callback names,
 /// so every timer can be checkpointed.
 pub const MAX_NAME: usize = crate::timers::types::MAX_NAME;
-pub(crate) use crate::timers::types::{NOTIFY_NONE, NOTIFY_QUEUE};
+pub(crate) use crate::timers::types::{NOTIFY_NONE, NOTIFY_QUEUE, NOTIFY_SIGNAL};
 
 /// Where a timer's expiry is, by the rule in the module doc.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,11 +51,13 @@ pub struct TimerRecord {
     pub id: TimerId,
     /// The clock it was created on.
     pub clock: ClockId,
-    /// Its notification's name: `none`, `queue`, or a callback's name. A `Cow` so that the
-    /// common names cost no allocation per timer in a checkpoint or a decode: `none` and
-    /// `queue` are borrowed, a callback's name owned.
+    /// Its notification's name: `none`, `queue`, `signal` (a signal timer: see
+    /// [`TimerRecord::signal`]), or a callback's name. A `Cow` so that the common names cost
+    /// no allocation per timer in a checkpoint or a decode: `none`, `queue` and `signal` are
+    /// borrowed, a callback's name owned.
     pub notify: Cow<'static, str>,
-    /// Armed, disarmed, or waiting for its event to be consumed.
+    /// Armed, disarmed, or waiting to be re-armed: for its event to be consumed, or a signal
+    /// timer for its signal to be seen delivered (or sent, if it is owed).
     pub status: Status,
     /// Whether its event is pending on the owner's queue.
     pub pending: bool,
@@ -70,6 +72,119 @@ pub struct TimerRecord {
     /// When it may fire after its expiry ([`Owner::set_precision`](crate::Owner::set_precision));
     /// `Default` for a record of format 1.0.
     pub precision: crate::timers::Precision,
+    /// A signal timer's target and signal state; `None` for every other timer, and for every
+    /// record of a format before 1.3. Set only with `notify` `signal` (a record named
+    /// `signal` without it is a callback of that name, as before 1.3).
+    pub signal: Option<SignalRecord>,
+}
+
+/// Where a signal timer's signal goes and what it carries: the signal [`Notify`] it was
+/// created with (`Notify::from` gives it back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SignalTarget {
+    /// [`Notify::Signal`]: signal `signo` to the process, `value` in `si_value`.
+    Process {
+        /// The signal number, `1..=64`.
+        signo: i32,
+        /// `si_value` (`sival_ptr`'s bits).
+        value: usize,
+    },
+    /// [`Notify::ThreadSignal`]: signal `signo` to thread `tid`. The thread ID is the
+    /// checkpointed process's: a restore into another process rewrites it first (see
+    /// [`crate::checkpoint`], "Signal timers"), or fails.
+    Thread {
+        /// The thread's ID (`gettid()`), greater than 0.
+        tid: i32,
+        /// The signal number, `1..=64`.
+        signo: i32,
+        /// `si_value`.
+        value: usize,
+    },
+    /// [`Notify::SignalWithId`]: signal `signo` to the process, the timer's ID in `si_value`.
+    ProcessWithId {
+        /// The signal number, `1..=64`.
+        signo: i32,
+    },
+}
+
+impl SignalTarget {
+    /// The signal number.
+    pub fn signo(self) -> i32 {
+        match self {
+            SignalTarget::Process { signo, .. }
+            | SignalTarget::Thread { signo, .. }
+            | SignalTarget::ProcessWithId { signo } => signo,
+        }
+    }
+}
+
+impl From<SignalTarget> for Notify {
+    fn from(target: SignalTarget) -> Notify {
+        match target {
+            SignalTarget::Process { signo, value } => Notify::Signal { signo, value },
+            SignalTarget::Thread { tid, signo, value } => {
+                Notify::ThreadSignal { tid, signo, value }
+            }
+            SignalTarget::ProcessWithId { signo } => Notify::SignalWithId { signo },
+        }
+    }
+}
+
+/// Whether a signal timer's signal was waiting at checkpoint, and for what (the module doc's
+/// "Signal timers" says what a restore makes of each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SignalState {
+    /// No signal waits: none sent and not yet seen delivered, none owed.
+    #[default]
+    Idle,
+    /// An expiry's signal is not sent yet: the signal queue had no room (`EAGAIN`), or a
+    /// periodic timer's signal is ignored (its timer waits until it is handled again).
+    Owed,
+    /// A signal of the timer's current arming was sent and not yet seen delivered.
+    Outstanding,
+    /// A signal of an earlier arming (a settime since) was sent and not yet seen delivered:
+    /// its delivery reports no overrun, and if it is still pending at the current arming's
+    /// first expiry, it stands for that expiry (the kernel's one preallocated signal).
+    OutstandingStale,
+}
+
+/// A signal timer's part of its [`TimerRecord`]: where its signal goes, and the signal's
+/// state.
+///
+/// `#[non_exhaustive]`: outside this crate it is made with [`SignalRecord::new`] (no signal
+/// waiting), then its fields are set.
+///
+/// ```
+/// use tempora::checkpoint::{SignalRecord, SignalTarget, TimerRecord};
+/// use tempora::clock::ClockId;
+/// use tempora::TimerId;
+///
+/// let mut timer = TimerRecord::new(TimerId::new(7).unwrap(), ClockId::Monotonic, "signal");
+/// timer.signal = Some(SignalRecord::new(SignalTarget::Process { signo: 34, value: 0xfeed }));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SignalRecord {
+    /// Where the signal goes and what it carries.
+    pub target: SignalTarget,
+    /// Whether a signal was owed or outstanding at checkpoint.
+    pub state: SignalState,
+    /// The periods the owed or outstanding signal's own expiry was late by (part of its
+    /// `si_overrun`, and of `getoverrun` once it is delivered); 0 when none waits.
+    pub lateness: i32,
+}
+
+impl SignalRecord {
+    /// The record of a signal timer notifying `target`, with no signal waiting.
+    pub fn new(target: SignalTarget) -> SignalRecord {
+        SignalRecord {
+            target,
+            state: SignalState::Idle,
+            lateness: 0,
+        }
+    }
 }
 
 /// The logical state of an owner (see the module doc).
@@ -116,9 +231,10 @@ pub struct Snapshot {
 
 impl TimerRecord {
     /// The record of timer `id` on `clock` whose notification is named `notify` (`none`,
-    /// `queue`, or a callback's name, as [`TimerRecord::notify`] says), disarmed: no expiry,
-    /// one-shot, no pending event, no overruns (`overrun` -1, `overrun_last` 0),
-    /// [`Precision::Default`](crate::Precision::Default). For an armed timer set `status`,
+    /// `queue`, `signal`, or a callback's name, as [`TimerRecord::notify`] says), disarmed: no
+    /// expiry, one-shot, no pending event, no overruns (`overrun` -1, `overrun_last` 0),
+    /// [`Precision::Default`](crate::Precision::Default), no signal target (set
+    /// [`TimerRecord::signal`] for a signal timer). For an armed timer set `status`,
     /// `expiry` and `interval` after: the record is then the one a checkpoint takes of a timer
     /// armed so.
     pub fn new(id: TimerId, clock: ClockId, notify: impl Into<Cow<'static, str>>) -> TimerRecord {
@@ -136,6 +252,7 @@ impl TimerRecord {
             overrun: -1,
             overrun_last: 0,
             precision: crate::timers::Precision::Default,
+            signal: None,
         }
     }
 }

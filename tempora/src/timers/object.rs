@@ -216,6 +216,13 @@ mod tests {
         assert_eq!(offset_of!(ItimerState, sigqueue_seq), 28);
     }
 
+    /// A signal timer's heap block beside its object stays one 32-byte allocation.
+    #[test]
+    fn a_signal_timers_attached_block_is_32_bytes() {
+        assert_eq!(size_of::<SignalCell>(), 24);
+        assert_eq!(size_of::<Attached>(), 32);
+    }
+
     /// ARCHITECTURE.md's drawing of the timer object names each field at its offset.
     #[test]
     fn the_maps_timer_object_is_the_layout() {

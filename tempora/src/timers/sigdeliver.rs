@@ -53,6 +53,18 @@ pub(crate) const RETRY_BASE: u64 = 100_000;
 /// The longest wait between two retries of a refused signal.
 pub(crate) const RETRY_CAP: u64 = 100_000_000;
 
+/// A restored signal timer's signal, as its snapshot recorded it (`checkpoint`, "Signal
+/// timers").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Restored {
+    /// None waits.
+    Idle,
+    /// An expiry's signal is not sent yet.
+    Owed,
+    /// A signal was sent and not seen delivered; `stale`: by an earlier arming.
+    Outstanding { stale: bool },
+}
+
 /// `a + n`, saturating at `i32::MAX` (negative `a`, settime's mark, counts as 0).
 fn add(a: i32, n: u64) -> i32 {
     let n = i64::try_from(n).unwrap_or(i64::MAX);
@@ -255,6 +267,58 @@ impl Core {
             l.state.set_status(Status::Armed);
             let expiry = l.state.expiry;
             let _ = self.apply(l, Arm::At { clock, expiry });
+        }
+    }
+}
+
+impl Core {
+    /// Puts back a restored signal timer's signal (under its lock, just created, its setting
+    /// already restored): `signal`, whose own expiry was `lateness` periods late. An
+    /// outstanding signal is probed as a probe would: still pending for its target, it stays
+    /// outstanding; gone, it was delivered, and is settled now. Returns where the timer waits:
+    /// an armed timer at its expiry (as settime arms it), one with a signal outstanding or
+    /// owed at its expiry too (the next period, or at once for a one-shot's owed signal, whose
+    /// pop probes or sends), a periodic timer whose signal was just settled at its next
+    /// period, Armed again (as `signal_check` re-arms it); any other nowhere (a disarmed
+    /// timer, or one whose target thread was gone, which waits for ever).
+    pub(crate) fn signal_restore(
+        &self,
+        l: &mut LockedTimer<'_>,
+        signal: Restored,
+        lateness: i32,
+    ) -> Arm {
+        let Some(cell) = signal_of(l) else {
+            return Arm::Off;
+        };
+        cell.set_lateness(lateness);
+        let mut settled = false;
+        match signal {
+            Restored::Idle => {}
+            Restored::Owed => l.state.set_owed(true),
+            Restored::Outstanding { stale } => {
+                l.state.set_queued(true);
+                let seq = l.state.signal_seq;
+                l.state.sigqueue_seq = if stale { seq.wrapping_sub(1) } else { seq };
+                if !self.signals.pending(cell.tid, cell.signo()) {
+                    settle(l, cell);
+                    settled = true;
+                }
+            }
+        }
+        let at = Arm::At {
+            clock: l.state.expiry_clock(),
+            expiry: l.state.expiry,
+        };
+        let waits = l.state.queued() || l.state.owed();
+        match l.state.status() {
+            Status::Armed => at,
+            Status::RequeuePending if waits => at,
+            Status::RequeuePending if settled => {
+                l.state.set_status(Status::Armed);
+                at
+            }
+            Status::Disarmed if l.state.owed() => at,
+            Status::RequeuePending | Status::Disarmed => Arm::Off,
         }
     }
 }

@@ -368,15 +368,6 @@ impl PathBuf {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::timers::object::Attached;
-
-    /// A signal timer's heap block beside its object stays one 32-byte allocation.
-    #[test]
-    fn a_signal_timers_attached_block_is_32_bytes() {
-        assert_eq!(std::mem::size_of::<SignalCell>(), 24);
-        assert_eq!(std::mem::size_of::<Attached>(), 32);
-    }
-
     #[test]
     fn the_calling_thread_is_ours_and_pid_1_is_not() {
         assert!(is_our_thread(gettid()));

@@ -201,6 +201,10 @@ pub(crate) const NOTIFY_NONE: &str = "none";
 /// take it.
 pub(crate) const NOTIFY_QUEUE: &str = "queue";
 
+/// The notification name a checkpoint gives a signal timer (`Notify::Signal`, `ThreadSignal`,
+/// `SignalWithId`), whose target its record carries beside it.
+pub(crate) const NOTIFY_SIGNAL: &str = "signal";
+
 /// Why a callback cannot be recorded under `name`, if it cannot: a reserved name (a restore
 /// would make the timer that kind) or one longer than a snapshot's record holds. Checked at
 /// create, so that every timer an owner holds can be checkpointed and restored as it is.

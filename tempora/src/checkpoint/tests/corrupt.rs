@@ -24,13 +24,14 @@ proptest! {
     }
 
     /// ... nor on valid snapshots with bytes changed (behind a fixed checksum, so the parser
-    /// itself is exercised, not only the checksum).
+    /// itself is exercised, not only the checksum), signal timers' among them.
     #[test]
     fn decoder_fuzz_mutated_snapshots(
         edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
         cut in any::<usize>(),
+        signals in any::<bool>(),
     ) {
-        let mut bytes = sample().encode();
+        let mut bytes = if signals { signal_sample() } else { sample() }.encode();
         for (at, v) in edits {
             let i = HEADER + at % (bytes.len() - HEADER);
             bytes[i] = v;
@@ -48,31 +49,33 @@ proptest! {
 
 #[test]
 fn every_truncation_is_an_error() {
-    let bytes = sample().encode();
-    for n in 0..bytes.len() {
-        assert!(
-            Snapshot::decode(&bytes[..n]).is_err(),
-            "accepted {n} of {} bytes",
-            bytes.len()
-        );
+    for bytes in [sample().encode(), signal_sample().encode()] {
+        for n in 0..bytes.len() {
+            assert!(
+                Snapshot::decode(&bytes[..n]).is_err(),
+                "accepted {n} of {} bytes",
+                bytes.len()
+            );
+        }
+        assert!(Snapshot::decode(&bytes).is_ok());
     }
-    assert!(Snapshot::decode(&bytes).is_ok());
 }
 
 #[test]
 fn every_single_bit_flip_is_an_error_except_in_the_minor_version() {
-    let snap = sample();
-    let bytes = snap.encode();
-    for i in 0..bytes.len() {
-        for bit in 0..8 {
-            let mut b = bytes.clone();
-            b[i] ^= 1 << bit;
-            match Snapshot::decode(&b) {
-                Ok(s) => {
-                    assert!((10..12).contains(&i), "flip at byte {i} bit {bit} accepted");
-                    assert_eq!(s, snap, "a newer minor version reads the same");
+    for snap in [sample(), signal_sample()] {
+        let bytes = snap.encode();
+        for i in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut b = bytes.clone();
+                b[i] ^= 1 << bit;
+                match Snapshot::decode(&b) {
+                    Ok(s) => {
+                        assert!((10..12).contains(&i), "flip at byte {i} bit {bit} accepted");
+                        assert_eq!(s, snap, "a newer minor version reads the same");
+                    }
+                    Err(e) => assert!(!e.to_string().is_empty()),
                 }
-                Err(e) => assert!(!e.to_string().is_empty()),
             }
         }
     }
@@ -87,41 +90,48 @@ fn wrong_magic_newer_major_and_newer_minor() {
     let mut b = bytes.clone();
     b[8..10].copy_from_slice(&2u16.to_le_bytes());
     let e = Snapshot::decode(&b).unwrap_err();
+    // The minor version is the one this build writes.
     assert!(
         matches!(
             e,
             Error::UnsupportedSnapshot {
-                found: (2, 2),
+                found: (2, minor),
                 supported: 1
-            }
+            } if minor == VERSION.1
         ),
         "{e}"
     );
     assert_eq!(
         e.to_string(),
-        "snapshot format 2.2 is newer than this build reads (1.x)"
+        format!(
+            "snapshot format 2.{} is newer than this build reads (1.x)",
+            VERSION.1
+        )
     );
     assert_eq!(e.errno(), libc::EINVAL);
-    // A newer minor version appends a field to every record: this reader skips it.
-    let snap = sample();
-    let mut p = Vec::new();
-    let mut r = Reader::new(&bytes[HEADER..], HEADER);
-    let owner = r.record(OWNER_FIELDS, "owner").unwrap();
-    p.extend_from_slice(&((owner.data.len() + 3) as u16).to_le_bytes());
-    p.extend_from_slice(owner.data);
-    p.extend_from_slice(b"new");
-    while r.left() > 0 {
-        let t = r.record(TIMER_FIELDS, "timer").unwrap();
-        p.extend_from_slice(&((t.data.len() + 5) as u16).to_le_bytes());
-        p.extend_from_slice(t.data);
-        p.extend_from_slice(b"extra");
+    // A newer minor version appends a field to every record (after a signal section): this
+    // reader skips it.
+    for snap in [sample(), signal_sample()] {
+        let bytes = snap.encode();
+        let mut p = Vec::new();
+        let mut r = Reader::new(&bytes[HEADER..], HEADER);
+        let owner = r.record(OWNER_FIELDS, "owner").unwrap();
+        p.extend_from_slice(&((owner.data.len() + 3) as u16).to_le_bytes());
+        p.extend_from_slice(owner.data);
+        p.extend_from_slice(b"new");
+        while r.left() > 0 {
+            let t = r.record(TIMER_FIELDS, "timer").unwrap();
+            p.extend_from_slice(&((t.data.len() + 5) as u16).to_le_bytes());
+            p.extend_from_slice(t.data);
+            p.extend_from_slice(b"extra");
+        }
+        let mut b = bytes[..HEADER].to_vec();
+        b[10..12].copy_from_slice(&7u16.to_le_bytes());
+        b[12..20].copy_from_slice(&(p.len() as u64).to_le_bytes());
+        b[20..24].copy_from_slice(&crc32c::crc32c(&p).to_le_bytes());
+        b.extend_from_slice(&p);
+        assert_eq!(Snapshot::decode(&b).unwrap(), snap);
     }
-    let mut b = bytes[..HEADER].to_vec();
-    b[10..12].copy_from_slice(&7u16.to_le_bytes());
-    b[12..20].copy_from_slice(&(p.len() as u64).to_le_bytes());
-    b[20..24].copy_from_slice(&crc32c::crc32c(&p).to_le_bytes());
-    b.extend_from_slice(&p);
-    assert_eq!(Snapshot::decode(&b).unwrap(), snap);
 }
 
 /// Re-frames a payload edited by `f` with a valid header and checksum.
@@ -275,4 +285,129 @@ fn restore_refuses_what_decode_refuses() {
         "{e}"
     );
     assert!(o.timers().is_empty());
+}
+
+/// A signal timer's record that breaks a rule: refused by restore, decode and encode alike,
+/// with the same error, and nothing created.
+#[test]
+fn signal_records_that_break_a_rule_are_refused_alike() {
+    let good = signal_sample();
+    let at = |want: fn(&TimerRecord) -> bool| {
+        good.timers
+            .iter()
+            .position(want)
+            .expect("the sample holds one")
+    };
+    let periodic = at(|t| t.signal.is_some() && t.status == Status::RequeuePending);
+    let thread =
+        at(|t| matches!(t.signal, Some(s) if matches!(s.target, SignalTarget::Thread { .. })));
+    let idle = at(|t| matches!(t.signal, Some(s) if s.state == SignalState::Idle));
+    type Edit = fn(&mut TimerRecord);
+    fn signo(t: &mut TimerRecord, n: i32) {
+        t.signal.as_mut().unwrap().target = SignalTarget::Process { signo: n, value: 0 };
+    }
+    let cases: &[(usize, &str, Edit)] = &[
+        (periodic, "signal number 0", |t| signo(t, 0)),
+        (periodic, "signal number 65", |t| signo(t, 65)),
+        (periodic, "signal number -1", |t| signo(t, -1)),
+        (periodic, "signal number", |t| {
+            t.signal.as_mut().unwrap().target = SignalTarget::ProcessWithId { signo: 100 }
+        }),
+        (thread, "thread ID 0", |t| {
+            t.signal.as_mut().unwrap().target = SignalTarget::Thread {
+                tid: 0,
+                signo: 34,
+                value: 0,
+            }
+        }),
+        (thread, "thread ID -5", |t| {
+            t.signal.as_mut().unwrap().target = SignalTarget::Thread {
+                tid: -5,
+                signo: 34,
+                value: 0,
+            }
+        }),
+        (periodic, "lateness -1", |t| {
+            t.signal.as_mut().unwrap().lateness = -1
+        }),
+        (idle, "no signal waiting", |t| {
+            t.signal.as_mut().unwrap().lateness = 3
+        }),
+        (periodic, "pending event on a signal timer", |t| {
+            t.pending = true
+        }),
+        (periodic, "one-shot", |t| t.interval = 0),
+    ];
+    let clock = ManualClock::new();
+    let timers = testing::manual(clock.clone(), |_| ());
+    for (i, &(which, what, edit)) in cases.iter().enumerate() {
+        let mut bad = good.clone();
+        edit(&mut bad.timers[which]);
+        let o = timers.owner();
+        let e = o
+            .restore(&bad, |_| Some(Notify::None))
+            .expect_err(&format!("case {i} ({what}) restored"));
+        assert!(
+            matches!(e, Error::CorruptSnapshot(ref m) if m.contains(what)),
+            "case {i}: {e}"
+        );
+        assert_eq!(
+            Snapshot::decode(&bad.encode_unchecked()),
+            Err(e.clone()),
+            "case {i}"
+        );
+        assert_eq!(bad.try_encode(), Err(e), "case {i}");
+        assert!(o.timers().is_empty(), "case {i}: nothing created");
+    }
+    // A target on a record of another name: no bytes carry it (only a record named `signal`
+    // has a signal section), so restore and encode refuse it.
+    for name in ["queue", "tick"] {
+        let mut bad = good.clone();
+        bad.timers[periodic].notify = name.to_string().into();
+        let o = timers.owner();
+        let e = o.restore(&bad, |_| Some(Notify::None)).unwrap_err();
+        let what = format!("a signal target on a timer named {name:?}");
+        assert!(
+            matches!(e, Error::CorruptSnapshot(ref m) if m.contains(&what)),
+            "{e}"
+        );
+        assert_eq!(bad.try_encode(), Err(e));
+        assert!(o.timers().is_empty());
+    }
+}
+
+/// An unknown signal target or state, and a record named `signal` cut before the end of its
+/// section, are corrupt.
+#[test]
+fn unknown_signal_targets_and_states_and_short_sections_are_corrupt() {
+    let mut snap = Snapshot::default();
+    let mut t = TimerRecord::new(TimerId::new(1).unwrap(), ClockId::Monotonic, "signal");
+    t.signal = Some(SignalRecord::new(SignalTarget::Process {
+        signo: 34,
+        value: 0,
+    }));
+    snap.timers.push(t);
+    // The owner record (19 bytes), the timer record's length, fixed fields, name, precision.
+    let section = 19 + 2 + TIMER_FIELDS + "signal".len() + 8;
+    assert_eq!(snap.encode().len(), HEADER + section + SIGNAL_SECTION);
+    let b = reframe(&snap, |p| p[section] = 4);
+    assert!(
+        corrupt_msg(&b).contains("signal target 4"),
+        "{}",
+        corrupt_msg(&b)
+    );
+    let b = reframe(&snap, |p| p[section + 17] = 4);
+    assert!(
+        corrupt_msg(&b).contains("signal state 4"),
+        "{}",
+        corrupt_msg(&b)
+    );
+    for cut in 1..=SIGNAL_SECTION + 8 {
+        let b = reframe(&snap, |p| {
+            p.truncate(p.len() - cut);
+            let len = u16::from_le_bytes([p[19], p[20]]) - cut as u16;
+            p[19..21].copy_from_slice(&len.to_le_bytes());
+        });
+        assert!(corrupt_msg(&b).contains("truncated"), "cut {cut}");
+    }
 }

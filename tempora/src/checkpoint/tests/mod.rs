@@ -9,16 +9,20 @@
 //!   enum's values; names that fit or are refused.
 //! - `restoring`: a restore is all or nothing, also when it races creates or another
 //!   restore, or meets a destroyed owner.
+//! - `signals`: signal timers of each kind through checkpoint and restore, under the manual
+//!   clock and a test signal port: their signals afterwards, owed and outstanding signals,
+//!   thread targets.
 
 use super::format::{
-    clock_from_disk, clock_to_disk, expiry_from_disk, expiry_to_disk, status_from_disk,
-    status_to_disk, Reader, HEADER, OWNER_FIELDS, TIMER_FIELDS,
+    clock_from_disk, clock_to_disk, expiry_from_disk, expiry_to_disk, signal_state_from_disk,
+    signal_state_to_disk, signal_target_from_disk, signal_target_to_disk, status_from_disk,
+    status_to_disk, Reader, HEADER, OWNER_FIELDS, SIGNAL_SECTION, TIMER_FIELDS,
 };
 use super::*;
 use crate::clock::ClockId;
 use crate::clock::{ClockSource, ManualClock};
 use crate::error::Error;
-use crate::testing::{self, drain};
+use crate::testing::{self, drain, TestSignals};
 use crate::timers::{Status, TimerId};
 use crate::{Notify, Owner, Precision, SetFlags, Timers};
 use proptest::prelude::*;
@@ -30,6 +34,7 @@ mod encoding;
 mod files;
 mod restoring;
 mod round_trip;
+mod signals;
 
 const MS: u64 = 1_000_000;
 
@@ -139,4 +144,74 @@ fn sample() -> Snapshot {
 
 fn encoded(s: &Snapshot) -> Result<Vec<u8>, Error> {
     s.try_encode()
+}
+
+/// The first real-time signal, as glibc numbers it.
+const SIGRTMIN: i32 = 34;
+
+/// A manual service on `clock` whose signal timers queue into a test port.
+fn with_signals(clock: &ManualClock) -> (Timers, Arc<TestSignals>) {
+    let port = TestSignals::new();
+    let p = port.clone();
+    let timers = testing::manual(clock.clone(), move |b| {
+        b.signal_port(p);
+    });
+    (timers, port)
+}
+
+/// A snapshot of signal timers of each kind, in each signal state (idle, owed, outstanding,
+/// outstanding from an earlier arming), beside a callback named `signal` and a queue timer.
+fn signal_sample() -> Snapshot {
+    let clock = ManualClock::new();
+    let (timers, port) = with_signals(&clock);
+    let o = timers.owner();
+    o.set_restore_ids(true);
+    let ms = Duration::from_millis;
+    let arm = |id, value, interval| {
+        o.settime(id, SetFlags::RELATIVE, value, interval).unwrap();
+    };
+    let create = |id, notify| o.create_with_id(id, ClockId::Monotonic, notify).unwrap();
+    let signal = |signo, value| Notify::Signal { signo, value };
+    // Outstanding, with periods counted while it is pending.
+    let pending = create(2, signal(SIGRTMIN, 0xfeed));
+    arm(pending, ms(10), ms(10));
+    // A one-shot's signal, outstanding.
+    let fired = create(3, signal(SIGRTMIN + 1, 1));
+    arm(fired, ms(10), Duration::ZERO);
+    // Outstanding from an earlier arming: set again after it went.
+    let stale = create(5, signal(SIGRTMIN + 2, 2));
+    arm(stale, ms(10), Duration::ZERO);
+    clock.advance(ms(10));
+    timers.poll();
+    arm(stale, ms(500), Duration::ZERO);
+    // Idle, to a thread.
+    let thread = Notify::ThreadSignal {
+        tid: crate::timers::signal::gettid(),
+        signo: SIGRTMIN + 3,
+        value: 3,
+    };
+    let idle = create(7, thread);
+    arm(idle, ms(300), ms(7));
+    // Owed: no room when it expires.
+    port.set_room(Some(0));
+    let owed = o
+        .create_with_id(9, ClockId::Realtime, Notify::SignalWithId { signo: 14 })
+        .unwrap();
+    let at = clock.now(ClockId::Realtime) + 5 * MS;
+    o.settime(owed, SetFlags::ABSTIME, Duration::from_nanos(at), ms(20))
+        .unwrap();
+    // Long enough for a retry after the first refusal: the periods meanwhile are lateness.
+    for _ in 0..7 {
+        clock.advance(ms(10));
+        timers.poll();
+    }
+    o.create_with_id(
+        11,
+        ClockId::Monotonic,
+        Notify::callback_named("signal", |_, _| {}),
+    )
+    .unwrap();
+    o.create_with_id(12, ClockId::Boottime, Notify::Queue)
+        .unwrap();
+    o.checkpoint()
 }
