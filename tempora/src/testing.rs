@@ -332,6 +332,7 @@ struct SignalQueue {
     sent: usize,
     queries: usize,
     ignored: bool,
+    blocked: bool,
     /// Room left; `None`: unlimited.
     room: Option<usize>,
     /// Threads that exited.
@@ -375,9 +376,24 @@ impl TestSignals {
         self.state.lock().unwrap().queries
     }
 
-    /// Sets the disposition: ignored (`SIG_IGN`) or handled.
+    /// Sets the disposition: ignored (`SIG_IGN`: the queued signals are discarded, blocked or
+    /// not, as the kernel does) or handled.
     pub(crate) fn set_ignored(&self, ignored: bool) {
-        self.state.lock().unwrap().ignored = ignored;
+        let mut s = self.state.lock().unwrap();
+        s.ignored = ignored;
+        if ignored {
+            let n = s.queued.len();
+            s.queued.clear();
+            if let Some(r) = &mut s.room {
+                *r += n;
+            }
+        }
+    }
+
+    /// Sets whether the (ignored) signal is blocked: a blocked signal is queued even while
+    /// ignored.
+    pub(crate) fn set_blocked(&self, blocked: bool) {
+        self.state.lock().unwrap().blocked = blocked;
     }
 
     /// Sets the room left for queued signals (`None`: unlimited).
@@ -416,6 +432,11 @@ impl crate::timers::signal::SignalPort for TestSignals {
     }
 
     fn ignored(&self, _tid: i32, _signo: i32) -> bool {
+        let s = self.state.lock().unwrap();
+        s.ignored && !s.blocked
+    }
+
+    fn disposition_ignores(&self, _signo: i32) -> bool {
         self.state.lock().unwrap().ignored
     }
 }

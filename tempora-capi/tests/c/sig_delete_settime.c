@@ -11,8 +11,10 @@
  *   <op>: sigtimedwait 0: -1 EAGAIN
  *   <op>: sigpending after sigtimedwait: SIGRTMIN not pending
  *   <op>: unblocked: 0 handler calls
- * (sigtimedwait and the unblocking are tried on two timers, one each.) tempora may diverge
- * here: it cannot take back a signal it has queued. */
+ * (sigtimedwait and the unblocking are tried on two timers, one each.) On tempora the signal
+ * already queued is delivered: "sigtimedwait 0: <SIGRTMIN>" and "unblocked: 1 handler calls"
+ * (user space cannot retract a queued signal: the divergence table of tempora's `timers`
+ * module; tests/c_suite.rs checks exactly that difference). */
 #define _GNU_SOURCE
 #include "sig.h"
 

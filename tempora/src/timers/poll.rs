@@ -199,7 +199,10 @@ impl Core {
             }
             l.state.set_wheel(0);
             let clock = ALL_CLOCKS[w];
-            if l.state.notify() == NotifyKind::Signal && now.get(clock) >= l.state.expiry {
+            // A signal timer's retry of an owed signal is due whenever it was placed.
+            if l.state.notify() == NotifyKind::Signal
+                && (now.get(clock) >= l.state.expiry || l.state.owed())
+            {
                 let expiry = l.state.expiry;
                 let fired = self.signal_pop(&mut l, b, clock, now);
                 if fired {

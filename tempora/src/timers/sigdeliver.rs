@@ -112,13 +112,14 @@ impl Core {
                     l.state.sigqueue_seq = l.state.signal_seq;
                     l.state.overrun = 0;
                     cell.set_lateness(0);
+                    cell.set_carried(0);
                     fresh -= 1;
                 }
                 l.state.overrun = add(l.state.overrun, fresh);
-                self.signal_park(l, cell, b, clock, t);
+                self.signal_park(l, cell, b, clock, t, PROBE_CAP);
                 return fresh > 0;
             }
-            settle(l, cell);
+            self.settle_or_flush(l, cell);
         }
         if !l.state.owed() {
             if fresh == 0 {
@@ -160,10 +161,11 @@ impl Core {
         if self.signals.ignored(cell.tid, cell.signo()) {
             if periodic {
                 // Parked until the signal is handled again, retried as a refused one is
-                // (doubling); the periods meanwhile are the owed signal's lateness (the
+                // (doubling, up to the probes' cap: a program waits for its handler's return
+                // to take effect); the periods meanwhile are the owed signal's lateness (the
                 // kernel's ignored-timer list).
                 cell.tried();
-                self.signal_park(l, cell, b, clock, t);
+                self.signal_park(l, cell, b, clock, t, PROBE_CAP);
             } else {
                 // The kernel drops an ignored one-shot signal.
                 l.state.set_owed(false);
@@ -188,15 +190,16 @@ impl Core {
                 l.state.set_queued(true);
                 l.state.set_owed(false);
                 l.state.sigqueue_seq = l.state.signal_seq;
+                cell.set_carried(l.state.overrun.max(0));
                 l.state.overrun = 0;
                 cell.reset_tries();
                 if periodic {
-                    self.signal_park(l, cell, b, clock, t);
+                    self.signal_park(l, cell, b, clock, t, PROBE_CAP);
                 }
             }
             Sent::Full => {
                 cell.tried();
-                self.signal_park(l, cell, b, clock, t);
+                self.signal_park(l, cell, b, clock, t, RETRY_CAP);
             }
             Sent::Gone => {
                 // The target thread exited: nothing can be delivered again. The kernel's
@@ -206,8 +209,9 @@ impl Core {
         }
     }
 
-    /// Places a timer whose signal is outstanding (a probe) or owed (a retry) in base `b`'s
-    /// wheel, on its period grid if it is periodic, without moving its expiry.
+    /// Places a timer whose signal is outstanding (a probe) or owed (a retry, backing off up
+    /// to `cap`) in base `b`'s wheel, on its period grid if it is periodic, without moving
+    /// its expiry.
     fn signal_park(
         &self,
         l: &mut LockedTimer<'_>,
@@ -215,20 +219,24 @@ impl Core {
         b: usize,
         clock: ClockId,
         t: u64,
+        cap: u64,
     ) {
         let interval = l.state.interval;
-        let delay = if l.state.owed() {
+        if interval == 0 && !l.state.owed() {
+            // A one-shot whose signal is out has nothing left to do.
+            return;
+        }
+        let at = if l.state.owed() {
+            // A retry needs no period: whenever it goes, the periods since are counted.
             let shift = cell.tries().min(20);
-            (RETRY_BASE.max(interval) << shift).min(RETRY_CAP.max(interval))
+            t.saturating_add((RETRY_BASE << shift).min(cap))
         } else {
-            // As long again as it has been pending, from one period up to the cap.
-            (interval.saturating_mul(l.state.overrun.max(0) as u64))
-                .clamp(interval, PROBE_CAP.max(interval))
-        };
-        let target = t.saturating_add(delay);
-        let at = if interval == 0 {
-            target
-        } else {
+            // A probe waits as long again as the signal has been pending, from one period up
+            // to the cap, on the period grid (where the kernel's timer, re-armed at the
+            // dequeue, would fire next).
+            let delay = (interval.saturating_mul(l.state.overrun.max(0) as u64))
+                .clamp(interval, PROBE_CAP.max(interval));
+            let target = t.saturating_add(delay);
             let first = l.state.expiry;
             if target <= first {
                 first
@@ -262,7 +270,7 @@ impl Core {
         if self.signals.pending(cell.tid, cell.signo()) {
             return;
         }
-        settle(l, cell);
+        self.settle_or_flush(l, cell);
         if parked && !l.state.owed() {
             l.state.set_status(Status::Armed);
             let expiry = l.state.expiry;
@@ -319,6 +327,28 @@ impl Core {
             }
             Status::Disarmed if l.state.owed() => at,
             Status::RequeuePending | Status::Disarmed => Arm::Off,
+        }
+    }
+}
+
+impl Core {
+    /// The outstanding signal is no longer pending: delivered, or discarded unseen by a
+    /// `sigaction` that made it ignored (which discards every queued instance, blocked or
+    /// not). A discarded signal of a periodic timer is owed again with everything it carried
+    /// and missed, as the kernel parks its timer on the ignored list to queue it when the
+    /// signal is handled again; a one-shot's is dropped, as the kernel drops it.
+    fn settle_or_flush(&self, l: &mut LockedTimer<'_>, cell: &SignalCell) {
+        if !self.signals.disposition_ignores(cell.signo()) {
+            settle(l, cell);
+            return;
+        }
+        l.state.set_queued(false);
+        if l.state.sigqueue_seq == l.state.signal_seq && l.state.interval != 0 {
+            l.state.set_owed(true);
+            cell.set_lateness(add(cell.lateness(), l.state.overrun.max(0) as u64));
+            l.state.overrun = cell.carried();
+        } else {
+            cell.set_lateness(0);
         }
     }
 }

@@ -37,6 +37,9 @@ pub(crate) struct SignalCell {
     /// `si_overrun` and, once it is seen delivered, by `getoverrun` (`sigdeliver.rs`).
     /// Written under the timer's lock.
     lateness: AtomicI32,
+    /// The periods of earlier signals the outstanding one's `si_overrun` carries (owed again
+    /// if the signal is discarded by a `SIG_IGN` before anyone takes it).
+    carried: AtomicI32,
     signo: u8,
     /// `si_value` is the timer's ID (a NULL sigevent's meaning).
     pub(crate) value_is_id: bool,
@@ -68,6 +71,7 @@ impl SignalCell {
             value,
             tid,
             lateness: AtomicI32::new(0),
+            carried: AtomicI32::new(0),
             signo: signo as u8,
             value_is_id,
             tries: AtomicU8::new(0),
@@ -82,6 +86,15 @@ impl SignalCell {
 
     pub(crate) fn set_lateness(&self, v: i32) {
         self.lateness.store(v, Ordering::Relaxed);
+    }
+
+    /// `carried` (under the timer's lock).
+    pub(crate) fn carried(&self) -> i32 {
+        self.carried.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_carried(&self, v: i32) {
+        self.carried.store(v, Ordering::Relaxed);
     }
 
     /// The signal number.
@@ -136,8 +149,12 @@ pub(crate) trait SignalPort: Send + Sync {
     /// Whether signal `signo` is pending for thread `tid` (0: for the process, as the calling
     /// thread sees it).
     fn pending(&self, tid: i32, signo: i32) -> bool;
-    /// Whether the kernel would discard `signo` sent to `tid` (0: the process) now.
+    /// Whether the kernel would discard `signo` sent to `tid` (0: the process) now: its
+    /// disposition ignores it and the target does not block it.
     fn ignored(&self, tid: i32, signo: i32) -> bool;
+    /// Whether `signo`'s disposition ignores it (`SIG_IGN`, or `SIG_DFL` for a signal whose
+    /// default is to ignore): setting it so discarded every queued instance, blocked or not.
+    fn disposition_ignores(&self, signo: i32) -> bool;
 }
 
 /// The OS: the system calls of the module doc.
@@ -235,20 +252,7 @@ impl SignalPort for OsSignals {
     }
 
     fn ignored(&self, tid: i32, signo: i32) -> bool {
-        let mut old = std::mem::MaybeUninit::<libc::sigaction>::uninit();
-        // SAFETY: a query (no new action); the kernel writes `old`.
-        if unsafe { libc::sigaction(signo, std::ptr::null(), old.as_mut_ptr()) } != 0 {
-            return false;
-        }
-        // SAFETY: written by the successful call above.
-        let handler = unsafe { old.assume_init() }.sa_sigaction;
-        let ignores = handler == libc::SIG_IGN
-            || handler == libc::SIG_DFL
-                && matches!(
-                    signo,
-                    libc::SIGCHLD | libc::SIGURG | libc::SIGWINCH | libc::SIGCONT
-                );
-        if !ignores {
+        if !self.disposition_ignores(signo) {
             return false;
         }
         // Blocked signals are never ignored (the handler may change before they are
@@ -256,6 +260,22 @@ impl SignalPort for OsSignals {
         // as the kernel does.
         let target = if tid == 0 { pid() } else { tid };
         status_mask(target, b"SigBlk:").is_none_or(|m| m & bit(signo) == 0)
+    }
+
+    fn disposition_ignores(&self, signo: i32) -> bool {
+        let mut old = std::mem::MaybeUninit::<libc::sigaction>::uninit();
+        // SAFETY: a query (no new action); the kernel writes `old`.
+        if unsafe { libc::sigaction(signo, std::ptr::null(), old.as_mut_ptr()) } != 0 {
+            return false;
+        }
+        // SAFETY: written by the successful call above.
+        let handler = unsafe { old.assume_init() }.sa_sigaction;
+        handler == libc::SIG_IGN
+            || handler == libc::SIG_DFL
+                && matches!(
+                    signo,
+                    libc::SIGCHLD | libc::SIGURG | libc::SIGWINCH | libc::SIGCONT
+                )
     }
 }
 
