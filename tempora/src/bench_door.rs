@@ -99,7 +99,7 @@ impl Owner {
     /// As `Owner::getoverrun`.
     pub fn getoverrun(&self, id: TimerId) -> Result<i32, Error> {
         self.0.read(id, |_, published| {
-            published.overrun_last.load(crate::sync::Ordering::Relaxed)
+            crate::timers::itimer::overrun_last(published)
         })
     }
 

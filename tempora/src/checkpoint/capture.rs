@@ -69,7 +69,7 @@ impl Owner {
                 expiry,
                 interval: st.interval.min(i64::MAX as u64) as i64,
                 overrun: i64::from(st.overrun.max(-1)),
-                overrun_last: l.published().overrun_last.load(Ordering::Relaxed),
+                overrun_last: crate::timers::itimer::overrun_last(l.published()),
                 precision: Precision::unpack(l.fixed().precision.load(Ordering::Relaxed)),
                 signal: signal_record(&l),
             });

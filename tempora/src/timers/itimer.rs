@@ -57,8 +57,39 @@ use crate::sync::{AtomicI32, Ordering};
 /// Written under the timer's lock, read without it.
 #[derive(Debug, Default)]
 pub(crate) struct ItimerPublished {
-    /// What `getoverrun` returns.
-    pub(crate) overrun_last: AtomicI32,
+    /// What `getoverrun` returns (`0..=i32::MAX`: [`overrun_last`] reads it), and in the sign
+    /// bit [`LOOK`]: a signal timer's signal is outstanding, so `getoverrun` must take the
+    /// lock and look whether it was delivered (`sigdeliver.rs`). Every other `getoverrun` is a
+    /// lock-free read.
+    overrun_last: AtomicI32,
+}
+
+/// The sign bit of `ItimerPublished::overrun_last`: `getoverrun` must look under the lock.
+const LOOK: i32 = i32::MIN;
+
+/// The published word as read without the lock: `Ok(getoverrun's value)`, or `Err(())` if
+/// `getoverrun` must look under the lock.
+pub(crate) fn overrun_last_lock_free(published: &ItimerPublished) -> Result<i32, ()> {
+    // Relaxed: lock-free readers validate with the generation check in `read_current`.
+    let v = published.overrun_last.load(Ordering::Relaxed);
+    if v < 0 {
+        Err(())
+    } else {
+        Ok(v)
+    }
+}
+
+/// What `getoverrun` returns (under the timer's lock, or as a snapshot of it).
+pub(crate) fn overrun_last(published: &ItimerPublished) -> i32 {
+    // Relaxed: see `overrun_last_lock_free`.
+    published.overrun_last.load(Ordering::Relaxed) & !LOOK
+}
+
+/// Sets or clears [`LOOK`], keeping the value (under the timer's lock).
+pub(crate) fn set_look(published: &ItimerPublished, look: bool) {
+    let v = overrun_last(published) | if look { LOOK } else { 0 };
+    // Relaxed: see `overrun_last_lock_free`.
+    published.overrun_last.store(v, Ordering::Relaxed);
 }
 
 // SAFETY: an atomic integer; zero is its default (see `Zeroable` for loom).
@@ -468,10 +499,12 @@ impl ItimerState {
     }
 }
 
-/// What `getoverrun` returns from now on (written under the timer's lock).
+/// What `getoverrun` returns from now on (written under the timer's lock; `v >= 0`). Clears
+/// [`LOOK`]: the callers settle an outstanding signal or void it (settime).
 pub(crate) fn set_overrun_last(published: &ItimerPublished, v: i32) {
-    // Relaxed: lock-free readers validate with the generation check in `read_current`.
-    published.overrun_last.store(v, Ordering::Relaxed);
+    debug_assert!(v >= 0);
+    // Relaxed: see `overrun_last_lock_free`.
+    published.overrun_last.store(v & !LOOK, Ordering::Relaxed);
 }
 
 #[cfg(all(test, not(loom)))]

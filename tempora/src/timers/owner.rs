@@ -295,14 +295,10 @@ impl Owner {
     /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
     #[doc(alias = "timer_getoverrun")]
     pub fn getoverrun(&self, id: TimerId) -> Result<i32, Error> {
-        let (overrun, attached) = self.reg.read(id, |fixed, published| {
-            (
-                published.overrun_last.load(Ordering::Relaxed),
-                // Relaxed: only whether the timer carries a callback or a signal.
-                !fixed.attached.load(Ordering::Relaxed).is_null(),
-            )
-        })?;
-        if !attached {
+        if let Ok(overrun) = self
+            .reg
+            .read(id, |_, p| itimer::overrun_last_lock_free(p))?
+        {
             return Ok(overrun);
         }
         // A signal timer whose signal is outstanding learns here whether it was delivered
@@ -313,7 +309,7 @@ impl Owner {
             if l.state.notify() == NotifyKind::Signal {
                 core.signal_check(&mut l, &now);
             }
-            l.published().overrun_last.load(Ordering::Relaxed)
+            itimer::overrun_last(l.published())
         });
         core.health.flush_halt();
         r

@@ -39,7 +39,7 @@
 //! `timers` module's doc ("Signals: where tempora differs from the kernel").
 
 use super::core::Core;
-use super::itimer::{forward, set_overrun_last, Arm};
+use super::itimer::{forward, set_look, set_overrun_last, Arm};
 use super::object::{signal_of, sink_of, LockedTimer};
 use super::signal::{Sent, SignalCell, TimerSignal};
 use super::types::Status;
@@ -113,6 +113,7 @@ impl Core {
                     l.state.overrun = 0;
                     cell.set_lateness(0);
                     cell.set_carried(0);
+                    set_look(l.published(), true);
                     fresh -= 1;
                 }
                 l.state.overrun = add(l.state.overrun, fresh);
@@ -190,6 +191,7 @@ impl Core {
                 l.state.set_queued(true);
                 l.state.set_owed(false);
                 l.state.sigqueue_seq = l.state.signal_seq;
+                set_look(l.published(), true);
                 cell.set_carried(l.state.overrun.max(0));
                 l.state.overrun = 0;
                 cell.reset_tries();
@@ -310,6 +312,8 @@ impl Core {
                 if !self.signals.pending(cell.tid, cell.signo()) {
                     settle(l, cell);
                     settled = true;
+                } else if !stale {
+                    set_look(l.published(), true);
                 }
             }
         }
@@ -343,6 +347,7 @@ impl Core {
             return;
         }
         l.state.set_queued(false);
+        set_look(l.published(), false);
         if l.state.sigqueue_seq == l.state.signal_seq && l.state.interval != 0 {
             l.state.set_owed(true);
             cell.set_lateness(add(cell.lateness(), l.state.overrun.max(0) as u64));
@@ -358,6 +363,7 @@ impl Core {
 /// stale. The counted periods stay in `overrun`, for the next signal's `si_overrun`.
 fn settle(l: &mut LockedTimer<'_>, cell: &SignalCell) {
     l.state.set_queued(false);
+    set_look(l.published(), false);
     if l.state.sigqueue_seq == l.state.signal_seq {
         let (state, published) = l.state_and_published();
         set_overrun_last(published, add(cell.lateness(), state.overrun.max(0) as u64));

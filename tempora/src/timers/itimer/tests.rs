@@ -44,7 +44,7 @@ impl Fixture {
         self.with(id, |l, _, now| l.gettime(now))
     }
     fn getoverrun(&self, id: TimerId) -> Result<i32, ()> {
-        Ok(self.with(id, |_, p, _| p.overrun_last.load(Ordering::Relaxed)))
+        Ok(self.with(id, |_, p, _| super::overrun_last(p)))
     }
     fn advance(&self, ns: u64) {
         self.clock.advance(Duration::from_nanos(ns));
