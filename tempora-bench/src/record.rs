@@ -130,6 +130,16 @@ pub enum Field {
     MaxNs,
     /// service server-timeouts: timers whose expiry fell within the run.
     Due,
+    /// deliver-signal burst: expiry to queued signal per signal, ns (the driver's CPU, or the
+    /// kernel's interrupt time).
+    ExpireNs,
+    /// deliver-signal burst: the interrupt time in `expire_ns`, ns per signal.
+    IrqNs,
+    /// deliver-signal burst: taking a queued signal with `sigtimedwait`, ns per signal.
+    DequeueNs,
+    /// deliver-signal periodic: the sum of the signals' `si_overrun` (periods without a
+    /// signal of their own).
+    Overruns,
 }
 
 impl Field {
@@ -388,6 +398,10 @@ mod tests {
             "cpu_ms",
             "max_ns",
             "due",
+            "expire_ns",
+            "irq_ns",
+            "dequeue_ns",
+            "overruns",
         ];
         assert_eq!(keys, saved);
         let names: Vec<&str> = Suite::ALL.iter().map(|s| s.name()).collect();

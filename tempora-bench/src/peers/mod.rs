@@ -6,4 +6,5 @@
 pub(crate) mod async_sleeps;
 pub(crate) mod registry;
 pub(crate) mod service;
+pub(crate) mod signal;
 pub(crate) mod timer_queue;

@@ -125,8 +125,8 @@ pub(super) fn plots(records: &[Record], suite: Suite, machine: &Machine) -> Vec<
                 ),
             });
         }
-        // Lateness percentiles.
-        if case == "lateness" {
+        // Lateness percentiles (the callbacks' and the signals').
+        if case == "lateness" || case == "deliver-signal" {
             let names = ["p50", "p99", "p99.9"];
             let series: Vec<(String, Vec<(f64, f64)>)> = impls
                 .iter()
@@ -149,12 +149,17 @@ pub(super) fn plots(records: &[Record], suite: Suite, machine: &Machine) -> Vec<
             if !series.is_empty() {
                 out.push(Plot {
                     id: format!("{id}-percentiles"),
-                    caption: "Lateness (delivery time − exact expiry) percentiles, one line per \
-                              implementation and load n; log scale."
-                        .into(),
+                    caption: if case == "lateness" {
+                        "Lateness (delivery time − exact expiry) percentiles, one line per \
+                         implementation and load n; log scale."
+                    } else {
+                        "A periodic timer's signal: time from the first expiry a signal stands \
+                         for to sigtimedwait's return, percentiles; log scale."
+                    }
+                    .into(),
                     series: series.len(),
                     svg: lines_svg(&Lines {
-                        title: "lateness percentiles".into(),
+                        title: format!("{case} lateness percentiles"),
                         x_desc: "percentile",
                         y_desc: "ns late",
                         x_log: false,

@@ -107,13 +107,25 @@ fn note(r: &Record) -> String {
     if let (Some(w), Some(i)) = (f.num(Field::WakeupsPerS), f.num(Field::InstantsPerS)) {
         return format!("{w:.1} wake-ups/s, {i:.1} expiry instants/s");
     }
+    if let (Some(e), Some(irq), Some(d)) = (
+        f.num(Field::ExpireNs),
+        f.num(Field::IrqNs),
+        f.num(Field::DequeueNs),
+    ) {
+        return format!(
+            "per signal: expiry to queued {e:.0} ns (interrupts {irq:.0}), dequeue {d:.0} ns"
+        );
+    }
     if let (Some(p50), Some(p99), Some(p999)) = (
         f.num(Field::P50Ns),
         f.num(Field::P99Ns),
         f.num(Field::P999Ns),
     ) {
+        let overruns = f
+            .num(Field::Overruns)
+            .map_or(String::new(), |o| format!(", {o} overruns"));
         return format!(
-            "late p50 {:.0} µs, p99 {:.0} µs, p99.9 {:.0} µs",
+            "late p50 {:.0} µs, p99 {:.0} µs, p99.9 {:.0} µs{overruns}",
             p50 / 1e3,
             p99 / 1e3,
             p999 / 1e3

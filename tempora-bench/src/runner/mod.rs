@@ -79,8 +79,8 @@ fn suite_parser() -> impl clap::builder::TypedValueParser<Value = Option<Suite>>
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct RunOpts {
     /// Which suites (comma-separated): seed (the registry: the Linux 6.15 registry benchmark's
-    /// Tests 1-5), wheel, service (the POSIX calls, event delivery and drivers, against the
-    /// kernel's POSIX timers), checkpoint, async (sleep futures in a tokio runtime, against tokio's
+    /// Tests 1-5), wheel, service (the POSIX calls, event delivery, drivers and real signals,
+    /// against the kernel's POSIX timers), checkpoint, async (sleep futures in a tokio runtime, against tokio's
     /// and async-io's timers), capi (the C ABI called from C, against the same calls from Rust and
     /// the kernel's POSIX timers from C), stats (statistics' cost on arm+cancel, and a flush's lock
     /// holds against a naive flush), or all.
@@ -298,6 +298,12 @@ pub fn check_json(path: &std::path::Path) -> Result<usize, String> {
 /// Runs the selected suites, then reports: table, seed suite tables, verdict, files; the
 /// exit status (module doc). With `--list`, prints the suites' catalog instead.
 pub(crate) fn run(opts: &RunOpts) -> i32 {
+    // First, while this is the process's only thread: every thread started later inherits
+    // the mask, so the `deliver-signal` cases' process-directed signals wait to be taken
+    // instead of ending the process (`peers/signal.rs`).
+    if let Err(e) = crate::peers::signal::block_in_this_thread() {
+        eprintln!("tempora bench: cannot block the deliver-signal cases' signals: errno {e}");
+    }
     let settings = opts.settings();
     let suites: Vec<Suite> = if opts.suite.contains(&None) {
         Suite::ALL.to_vec()
@@ -360,6 +366,7 @@ fn plan_suites<'a>(plan: &mut Plan<'a>, suites: &[Suite], wheel_inputs: &'a whee
                 service::plan(plan);
                 service::drivers::plan(plan);
                 service::firing::plan(plan);
+                service::signals::plan(plan);
             }
             Suite::Checkpoint => checkpoint::plan(plan),
             Suite::Async => crate::suites::r#async::plan(plan),
@@ -539,7 +546,7 @@ mod tests {
             text.starts_with("seed\n  cases: t1-create, t1-getoverrun,"),
             "{text}"
         );
-        let capi = "\ncapi\n  cases: settime, gettime, create-delete\n  \
+        let capi = "\ncapi\n  cases: settime, gettime, create-delete, deliver-signal\n  \
                     impls: tempora-c, tempora, kernel-c\n";
         assert!(
             text.contains(capi),

@@ -14,11 +14,15 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tempora.h"
 
@@ -186,3 +190,342 @@ double capi_create_delete_kernel(size_t n, int passes, int signo, int tid) {
     capi_sink += sum;
     return ns;
 }
+
+/* ---- deliver-signal: a timer's real signal, expiry to sigtimedwait ----
+ *
+ * The service suite's deliver-signal case (tempora-bench/src/suites/service/signals.rs says
+ * what is measured and why) written as a C program writes it: timers whose expiries queue a
+ * real-time signal to the process (SIGEV_SIGNAL), the signal blocked in every thread and taken
+ * with sigtimedwait. The kernel's timers come from timer_create; tempora's from
+ * tempora_timer_create with a TEMPORA_SIGEV_SIGNAL sigevent, compiled only when tempora.h
+ * defines that constant (capi_tempora_signals says whether it did).
+ *
+ * A burst: n one-shot timers, made for the run, all due at `lead_ns` from now. The calling
+ * thread (pinned to its CPU by the caller, so the kernel's hrtimers are queued there) sleeps
+ * until `ahead_ns` before the expiry, spins across it until `window_ns` after it reading the
+ * clock (gaps in its readings minus its run_delay growth: the interrupt time on its CPU; the
+ * process CPU clock minus its own: the other threads'), then takes the n signals. A periodic
+ * timer: `count` signals, each one's lateness from the first expiry it stands for. */
+
+/* One burst's cost per signal, ns, and what was taken. */
+struct capi_burst {
+    double expire_ns;
+    double irq_ns;
+    double dequeue_ns;
+    int64_t got;
+    int64_t bad;
+};
+
+/* How one implementation makes, arms and deletes timer i of a case. */
+struct capi_sig_ops {
+    void *ctx;
+    int (*create)(void *ctx, size_t i, int signo);
+    int (*arm)(void *ctx, size_t i, uint64_t at, uint64_t period);
+    void (*del)(void *ctx, size_t i);
+};
+
+/* The spin's gap threshold: a clock reading takes ~25 ns. */
+#define CAPI_GAP_NS 500u
+
+static uint64_t capi_clock_ns(clockid_t clock) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The calling thread's run_delay (time runnable, waiting for a CPU), ns. */
+static uint64_t capi_run_delay_ns(void) {
+    char buf[128];
+    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t len = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (len <= 0)
+        return 0;
+    buf[len] = 0;
+    unsigned long long exec = 0, delay = 0;
+    if (sscanf(buf, "%llu %llu", &exec, &delay) != 2)
+        return 0;
+    return delay;
+}
+
+static int capi_wait_signal(int signo, uint64_t timeout_ns, int *code, int *value, int *overrun) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, signo);
+    struct timespec ts = {(time_t)(timeout_ns / 1000000000u), (long)(timeout_ns % 1000000000u)};
+    siginfo_t info;
+    for (;;) {
+        int r = sigtimedwait(&set, &info, &ts);
+        if (r > 0)
+            break;
+        if (errno != EINTR)
+            return 0;
+    }
+    *code = info.si_code;
+    *value = info.si_value.sival_int;
+    *overrun = info.si_overrun;
+    return 1;
+}
+
+static int64_t capi_drain(int signo) {
+    int64_t count = 0;
+    int code, value, overrun;
+    while (capi_wait_signal(signo, 0, &code, &value, &overrun))
+        count++;
+    return count;
+}
+
+static void capi_delete_all(const struct capi_sig_ops *ops, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        ops->del(ops->ctx, i);
+}
+
+/* Creates n timers; 0, or minus the errno of the one that failed (the made ones deleted). */
+static int capi_create_all(const struct capi_sig_ops *ops, size_t n, int signo) {
+    for (size_t i = 0; i < n; i++) {
+        if (ops->create(ops->ctx, i, signo) != 0) {
+            int e = errno != 0 ? errno : EIO;
+            capi_delete_all(ops, i);
+            return -e;
+        }
+    }
+    return 0;
+}
+
+/* A burst (above): 0 with *out filled, 1 when the spin would have started late (nothing
+ * measured: try again), or minus an errno. */
+static int capi_burst(const struct capi_sig_ops *ops, size_t n, int signo, uint64_t lead_ns,
+                      uint64_t ahead_ns, uint64_t window_ns, struct capi_burst *out) {
+    unsigned char *seen = calloc(n, 1);
+    if (seen == NULL)
+        return -ENOMEM;
+    int r = capi_create_all(ops, n, signo);
+    if (r != 0) {
+        free(seen);
+        return r;
+    }
+    uint64_t at = capi_clock_ns(CLOCK_MONOTONIC) + lead_ns;
+    for (size_t i = 0; i < n; i++) {
+        if (ops->arm(ops->ctx, i, at, 0) != 0) {
+            r = -(errno != 0 ? errno : EIO);
+            capi_delete_all(ops, n);
+            capi_drain(signo);
+            free(seen);
+            return r;
+        }
+    }
+    uint64_t start = at - ahead_ns;
+    struct timespec ts = {(time_t)(start / 1000000000u), (long)(start % 1000000000u)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+    if (capi_clock_ns(CLOCK_MONOTONIC) + ahead_ns / 2 > at) {
+        capi_delete_all(ops, n);
+        capi_drain(signo);
+        free(seen);
+        return 1;
+    }
+    /* The spin. */
+    uint64_t end = at + window_ns;
+    uint64_t p0 = capi_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    uint64_t m0 = capi_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    uint64_t r0 = capi_run_delay_ns();
+    uint64_t prev = capi_clock_ns(CLOCK_MONOTONIC), gaps = 0;
+    while (prev < end) {
+        uint64_t t = capi_clock_ns(CLOCK_MONOTONIC);
+        if (t - prev > CAPI_GAP_NS)
+            gaps += t - prev;
+        prev = t;
+    }
+    uint64_t r1 = capi_run_delay_ns();
+    uint64_t m1 = capi_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    uint64_t p1 = capi_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    uint64_t others = (p1 - p0) > (m1 - m0) ? (p1 - p0) - (m1 - m0) : 0;
+    uint64_t irq = gaps > (r1 - r0) ? gaps - (r1 - r0) : 0;
+    /* The dequeue. */
+    int64_t got = 0, bad = 0;
+    uint64_t p2 = capi_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    while ((size_t)got < n) {
+        int code, value, overrun;
+        if (!capi_wait_signal(signo, 1000000000u, &code, &value, &overrun))
+            break;
+        if (code == SI_TIMER && value >= 0 && (size_t)value < n && !seen[value]) {
+            seen[value] = 1;
+            got++;
+        } else {
+            bad++;
+        }
+    }
+    uint64_t p3 = capi_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    capi_delete_all(ops, n);
+    bad += capi_drain(signo);
+    free(seen);
+    out->expire_ns = (double)(others + irq) / (double)n;
+    out->irq_ns = (double)irq / (double)n;
+    out->dequeue_ns = (double)(p3 - p2) / (double)n;
+    out->got = got;
+    out->bad = bad;
+    return 0;
+}
+
+/* One periodic timer's `count` signals: each one's lateness into late[] (ns after the first
+ * expiry it stands for), the process's CPU time per signal, the sum of their si_overrun and
+ * how many came (fewer than count: none within 1 s). 0, or minus an errno. */
+static int capi_periodic(const struct capi_sig_ops *ops, int signo, uint64_t period_ns,
+                         size_t count, double *late, double *cpu_per_signal, uint64_t *overruns,
+                         size_t *got) {
+    int r = capi_create_all(ops, 1, signo);
+    if (r != 0)
+        return r;
+    uint64_t at = capi_clock_ns(CLOCK_MONOTONIC) + 2000000u;
+    if (ops->arm(ops->ctx, 0, at, period_ns) != 0) {
+        r = -(errno != 0 ? errno : EIO);
+        capi_delete_all(ops, 1);
+        return r;
+    }
+    uint64_t p0 = capi_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    uint64_t expiry = 0, over = 0;
+    size_t k = 0;
+    while (k < count) {
+        int code, value, overrun;
+        if (!capi_wait_signal(signo, 1000000000u, &code, &value, &overrun))
+            break;
+        uint64_t now = capi_clock_ns(CLOCK_MONOTONIC);
+        late[k++] = (double)now - (double)(at + expiry * period_ns);
+        uint64_t o = overrun > 0 ? (uint64_t)overrun : 0;
+        expiry += 1 + o;
+        over += o;
+    }
+    uint64_t p1 = capi_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    capi_delete_all(ops, 1);
+    capi_drain(signo);
+    *cpu_per_signal = k > 0 ? (double)(p1 - p0) / (double)k : 0.0;
+    *overruns = over;
+    *got = k;
+    return 0;
+}
+
+/* The kernel's side: timer_create(CLOCK_MONOTONIC, {SIGEV_SIGNAL, signo, sival_int = i}). */
+static int capi_sig_kernel_create(void *ctx, size_t i, int signo) {
+    timer_t *timers = ctx;
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_SIGNAL;
+    sev.sigev_signo = signo;
+    sev.sigev_value.sival_int = (int)i;
+    return timer_create(CLOCK_MONOTONIC, &sev, &timers[i]);
+}
+
+static int capi_sig_kernel_arm(void *ctx, size_t i, uint64_t at, uint64_t period) {
+    timer_t *timers = ctx;
+    struct itimerspec its = {{(time_t)(period / 1000000000u), (long)(period % 1000000000u)},
+                             {(time_t)(at / 1000000000u), (long)(at % 1000000000u)}};
+    return timer_settime(timers[i], TIMER_ABSTIME, &its, NULL);
+}
+
+static void capi_sig_kernel_del(void *ctx, size_t i) {
+    timer_t *timers = ctx;
+    timer_delete(timers[i]);
+}
+
+int capi_burst_kernel(size_t n, int signo, uint64_t lead_ns, uint64_t ahead_ns,
+                      uint64_t window_ns, struct capi_burst *out) {
+    timer_t *timers = calloc(n, sizeof *timers);
+    if (timers == NULL)
+        return -ENOMEM;
+    struct capi_sig_ops ops = {timers, capi_sig_kernel_create, capi_sig_kernel_arm,
+                               capi_sig_kernel_del};
+    int r = capi_burst(&ops, n, signo, lead_ns, ahead_ns, window_ns, out);
+    free(timers);
+    return r;
+}
+
+int capi_periodic_kernel(int signo, uint64_t period_ns, size_t count, double *late,
+                         double *cpu_per_signal, uint64_t *overruns, size_t *got) {
+    timer_t timer;
+    struct capi_sig_ops ops = {&timer, capi_sig_kernel_create, capi_sig_kernel_arm,
+                               capi_sig_kernel_del};
+    return capi_periodic(&ops, signo, period_ns, count, late, cpu_per_signal, overruns, got);
+}
+
+/* tempora's side, through tempora.h: lights up once tempora.h defines TEMPORA_SIGEV_SIGNAL
+ * (a sigevent whose `signo` field is the signal number, `value` its sigev_value). Until then
+ * its entry points return -ENOSYS and capi_tempora_signals() is 0, so the suite plans no
+ * tempora-c row for this case. */
+#ifdef TEMPORA_SIGEV_SIGNAL
+
+struct capi_sig_tempora {
+    const tempora_owner_t *owner;
+    tempora_timer_t *ids;
+};
+
+static int capi_sig_tempora_create(void *ctx, size_t i, int signo) {
+    struct capi_sig_tempora *t = ctx;
+    struct tempora_sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.notify = TEMPORA_SIGEV_SIGNAL;
+    sev.signo = signo;
+    sev.value.sival_int = (int)i;
+    return tempora_timer_create(t->owner, CLOCK_MONOTONIC, &sev, &t->ids[i]);
+}
+
+static int capi_sig_tempora_arm(void *ctx, size_t i, uint64_t at, uint64_t period) {
+    struct capi_sig_tempora *t = ctx;
+    struct itimerspec its = {{(time_t)(period / 1000000000u), (long)(period % 1000000000u)},
+                             {(time_t)(at / 1000000000u), (long)(at % 1000000000u)}};
+    return tempora_timer_settime(t->owner, t->ids[i], TEMPORA_TIMER_ABSTIME, &its, NULL);
+}
+
+static void capi_sig_tempora_del(void *ctx, size_t i) {
+    struct capi_sig_tempora *t = ctx;
+    tempora_timer_delete(t->owner, t->ids[i]);
+}
+
+int capi_tempora_signals(void) {
+    return 1;
+}
+
+int capi_burst_tempora(const tempora_owner_t *o, size_t n, int signo, uint64_t lead_ns,
+                       uint64_t ahead_ns, uint64_t window_ns, struct capi_burst *out) {
+    struct capi_sig_tempora t = {o, calloc(n, sizeof(tempora_timer_t))};
+    if (t.ids == NULL)
+        return -ENOMEM;
+    struct capi_sig_ops ops = {&t, capi_sig_tempora_create, capi_sig_tempora_arm,
+                               capi_sig_tempora_del};
+    int r = capi_burst(&ops, n, signo, lead_ns, ahead_ns, window_ns, out);
+    free(t.ids);
+    return r;
+}
+
+int capi_periodic_tempora(const tempora_owner_t *o, int signo, uint64_t period_ns,
+                          size_t count, double *late, double *cpu_per_signal,
+                          uint64_t *overruns, size_t *got) {
+    tempora_timer_t id;
+    struct capi_sig_tempora t = {o, &id};
+    struct capi_sig_ops ops = {&t, capi_sig_tempora_create, capi_sig_tempora_arm,
+                               capi_sig_tempora_del};
+    return capi_periodic(&ops, signo, period_ns, count, late, cpu_per_signal, overruns, got);
+}
+
+#else
+
+int capi_tempora_signals(void) {
+    return 0;
+}
+
+int capi_burst_tempora(const tempora_owner_t *o, size_t n, int signo, uint64_t lead_ns,
+                       uint64_t ahead_ns, uint64_t window_ns, struct capi_burst *out) {
+    (void)o, (void)n, (void)signo, (void)lead_ns, (void)ahead_ns, (void)window_ns, (void)out;
+    return -ENOSYS;
+}
+
+int capi_periodic_tempora(const tempora_owner_t *o, int signo, uint64_t period_ns,
+                          size_t count, double *late, double *cpu_per_signal,
+                          uint64_t *overruns, size_t *got) {
+    (void)o, (void)signo, (void)period_ns, (void)count, (void)late, (void)cpu_per_signal;
+    (void)overruns, (void)got;
+    return -ENOSYS;
+}
+
+#endif

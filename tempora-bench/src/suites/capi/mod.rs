@@ -16,6 +16,14 @@
 //!   timer read is armed).
 //! - `create-delete`: create a timer (`CLOCK_MONOTONIC`, queued events; the kernel's as below)
 //!   and delete it, n times, with the n others live. `ns_per_op` is per create+delete pair.
+//! - `deliver-signal`: the service suite's case of that name (`service/signals.rs`) written in
+//!   C: a burst of n one-shot timers whose expiries queue a real-time signal to the process,
+//!   taken with `sigtimedwait`, and one periodic timer's signals (n = 1), for `kernel-c`
+//!   (`timer_create` with `SIGEV_SIGNAL`) and `tempora-c` (`tempora_timer_create` with
+//!   `TEMPORA_SIGEV_SIGNAL`, on a service from `tempora_config_init`'s settings: one driver
+//!   thread). `capi.c` compiles tempora's loop only when `tempora.h` defines
+//!   `TEMPORA_SIGEV_SIGNAL`; without it the case has no `tempora-c` row. Its own step and
+//!   sides ([`SignalLoop`]): the services of the other cases have no driver.
 //!
 //! Implementations (JSON `impl`):
 //! - `tempora-c`: the C loop on `tempora_timer_settime`, `tempora_timer_gettime`,
@@ -55,6 +63,11 @@ use tempora::clock::{ClockId, TimeSpec};
 use tempora::{Notify, Owner, SetFlags, TimerId, Timers};
 use tempora_capi::{tempora_config, tempora_owner_t, tempora_t};
 
+use crate::peers::signal::{cannot_run, kernel_signo, tempora_signo, Pinned};
+use crate::suites::service::signals::{
+    self, alternate, burst_measured, lead_ns, periodic_measured, window_ns, BurstCost, Chunk,
+    PERIOD_NS, SPIN_AHEAD_NS,
+};
 use crate::workload::spread_nsec;
 use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
@@ -72,6 +85,43 @@ extern "C" {
     fn capi_settime_kernel(timers: *const libc::timer_t, n: usize, passes: c_int) -> f64;
     fn capi_gettime_kernel(timers: *const libc::timer_t, n: usize, passes: c_int) -> f64;
     fn capi_create_delete_kernel(n: usize, passes: c_int, signo: c_int, tid: c_int) -> f64;
+    fn capi_tempora_signals() -> c_int;
+    fn capi_burst_kernel(
+        n: usize,
+        signo: c_int,
+        lead_ns: u64,
+        ahead_ns: u64,
+        window_ns: u64,
+        out: *mut CBurst,
+    ) -> c_int;
+    fn capi_burst_tempora(
+        owner: *const c_void,
+        n: usize,
+        signo: c_int,
+        lead_ns: u64,
+        ahead_ns: u64,
+        window_ns: u64,
+        out: *mut CBurst,
+    ) -> c_int;
+    fn capi_periodic_kernel(
+        signo: c_int,
+        period_ns: u64,
+        count: usize,
+        late: *mut f64,
+        cpu_per_signal: *mut f64,
+        overruns: *mut u64,
+        got: *mut usize,
+    ) -> c_int;
+    fn capi_periodic_tempora(
+        owner: *const c_void,
+        signo: c_int,
+        period_ns: u64,
+        count: usize,
+        late: *mut f64,
+        cpu_per_signal: *mut f64,
+        overruns: *mut u64,
+        got: *mut usize,
+    ) -> c_int;
 }
 
 /// A C loop's result: ns per call, or the errno it failed with.
@@ -353,6 +403,279 @@ impl Side for KernelC {
     }
 }
 
+/// `capi.c`'s `struct capi_burst`: one burst's cost per signal and what was taken.
+#[repr(C)]
+#[derive(Debug, Default)]
+struct CBurst {
+    expire_ns: f64,
+    irq_ns: f64,
+    dequeue_ns: f64,
+    got: i64,
+    bad: i64,
+}
+
+/// Whether `capi.c` was compiled with tempora's signal timers (`TEMPORA_SIGEV_SIGNAL` in
+/// `tempora.h`): without, the `deliver-signal` case has no `tempora-c` row.
+fn tempora_c_signals() -> bool {
+    // SAFETY: a constant function of how capi.c was compiled.
+    unsafe { capi_tempora_signals() != 0 }
+}
+
+/// A `capi.c` signal loop's status: 0 done, 1 started late (try again), minus an errno.
+fn signal_status(what: &str, r: c_int) -> Result<bool, String> {
+    match r {
+        0 => Ok(true),
+        1 => Ok(false),
+        e => {
+            let err = std::io::Error::from_raw_os_error(-e);
+            Err(format!("{what}: errno {} ({err})", -e))
+        }
+    }
+}
+
+/// The `deliver-signal` case from C (`capi.c`'s signal loops; the service suite's
+/// `signals.rs` says what they measure).
+trait SignalLoop {
+    fn name(&self) -> &'static str;
+    /// One burst of n; `Ok(None)` when it started late and measured nothing.
+    fn burst_once(&mut self, n: usize) -> Result<Option<BurstCost>, String>;
+    /// `count` signals of one periodic timer.
+    fn periodic(&mut self, count: usize) -> Result<Chunk, String>;
+}
+
+/// One burst of n on `side`, tried again (up to 3 times) when it started late.
+fn c_burst(side: &mut dyn SignalLoop, n: usize) -> Result<BurstCost, String> {
+    for _ in 0..3 {
+        if let Some(cost) = side.burst_once(n)? {
+            return Ok(cost);
+        }
+    }
+    Err("late: the spin would have started less than 1 ms before the expiry, 3 times".into())
+}
+
+/// A burst's figures from `capi.c`, checked: every signal came once.
+fn burst_cost(n: usize, out: &CBurst) -> Result<BurstCost, String> {
+    if out.got < n as i64 || out.bad > 0 {
+        return Err(format!(
+            "{} of {n} signals delivered, {} unexpected ones",
+            out.got, out.bad
+        ));
+    }
+    Ok(BurstCost {
+        expire: out.expire_ns,
+        irq: out.irq_ns,
+        dequeue: out.dequeue_ns,
+    })
+}
+
+/// A periodic chunk from `capi.c`'s figures, checked: every signal came.
+fn chunk(
+    late: Vec<f64>,
+    count: usize,
+    got: usize,
+    cpu: f64,
+    overruns: u64,
+) -> Result<Chunk, String> {
+    if got < count {
+        return Err(format!("{got} of {count} periodic signals within 1 s each"));
+    }
+    Ok(Chunk {
+        late,
+        cpu_per_signal: cpu,
+        overruns,
+    })
+}
+
+/// `kernel-c`: `timer_create(CLOCK_MONOTONIC, {SIGEV_SIGNAL})` timers, made for each run.
+struct KernelCSignals;
+
+impl SignalLoop for KernelCSignals {
+    fn name(&self) -> &'static str {
+        "kernel-c"
+    }
+    fn burst_once(&mut self, n: usize) -> Result<Option<BurstCost>, String> {
+        let mut out = CBurst::default();
+        // SAFETY: plain values and a writable `out`; the loop deletes its timers.
+        let r = unsafe {
+            capi_burst_kernel(
+                n,
+                kernel_signo(),
+                lead_ns(n),
+                SPIN_AHEAD_NS,
+                window_ns(n),
+                &mut out,
+            )
+        };
+        if !signal_status("capi_burst_kernel", r)? {
+            return Ok(None);
+        }
+        burst_cost(n, &out).map(Some)
+    }
+    fn periodic(&mut self, count: usize) -> Result<Chunk, String> {
+        let mut late = vec![0.0; count];
+        let (mut cpu, mut overruns, mut got) = (0.0, 0, 0);
+        // SAFETY: `late` has room for `count` values; the rest are writable locals.
+        let r = unsafe {
+            capi_periodic_kernel(
+                kernel_signo(),
+                PERIOD_NS,
+                count,
+                late.as_mut_ptr(),
+                &mut cpu,
+                &mut overruns,
+                &mut got,
+            )
+        };
+        signal_status("capi_periodic_kernel", r)?;
+        late.truncate(got);
+        chunk(late, count, got, cpu, overruns)
+    }
+}
+
+/// `tempora-c`: `TEMPORA_SIGEV_SIGNAL` timers made through `tempora.h`, on a service from
+/// `tempora_new` with `tempora_config_init`'s settings (one driver thread, which queues the
+/// signals).
+struct TemporaCSignals {
+    service: *mut tempora_t,
+    owner: *mut tempora_owner_t,
+}
+
+impl TemporaCSignals {
+    fn new() -> Result<TemporaCSignals, String> {
+        let last = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+        let mut config = std::mem::MaybeUninit::<tempora_config>::uninit();
+        // SAFETY: `config` is writable; the call fills every field.
+        if unsafe { tempora_capi::tempora_config_init(config.as_mut_ptr()) } != 0 {
+            return Err(last("tempora_config_init"));
+        }
+        // SAFETY: filled by the successful call above, and readable for this one.
+        let service = unsafe { tempora_capi::tempora_new(config.as_ptr()) };
+        if service.is_null() {
+            return Err(last("tempora_new"));
+        }
+        let mut side = TemporaCSignals {
+            service,
+            owner: ptr::null_mut(),
+        };
+        // SAFETY: `service` is the live handle just made; `Drop` frees both handles.
+        side.owner = unsafe { tempora_capi::tempora_owner_new(side.service) };
+        if side.owner.is_null() {
+            return Err(last("tempora_owner_new"));
+        }
+        Ok(side)
+    }
+
+    fn owner(&self) -> *const c_void {
+        self.owner.cast_const().cast()
+    }
+}
+
+impl Drop for TemporaCSignals {
+    fn drop(&mut self) {
+        // SAFETY: each handle is NULL or live, made by `new`, freed once here with no other
+        // call on it running; the owner before its service.
+        unsafe {
+            tempora_capi::tempora_owner_free(self.owner);
+            tempora_capi::tempora_free(self.service);
+        }
+    }
+}
+
+impl SignalLoop for TemporaCSignals {
+    fn name(&self) -> &'static str {
+        "tempora-c"
+    }
+    fn burst_once(&mut self, n: usize) -> Result<Option<BurstCost>, String> {
+        let mut out = CBurst::default();
+        // SAFETY: the owner is live; plain values and a writable `out`; the loop deletes the
+        // timers it makes.
+        let r = unsafe {
+            capi_burst_tempora(
+                self.owner(),
+                n,
+                tempora_signo(),
+                lead_ns(n),
+                SPIN_AHEAD_NS,
+                window_ns(n),
+                &mut out,
+            )
+        };
+        if !signal_status("capi_burst_tempora", r)? {
+            return Ok(None);
+        }
+        burst_cost(n, &out).map(Some)
+    }
+    fn periodic(&mut self, count: usize) -> Result<Chunk, String> {
+        let mut late = vec![0.0; count];
+        let (mut cpu, mut overruns, mut got) = (0.0, 0, 0);
+        // SAFETY: the owner is live; `late` has room for `count` values; the rest are
+        // writable locals.
+        let r = unsafe {
+            capi_periodic_tempora(
+                self.owner(),
+                tempora_signo(),
+                PERIOD_NS,
+                count,
+                late.as_mut_ptr(),
+                &mut cpu,
+                &mut overruns,
+                &mut got,
+            )
+        };
+        signal_status("capi_periodic_tempora", r)?;
+        late.truncate(got);
+        chunk(late, count, got, cpu, overruns)
+    }
+}
+
+/// The `deliver-signal` step's rows at n: `kernel-c`, and `tempora-c` when `capi.c` has its
+/// loop, in turn.
+fn deliver_signal(n: usize, reps: usize, settings: &Settings) -> Vec<Row> {
+    let mut names = vec!["kernel-c"];
+    if tempora_c_signals() {
+        names.push("tempora-c");
+    }
+    names.retain(|i| settings.wants_impl(i));
+    let row = |imp: &str, m: Measured| Row::new(signals::CASE, imp, n, 1, m);
+    if let Some(why) = cannot_run() {
+        return names
+            .iter()
+            .map(|i| row(i, Measured::failed(why.clone())))
+            .collect();
+    }
+    let mut rows = Vec::new();
+    let mut sides: Vec<Box<dyn SignalLoop>> = Vec::new();
+    for name in names {
+        match name {
+            "kernel-c" => sides.push(Box::new(KernelCSignals)),
+            _ => match TemporaCSignals::new() {
+                Ok(s) => sides.push(Box::new(s)),
+                Err(e) => rows.push(row(name, Measured::failed(e))),
+            },
+        }
+    }
+    let results: Vec<Measured> = if n == 1 {
+        let (chunks, count) = signals::periodic_plan(settings);
+        alternate(&mut sides, 0..chunks, |s| s.periodic(count))
+            .into_iter()
+            .map(periodic_measured)
+            .collect()
+    } else {
+        // Pinned after tempora's service started its driver, which may run anywhere.
+        match Pinned::here() {
+            Ok(_pinned) => alternate(&mut sides, settings.runs(reps, 1), |s| c_burst(s, n))
+                .into_iter()
+                .map(|r| burst_measured(r, n))
+                .collect(),
+            Err(e) => sides.iter().map(|_| Measured::failed(e.clone())).collect(),
+        }
+    };
+    for (side, m) in sides.iter().zip(results) {
+        rows.push(row(side.name(), m));
+    }
+    rows
+}
+
 /// One untimed or timed set of `passes` passes of `case` on `side`.
 fn pass_set(side: &mut dyn Side, case: &str, passes: usize) -> Result<f64, String> {
     match case {
@@ -487,6 +810,25 @@ pub fn plan<'a>(plan: &mut Plan<'a>) {
                 }
             },
         ));
+    }
+    // deliver-signal: the service suite's case from C, kernel-c and (once tempora.h has
+    // TEMPORA_SIGEV_SIGNAL) tempora-c in one step.
+    let signal_reps = settings.reps(3, 5);
+    for n in signals::sizes(settings) {
+        let cost = signals::cost(n, signal_reps, settings);
+        let mut step = Step::new(
+            Suite::Capi,
+            &[signals::CASE],
+            "kernel-c",
+            n,
+            1,
+            cost,
+            move || deliver_signal(n, signal_reps, settings),
+        );
+        if tempora_c_signals() {
+            step = step.also("tempora-c");
+        }
+        plan.add(step);
     }
 }
 

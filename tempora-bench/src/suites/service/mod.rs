@@ -25,6 +25,7 @@
 
 pub(crate) mod drivers;
 pub(crate) mod firing;
+pub(crate) mod signals;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
