@@ -39,7 +39,7 @@
 //! `ThreadSignal` or `SignalWithId` it was created with) and its signal's state
 //! ([`SignalState`]): idle, owed (an expiry's signal not sent yet: no room in the signal
 //! queue, or a periodic timer's signal ignored), or outstanding (sent, not yet seen
-//! delivered; *stale* if sent by an earlier arming), with the periods that signal's own
+//! delivered), with the periods that signal's own
 //! expiry was late by. Its status, expiry, overrun and latched overrun are recorded as any
 //! timer's; no event of it is ever pending on the owner's queue.
 //!
@@ -59,13 +59,14 @@
 //!   count as its overruns, the kernel's one-pending rule. If it is not (a new process), it
 //!   was delivered, and the restore settles it as a probe that finds it gone does:
 //!   `getoverrun` reports the periods it missed (its lateness and the periods counted while
-//!   it was pending, none for a stale one), a periodic timer is armed for its next period,
+//!   it was pending), a periodic timer is armed for its next period,
 //!   and the next signal's `si_overrun` carries the counted periods;
 //! * a periodic timer waiting to be re-armed whose signal is idle, neither owed nor
 //!   outstanding (its target thread had exited), waits for ever, as it did.
 //!
 //! What a retry's backoff had reached is not kept: a restored owed signal retries from the
-//! first step.
+//! first step. State 3 (outstanding from an earlier arming) is no longer written, since
+//! settime forgets such a signal; a snapshot that has it restores the timer as idle.
 //!
 //! # Binary format (version 1.3)
 //!

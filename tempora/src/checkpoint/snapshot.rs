@@ -144,9 +144,9 @@ pub enum SignalState {
     Owed,
     /// A signal of the timer's current arming was sent and not yet seen delivered.
     Outstanding,
-    /// A signal of an earlier arming (a settime since) was sent and not yet seen delivered:
-    /// its delivery reports no overrun, and if it is still pending at the current arming's
-    /// first expiry, it stands for that expiry (the kernel's one preallocated signal).
+    /// A signal of an earlier arming (a settime since) was sent and not yet seen delivered.
+    /// Written by no build since settime forgets such a signal (its new arming sends its own
+    /// signals); read from older 1.3 snapshots and restored as `Idle`.
     OutstandingStale,
 }
 

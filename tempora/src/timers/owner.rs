@@ -205,6 +205,9 @@ impl Owner {
             }
             let (state, published) = l.state_and_published();
             let (old, arm) = state.settime(published, &now, flags.is_abstime(), value, interval);
+            if l.state.notify() == NotifyKind::Signal {
+                core.signal_settime(&mut l);
+            }
             core.apply_spent(&mut l, arm, now.spent()).map(|()| old)
         });
         core.health.flush_halt();

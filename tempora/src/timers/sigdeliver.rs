@@ -65,6 +65,10 @@ pub(crate) enum Restored {
     Outstanding { stale: bool },
 }
 
+/// The first real-time signal number of the kernel (glibc keeps 32 and 33 for itself): the
+/// signals below it are standard ones, of which one instance at most is pending.
+const SIGRTMIN_KERNEL: i32 = 32;
+
 /// `a + n`, saturating at `i32::MAX` (negative `a`, settime's mark, counts as 0).
 fn add(a: i32, n: u64) -> i32 {
     let n = i64::try_from(n).unwrap_or(i64::MAX);
@@ -102,24 +106,15 @@ impl Core {
         let Some(cell) = signal_of(l) else {
             return false;
         };
-        let mut fresh = fresh;
+        // Whether this pop saw the number not pending (a standard signal is sent only then).
+        let mut clear = false;
         if l.state.queued() {
             if self.signals.pending(cell.tid, cell.signo()) {
-                if fresh > 0 && l.state.sigqueue_seq != l.state.signal_seq {
-                    // The arming's first expiry finds an earlier arming's signal still
-                    // queued: that signal now stands for this expiry, as the kernel's one
-                    // preallocated signal does.
-                    l.state.sigqueue_seq = l.state.signal_seq;
-                    l.state.overrun = 0;
-                    cell.set_lateness(0);
-                    cell.set_carried(0);
-                    set_look(l.published(), true);
-                    fresh -= 1;
-                }
                 l.state.overrun = add(l.state.overrun, fresh);
                 self.signal_park(l, cell, b, clock, t, PROBE_CAP);
                 return fresh > 0;
             }
+            clear = true;
             self.settle_or_flush(l, cell);
         }
         if !l.state.owed() {
@@ -137,7 +132,7 @@ impl Core {
         } else {
             cell.set_lateness(add(cell.lateness(), fresh));
         }
-        self.signal_send(l, cell, b, clock, t);
+        self.signal_send(l, cell, b, clock, t, clear);
         fresh > 0
     }
 
@@ -149,7 +144,9 @@ impl Core {
         n
     }
 
-    /// Sends the owed signal, unless it would be ignored; parks the timer as the outcome says.
+    /// Sends the owed signal, unless it would be ignored, or is a standard signal whose
+    /// number is pending (`clear`: the caller just saw it not pending); parks the timer as
+    /// the outcome says.
     fn signal_send(
         &self,
         l: &mut LockedTimer<'_>,
@@ -157,8 +154,17 @@ impl Core {
         b: usize,
         clock: ClockId,
         t: u64,
+        clear: bool,
     ) {
         let periodic = l.state.interval != 0;
+        if cell.signo() < SIGRTMIN_KERNEL && !clear && self.signals.pending(cell.tid, cell.signo())
+        {
+            // A standard signal queued while one of its number is pending merges with it:
+            // this one would be lost. Retried, as a refused one is, once the number is free.
+            cell.tried();
+            self.signal_park(l, cell, b, clock, t, PROBE_CAP);
+            return;
+        }
         if self.signals.ignored(cell.tid, cell.signo()) {
             if periodic {
                 // Parked until the signal is handled again, retried as a refused one is
@@ -233,24 +239,36 @@ impl Core {
             let shift = cell.tries().min(20);
             t.saturating_add((RETRY_BASE << shift).min(cap))
         } else {
-            // A probe waits as long again as the signal has been pending, from one period up
-            // to the cap, on the period grid (where the kernel's timer, re-armed at the
-            // dequeue, would fire next).
-            let delay = (interval.saturating_mul(l.state.overrun.max(0) as u64))
-                .clamp(interval, PROBE_CAP.max(interval));
-            let target = t.saturating_add(delay);
-            let first = l.state.expiry;
-            if target <= first {
-                first
-            } else {
-                first.saturating_add((target - first).div_ceil(interval).saturating_mul(interval))
-            }
+            // A probe waits as long again as the signal has been pending (the periods
+            // counted), from the next period on up to the cap, on the period grid (where the
+            // kernel's timer, re-armed at the dequeue, would fire next).
+            let cap = (PROBE_CAP / interval).max(1);
+            let periods = (l.state.overrun.max(0) as u64).clamp(1, cap);
+            l.state
+                .expiry
+                .saturating_add((periods - 1).saturating_mul(interval))
         };
         if interval != 0 {
             l.state.set_status(Status::RequeuePending);
         }
         // A poisoned base fails the service.
         let _ = self.apply_on(l, Arm::At { clock, expiry: at }, b);
+    }
+
+    /// `settime` of a signal timer (after the rules' `settime`): a signal still outstanding
+    /// belongs to the old arming. It cannot be taken back; it is forgotten, so that the new
+    /// arming's expiries send their own signals (a pending number is no proof that this
+    /// timer's signal is the one pending: treating it as one lost signals of timers sharing a
+    /// number). An owed one is void.
+    pub(crate) fn signal_settime(&self, l: &mut LockedTimer<'_>) {
+        let Some(cell) = signal_of(l) else {
+            return;
+        };
+        l.state.set_queued(false);
+        set_look(l.published(), false);
+        cell.set_lateness(0);
+        cell.set_carried(0);
+        cell.reset_tries();
     }
 
     /// `getoverrun`'s look at a signal timer whose signal is outstanding: if it is no longer
@@ -305,6 +323,8 @@ impl Core {
         match signal {
             Restored::Idle => {}
             Restored::Owed => l.state.set_owed(true),
+            // A stale signal is forgotten, as settime forgets it (`signal_settime`).
+            Restored::Outstanding { stale: true } => {}
             Restored::Outstanding { stale } => {
                 l.state.set_queued(true);
                 let seq = l.state.signal_seq;

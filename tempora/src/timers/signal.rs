@@ -284,9 +284,33 @@ fn bit(signo: i32) -> u64 {
     1u64 << (signo - 1)
 }
 
-/// The process's ID.
+/// The process's ID, read once (a system call: a third of the syscalls per signal sent)
+/// and read again in a forked child, which has another (a fork handler forgets it).
 fn pid() -> i32 {
-    std::process::id() as i32
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::Relaxed};
+    static PID: AtomicI32 = AtomicI32::new(0);
+    static FORGOTTEN_AT_FORK: AtomicBool = AtomicBool::new(false);
+    static AT_FORK: std::sync::Once = std::sync::Once::new();
+    extern "C" fn forget() {
+        PID.store(0, Relaxed);
+    }
+    // Relaxed (all): the value is the process's, the same whoever stored it; a forked child
+    // runs `forget` on its one thread before fork returns.
+    let pid = PID.load(Relaxed);
+    if pid != 0 {
+        return pid;
+    }
+    AT_FORK.call_once(|| {
+        // SAFETY: registers a child handler that only stores to an atomic.
+        let r = unsafe { libc::pthread_atfork(None, None, Some(forget)) };
+        FORGOTTEN_AT_FORK.store(r == 0, Relaxed);
+    });
+    let pid = std::process::id() as i32;
+    // Without the handler a cached value could outlive a fork: read it every time then.
+    if FORGOTTEN_AT_FORK.load(Relaxed) {
+        PID.store(pid, Relaxed);
+    }
+    pid
 }
 
 /// The calling thread's ID.
@@ -388,6 +412,28 @@ impl PathBuf {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    /// The cached pid is the child's own after a fork (a signal to the parent's pid would
+    /// reach the wrong process).
+    #[test]
+    fn the_cached_pid_is_forgotten_in_a_forked_child() {
+        assert_eq!(pid(), std::process::id() as i32);
+        // SAFETY: the child only reads atomics, makes the getpid and _exit system calls.
+        unsafe {
+            let child = libc::fork();
+            assert!(child >= 0);
+            if child == 0 {
+                let ok = pid() == libc::getpid();
+                libc::_exit(i32::from(!ok));
+            }
+            let mut status = 0;
+            assert_eq!(libc::waitpid(child, &mut status, 0), child);
+            assert!(
+                libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+                "{status}"
+            );
+        }
+    }
+
     #[test]
     fn the_calling_thread_is_ours_and_pid_1_is_not() {
         assert!(is_our_thread(gettid()));

@@ -178,7 +178,7 @@ fn signal_sample() -> Snapshot {
     // A one-shot's signal, outstanding.
     let fired = create(3, signal(SIGRTMIN + 1, 1));
     arm(fired, ms(10), Duration::ZERO);
-    // Outstanding from an earlier arming: set again after it went.
+    // Set again after its signal went: settime forgets that signal, so the timer is idle.
     let stale = create(5, signal(SIGRTMIN + 2, 2));
     arm(stale, ms(10), Duration::ZERO);
     clock.advance(ms(10));

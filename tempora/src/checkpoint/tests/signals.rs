@@ -59,7 +59,7 @@ fn the_signal_sample_holds_every_kind_and_state() {
                 signo: SIGRTMIN + 2,
                 value: 2,
             },
-            SignalState::OutstandingStale,
+            SignalState::Idle,
         ),
         (
             7,
