@@ -242,8 +242,8 @@ impl SignalPort for OsSignals {
         // Blocked signals are never ignored (the handler may change before they are
         // unblocked). A process-directed signal is checked against the thread-group leader,
         // as the kernel does.
-        // SAFETY: `getpid` has no preconditions.
         let target = if tid == 0 {
+            // SAFETY: `getpid` has no preconditions.
             unsafe { libc::getpid() }
         } else {
             tid
