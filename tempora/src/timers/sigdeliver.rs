@@ -210,7 +210,14 @@ impl Core {
             (interval.saturating_mul(l.state.overrun.max(0) as u64))
                 .clamp(interval, PROBE_CAP.max(interval))
         };
-        let target = t.saturating_add(delay);
+        // A probe counts from the period just counted (the expiry less one period), not from
+        // `t`, which a late pop puts after it: from `t`, the first probe skipped a period.
+        let from = if l.state.owed() || interval == 0 {
+            t
+        } else {
+            l.state.expiry.saturating_sub(interval)
+        };
+        let target = from.saturating_add(delay);
         let at = if interval == 0 {
             target
         } else {

@@ -296,3 +296,22 @@ fn a_thread_signal_goes_to_its_thread_and_stops_when_the_thread_is_gone() {
     assert_eq!(port.sent(), 1);
     assert_eq!(f.timers.next_deadline(), None, "nothing left to do");
 }
+
+/// A real driver pops a timer a little after its expiry, never at it: the probe that follows
+/// a periodic timer's signal still goes at the next period, so signals taken at once come one
+/// per period with `si_overrun` 0, as the kernel's do. (The probe used to be placed a whole
+/// period after the pop, which a late pop rounded up to the period after next: one signal
+/// every other period, each with `si_overrun` 1.)
+#[test]
+fn a_late_pop_still_probes_at_the_next_period() {
+    let (f, port) = with_port();
+    let t = signal_timer(&f, 0);
+    f.arm(t, ms(100), ms(100));
+    // Each period popped 1 ms late, each signal taken at once.
+    f.advance(ms(101));
+    for period in 1..=5 {
+        assert_eq!(port.take(), Some(sig(t, 0, 0)), "period {period}");
+        f.advance(ms(100));
+    }
+    assert_eq!(port.sent(), 6);
+}
