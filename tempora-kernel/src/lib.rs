@@ -168,6 +168,24 @@ pub fn timer_create_signal(
     create(clock, &mut sev, 0)
 }
 
+/// `timer_create(clock, {SIGEV_SIGNAL, signo, sival_int = value}, &id)`: a timer whose
+/// expiries queue `signo` to the process (any thread that does not block it may take it),
+/// carrying `value`.
+pub fn timer_create_process_signal(
+    clock: libc::clockid_t,
+    signo: i32,
+    value: i32,
+) -> Result<i32, Errno> {
+    // SAFETY: a zeroed sigevent is a valid argument once its fields are set.
+    let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
+    sev.sigev_notify = libc::SIGEV_SIGNAL;
+    sev.sigev_signo = signo;
+    sev.sigev_value = libc::sigval {
+        sival_ptr: value as usize as *mut libc::c_void,
+    };
+    create(clock, &mut sev, 0)
+}
+
 /// Blocks `signo` in the calling thread, so its timer signals stay pending for
 /// [`take_signal`].
 pub fn block_signal(signo: i32) -> Result<(), Errno> {
