@@ -140,9 +140,11 @@ impl Core {
                     break;
                 };
                 let mut here = 0;
+                super::sigdeliver::batch_begins();
                 for &popped in &batch {
                     here += self.deliver(b, popped, &lazy, &mut calls);
                 }
+                super::sigdeliver::batch_ends();
                 if !batch.is_empty() {
                     base.counters.batch(here as u64, held);
                 }
