@@ -21,11 +21,14 @@
 //!   interrupt work lands on an idle CPU here and is counted by nobody, which favours the
 //!   kernel. Chunks of signals alternate between the implementations.
 //!
-//! The burst's timers are created for each run: tempora probes a timer's earlier signal with
-//! `sigpending`, which reports signal numbers, so a re-armed timer whose number another timer's
-//! signal holds pending sees its own as still pending (the divergence table of the `timers`
-//! module) and sends none; a burst of re-armed one-shots on one number would deliver a few
-//! signals. The periodic timer has its number to itself, so it is probed at every period.
+//! The burst's timers are created for each run, on both sides alike.
+//!
+//! `blocked-signal` (n = 1): a 1 µs periodic timer whose signal stays blocked, never taken, for
+//! a window (2 s; `--quick` 1 s, `--full` 10 s): `ns_per_op` is the process's CPU time per
+//! second of the window while the measuring thread sleeps, what such a timer costs. The
+//! kernel's parks (no re-arm until the dequeue); tempora's probes whether its signal is still
+//! pending at periods spaced as long as it has been pending, up to `PROBE_CAP` (10 ms) apart
+//! (`timers/sigdeliver.rs`). `fired` is the signals taken after the window (1 on both sides).
 
 use std::time::Duration;
 
@@ -37,6 +40,12 @@ use crate::stats::quantile;
 use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
 
 pub(crate) const CASE: &str = "deliver-signal";
+
+/// The case of a fast periodic timer whose signal stays blocked.
+pub(crate) const CASE_BLOCKED: &str = "blocked-signal";
+
+/// The blocked timer's period.
+const BLOCKED_PERIOD_NS: u64 = 1_000;
 
 /// The periodic timer's period.
 pub(crate) const PERIOD_NS: u64 = 1_000_000;
@@ -313,6 +322,62 @@ fn step(n: usize, reps: usize, settings: &Settings) -> Vec<Row> {
     rows
 }
 
+/// A 1 µs periodic timer whose signal nobody takes for `window`: the process's CPU ns per
+/// second of it, and the signals taken after it.
+fn blocked(side: &mut dyn SignalTimers, window: Duration) -> Result<(f64, usize), String> {
+    let signo = side.signo();
+    side.create(1)?;
+    side.arm_all(now_ns() + 1_000_000, BLOCKED_PERIOD_NS)?;
+    // The first signal is queued and the probes' spacing has grown before the window opens.
+    std::thread::sleep(Duration::from_millis(50));
+    let c0 = process_cpu_ns();
+    std::thread::sleep(window);
+    let c1 = process_cpu_ns();
+    // Taken before the delete, which makes the kernel discard its pending signal.
+    let taken = drain(signo);
+    side.delete_all();
+    drain(signo);
+    Ok(((c1 - c0) as f64 / window.as_secs_f64(), taken))
+}
+
+/// The `blocked-signal` step: both sides, one after the other, `runs` times each.
+fn blocked_step(settings: &Settings) -> Vec<Row> {
+    let window = Duration::from_secs(settings.pick(1, 2, 10));
+    let row = |imp: &str, m: Measured| Row::new(CASE_BLOCKED, imp, 1, 1, m);
+    if let Some(why) = cannot_run() {
+        return ["tempora", "kernel"]
+            .iter()
+            .map(|i| row(i, Measured::failed(why.clone())))
+            .collect();
+    }
+    let mut rows = Vec::new();
+    let mut sides: Vec<Box<dyn SignalTimers>> = Vec::new();
+    match TemporaSignals::new() {
+        Ok(s) => sides.push(Box::new(s)),
+        Err(e) => rows.push(row("tempora", Measured::failed(e))),
+    }
+    sides.push(Box::new(KernelSignals::default()));
+    let results = alternate(&mut sides, 0..1, |s| blocked(s, window));
+    for (side, r) in sides.iter().zip(results) {
+        let m = match r {
+            Ok(runs) if !runs.is_empty() => {
+                let (cpu, taken) = runs[0];
+                Measured::per_op(
+                    cpu,
+                    1,
+                    Fields::default()
+                        .with(Field::Fired, taken)
+                        .with(Field::Runs, runs.len()),
+                )
+            }
+            Ok(_) => Measured::failed("no run"),
+            Err(e) => Measured::failed(e),
+        };
+        rows.push(row(side.name(), m));
+    }
+    rows
+}
+
 /// A step's rough cost for the ETA (ms, two implementations).
 pub(crate) fn cost(n: usize, reps: usize, settings: &Settings) -> f64 {
     if n == 1 {
@@ -324,9 +389,22 @@ pub(crate) fn cost(n: usize, reps: usize, settings: &Settings) -> f64 {
     }
 }
 
-/// The case's steps: at each size, tempora and the kernel in one step.
+/// The cases' steps: at each size, tempora and the kernel in one step; then the blocked timer.
 pub fn plan<'a>(plan: &mut Plan<'a>) {
     let settings: &Settings = plan.settings;
+    let window = settings.pick(1.0, 2.0, 10.0);
+    plan.add(
+        Step::new(
+            Suite::Service,
+            &[CASE_BLOCKED],
+            "tempora",
+            1,
+            1,
+            2.0 * 1e3 * (window + 0.06),
+            move || blocked_step(settings),
+        )
+        .also("kernel"),
+    );
     let reps = settings.reps(3, 5);
     for n in sizes(settings) {
         let cost = cost(n, reps, settings);
