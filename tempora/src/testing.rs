@@ -425,10 +425,20 @@ impl crate::timers::signal::SignalPort for TestSignals {
         Sent::Queued
     }
 
-    fn pending(&self, tid: i32, signo: i32) -> bool {
+    fn pending(&self, tid: i32, signo: i32) -> crate::timers::signal::Pending {
+        use crate::timers::signal::Pending;
         let mut s = self.state.lock().unwrap();
         s.queries += 1;
-        s.queued.iter().any(|q| q.tid == tid && q.signo == signo)
+        if s.queued.iter().any(|q| q.tid == tid && q.signo == signo) {
+            Pending::Yes
+        } else {
+            Pending::No
+        }
+    }
+
+    fn confirm(&self, signo: i32) -> bool {
+        let s = self.state.lock().unwrap();
+        s.queued.iter().any(|q| q.tid == 0 && q.signo == signo)
     }
 
     fn ignored(&self, _tid: i32, _signo: i32) -> bool {

@@ -287,14 +287,73 @@ fn a_million_signal_timers_under_a_low_sigpending_limit(timers: &Timers) {
     );
 }
 
+/// A signal left pending on a driver thread for good (a `SIGEV_THREAD` callback that raises
+/// it: the driver blocks every signal) must not hide the process-wide signal of a timer on the
+/// same number: that timer keeps sending, one signal per period. (The probe read the driver's
+/// own set with the process's: one more signal, then none.)
+fn a_signal_stuck_on_a_driver_thread_hides_no_delivery(timers: &Timers) {
+    let owner = timers.owner();
+    for signo in [sigrtmin() + 5, libc::SIGUSR2] {
+        let raiser = owner
+            .create(
+                ClockId::Monotonic,
+                Notify::callback(move |_, _| {
+                    // SAFETY: raises a signal on the calling (driver) thread, which blocks it.
+                    unsafe { libc::raise(signo) };
+                }),
+            )
+            .unwrap();
+        owner
+            .settime(
+                raiser,
+                SetFlags::RELATIVE,
+                Duration::from_millis(1),
+                Duration::ZERO,
+            )
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let t = owner
+            .create(ClockId::Monotonic, Notify::Signal { signo, value: 1 })
+            .unwrap();
+        owner
+            .settime(
+                t,
+                SetFlags::RELATIVE,
+                Duration::from_millis(5),
+                Duration::from_millis(5),
+            )
+            .unwrap();
+        for i in 0..10 {
+            assert!(
+                wait(&[signo], Duration::from_secs(2)).is_some(),
+                "signal {signo}: only {i} signals"
+            );
+        }
+        owner.delete(t).unwrap();
+        owner.delete(raiser).unwrap();
+        while wait(&[signo], Duration::from_millis(20)).is_some() {}
+    }
+    println!("ok: a signal stuck on a driver thread hides no delivery");
+}
+
 fn main() {
     let r = sigrtmin();
-    block(&[r, r + 1, r + 2, r + 3, r + 4, libc::SIGALRM]);
+    block(&[
+        r,
+        r + 1,
+        r + 2,
+        r + 3,
+        r + 4,
+        r + 5,
+        libc::SIGALRM,
+        libc::SIGUSR2,
+    ]);
     let timers = Timers::new();
     process_signal_carries_the_timers_fields(&timers);
     periodic_signals_keep_coming_and_overruns_sum(&timers);
     thread_signal_reaches_its_thread();
     signalfd_reads_the_fields(&timers);
     tempora_threads_block_every_signal(&timers);
+    a_signal_stuck_on_a_driver_thread_hides_no_delivery(&timers);
     a_million_signal_timers_under_a_low_sigpending_limit(&timers);
 }

@@ -71,6 +71,17 @@ pub(crate) fn thread_index() -> usize {
     0
 }
 
+thread_local! {
+    static BLOCKS_ALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is one [`spawn_blocking_signals`] started: it blocks every
+/// signal, so `sigpending` there reports every pending signal of the process (and the
+/// thread's own, which nobody sends it but by mistake).
+pub(crate) fn blocks_all_signals() -> bool {
+    BLOCKS_ALL.with(std::cell::Cell::get)
+}
+
 /// Starts a thread of tempora's (a driver, a spare, the clock watch, a deferred free) with
 /// every signal blocked, as glibc starts its `SIGEV_THREAD` helper: a process-directed signal
 /// then never lands on a tempora thread (where no handler of the application's expects it,
@@ -95,7 +106,10 @@ pub(crate) fn spawn_blocking_signals<F: FnOnce() + Send + 'static>(
         libc::sigfillset(all.as_mut_ptr());
         libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr()) == 0
     };
-    let spawned = std::thread::Builder::new().name(name).spawn(f);
+    let spawned = std::thread::Builder::new().name(name).spawn(move || {
+        BLOCKS_ALL.with(|b| b.set(true));
+        f();
+    });
     if blocked {
         // SAFETY: `old` was written by the call above, which succeeded.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut()) };

@@ -386,12 +386,18 @@ impl ItimerState {
             return Setting { value: 0, interval };
         }
         let t = now.get(self.expiry_clock());
+        let mut next = self.expiry;
         if interval != 0 && status != Status::Armed {
             let (expiry, n) = forward(self.expiry, interval, t);
-            self.expiry = expiry;
-            self.overrun = add_periods(self.overrun, n);
+            next = expiry;
+            // A signal timer's periods are counted by its pops and probes, into the count
+            // each belongs to (`sigdeliver.rs`): gettime only reads.
+            if self.notify() != NotifyKind::Signal {
+                self.expiry = expiry;
+                self.overrun = add_periods(self.overrun, n);
+            }
         }
-        let remaining = self.expiry.saturating_sub(t);
+        let remaining = next.saturating_sub(t);
         let value = match (remaining, none) {
             (0, true) => 0,
             (0, false) => 1,

@@ -164,7 +164,9 @@ impl Owner {
     /// [`Owner::gettime`] would have just before). A zero `value` disarms (and zeroes the
     /// interval); otherwise the timer expires after `value` (or at `value` on its clock with
     /// [`SetFlags::ABSTIME`], at once if that has passed), then every `interval` if it is
-    /// non-zero. Resets the overrun and voids an event still pending from the last arming.
+    /// non-zero. Resets the overrun and voids an event still pending from the last arming (a
+    /// signal timer's signal already queued cannot be taken back: it is delivered, and the new
+    /// arming sends its own; the `timers` module's divergence table).
     ///
     /// # Errors
     /// [`Error::InvalidTime`] (`EINVAL`) for negative seconds or nanoseconds outside
@@ -239,12 +241,17 @@ impl Owner {
             if l.state.wheel() == 0 {
                 return Ok(());
             }
-            // In a wheel: take it out (the lane may change) and place it as it is now.
+            // In a wheel: take it out (the lane may change) and place it as it is now. A
+            // signal timer retrying a signal it owes waits for no expiry: it retries at once,
+            // and its retry places it again.
             core.disarm(&mut l)?;
-            let arm = itimer::Arm::At {
-                clock: l.state.expiry_clock(),
-                expiry: l.state.expiry,
+            let clock = l.state.expiry_clock();
+            let expiry = if l.state.owed() {
+                LazyNow::new(&*core.clock).get(clock)
+            } else {
+                l.state.expiry
             };
+            let arm = itimer::Arm::At { clock, expiry };
             core.apply(&mut l, arm)
         });
         core.health.flush_halt();
@@ -318,7 +325,8 @@ impl Owner {
         r
     }
 
-    /// Deletes timer `id`: it is disarmed, an event of it still queued is dropped unseen, its
+    /// Deletes timer `id`: it is disarmed, an event of it still queued is dropped unseen (a
+    /// signal already queued is delivered: it cannot be taken back), its
     /// callback is released, and its ID becomes free. A call of its callback that a poll has
     /// already taken (a driver thread's, or another thread's `poll`) is not waited for: it may
     /// run, or still be running, after `delete` returns; the closure is dropped after it.

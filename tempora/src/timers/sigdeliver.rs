@@ -41,7 +41,7 @@
 use super::core::Core;
 use super::itimer::{forward, set_look, set_overrun_last, Arm};
 use super::object::{signal_of, sink_of, LockedTimer};
-use super::signal::{Sent, SignalCell, TimerSignal};
+use super::signal::{Pending, Sent, SignalCell, TimerSignal};
 use super::types::Status;
 use crate::clock::{ClockId, LazyNow};
 use std::cell::Cell;
@@ -49,7 +49,8 @@ use std::cell::Cell;
 /// The longest a periodic timer waits between two probes of a signal that stays pending
 /// (or the period, if longer).
 pub(crate) const PROBE_CAP: u64 = 10_000_000;
-/// The first retry of a signal refused for want of room (or the period, if longer).
+/// The first retry of a signal refused for want of room, ignored, or waiting for its standard
+/// signal's number to be free; each retry waits twice as long, up to a cap.
 pub(crate) const RETRY_BASE: u64 = 100_000;
 /// The longest wait between two retries of a refused signal.
 pub(crate) const RETRY_CAP: u64 = 100_000_000;
@@ -87,6 +88,18 @@ pub(crate) fn batch_ends() {
 }
 
 impl Core {
+    /// Whether `cell`'s signal number is pending for its target (`Pending::Unconfirmed`
+    /// confirmed now and then: `SignalCell::hit_needs_confirming`).
+    fn still_pending(&self, cell: &SignalCell) -> bool {
+        match self.signals.pending(cell.tid, cell.signo()) {
+            Pending::No => false,
+            Pending::Yes => true,
+            Pending::Unconfirmed => {
+                !cell.hit_needs_confirming() || self.signals.confirm(cell.signo())
+            }
+        }
+    }
+
     /// The port's `disposition_ignores`, remembered for the rest of a poll batch.
     fn disposition_ignores(&self, signo: i32) -> bool {
         let bit = 1u64 << (signo - 1);
@@ -149,7 +162,7 @@ impl Core {
         // Whether this pop saw the number not pending (a standard signal is sent only then).
         let mut clear = false;
         if l.state.queued() {
-            if self.signals.pending(cell.tid, cell.signo()) {
+            if self.still_pending(cell) {
                 l.state.overrun = add(l.state.overrun, fresh);
                 self.signal_park(l, cell, b, clock, t, PROBE_CAP);
                 return fresh > 0;
@@ -197,8 +210,7 @@ impl Core {
         clear: bool,
     ) {
         let periodic = l.state.interval != 0;
-        if cell.signo() < SIGRTMIN_KERNEL && !clear && self.signals.pending(cell.tid, cell.signo())
-        {
+        if cell.signo() < SIGRTMIN_KERNEL && !clear && self.still_pending(cell) {
             // A standard signal queued while one of its number is pending merges with it:
             // this one would be lost. Retried, as a refused one is, once the number is free.
             cell.tried();
@@ -231,13 +243,19 @@ impl Core {
                 cell.value
             },
         };
-        match self.signals.send(&sig) {
+        // `getoverrun` must look from before the signal can be taken (a handler may run on
+        // this very thread as the send returns): LOOK goes up first, down again if it fails.
+        set_look(l.published(), true);
+        let sent = self.signals.send(&sig);
+        if sent != Sent::Queued {
+            set_look(l.published(), false);
+        }
+        match sent {
             Sent::Queued => {
                 sink_of(l).tally.delivered(sig.overrun);
                 l.state.set_queued(true);
                 l.state.set_owed(false);
                 l.state.sigqueue_seq = l.state.signal_seq;
-                set_look(l.published(), true);
                 cell.set_carried(l.state.overrun.max(0));
                 l.state.overrun = 0;
                 cell.reset_tries();
@@ -327,7 +345,7 @@ impl Core {
             let n = self.count_periods(l, now.get(clock));
             l.state.overrun = add(l.state.overrun, n);
         }
-        if self.signals.pending(cell.tid, cell.signo()) {
+        if self.still_pending(cell) {
             return;
         }
         self.settle_or_flush(l, cell);
@@ -363,13 +381,14 @@ impl Core {
         match signal {
             Restored::Idle => {}
             Restored::Owed => l.state.set_owed(true),
-            // A stale signal is forgotten, as settime forgets it (`signal_settime`).
-            Restored::Outstanding { stale: true } => {}
+            // A stale signal is forgotten, as settime forgets it (`signal_settime`); a
+            // periodic timer parked for it waits for its next period instead.
+            Restored::Outstanding { stale: true } => settled = true,
             Restored::Outstanding { stale } => {
                 l.state.set_queued(true);
                 let seq = l.state.signal_seq;
                 l.state.sigqueue_seq = if stale { seq.wrapping_sub(1) } else { seq };
-                if !self.signals.pending(cell.tid, cell.signo()) {
+                if !self.still_pending(cell) {
                     settle(l, cell);
                     settled = true;
                 } else if !stale {
@@ -423,10 +442,12 @@ impl Core {
 /// stale. The counted periods stay in `overrun`, for the next signal's `si_overrun`.
 fn settle(l: &mut LockedTimer<'_>, cell: &SignalCell) {
     l.state.set_queued(false);
-    set_look(l.published(), false);
+    // One store: a lock-free reader sees the old word (and looks) or the new one.
     if l.state.sigqueue_seq == l.state.signal_seq {
         let (state, published) = l.state_and_published();
         set_overrun_last(published, add(cell.lateness(), state.overrun.max(0) as u64));
+    } else {
+        set_look(l.published(), false);
     }
     cell.set_lateness(0);
 }

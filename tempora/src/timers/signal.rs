@@ -11,9 +11,14 @@
 //! timer's for handlers, `sigwaitinfo` and `signalfd` alike, so a program reads the same fields
 //! it reads from a kernel timer.
 //!
-//! Whether a signal is pending is read with `sigpending(2)` (the calling thread's set and the
-//! process's) or, for another thread's set, from its `/proc/self/task/<tid>/status`
-//! (`SigPnd`). Whether a signal would be ignored is the kernel's own rule: its disposition
+//! Whether a signal is pending for the process is read with `sigpending(2)` on tempora's own
+//! threads, which block every signal (`sigpending` reports only what the caller blocks, its own
+//! set with the process's), a hit confirmed against the process's set alone (`ShdPnd` of
+//! `/proc/self/task/<pid>/status`: a signal left on a driver thread by mistake would otherwise
+//! hide every delivery); on any other thread (an application's poll) from `ShdPnd` directly. A
+//! thread's own set is its status file's `SigPnd`. A status file that cannot be read for want
+//! of a file descriptor or memory reads as "pending" (and "blocked"): the one-pending rule
+//! holds, at the cost of a later signal. Whether a signal would be ignored is the kernel's own rule: its disposition
 //! ignores it (`SIG_IGN`, or `SIG_DFL` for a signal whose default is to ignore) and the thread
 //! the kernel would deliver it to does not block it (`SigBlk`).
 
@@ -46,6 +51,9 @@ pub(crate) struct SignalCell {
     /// Sends refused (no room, or the signal ignored) in a row: the backoff of the next
     /// retry. Written under the timer's lock.
     tries: AtomicU8,
+    /// Unconfirmed probes of the outstanding signal (`Pending::Unconfirmed`), counted to
+    /// confirm the first, second, fourth, ... and then every 128th. Under the timer's lock.
+    hits: AtomicU8,
 }
 
 impl SignalCell {
@@ -75,6 +83,7 @@ impl SignalCell {
             signo: signo as u8,
             value_is_id,
             tries: AtomicU8::new(0),
+            hits: AtomicU8::new(0),
         })
     }
 
@@ -114,6 +123,17 @@ impl SignalCell {
 
     pub(crate) fn reset_tries(&self) {
         self.tries.store(0, Ordering::Relaxed);
+        self.hits.store(0, Ordering::Relaxed);
+    }
+
+    /// One more unconfirmed probe: whether this one should be confirmed (the 1st, 2nd, 4th,
+    /// ..., 128th, then every 128th: a blocked signal costs a `/proc` read a second or so, a
+    /// signal left on a driver thread is seen through within a few probes).
+    pub(crate) fn hit_needs_confirming(&self) -> bool {
+        let n = self.hits.load(Ordering::Relaxed).wrapping_add(1);
+        let n = if n == 0 { 128 } else { n };
+        self.hits.store(n, Ordering::Relaxed);
+        n.is_power_of_two()
     }
 }
 
@@ -142,13 +162,27 @@ pub(crate) enum Sent {
     Gone,
 }
 
+/// Whether a signal is pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pending {
+    No,
+    Yes,
+    /// `sigpending` on a tempora thread reports it, which may be a signal left on that thread
+    /// (never delivered: the thread blocks everything) rather than the process's: `confirm`
+    /// says which, at the price of reading a `/proc` file (`sigdeliver.rs` asks it now and
+    /// then).
+    Unconfirmed,
+}
+
 /// Queues timers' signals and reads the process's signal state: the OS, or a test's.
 pub(crate) trait SignalPort: Send + Sync {
     /// Queues `sig`.
     fn send(&self, sig: &TimerSignal) -> Sent;
-    /// Whether signal `signo` is pending for thread `tid` (0: for the process, as the calling
-    /// thread sees it).
-    fn pending(&self, tid: i32, signo: i32) -> bool;
+    /// Whether signal `signo` is pending for thread `tid` (0: for the process).
+    fn pending(&self, tid: i32, signo: i32) -> Pending;
+    /// Whether `signo` is pending for the process, in its own set alone (the slow, certain
+    /// answer to [`Pending::Unconfirmed`]).
+    fn confirm(&self, signo: i32) -> bool;
     /// Whether the kernel would discard `signo` sent to `tid` (0: the process) now: its
     /// disposition ignores it and the target does not block it.
     fn ignored(&self, tid: i32, signo: i32) -> bool;
@@ -236,19 +270,42 @@ impl SignalPort for OsSignals {
         }
     }
 
-    fn pending(&self, tid: i32, signo: i32) -> bool {
-        if tid == 0 || tid == gettid() {
-            let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-            // SAFETY: `sigpending` writes the set; `sigismember` reads it after that.
-            unsafe {
-                if libc::sigpending(set.as_mut_ptr()) != 0 {
-                    return true;
-                }
-                return libc::sigismember(set.as_ptr(), signo) == 1;
-            }
+    fn pending(&self, tid: i32, signo: i32) -> Pending {
+        let yes = |b: bool| if b { Pending::Yes } else { Pending::No };
+        if tid != 0 {
+            // A thread's own set: its status file (`sigpending` would report the caller's,
+            // and only what the caller blocks).
+            return match status_mask(tid, b"SigPnd:") {
+                Status::Mask(m) => yes(m & bit(signo) != 0),
+                Status::Gone => Pending::No,
+                Status::Unreadable => Pending::Yes,
+            };
         }
-        // Another thread's set: its status file. Unreadable (the thread is gone): not pending.
-        status_mask(tid, b"SigPnd:").is_some_and(|m| m & bit(signo) != 0)
+        if !crate::sync::blocks_all_signals() {
+            // An application's thread (its own poll): `sigpending` reports only what that
+            // thread blocks.
+            return yes(self.confirm(signo));
+        }
+        // A tempora thread blocks everything: `sigpending` shows the process's set and this
+        // thread's own. A miss is certain.
+        let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: `sigpending` writes the set; `sigismember` reads it after that.
+        let hit = unsafe {
+            libc::sigpending(set.as_mut_ptr()) != 0 || libc::sigismember(set.as_ptr(), signo) == 1
+        };
+        if hit {
+            Pending::Unconfirmed
+        } else {
+            Pending::No
+        }
+    }
+
+    fn confirm(&self, signo: i32) -> bool {
+        // The process's set is `ShdPnd` in any of its threads' status.
+        match status_mask(pid(), b"ShdPnd:") {
+            Status::Mask(m) => m & bit(signo) != 0,
+            Status::Gone | Status::Unreadable => true,
+        }
     }
 
     fn ignored(&self, tid: i32, signo: i32) -> bool {
@@ -257,9 +314,13 @@ impl SignalPort for OsSignals {
         }
         // Blocked signals are never ignored (the handler may change before they are
         // unblocked). A process-directed signal is checked against the thread-group leader,
-        // as the kernel does.
+        // as the kernel does. Unreadable: taken as blocked (the signal is sent; the kernel
+        // decides).
         let target = if tid == 0 { pid() } else { tid };
-        status_mask(target, b"SigBlk:").is_none_or(|m| m & bit(signo) == 0)
+        match status_mask(target, b"SigBlk:") {
+            Status::Mask(m) => m & bit(signo) == 0,
+            Status::Gone | Status::Unreadable => false,
+        }
     }
 
     fn disposition_ignores(&self, signo: i32) -> bool {
@@ -285,12 +346,15 @@ fn bit(signo: i32) -> u64 {
 }
 
 /// The process's ID, read once (a system call: a third of the syscalls per signal sent)
-/// and read again in a forked child, which has another (a fork handler forgets it).
+/// and read again in a child made by `fork(3)`, which has another (a fork handler forgets
+/// it; a child made by a raw `clone` keeps the parent's, which tempora does not support).
 fn pid() -> i32 {
     use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::Relaxed};
     static PID: AtomicI32 = AtomicI32::new(0);
+    /// Whether the fork handler is registered. Not a `Once`: a fork while another thread runs
+    /// a `Once` leaves it running in the child for ever. Two threads may both register: two
+    /// handlers that store 0 do no harm.
     static FORGOTTEN_AT_FORK: AtomicBool = AtomicBool::new(false);
-    static AT_FORK: std::sync::Once = std::sync::Once::new();
     extern "C" fn forget() {
         PID.store(0, Relaxed);
     }
@@ -300,20 +364,21 @@ fn pid() -> i32 {
     if pid != 0 {
         return pid;
     }
-    AT_FORK.call_once(|| {
+    if !FORGOTTEN_AT_FORK.load(Relaxed) {
         // SAFETY: registers a child handler that only stores to an atomic.
-        let r = unsafe { libc::pthread_atfork(None, None, Some(forget)) };
-        FORGOTTEN_AT_FORK.store(r == 0, Relaxed);
-    });
-    let pid = std::process::id() as i32;
-    // Without the handler a cached value could outlive a fork: read it every time then.
-    if FORGOTTEN_AT_FORK.load(Relaxed) {
-        PID.store(pid, Relaxed);
+        if unsafe { libc::pthread_atfork(None, None, Some(forget)) } != 0 {
+            // Without the handler a cached value could outlive a fork: read it every time.
+            return std::process::id() as i32;
+        }
+        FORGOTTEN_AT_FORK.store(true, Relaxed);
     }
+    let pid = std::process::id() as i32;
+    PID.store(pid, Relaxed);
     pid
 }
 
 /// The calling thread's ID.
+#[cfg(test)]
 pub(crate) fn gettid() -> i32 {
     // SAFETY: `gettid` has no preconditions.
     unsafe { libc::gettid() }
@@ -332,9 +397,19 @@ fn is_our_thread(tid: i32) -> bool {
     unsafe { libc::stat(path.as_ptr(), st.as_mut_ptr()) == 0 }
 }
 
+/// What a thread's status file says of one mask.
+enum Status {
+    Mask(u64),
+    /// The thread exited (`ENOENT` or `ESRCH` opening its file).
+    Gone,
+    /// Any other failure (no file descriptor left, no memory): the caller assumes the
+    /// answer that keeps the one-pending rule (pending, blocked).
+    Unreadable,
+}
+
 /// The mask on the line starting with `key` of thread `tid`'s `/proc/self/task/<tid>/status`.
 /// Read with plain system calls into a stack buffer: no allocation.
-fn status_mask(tid: i32, key: &[u8]) -> Option<u64> {
+fn status_mask(tid: i32, key: &[u8]) -> Status {
     let mut path = PathBuf::new();
     path.push_str(b"/proc/self/task/");
     path.push_int(tid);
@@ -342,7 +417,10 @@ fn status_mask(tid: i32, key: &[u8]) -> Option<u64> {
     // SAFETY: a NUL-terminated path on this stack.
     let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
     if fd < 0 {
-        return None;
+        return match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::ENOENT | libc::ESRCH) => Status::Gone,
+            _ => Status::Unreadable,
+        };
     }
     let mut buf = [0u8; 4096];
     let mut len = 0;
@@ -356,7 +434,11 @@ fn status_mask(tid: i32, key: &[u8]) -> Option<u64> {
     }
     // SAFETY: `fd` is ours, closed once.
     unsafe { libc::close(fd) };
-    let text = &buf[..len];
+    parse_mask(&buf[..len], key).map_or(Status::Unreadable, Status::Mask)
+}
+
+/// The hexadecimal mask after `key` in a status file's text.
+fn parse_mask(text: &[u8], key: &[u8]) -> Option<u64> {
     let start = text.windows(key.len()).position(|w| w == key)? + key.len();
     let hex = text[start..]
         .iter()
@@ -445,7 +527,9 @@ mod tests {
 
     #[test]
     fn the_status_file_gives_the_blocked_mask() {
-        let blk = status_mask(gettid(), b"SigBlk:").expect("our own status");
+        let Status::Mask(blk) = status_mask(gettid(), b"SigBlk:") else {
+            panic!("our own status");
+        };
         // The test harness's threads block nothing but what the runtime blocks; whatever it
         // is, it is what `pthread_sigmask` reports.
         let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();

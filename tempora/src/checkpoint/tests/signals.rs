@@ -485,3 +485,43 @@ fn a_callback_named_signal_is_restored_as_a_callback() {
     timers.poll();
     assert_eq!(*log.lock().unwrap(), vec![(id, 0)]);
 }
+
+/// A record in state 3 (outstanding from an earlier arming: no build writes it any more) of a
+/// periodic timer parked for that signal restores a timer that fires at its next period. (It
+/// came back idle and in no wheel: never again.)
+#[test]
+fn a_stale_outstanding_record_restores_a_timer_that_fires() {
+    let ca = ManualClock::new();
+    let (ta, pa) = with_signals(&ca);
+    let a = ta.owner();
+    let id = a
+        .create(
+            ClockId::Monotonic,
+            Notify::Signal {
+                signo: SIGRTMIN,
+                value: 3,
+            },
+        )
+        .unwrap();
+    a.settime(id, SetFlags::RELATIVE, ms(10), ms(10)).unwrap();
+    for _ in 0..3 {
+        ca.advance(ms(10));
+        ta.poll();
+    }
+    assert_eq!(pa.queued(), 1, "parked: its signal pending");
+    let mut snap = Snapshot::decode(&a.checkpoint().encode()).unwrap();
+    let rec = snap.timers.iter_mut().find(|r| r.id == id).unwrap();
+    let mut sig = rec.signal.expect("a signal record");
+    assert_eq!(sig.state, SignalState::Outstanding);
+    sig.state = SignalState::OutstandingStale;
+    sig.lateness = 0;
+    rec.signal = Some(sig);
+    let (cb, tb, pb) = elsewhere(&ca);
+    let b = tb.owner();
+    b.restore(&snap, |_| None).unwrap();
+    for _ in 0..10 {
+        cb.advance(ms(10));
+        tb.poll();
+    }
+    assert!(pb.sent() >= 1, "the restored timer fires");
+}

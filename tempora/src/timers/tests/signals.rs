@@ -449,3 +449,50 @@ fn a_standard_signal_waits_while_its_number_is_pending() {
     assert_eq!(port.take().map(|s| s.value), Some(2));
     let _ = (a, b);
 }
+
+/// `gettime` only reads a signal timer: periods it skips over while a signal waits to be sent
+/// (ignored here) stay that signal's, counted by the timer's own retries. (It added them to
+/// the count the next signal carries, settime's -1 losing one: `si_overrun` 105 and
+/// `getoverrun` 34 with a `gettime` every millisecond, 106 and 106 without.)
+#[test]
+fn gettime_changes_no_count_of_a_signal_timer() {
+    let run = |with_gettime: bool| {
+        let (f, port) = with_port();
+        let t = signal_timer(&f, 0);
+        port.set_ignored(true);
+        f.arm(t, ms(1), ms(1));
+        for _ in 0..100 {
+            f.advance(ms(1));
+            if with_gettime {
+                f.owner.gettime(t).unwrap();
+            }
+        }
+        port.set_ignored(false);
+        f.advance(Duration::from_nanos(PROBE_CAP));
+        let got = port.take().unwrap();
+        (got.overrun, f.owner.getoverrun(t).unwrap())
+    };
+    let without = run(false);
+    assert_eq!(run(true), without);
+    assert_eq!(without.0, without.1, "{without:?}");
+}
+
+/// `set_precision` on a timer retrying a signal it owes does not push the retry back to the
+/// timer's next period.
+#[test]
+fn set_precision_keeps_an_owed_signals_retry() {
+    let (f, port) = with_port();
+    let t = signal_timer(&f, 0);
+    port.set_room(Some(0));
+    f.arm(t, Duration::from_secs(1), Duration::from_secs(1));
+    f.advance(Duration::from_secs(1));
+    assert_eq!(port.sent(), 0);
+    port.set_room(None);
+    f.owner.set_precision(t, Precision::Precise).unwrap();
+    f.advance(ms(5));
+    assert_eq!(
+        port.sent(),
+        1,
+        "the retry went at once, not at the next period"
+    );
+}
