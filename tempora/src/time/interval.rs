@@ -1,7 +1,8 @@
 //! [`Interval`]: ticks at a fixed period on a sleep.
 
 use super::sleep::Sleep;
-use crate::clock::{duration_nanos, ClockId};
+use crate::clock::duration_nanos;
+use crate::instant::Instant;
 use crate::Timers;
 use std::future::Future;
 use std::pin::Pin;
@@ -35,16 +36,15 @@ pub struct Interval {
 }
 
 impl Interval {
-    /// Waits for the next tick and returns its scheduled time (ns on the service's monotonic
-    /// clock).
-    pub async fn tick(&mut self) -> u64 {
+    /// Waits for the next tick and returns its scheduled time.
+    pub async fn tick(&mut self) -> Instant {
         std::future::poll_fn(|cx| self.poll_tick(cx)).await
     }
 
     /// Polls for the next tick (see [`Interval::tick`]).
-    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<u64> {
-        let at = self.sleep.deadline();
-        let now = self.sleep.core().clock.now(ClockId::Monotonic);
+    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        let at = self.sleep.deadline().as_nanos();
+        let now = self.sleep.now().as_nanos();
         // A tick already due completes without waiting for a poll of the service (the first
         // one, and one the task comes late for).
         if now < at && self.sleep.as_mut().poll(cx).is_pending() {
@@ -52,8 +52,8 @@ impl Interval {
         }
         let missed = now.saturating_sub(at) / self.period;
         let next = at.saturating_add(missed.saturating_add(1).saturating_mul(self.period));
-        self.sleep.as_mut().reset(next);
-        Poll::Ready(at)
+        self.sleep.as_mut().reset(Instant::from_nanos(next));
+        Poll::Ready(Instant::from_nanos(at))
     }
 
     /// The period, in ns.

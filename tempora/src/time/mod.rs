@@ -41,52 +41,59 @@
 //! reported there (and by every owner's receivers), and a poll that would arm a sleep on a
 //! poisoned base panics with it.
 //!
-//! # The free functions
+//! # The free functions, and the current service
 //!
-//! [`sleep()`], [`sleep_until`], [`timeout()`] and [`interval()`] use one process-wide service
-//! ([`global`]): the OS clocks, the default configuration, built on first use. The methods of
-//! the same names on [`Timers`] use that service instead (a manual clock in tests, an
-//! application-driven service with no driver, its own bases).
+//! [`sleep()`], [`sleep_until()`], [`timeout()`] and [`interval()`] make their futures on the
+//! calling thread's current service: the one the innermost live [`Timers::enter`] guard of
+//! the thread entered, else the process-wide one ([`global`]: the OS clocks, the default
+//! configuration, built on first use). [`Instant::now`] reads the same service's monotonic
+//! clock. The methods of the same names on [`Timers`] use their own service, whichever thread
+//! calls them.
+//!
+//! # Instants
+//!
+//! Deadlines are [`Instant`]s: points on a service's monotonic clock, as tokio's are points
+//! on its clock. On the OS clocks that is `CLOCK_MONOTONIC`, `std::time::Instant`'s clock
+//! ([`Instant::from_std`] and [`Instant::into_std`] convert); on a
+//! [`ManualClock`](crate::clock::ManualClock) it is the manual time, which only the test
+//! moves, so a test enters its service and every instant, sleep and tick follows that clock.
 //!
 //! [`Timers`]: crate::Timers
 //! [`Timers::poll`]: crate::Timers::poll
 //! [`Timers::health`]: crate::Timers::health
+//! [`Timers::enter`]: crate::Timers::enter
 
 mod current;
 mod interval;
 mod sleep;
 mod timeout;
 
-pub use current::{global, try_global};
+pub use crate::instant::Instant;
+pub use current::{global, try_global, EnterGuard};
 pub use interval::Interval;
 pub use sleep::Sleep;
 pub use timeout::{Elapsed, Timeout};
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// [`Timers::sleep`](crate::Timers::sleep) on the [`global`] service.
+/// [`Timers::sleep`](crate::Timers::sleep) on the thread's current service (`tokio::time::sleep`).
 pub fn sleep(d: Duration) -> Sleep {
-    global().sleep(d)
+    current::with_current(|t| t.sleep(d))
 }
 
-/// A sleep until `deadline` on the [`global`] service (whose monotonic clock is the OS's, as
-/// `Instant`'s is). Never earlier: the conversion rounds up.
+/// [`Timers::sleep_until`](crate::Timers::sleep_until) on the thread's current service
+/// (`tokio::time::sleep_until`).
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    let g = global();
-    // `Instant::now` is read before the service's clock, so the converted deadline is at or
-    // after the instant's.
-    let now = Instant::now();
-    let left = deadline.saturating_duration_since(now);
-    g.sleep_until(sleep::after(&g.core, left))
+    current::with_current(|t| t.sleep_until(deadline))
 }
 
-/// [`Timers::timeout`](crate::Timers::timeout) on the [`global`] service.
+/// [`Timers::timeout`](crate::Timers::timeout) on the thread's current service.
 pub fn timeout<F: Future>(d: Duration, future: F) -> Timeout<F> {
-    global().timeout(d, future)
+    current::with_current(|t| t.timeout(d, future))
 }
 
-/// [`Timers::interval`](crate::Timers::interval) on the [`global`] service.
+/// [`Timers::interval`](crate::Timers::interval) on the thread's current service.
 pub fn interval(period: Duration) -> Interval {
-    global().interval(period)
+    current::with_current(|t| t.interval(period))
 }

@@ -1,7 +1,8 @@
 //! [`Sleep`]: an ID-less timer in a base's sleeps' wheel, and the [`Timers`] methods that make
 //! one. The module doc of [`crate::time`] says what a sleep is.
 
-use crate::clock::{duration_nanos, ClockId};
+use crate::clock::ClockId;
+use crate::instant::Instant;
 use crate::timers::core::Core;
 use crate::timers::driver::Drivers;
 use crate::timers::sleep::{SleepCell, SleepState};
@@ -38,27 +39,21 @@ impl fmt::Debug for Sleep {
 }
 
 impl Timers {
-    /// A sleep of `d` from now on the service's monotonic clock.
+    /// A sleep of `d` from now on the service's monotonic clock (`tokio::time::sleep`).
     pub fn sleep(&self, d: Duration) -> Sleep {
-        self.sleep_until(after(&self.core, d))
+        self.sleep_until(self.now().saturating_add(d))
     }
 
-    /// A sleep until `deadline`: ns on the service's monotonic clock
-    /// ([`Timers::now`]`(ClockId::Monotonic)`).
-    pub fn sleep_until(&self, deadline: u64) -> Sleep {
+    /// A sleep until `deadline` on the service's monotonic clock ([`Timers::now`];
+    /// `tokio::time::sleep_until`). A deadline that has passed completes at the first poll
+    /// after a poll of the service (or a driver) saw it.
+    pub fn sleep_until(&self, deadline: Instant) -> Sleep {
         Sleep {
             drivers: self.drivers.clone(),
-            cell: SleepCell::new(deadline),
+            cell: SleepCell::new(deadline.as_nanos()),
             _pinned: PhantomPinned,
         }
     }
-}
-
-/// `now + d` on the service's monotonic clock, saturating.
-pub(super) fn after(core: &Core, d: Duration) -> u64 {
-    core.clock
-        .now(ClockId::Monotonic)
-        .saturating_add(duration_nanos(d))
 }
 
 impl Sleep {
@@ -66,9 +61,14 @@ impl Sleep {
         &self.drivers.core
     }
 
-    /// The deadline: ns on the service's monotonic clock.
-    pub fn deadline(&self) -> u64 {
-        self.cell.read(|_, body| body.deadline)
+    /// The service's monotonic clock, now.
+    pub(super) fn now(&self) -> Instant {
+        Instant::from_nanos(self.core().clock.now(ClockId::Monotonic))
+    }
+
+    /// The deadline, on the service's monotonic clock.
+    pub fn deadline(&self) -> Instant {
+        Instant::from_nanos(self.cell.read(|_, body| body.deadline))
     }
 
     /// Whether the deadline has passed and a poll of the service saw it (the next poll of
@@ -77,11 +77,12 @@ impl Sleep {
         self.cell.read(|at, _| at.fired)
     }
 
-    /// Moves the deadline to `deadline` (ns on the service's monotonic clock), also after the
-    /// sleep completed (it then waits again). The task is woken at the new deadline if it
-    /// polled the sleep since it last completed; otherwise its next poll (`.await`) registers
-    /// it, as any poll registers the task that polls.
-    pub fn reset(self: Pin<&mut Self>, deadline: u64) {
+    /// Moves the deadline to `deadline`, also after the sleep completed (it then waits again),
+    /// as tokio's `Sleep::reset`. The task is woken at the new deadline if it polled the sleep
+    /// since it last completed; otherwise its next poll (`.await`) registers it, as any poll
+    /// registers the task that polls.
+    pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
+        let deadline = deadline.as_nanos();
         let this = self.into_ref().get_ref();
         let core = this.core();
         // SAFETY: `Pin<&mut Self>`: the holder, alone.
@@ -105,7 +106,7 @@ impl Sleep {
 
     /// [`Sleep::reset`] to `d` from now.
     pub fn reset_after(self: Pin<&mut Self>, d: Duration) {
-        let deadline = after(self.core(), d);
+        let deadline = self.now().saturating_add(d);
         self.reset(deadline);
     }
 }
