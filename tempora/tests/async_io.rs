@@ -378,7 +378,7 @@ fn timeout_returns_the_value_or_elapsed() {
 }
 
 #[test]
-fn an_interval_ticks_every_period_and_skips_missed_ones() {
+fn an_interval_ticks_every_period_and_bursts_missed_ones_by_default() {
     let (clock, timers) = manual();
     let (_, waker) = counter();
     let start = timers.now();
@@ -396,8 +396,10 @@ fn an_interval_ticks_every_period_and_skips_missed_ones() {
     assert!(tick(&mut iv).is_pending());
     clock.advance(10 * MS);
     assert_eq!(tick(&mut iv), Poll::Ready(start + 10 * MS));
-    clock.advance(35 * MS); // now start + 45 ms: 20, 30, 40 missed
+    clock.advance(35 * MS); // now start + 45 ms: 20, 30, 40 missed, and returned at once
     assert_eq!(tick(&mut iv), Poll::Ready(start + 20 * MS));
+    assert_eq!(tick(&mut iv), Poll::Ready(start + 30 * MS));
+    assert_eq!(tick(&mut iv), Poll::Ready(start + 40 * MS));
     assert!(tick(&mut iv).is_pending(), "the next tick is at 50 ms");
     clock.advance(5 * MS);
     assert_eq!(tick(&mut iv), Poll::Ready(start + 50 * MS));

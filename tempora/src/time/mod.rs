@@ -43,12 +43,12 @@
 //!
 //! # The free functions, and the current service
 //!
-//! [`sleep()`], [`sleep_until()`], [`timeout()`] and [`interval()`] make their futures on the
-//! calling thread's current service: the one the innermost live [`Timers::enter`] guard of
-//! the thread entered, else the process-wide one ([`global`]: the OS clocks, the default
-//! configuration, built on first use). [`Instant::now`] reads the same service's monotonic
-//! clock. The methods of the same names on [`Timers`] use their own service, whichever thread
-//! calls them.
+//! [`sleep()`], [`sleep_until()`], [`timeout()`], [`timeout_at()`], [`interval()`] and
+//! [`interval_at()`] make their futures on the calling thread's current service: the one the
+//! innermost live [`Timers::enter`] guard of the thread entered, else the process-wide one
+//! ([`global`]: the OS clocks, the default configuration, built on first use).
+//! [`Instant::now`] reads the same service's monotonic clock. The methods of the same names
+//! on [`Timers`] use their own service, whichever thread calls them.
 //!
 //! # Instants
 //!
@@ -58,10 +58,37 @@
 //! [`ManualClock`](crate::clock::ManualClock) it is the manual time, which only the test
 //! moves, so a test enters its service and every instant, sleep and tick follows that clock.
 //!
+//! # Porting from `tokio::time`
+//!
+//! The names, defaults and semantics are tokio's, so code ported from `tokio::time` keeps its
+//! meaning with its `use` line changed:
+//!
+//! | `tokio::time` | here |
+//! |---|---|
+//! | `sleep`, `sleep_until`, `timeout`, `timeout_at`, `interval`, `interval_at` | the same free functions, on the thread's current service; the same methods on [`Timers`] |
+//! | `Instant` (`now`, `elapsed`, `duration_since`, `checked_*`, `±`, `from_std`, `into_std`) | [`Instant`], the same; also [`Timers::now`] |
+//! | `Sleep` (`deadline`, `is_elapsed`, `reset`) | [`Sleep`], the same, and [`Sleep::reset_after`] |
+//! | `Timeout` (`get_ref`, `get_mut`, `into_inner`), `error::Elapsed` | [`Timeout`], the same; [`Elapsed`] |
+//! | `Interval` (`tick`, `poll_tick`, `reset*`, `period`), `MissedTickBehavior` (default `Burst`, the 5 ms rule) | [`Interval`], [`MissedTickBehavior`], the same |
+//! | tokio-stream's `IntervalStream` | [`Interval`] is a `Stream` itself |
+//! | `pause`, `advance`, `#[tokio::test(start_paused = true)]` | a service on a [`ManualClock`](crate::clock::ManualClock) with no driver, entered: the test moves the clock (`ManualClock::advance`) and fires what is due ([`Timers::poll`]); nothing advances it by itself |
+//! | a runtime with `enable_time` (the free functions panic without one) | any executor; the [`global`] service when none is entered |
+//!
+//! What differs is the timer underneath: tokio's wheel counts whole milliseconds, tempora's
+//! ticks are 1 µs by default ([`Builder::tick`](crate::Builder::tick)), never early.
+//!
+//! # Cancel safety
+//!
+//! Each future says in its doc what dropping it before it completes (a losing `select!`
+//! branch) loses: nothing for a [`Sleep`] and for [`Interval::tick`] (no tick consumed), and
+//! for an owner's [`Recv`](crate::timers::Recv) and [`Events`](crate::timers::Events) (no event taken); a
+//! [`Timeout`] is as cancel safe as the future it wraps.
+//!
 //! [`Timers`]: crate::Timers
 //! [`Timers::poll`]: crate::Timers::poll
 //! [`Timers::health`]: crate::Timers::health
 //! [`Timers::enter`]: crate::Timers::enter
+//! [`Timers::now`]: crate::Timers::now
 
 mod current;
 mod interval;
@@ -70,14 +97,15 @@ mod timeout;
 
 pub use crate::instant::Instant;
 pub use current::{global, try_global, EnterGuard};
-pub use interval::Interval;
+pub use interval::{Interval, MissedTickBehavior};
 pub use sleep::Sleep;
 pub use timeout::{Elapsed, Timeout};
 
-use std::future::Future;
+use std::future::IntoFuture;
 use std::time::Duration;
 
-/// [`Timers::sleep`](crate::Timers::sleep) on the thread's current service (`tokio::time::sleep`).
+/// [`Timers::sleep`](crate::Timers::sleep) on the thread's current service
+/// (`tokio::time::sleep`).
 pub fn sleep(d: Duration) -> Sleep {
     current::with_current(|t| t.sleep(d))
 }
@@ -88,12 +116,35 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
     current::with_current(|t| t.sleep_until(deadline))
 }
 
-/// [`Timers::timeout`](crate::Timers::timeout) on the thread's current service.
-pub fn timeout<F: Future>(d: Duration, future: F) -> Timeout<F> {
+/// [`Timers::timeout`](crate::Timers::timeout) on the thread's current service
+/// (`tokio::time::timeout`).
+pub fn timeout<F: IntoFuture>(d: Duration, future: F) -> Timeout<F::IntoFuture> {
+    // Converted first: user code, which runs with no service borrowed.
+    let future = future.into_future();
     current::with_current(|t| t.timeout(d, future))
 }
 
-/// [`Timers::interval`](crate::Timers::interval) on the thread's current service.
+/// [`Timers::timeout_at`](crate::Timers::timeout_at) on the thread's current service
+/// (`tokio::time::timeout_at`).
+pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
+    let future = future.into_future();
+    current::with_current(|t| t.timeout_at(deadline, future))
+}
+
+/// [`Timers::interval`](crate::Timers::interval) on the thread's current service
+/// (`tokio::time::interval`).
+///
+/// # Panics
+/// If `period` is zero.
 pub fn interval(period: Duration) -> Interval {
     current::with_current(|t| t.interval(period))
+}
+
+/// [`Timers::interval_at`](crate::Timers::interval_at) on the thread's current service
+/// (`tokio::time::interval_at`).
+///
+/// # Panics
+/// If `period` is zero.
+pub fn interval_at(start: Instant, period: Duration) -> Interval {
+    current::with_current(|t| t.interval_at(start, period))
 }
