@@ -15,8 +15,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// A future that completes at a deadline on its service's monotonic clock. See the
-/// [module doc](crate::time).
+/// A future that completes at a deadline on its service's monotonic clock
+/// (`tokio::time::Sleep`). See the [module doc](crate::time).
+///
+/// # Cancel safety
+/// Cancel safe: a sleep has nothing to lose but its deadline. Dropped before it completes, it
+/// leaves its wheel; awaited by reference (`&mut sleep` in a `select!` loop, pinned), a
+/// losing branch leaves it as it was, deadline and registration kept, and the next poll goes
+/// on waiting for the same deadline.
 #[must_use = "a sleep does nothing unless polled (`.await`)"]
 pub struct Sleep {
     /// The service (its drivers keep running while this handle exists).
