@@ -147,7 +147,7 @@ pub unsafe extern "C" fn tempora_next_deadline(
         Ok(match timers.next_deadline() {
             Some(ns) => {
                 // SAFETY: non-NULL and writable (the contract).
-                unsafe { deadline.write(timespec_of(TimeSpec::from_nanos(ns))) };
+                unsafe { deadline.write(timespec_of(TimeSpec::from_nanos(ns.as_nanos()))) };
                 1
             }
             None => 0,

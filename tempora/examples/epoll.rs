@@ -200,7 +200,7 @@ fn run() -> Res<()> {
     // The timers, all delivering to the owner's queue. Deadlines are absolute
     // (`SetFlags::ABSTIME`) so that each event can be checked against the exact expiry
     // tempora was given.
-    let start = timers.now(ClockId::Monotonic);
+    let start = timers.now().as_nanos();
     let mut roles = HashMap::new();
     let queue_timer = |role: Role, roles: &mut HashMap<TimerId, Role>| -> Res<TimerHandle> {
         let t = owner
@@ -344,7 +344,7 @@ impl Demo {
     }
 
     fn on_timer_event(&mut self, e: Event) -> Res<()> {
-        let now = self.timers.now(ClockId::Monotonic);
+        let now = self.timers.now().as_nanos();
         let role = *self
             .roles
             .get(&e.id)
@@ -484,7 +484,7 @@ impl Demo {
     /// A client connection is readable: the server never writes, so it is EOF (its idle
     /// timeout closed it).
     fn on_client(&mut self, i: usize) -> Res<()> {
-        let now = self.timers.now(ClockId::Monotonic);
+        let now = self.timers.now().as_nanos();
         let c = &mut self.clients[i];
         let mut buf = [0u8; 64];
         loop {
@@ -636,7 +636,7 @@ fn write_message(c: &mut Client, timers: &Timers) -> Res<()> {
         return Err(format!("{} client: short write ({n} bytes)", c.name));
     }
     c.writes += 1;
-    c.last_write = timers.now(ClockId::Monotonic);
+    c.last_write = timers.now().as_nanos();
     Ok(())
 }
 
@@ -644,7 +644,7 @@ fn write_message(c: &mut Client, timers: &Timers) -> Res<()> {
 /// queued but not yet received voids that event: data that arrives just as the timeout fires
 /// wins, and the connection stays open.
 fn rearm_idle(conn: &mut Conn, timers: &Timers) -> Res<()> {
-    let deadline = timers.now(ClockId::Monotonic) + nanos(IDLE);
+    let deadline = timers.now().as_nanos() + nanos(IDLE);
     conn.idle
         .settime(
             SetFlags::ABSTIME,

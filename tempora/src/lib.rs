@@ -54,6 +54,7 @@ compile_error!("tempora supports Linux only (it uses timerfd, eventfd and Linux'
 pub mod checkpoint;
 pub mod clock;
 mod error;
+mod instant;
 pub(crate) mod registry;
 pub mod stats;
 pub(crate) mod sync;

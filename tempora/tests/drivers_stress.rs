@@ -295,7 +295,7 @@ fn sleeps_reset_and_dropped_while_firing_are_never_early_nor_lost() {
                         }
                         _ => {
                             for s in &mut live {
-                                let deadline = s.deadline();
+                                let deadline = s.deadline().as_nanos();
                                 let ready = s.as_mut().poll(&mut cx).is_ready();
                                 let t = now();
                                 if ready && t < deadline {

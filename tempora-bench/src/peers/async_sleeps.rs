@@ -26,41 +26,28 @@ pub trait AsyncSleeps: Sized + 'static {
 /// `tempora::time::Sleep` on a service of its own per step (OS clocks, one driver thread, as
 /// `Timers::new()` builds it): an ID-less timer whose 40-byte cell lives in the future, with one
 /// entry in the monotonic wheel of the polling thread's base. Its driver runs on its own
-/// thread, so `fire`'s wake-ups cross threads into the runtime (as async-io's do).
+/// thread, so `fire`'s wake-ups cross threads into the runtime (as async-io's do). Deadlines
+/// convert with `tempora::time::Instant::from_std`: no clock read, never earlier than the
+/// `std::time::Instant` (the conversion's anchor reads the clock second).
 pub struct TemporaTime {
     timers: tempora::Timers,
-    /// An `Instant` and the service's monotonic time read just after it: deadlines convert
-    /// with no clock read, never earlier than the instant (the clock is read second).
-    anchor: (Instant, u64),
 }
 
 impl AsyncSleeps for TemporaTime {
     const NAME: &'static str = "tempora";
     type Sleep = tempora::time::Sleep;
     fn new() -> Self {
-        let timers = tempora::Timers::new();
-        let at = Instant::now();
-        let ns = timers.now(tempora::clock::ClockId::Monotonic);
         TemporaTime {
-            timers,
-            anchor: (at, ns),
+            timers: tempora::Timers::new(),
         }
     }
     #[inline]
     fn sleep_until(&self, at: Instant) -> tempora::time::Sleep {
-        self.timers.sleep_until(self.ns(at))
+        self.timers.sleep_until(at.into())
     }
     #[inline]
     fn reset(&self, sleep: Pin<&mut tempora::time::Sleep>, at: Instant) {
-        sleep.reset(self.ns(at));
-    }
-}
-
-impl TemporaTime {
-    #[inline]
-    fn ns(&self, at: Instant) -> u64 {
-        let (a, ns) = self.anchor;
-        ns + at.saturating_duration_since(a).as_nanos() as u64
+        sleep.reset(at.into());
     }
 }
 

@@ -16,7 +16,7 @@
 
 /// An owner's exclusive restore section (`registry/owner/exclusive.rs`).
 pub(crate) const SECTION: u8 = 0;
-/// The global service's build lock (`time.rs`).
+/// The global service's build lock (`time/current.rs`).
 pub(crate) const BUILDING: u8 = 0;
 /// An owner's ID shard (`registry/owner.rs`).
 pub(crate) const SHARD: u8 = 1;
@@ -85,7 +85,7 @@ pub(crate) const TABLE: &[Lock] = &[
     Lock {
         rank: BUILDING,
         lock: "the global service's build lock",
-        at: "`time.rs`",
+        at: "`time/current.rs`",
         held_while_taking: "the owners and spares lists and a standby's fd plan (a failed \
                             build stops its drivers)",
     },

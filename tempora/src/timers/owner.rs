@@ -443,8 +443,9 @@ impl Owner {
     /// task's waker is registered in the owner's queue (no polling, no thread of its own)
     /// and woken by the push of the next event, with no tempora lock held.
     ///
-    /// Cancellation-safe: a future dropped before it completes has taken no event, so none
-    /// is lost; the next receive gets it.
+    /// # Cancel safety
+    /// Cancel safe: a future dropped before it completes has taken no event, so none is
+    /// lost; the next receive gets it.
     ///
     /// # Errors
     /// As [`Owner::recv`].
@@ -459,6 +460,10 @@ impl Owner {
     /// [`Owner::recv_async`] would return it; the stream ends when no event can come any more
     /// (the owner is destroyed, or its service stopped or failed). It holds a handle to the
     /// owner, so it can move into a task of its own.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: `events.next()` dropped before it completes has taken no event; the next
+    /// one gets it.
     pub fn events(&self) -> Events {
         Events {
             owner: self.clone(),
@@ -578,6 +583,10 @@ impl Owner {
 }
 
 /// The future of [`Owner::recv_async`].
+///
+/// # Cancel safety
+/// Cancel safe: dropped before it completes, it has taken no event, and it deregisters its
+/// task, which the next push then does not wake.
 #[derive(Debug)]
 #[must_use = "a receive does nothing unless polled (`.await`)"]
 pub struct Recv<'a> {
@@ -604,6 +613,10 @@ impl Drop for Recv<'_> {
 }
 
 /// The stream of [`Owner::events`].
+///
+/// # Cancel safety
+/// Cancel safe: a poll that returns `Pending` has taken no event, so a `next()` future
+/// dropped before it completes loses none.
 #[derive(Debug)]
 #[must_use = "a stream does nothing unless polled"]
 pub struct Events {

@@ -6,6 +6,7 @@ use super::*;
 use crate::clock::ClockId;
 use crate::clock::{ClockSource, ManualClock};
 use crate::error::Error;
+use crate::instant::Instant;
 use crate::testing::{self, Manual, TestClock};
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -56,6 +57,11 @@ impl Sim {
         self.clock.now(ClockId::Monotonic)
     }
 
+    /// `Timers::next_deadline` in ns, as the simulation counts.
+    fn next_deadline(&self) -> Option<u64> {
+        self.timers.next_deadline().map(Instant::as_nanos)
+    }
+
     fn create(&self, p: Precision) -> TimerId {
         let (fired, clock) = (self.fired.clone(), self.clock.clone());
         let id = self
@@ -90,7 +96,7 @@ impl Sim {
     /// One driver sleep: to `next_deadline` (or `until`, if earlier: woken for another
     /// reason), then a poll.
     fn step(&mut self, until: Option<u64>) -> bool {
-        let Some(d) = self.timers.next_deadline() else {
+        let Some(d) = self.next_deadline() else {
             return false;
         };
         let to = until.map_or(d, |u| u.min(d)).max(self.now());
@@ -237,14 +243,14 @@ fn a_deferrable_timer_wakes_nobody_before_its_bound() {
     let sim = Sim::new();
     let d = sim.create(Precision::Deferrable);
     let at = sim.arm(d, 10 * MS);
-    assert_eq!(sim.timers.next_deadline(), Some(at + MAX_DEFERRAL));
+    assert_eq!(sim.next_deadline(), Some(at + MAX_DEFERRAL));
     let p = sim.create(Precision::Precise);
     let at_p = sim.arm(p, 20 * MS);
-    assert_eq!(sim.timers.next_deadline(), Some(at_p));
+    assert_eq!(sim.next_deadline(), Some(at_p));
     // Awake for the precise timer: the deferrable one, due by then, fires in the same poll.
     sim.clock.advance(Duration::from_nanos(at_p - sim.now()));
     assert_eq!(sim.timers.poll(), 2);
-    assert_eq!(sim.timers.next_deadline(), None);
+    assert_eq!(sim.next_deadline(), None);
 }
 
 /// Slack timers due within one granule fire together: one wake-up for all of them, where
@@ -287,12 +293,9 @@ fn the_owner_default_slack_applies_to_default_timers() {
     // The precise timer's expiry is the earliest deadline; the slack one's is a granule
     // boundary after it.
     let tick_of = |ns: u64| ns.div_ceil(TICK) * TICK;
-    assert_eq!(
-        sim.timers.next_deadline(),
-        Some(tick_of(t + 1_000 * MS + 7))
-    );
+    assert_eq!(sim.next_deadline(), Some(tick_of(t + 1_000 * MS + 7)));
     sim.owner.delete(b).unwrap();
-    let d = sim.timers.next_deadline().unwrap();
+    let d = sim.next_deadline().unwrap();
     assert!(d > t + 1_000 * MS + 7 && d < t + 1_100 * MS, "{d}");
     assert_eq!(d % (32_768 * TICK), 0, "on a 8^5-tick boundary");
     assert_eq!(
@@ -309,11 +312,11 @@ fn set_precision_moves_an_armed_timer() {
     let sim = Sim::new();
     let id = sim.create(Precision::Precise);
     let at = sim.arm(id, 10 * MS);
-    assert_eq!(sim.timers.next_deadline(), Some(at));
+    assert_eq!(sim.next_deadline(), Some(at));
     sim.owner.set_precision(id, Precision::Deferrable).unwrap();
-    assert_eq!(sim.timers.next_deadline(), Some(at + MAX_DEFERRAL));
+    assert_eq!(sim.next_deadline(), Some(at + MAX_DEFERRAL));
     sim.owner.set_precision(id, Precision::Precise).unwrap();
-    assert_eq!(sim.timers.next_deadline(), Some(at));
+    assert_eq!(sim.next_deadline(), Some(at));
 }
 
 /// A checkpoint records each timer's precision and a restore sets it again.
@@ -378,7 +381,7 @@ fn worst_coarse_value(t: u64) -> u64 {
 /// Sleeps to each next deadline and polls, as a driver would, until nothing is armed; `f`
 /// after each poll.
 fn run_out(clock: &ManualClock, timers: &Timers, mut f: impl FnMut()) {
-    while let Some(d) = timers.next_deadline() {
+    while let Some(d) = timers.next_deadline().map(Instant::as_nanos) {
         let now = clock.now(ClockId::Monotonic);
         clock.advance(Duration::from_nanos(d.saturating_sub(now)));
         timers.poll();
@@ -503,7 +506,7 @@ fn a_periodic_slack_timer_keeps_within_its_slack_every_period() {
         )
         .unwrap();
     for _ in 0..200 {
-        let d = timers.next_deadline().unwrap();
+        let d = timers.next_deadline().map(Instant::as_nanos).unwrap();
         let now = clock.now(ClockId::Monotonic);
         clock.advance(Duration::from_nanos(d.saturating_sub(now)));
         timers.poll();

@@ -11,6 +11,7 @@ use super::owner::Owner;
 use super::wake;
 use crate::clock::ClockId;
 use crate::error::Error;
+use crate::instant::Instant;
 use crate::stats::group::GroupNode;
 use crate::stats::tally::Tally;
 use crate::stats::{GroupStats, Stats};
@@ -63,9 +64,11 @@ impl Timers {
         stats_of(&self.core)
     }
 
-    /// The current time on `clock`, from the service's clock source, in ns.
-    pub fn now(&self, clock: ClockId) -> u64 {
-        self.core.clock.now(clock)
+    /// The service's monotonic clock, now: the clock of its sleeps, timeouts and intervals
+    /// ([`crate::time`]) and of [`Timers::next_deadline`] (`CLOCK_MONOTONIC` on the OS
+    /// clocks; the manual time on a [`ManualClock`](crate::clock::ManualClock)).
+    pub fn now(&self) -> Instant {
+        Instant::from_nanos(self.core.clock.now(ClockId::Monotonic))
     }
 
     /// The wheels' tick in nanoseconds.
@@ -201,13 +204,13 @@ impl Timers {
         self.core.wake.ring_all();
     }
 
-    /// The monotonic time (ns, on the service's clock source) at which [`Timers::poll`] next
+    /// The instant (on the service's monotonic clock, [`Timers::now`]) at which [`Timers::poll`] next
     /// fires a timer, or `None` if no timer is armed: each wheel's `next_fire`, so a loop that
     /// sleeps until it wakes once per expiry instant (it may be early after timers were
     /// cancelled, never late). Deadlines of realtime and boot-time timers are converted with
     /// the clocks' current offsets. May be in the past: poll at once. Takes each base's lock
     /// briefly.
-    pub fn next_deadline(&self) -> Option<u64> {
+    pub fn next_deadline(&self) -> Option<Instant> {
         let core = &*self.core;
         let now = core.now_all();
         let best = core
@@ -220,15 +223,14 @@ impl Timers {
             })
             .min()
             .unwrap_or(NO_EXPIRY);
-        (best != NO_EXPIRY).then_some(best)
+        (best != NO_EXPIRY).then_some(Instant::from_nanos(best))
     }
 
     /// Time from now until [`Timers::next_deadline`] (zero if it has passed), for a loop's
     /// `epoll_wait`/`poll` timeout; `None` if no timer is armed.
     pub fn next_timeout(&self) -> Option<Duration> {
         let at = self.next_deadline()?;
-        let now = self.core.clock.now(ClockId::Monotonic);
-        Some(Duration::from_nanos(at.saturating_sub(now)))
+        Some(at.saturating_duration_since(self.now()))
     }
 }
 
