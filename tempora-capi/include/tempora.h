@@ -491,9 +491,17 @@ int tempora_owner_restore_ids(const struct tempora_owner_t *owner, int op);
  waits for a signal. Something must fire the timers meanwhile: a driver thread, or another
  thread's `tempora_poll`. Taking the event of a periodic timer re-arms it.
 
- Returns 0, or -1 with `errno`: `EAGAIN` (the timeout passed first), `EINVAL` (NULL owner,
- an invalid timeout, the owner deleted), `EFAULT` (NULL `event`), `ESHUTDOWN` (the service
- was freed and the queue is empty), `ENOTRECOVERABLE` (the service failed).
+ As `sigtimedwait`, a wait that a signal handler interrupts fails with `EINTR`, whether or
+ not the handler was installed with `SA_RESTART`, so a loop whose handler sets a quit flag
+ can look at it (an event already queued is taken first). The wait sleeps on the owner's
+ readiness fd (`tempora_owner_event_fd`, made by the first wait that sleeps); if that fd
+ cannot be made (the process is out of fds) it sleeps as before, and a handler does not
+ end it.
+
+ Returns 0, or -1 with `errno`: `EAGAIN` (the timeout passed first), `EINTR` (a signal
+ handler ran during the wait), `EINVAL` (NULL owner, an invalid timeout, the owner
+ deleted), `EFAULT` (NULL `event`), `ESHUTDOWN` (the service was freed and the queue is
+ empty), `ENOTRECOVERABLE` (the service failed).
 
  # Safety
  `owner` is NULL or live; `timeout` is NULL or readable; `event` is NULL or writable.
