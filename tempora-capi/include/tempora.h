@@ -142,8 +142,9 @@ typedef struct tempora_config {
      */
     int32_t drivers;
     /*
-     The wheels' tick in nanoseconds (0 for the default, 1 µs). Timers still fire at their
-     exact nanosecond expiry or later; the tick only sets how expiries are bucketed.
+     The wheels' tick in nanoseconds (0 for the default, 1 µs; at most 1000000000, 1 s:
+     `tempora_new` fails with `EINVAL` above it). Timers still fire at their exact
+     nanosecond expiry or later, and less than one tick after it when a driver is awake.
      */
     uint64_t tick_ns;
     /*
@@ -220,7 +221,9 @@ typedef struct tempora_sigevent {
     union sigval value;
     /*
      `TEMPORA_SIGEV_THREAD`: the function to call, POSIX-shaped (`sigev_notify_function`).
-     Exactly one of `notify_function` and `callback` is set for such a timer.
+     Exactly one of `notify_function` and `callback` is set for such a timer, and neither
+     for any other `notify` (`EINVAL`: a function left with `notify` 0, which is
+     `TEMPORA_SIGEV_QUEUE`, would never be called).
      */
     tempora_notify_fn notify_function;
     /*
@@ -353,7 +356,8 @@ struct tempora_owner_t *tempora_default_owner(void);
  create is read from `*timerid` first.
 
  Returns 0, or -1 with `errno`: `EINVAL` (NULL owner, a clock ID the kernel does not know,
- invalid sigevent, a signal sigevent whose `tid` is not a thread of this process
+ invalid sigevent (a `notify_function` or `callback` set with a `notify` other than
+ `TEMPORA_SIGEV_THREAD`, among others), a signal sigevent whose `tid` is not a thread of this process
  (`TEMPORA_SIGEV_THREAD_ID`) or whose `signo` is outside 1..=64, a deleted owner, an exact
  ID that is negative or beyond the ID range),
  `EOPNOTSUPP` (a clock tempora does not time: CPU-time, raw, coarse, alarm, TAI; for such a
@@ -375,7 +379,10 @@ int tempora_timer_create(const struct tempora_owner_t *owner,
  `timer_settime`: arms timer `timer` to expire after `new->it_value` (at it on the timer's
  clock with `TEMPORA_TIMER_ABSTIME`, at once if that has passed), then every
  `new->it_interval` if it is not zero; a zero `it_value` disarms. Writes the previous
- setting to `*old` unless it is NULL. Voids an event still pending from the last arming and
+ setting to `*old` unless it is NULL. A time past `KTIME_MAX` (`INT64_MAX` ns, about 292
+ years) is clamped to it, as Linux clamps it: the value (absolute, or now plus a relative
+ one), and the interval; `tempora_timer_gettime` then reads the time left to it.
+ Voids an event still pending from the last arming and
  resets the overrun (a signal already queued is delivered all the same:
  `TEMPORA_SIGEV_SIGNAL`).
 
@@ -484,9 +491,17 @@ int tempora_owner_restore_ids(const struct tempora_owner_t *owner, int op);
  waits for a signal. Something must fire the timers meanwhile: a driver thread, or another
  thread's `tempora_poll`. Taking the event of a periodic timer re-arms it.
 
- Returns 0, or -1 with `errno`: `EAGAIN` (the timeout passed first), `EINVAL` (NULL owner,
- an invalid timeout, the owner deleted), `EFAULT` (NULL `event`), `ESHUTDOWN` (the service
- was freed and the queue is empty), `ENOTRECOVERABLE` (the service failed).
+ As `sigtimedwait`, a wait that a signal handler interrupts fails with `EINTR`, whether or
+ not the handler was installed with `SA_RESTART`, so a loop whose handler sets a quit flag
+ can look at it (an event already queued is taken first). The wait sleeps on the owner's
+ readiness fd (`tempora_owner_event_fd`, made by the first wait that sleeps); if that fd
+ cannot be made (the process is out of fds) it sleeps as before, and a handler does not
+ end it.
+
+ Returns 0, or -1 with `errno`: `EAGAIN` (the timeout passed first), `EINTR` (a signal
+ handler ran during the wait), `EINVAL` (NULL owner, an invalid timeout, the owner
+ deleted), `EFAULT` (NULL `event`), `ESHUTDOWN` (the service was freed and the queue is
+ empty), `ENOTRECOVERABLE` (the service failed).
 
  # Safety
  `owner` is NULL or live; `timeout` is NULL or readable; `event` is NULL or writable.

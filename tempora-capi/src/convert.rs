@@ -136,6 +136,23 @@ pub(crate) unsafe fn notify_of(
     // SAFETY: the caller's contract: every header's struct begins with `notify`. Each field
     // below is read only where the contract makes it readable.
     let notify = unsafe { (&raw const (*sev).notify).read() };
+    if notify != TEMPORA_SIGEV_THREAD {
+        // A function with another kind is a sigevent filled for TEMPORA_SIGEV_THREAD whose
+        // `notify` was left 0 (TEMPORA_SIGEV_QUEUE): refused rather than never called.
+        // SAFETY: fields of every header's struct (the caller's contract).
+        let (notify_function, callback) = unsafe {
+            (
+                (&raw const (*sev).notify_function).read(),
+                (&raw const (*sev).callback).read(),
+            )
+        };
+        if notify_function.is_some() || callback.is_some() {
+            return Err(Failure::new(
+                libc::EINVAL,
+                "notify_function or callback is set but notify is not TEMPORA_SIGEV_THREAD: set notify to TEMPORA_SIGEV_THREAD, or clear the function",
+            ));
+        }
+    }
     match notify {
         TEMPORA_SIGEV_QUEUE => Ok(Notify::Queue),
         TEMPORA_SIGEV_NONE => Ok(Notify::None),

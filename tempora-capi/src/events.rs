@@ -8,7 +8,7 @@ use crate::failure::{entry, Failure};
 use crate::types::{tempora_event, tempora_owner_t, tempora_t};
 use libc::{c_int, timespec};
 use std::os::fd::AsRawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tempora::clock::TimeSpec;
 use tempora::Owner;
 
@@ -35,9 +35,17 @@ fn write_event(out: *mut tempora_event, e: tempora::Event) {
 /// waits for a signal. Something must fire the timers meanwhile: a driver thread, or another
 /// thread's `tempora_poll`. Taking the event of a periodic timer re-arms it.
 ///
-/// Returns 0, or -1 with `errno`: `EAGAIN` (the timeout passed first), `EINVAL` (NULL owner,
-/// an invalid timeout, the owner deleted), `EFAULT` (NULL `event`), `ESHUTDOWN` (the service
-/// was freed and the queue is empty), `ENOTRECOVERABLE` (the service failed).
+/// As `sigtimedwait`, a wait that a signal handler interrupts fails with `EINTR`, whether or
+/// not the handler was installed with `SA_RESTART`, so a loop whose handler sets a quit flag
+/// can look at it (an event already queued is taken first). The wait sleeps on the owner's
+/// readiness fd (`tempora_owner_event_fd`, made by the first wait that sleeps); if that fd
+/// cannot be made (the process is out of fds) it sleeps as before, and a handler does not
+/// end it.
+///
+/// Returns 0, or -1 with `errno`: `EAGAIN` (the timeout passed first), `EINTR` (a signal
+/// handler ran during the wait), `EINVAL` (NULL owner, an invalid timeout, the owner
+/// deleted), `EFAULT` (NULL `event`), `ESHUTDOWN` (the service was freed and the queue is
+/// empty), `ENOTRECOVERABLE` (the service failed).
 ///
 /// # Safety
 /// `owner` is NULL or live; `timeout` is NULL or readable; `event` is NULL or writable.
@@ -51,17 +59,96 @@ pub unsafe extern "C" fn tempora_event_wait(
         let owner = owner_of(owner)?;
         not_null(event, "NULL event")?;
         // SAFETY: NULL or readable (the contract).
-        let got = match unsafe { timeout.as_ref() } {
-            None => Some(owner.recv()?),
-            Some(t) => owner.recv_timeout(Duration::from_nanos(spec_of(t).to_nanos()?))?,
+        let deadline = match unsafe { timeout.as_ref() } {
+            // A timeout too long to represent waits without a deadline, as `recv_timeout`.
+            Some(t) => Instant::now().checked_add(Duration::from_nanos(spec_of(t).to_nanos()?)),
+            None => None,
         };
-        let e = got.ok_or(Failure::new(
+        let e = wait_interruptibly(owner, deadline)?.ok_or(Failure::new(
             libc::EAGAIN,
             "no event came before the timeout",
         ))?;
         write_event(event, e);
         Ok(0)
     })
+}
+
+/// `tempora_event_wait`'s wait: the next event, or `None` once `deadline` has passed. It
+/// sleeps in `ppoll` on the owner's readiness fd, which is readable while the queue holds an
+/// event or the owner is closed, rather than in `Owner::recv_timeout`: that one parks on a
+/// futex that `parking_lot_core` re-waits on after a signal (as std's blocking calls retry
+/// `EINTR`), while `ppoll` returns `EINTR` once a handler has run, `SA_RESTART` or not
+/// (signal(7)), which is what `sigtimedwait` does. Each round takes an event first, then
+/// looks whether the owner is closed, then sleeps: the fd is readable again by then if
+/// anything was pushed after the take (`Sink::sync_fd` runs after every transition).
+fn wait_interruptibly(
+    owner: &Owner,
+    deadline: Option<Instant>,
+) -> Result<Option<tempora::Event>, Failure> {
+    let mut fd = None;
+    loop {
+        if let Some(e) = owner.try_recv() {
+            return Ok(Some(e));
+        }
+        if let Some(e) = owner.closed() {
+            return Err(e.into());
+        }
+        let left = match deadline {
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Ok(None);
+                }
+                Some(timespec {
+                    tv_sec: left.as_secs() as libc::time_t,
+                    tv_nsec: left.subsec_nanos() as libc::c_long,
+                })
+            }
+            None => None,
+        };
+        // Made only once a wait sleeps: a zero timeout, or an event already queued, costs
+        // no fd.
+        let raw = match fd {
+            Some(raw) => raw,
+            None => match owner.event_fd() {
+                Ok(f) => *fd.insert(f.as_raw_fd()),
+                // No fd to be had: the uninterruptible wait, rather than a failure
+                // `sigtimedwait` never has.
+                Err(_) => {
+                    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                    return Ok(match left {
+                        Some(left) => owner.recv_timeout(left)?,
+                        None => Some(owner.recv()?),
+                    });
+                }
+            },
+        };
+        let mut pfd = libc::pollfd {
+            fd: raw,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ts = left
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const timespec);
+        // SAFETY: one valid `pollfd`; `ts` is NULL or a timespec that outlives the call; a
+        // NULL signal mask leaves the thread's mask as it is.
+        let r = unsafe { libc::ppoll(&mut pfd, 1, ts, std::ptr::null()) };
+        if r < 0 {
+            let err = std::io::Error::last_os_error();
+            return Err(match err.raw_os_error() {
+                Some(libc::EINTR) => Failure::new(
+                    libc::EINTR,
+                    "a signal handler ran while the wait for an event slept",
+                ),
+                _ => tempora::Error::from(err).into(),
+            });
+        }
+        if r == 0 {
+            // The timeout passed: one last look, as `recv_timeout` takes.
+            return Ok(owner.try_recv());
+        }
+    }
 }
 
 /// Takes the next event into `*event` without waiting. Returns 0, or -1 with `errno`:

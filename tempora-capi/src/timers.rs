@@ -22,7 +22,8 @@ use tempora::{Precision, SetFlags};
 /// create is read from `*timerid` first.
 ///
 /// Returns 0, or -1 with `errno`: `EINVAL` (NULL owner, a clock ID the kernel does not know,
-/// invalid sigevent, a signal sigevent whose `tid` is not a thread of this process
+/// invalid sigevent (a `notify_function` or `callback` set with a `notify` other than
+/// `TEMPORA_SIGEV_THREAD`, among others), a signal sigevent whose `tid` is not a thread of this process
 /// (`TEMPORA_SIGEV_THREAD_ID`) or whose `signo` is outside 1..=64, a deleted owner, an exact
 /// ID that is negative or beyond the ID range),
 /// `EOPNOTSUPP` (a clock tempora does not time: CPU-time, raw, coarse, alarm, TAI; for such a
@@ -63,7 +64,10 @@ pub unsafe extern "C" fn tempora_timer_create(
 /// `timer_settime`: arms timer `timer` to expire after `new->it_value` (at it on the timer's
 /// clock with `TEMPORA_TIMER_ABSTIME`, at once if that has passed), then every
 /// `new->it_interval` if it is not zero; a zero `it_value` disarms. Writes the previous
-/// setting to `*old` unless it is NULL. Voids an event still pending from the last arming and
+/// setting to `*old` unless it is NULL. A time past `KTIME_MAX` (`INT64_MAX` ns, about 292
+/// years) is clamped to it, as Linux clamps it: the value (absolute, or now plus a relative
+/// one), and the interval; `tempora_timer_gettime` then reads the time left to it.
+/// Voids an event still pending from the last arming and
 /// resets the overrun (a signal already queued is delivered all the same:
 /// `TEMPORA_SIGEV_SIGNAL`).
 ///

@@ -34,8 +34,9 @@ pub struct tempora_config {
     /// application fires them itself with `tempora_poll` (at `tempora_next_timeout`, or when
     /// `tempora_deadline_fd` is readable).
     pub drivers: i32,
-    /// The wheels' tick in nanoseconds (0 for the default, 1 µs). Timers still fire at their
-    /// exact nanosecond expiry or later; the tick only sets how expiries are bucketed.
+    /// The wheels' tick in nanoseconds (0 for the default, 1 µs; at most 1000000000, 1 s:
+    /// `tempora_new` fails with `EINVAL` above it). Timers still fire at their exact
+    /// nanosecond expiry or later, and less than one tick after it when a driver is awake.
     pub tick_ns: u64,
     /// Timer IDs are `0 .. 2^id_bits` in each owner (1 ..= 31; 0 for the default, 31: all
     /// of `tempora_timer_t`'s non-negative values). A smaller space caps each owner's timers:
@@ -146,7 +147,9 @@ pub struct tempora_sigevent {
     /// `TEMPORA_SIGEV_SIGNAL` or `_THREAD_ID` timer's signal (`sigev_value`).
     pub value: sigval,
     /// `TEMPORA_SIGEV_THREAD`: the function to call, POSIX-shaped (`sigev_notify_function`).
-    /// Exactly one of `notify_function` and `callback` is set for such a timer.
+    /// Exactly one of `notify_function` and `callback` is set for such a timer, and neither
+    /// for any other `notify` (`EINVAL`: a function left with `notify` 0, which is
+    /// `TEMPORA_SIGEV_QUEUE`, would never be called).
     pub notify_function: tempora_notify_fn,
     /// `TEMPORA_SIGEV_THREAD`: the function to call, with the timer's ID and overrun.
     pub callback: tempora_callback_fn,

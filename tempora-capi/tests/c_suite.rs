@@ -614,3 +614,12 @@ fn signal_million_is_refused_on_libc_and_held_on_tempora() {
         .collect();
     assert_eq!(tempora, want, "on tempora_posix.h");
 }
+
+/// `tempora_event_wait` interrupted by a signal handler fails with `EINTR`, as `sigtimedwait`,
+/// with or without `SA_RESTART` and a timeout; a loop whose handler sets a quit flag leaves a
+/// wait with no timeout. (Before, that wait never returned: the program's alarm ended it.)
+#[test]
+fn a_signal_handler_interrupts_an_event_wait() {
+    let out = run(&build("interrupt", "", Link::Shared, &[]), &[]);
+    assert!(out.contains("interrupt ok"), "{out}");
+}

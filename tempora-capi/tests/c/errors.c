@@ -53,6 +53,21 @@ static void config_and_service(void)
     bad = cfg;
     bad.drivers = -2;
     FAILS_NULL(tempora_new(&bad), EINVAL);
+    /* A tick above 1 s (a 1 h tick left a 10 ms timer unfired for the hour). */
+    bad = cfg;
+    bad.tick_ns = 1000000001;
+    FAILS_NULL(tempora_new(&bad), EINVAL);
+    CHECK(strstr(tempora_last_error(), "tick") != NULL);
+    bad.tick_ns = 3600 * 1000000000ULL;
+    FAILS_NULL(tempora_new(&bad), EINVAL);
+    bad.tick_ns = UINT64_MAX;
+    FAILS_NULL(tempora_new(&bad), EINVAL);
+    struct tempora_config longest = cfg;
+    longest.drivers = 0;
+    longest.tick_ns = 1000000000;
+    tempora_t *t = tempora_new(&longest);
+    CHECK(t != NULL);
+    tempora_free(t);
     FAILS_NULL(tempora_owner_new(NULL), EINVAL);
 }
 
@@ -119,6 +134,51 @@ static void create(tempora_owner_t *o)
     sev.name = "tick";
     OK(tempora_timer_create(o, CLOCK_MONOTONIC, &sev, &id));
     CHECK(id >= 0);
+    OK(tempora_timer_delete(o, id));
+
+    /* A function with any other notify: a TEMPORA_SIGEV_THREAD sigevent whose notify was left
+     * 0 (TEMPORA_SIGEV_QUEUE) would make a queue timer whose function is never called. */
+    id = UNTOUCHED;
+    int others[] = {TEMPORA_SIGEV_QUEUE, TEMPORA_SIGEV_NONE, TEMPORA_SIGEV_SIGNAL,
+                    TEMPORA_SIGEV_SIGNAL_ID};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        sev = (struct tempora_sigevent){.notify = others[i], .signo = SIGUSR1,
+                                        .notify_function = on_notify};
+        FAILS(tempora_timer_create(o, CLOCK_MONOTONIC, &sev, &id), EINVAL);
+        CHECK(strstr(tempora_last_error(), "TEMPORA_SIGEV_THREAD") != NULL);
+        sev.notify_function = NULL;
+        sev.callback = on_expiry;
+        FAILS(tempora_timer_create(o, CLOCK_MONOTONIC, &sev, &id), EINVAL);
+    }
+    CHECK(id == UNTOUCHED);
+}
+
+/* A time past KTIME_MAX (INT64_MAX ns, about 292 years) is clamped to it, as the kernel clamps
+ * it: an absolute or relative LLONG_MAX s reads back as the time left to KTIME_MAX (about
+ * 9.2e9 s, not 1.8e10 s), an LLONG_MAX s interval as KTIME_MAX. Checked against a kernel
+ * timer set alike. */
+static void times_past_ktime_max(tempora_owner_t *o)
+{
+    tempora_timer_t id;
+    OK(tempora_timer_create(o, CLOCK_MONOTONIC, NULL, &id));
+    struct sigevent ksev = {.sigev_notify = SIGEV_NONE};
+    timer_t kid;
+    CHECK(timer_create(CLOCK_MONOTONIC, &ksev, &kid) == 0);
+    const struct timespec huge = {LLONG_MAX, 999999999};
+    const struct itimerspec set = {.it_value = huge, .it_interval = huge};
+    for (int flags = 0; flags <= TEMPORA_TIMER_ABSTIME; flags += TEMPORA_TIMER_ABSTIME) {
+        struct itimerspec cur, kcur;
+        OK(tempora_timer_settime(o, id, flags, &set, NULL));
+        CHECK(timer_settime(kid, flags, &set, NULL) == 0);
+        OK(tempora_timer_gettime(o, id, &cur));
+        CHECK(timer_gettime(kid, &kcur) == 0);
+        int64_t left = INT64_MAX - now_ns(CLOCK_MONOTONIC);
+        CHECK(cur.it_interval.tv_sec == 9223372036 && cur.it_interval.tv_nsec == 854775807);
+        CHECK(kcur.it_interval.tv_sec == 9223372036 && kcur.it_interval.tv_nsec == 854775807);
+        CHECK(ts_ns(cur.it_value) >= left && ts_ns(cur.it_value) - left < SEC);
+        CHECK(llabs(ts_ns(cur.it_value) - ts_ns(kcur.it_value)) < SEC);
+    }
+    timer_delete(kid);
     OK(tempora_timer_delete(o, id));
 }
 
@@ -354,6 +414,7 @@ int main(void)
     clocks_match_the_kernel(o);
     create(o);
     settime_gettime_overrun_delete(o);
+    times_past_ktime_max(o);
     exact_ids(o);
     id_space();
     events_and_fds(t, o);

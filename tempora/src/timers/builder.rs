@@ -74,6 +74,11 @@ impl Default for Builder {
 }
 
 impl Builder {
+    /// The longest tick [`Builder::tick`] takes (1 s): a timer may fire up to a tick after its
+    /// expiry, so a longer tick is a misconfiguration (a 1 h tick left a 10 ms timer unfired
+    /// for the hour).
+    pub const MAX_TICK: Duration = Duration::from_secs(1);
+
     /// Number of bases (default: the number of CPUs). A timer is armed on the base of the
     /// thread that arms it.
     pub fn bases(&mut self, n: usize) -> &mut Self {
@@ -91,7 +96,8 @@ impl Builder {
     }
 
     /// The wheels' tick (default 1 µs): a timer polled on time fires less than one tick after
-    /// its expiry, never before.
+    /// its expiry, never before. 1 ns ..= [`Builder::MAX_TICK`] (1 s): the tick bounds every timer's
+    /// lateness, so [`Builder::build`] refuses a longer one.
     pub fn tick(&mut self, tick: Duration) -> &mut Self {
         self.tick = tick;
         self
@@ -178,8 +184,8 @@ impl Builder {
     /// Builds the service.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for zero bases, more than 65 536 bases, a zero tick, a zero
-    /// batch, or an ID table setting out of its range (`id_bits`, `initial_buckets`,
+    /// [`Error::InvalidConfig`] for zero bases, more than 65 536 bases, a zero tick or one
+    /// above [`Builder::MAX_TICK`], a zero batch, or an ID table setting out of its range (`id_bits`, `initial_buckets`,
     /// `max_load`, `shards`); [`Error::Io`] if the OS refuses a driver thread or a spare
     /// driver's timerfd.
     pub fn build(&self) -> Result<Timers, Error> {
@@ -194,8 +200,11 @@ impl Builder {
         if self.batch == 0 {
             return Err(Error::InvalidConfig("the batch must be at least 1"));
         }
+        if self.tick > Builder::MAX_TICK {
+            return Err(Error::InvalidConfig("the tick must be at most 1 s"));
+        }
         let tick = u64::try_from(self.tick.as_nanos())
-            .map_err(|_| Error::InvalidConfig("the tick is too long"))?;
+            .map_err(|_| Error::InvalidConfig("the tick must be at most 1 s"))?;
         let res = Resolution::new(tick)?;
         let registry = self.registry.build::<Itimer>()?;
         let start = ALL_CLOCKS.map(|c| res.ticks_floor(self.clock.now(c)));

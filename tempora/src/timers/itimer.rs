@@ -25,8 +25,9 @@
 //!   := Disarmed, overrun := -1, `overrun_last` := 0, interval := the new interval only if the
 //!   new value is non-zero (zero disarms and zeroes both the interval and the stored expiry).
 //!   A relative `CLOCK_REALTIME` arming runs on the monotonic clock; an absolute one on the
-//!   realtime clock; a relative value is added to now with saturation (an overflow never
-//!   fires). A `SIGEV_NONE` timer keeps its expiry for `gettime` but is never queued (status
+//!   realtime clock; a relative value is added to now with saturation. The value, the
+//!   interval and the expiry are clamped at `KTIME_MAX` (`i64::MAX` ns), as the kernel
+//!   clamps them: such a timer never fires, and `gettime` reads the time left to `KTIME_MAX`. A `SIGEV_NONE` timer keeps its expiry for `gettime` but is never queued (status
 //!   stays Disarmed).
 //! * **Where tempora follows POSIX rather than Linux:** a disarmed `SIGEV_NONE` timer reads
 //!   zero ("`it_value` shall contain ... zero if the timer is disarmed"). Linux 6.18 leaves the
@@ -223,14 +224,28 @@ pub(crate) enum Consumed {
 
 /// Moves `expiry` forward by whole `interval`s until it is after `now`; returns the new expiry
 /// and the number of intervals added (0 if `expiry` is already after `now`). Saturates: an
-/// expiry that would pass `u64::MAX` stays there (never fires).
+/// expiry that would pass [`KTIME_MAX`] stays there (never fires), as the kernel's
+/// `hrtimer_forward` adds with `ktime_add_safe`.
 pub(crate) fn forward(expiry: u64, interval: u64, now: u64) -> (u64, u64) {
     if now < expiry || interval == 0 {
         return (expiry, 0);
     }
     let n = (now - expiry) / interval + 1;
-    (expiry.saturating_add(n.saturating_mul(interval)), n)
+    (
+        expiry
+            .saturating_add(n.saturating_mul(interval))
+            .min(KTIME_MAX),
+        n,
+    )
 }
+
+/// The kernel's `KTIME_MAX` (`i64::MAX` ns, about 292 years): the latest expiry and the
+/// longest interval a timer holds. Linux's `timer_settime` clamps a longer `it_value` or
+/// `it_interval` to it (`timespec64_to_ktime`), and a relative value whose sum with now passes
+/// it (`ktime_add_safe`); `timer_gettime` then reads the time left to it and the clamped
+/// interval. `settime` clamps alike, so an absolute `LLONG_MAX` s reads back as about 9.2e9 s
+/// less the clock's time, not 1.8e10 s.
+pub(crate) const KTIME_MAX: u64 = i64::MAX as u64;
 
 impl ItimerState {
     /// A new timer's state: disarmed, on `clock`, notifying by `notify`.
@@ -432,6 +447,8 @@ impl ItimerState {
             self.expiry = 0;
             return (old, Arm::Off);
         }
+        // Linux's clamps (`KTIME_MAX`).
+        let (value, interval) = (value.min(KTIME_MAX), interval.min(KTIME_MAX));
         self.interval = interval;
         let clock = self.clock();
         let expiry_clock = if clock == ClockId::Realtime && !abs {
@@ -443,7 +460,7 @@ impl ItimerState {
         self.expiry = if abs {
             value
         } else {
-            now.get(expiry_clock).saturating_add(value)
+            now.get(expiry_clock).saturating_add(value).min(KTIME_MAX)
         };
         if self.notify() == NotifyKind::None {
             return (old, Arm::Off);

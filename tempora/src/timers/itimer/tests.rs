@@ -59,7 +59,12 @@ fn forward_counts_whole_intervals_past_now() {
     assert_eq!(forward(100, 100, 99), (100, 0));
     assert_eq!(forward(100, 100, 100), (200, 1));
     assert_eq!(forward(100, 100, 1050), (1100, 10));
-    assert_eq!(forward(u64::MAX - 5, 10, u64::MAX), (u64::MAX, 1));
+    assert_eq!(forward(KTIME_MAX - 5, 10, KTIME_MAX), (KTIME_MAX, 1));
+    assert_eq!(
+        forward(100, KTIME_MAX, 100),
+        (KTIME_MAX, 1),
+        "clamped, as the kernel's"
+    );
 }
 
 #[test]
@@ -261,9 +266,54 @@ fn past_absolute_time_arms_for_immediate_firing_and_huge_relative_never_fires() 
         arm,
         Arm::At {
             clock: ClockId::Monotonic,
-            expiry: u64::MAX
+            expiry: KTIME_MAX
         }
     );
+}
+
+/// Linux clamps a time past `KTIME_MAX` (`i64::MAX` ns) to it: an absolute `LLONG_MAX` s, a
+/// relative value whose sum with now passes it, and an interval, each read back by gettime as
+/// the time left to `KTIME_MAX` (about 9.2e9 s) and the clamped interval. Before the clamp an
+/// absolute `LLONG_MAX` s read back as 1.8e10 s (`u64::MAX` ns less now).
+#[test]
+fn times_past_ktime_max_are_clamped_to_it_as_the_kernel_does() {
+    let f = Fixture::new();
+    f.advance(5_000 * MS);
+    let now = f.mono();
+    let huge = TimeSpec::new(i64::MAX, 999_999_999).to_nanos().unwrap();
+    assert_eq!(
+        huge,
+        u64::MAX,
+        "what the C ABI hands settime for LLONG_MAX s"
+    );
+    for notify in [NotifyKind::Queue, NotifyKind::None] {
+        let t = f.timer(ClockId::Monotonic, notify);
+        for abs in [true, false] {
+            let (_, arm) = f.settime(t, abs, huge, huge);
+            if notify == NotifyKind::Queue {
+                assert_eq!(
+                    arm,
+                    Arm::At {
+                        clock: ClockId::Monotonic,
+                        expiry: KTIME_MAX
+                    },
+                    "abs={abs}"
+                );
+            }
+            let cur = f.gettime(t);
+            assert_eq!(
+                cur,
+                Setting {
+                    value: KTIME_MAX - now,
+                    interval: KTIME_MAX
+                },
+                "{notify:?} abs={abs}"
+            );
+            // A value just under the bound is kept as it is.
+            f.settime(t, true, KTIME_MAX - 1, 0);
+            assert_eq!(f.gettime(t).value, KTIME_MAX - 1 - now);
+        }
+    }
 }
 
 #[test]
@@ -411,6 +461,43 @@ fn kernel_differential_sigev_none_settime_gettime() {
             if next(4) == 0 {
                 std::thread::sleep(Duration::from_nanos(next(8 * MS)));
             }
+        }
+        tempora_kernel::timer_delete(k).unwrap();
+    }
+}
+
+/// The `KTIME_MAX` clamp against the running kernel: a `SIGEV_NONE` kernel timer and a bare
+/// tempora state, each set to an absolute and a relative `LLONG_MAX` s (and just under the
+/// bound) with a `LLONG_MAX` s interval, read back alike, up to the time between the calls.
+#[cfg(feature = "kernel-tests")]
+#[test]
+fn kernel_differential_times_past_ktime_max() {
+    use crate::clock::OsClock;
+    let huge = u64::MAX; // LLONG_MAX s and 999999999 ns, as `TimeSpec::to_nanos` gives it
+    for clock in [ClockId::Monotonic, ClockId::Realtime] {
+        let k = tempora_kernel::timer_create_none_on(clock.as_raw()).unwrap();
+        let mut timer = ItimerState::new(clock, NotifyKind::None);
+        let published = ItimerPublished::default();
+        for (abs, value, interval) in [
+            (true, huge, huge),
+            (false, huge, huge),
+            (true, KTIME_MAX - 1, 0),
+            (false, KTIME_MAX - 1, KTIME_MAX),
+        ] {
+            let before = OsClock.now(ClockId::Monotonic);
+            tempora_kernel::timer_settime(k, i32::from(abs), value, interval).unwrap();
+            let kernel = tempora_kernel::timer_gettime(k).unwrap();
+            let now = LazyNow::new(&OsClock);
+            timer.settime(&published, &now, abs, value, interval);
+            let ours = timer.gettime(&LazyNow::new(&OsClock));
+            let gap = OsClock.now(ClockId::Monotonic) - before + 100_000;
+            let what = format!("{clock:?} abs={abs} {value} {interval}");
+            assert_eq!(kernel.1, ours.interval, "{what}: interval");
+            assert!(
+                kernel.0.abs_diff(ours.value) <= gap,
+                "{what}: kernel {kernel:?}, tempora {ours:?}, gap {gap}"
+            );
+            assert!(ours.value <= KTIME_MAX, "{what}: {ours:?}");
         }
         tempora_kernel::timer_delete(k).unwrap();
     }

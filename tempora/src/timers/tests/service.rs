@@ -13,6 +13,29 @@ fn builder_rejects_bad_configurations() {
         Timers::builder().tick(Duration::ZERO).build(),
         Err(Error::InvalidConfig(_))
     ));
+    // Above the bound (1 s): a 1 h tick left a 10 ms timer unfired for the hour.
+    for tick in [
+        Builder::MAX_TICK + Duration::from_nanos(1),
+        Duration::from_secs(3600),
+        Duration::MAX,
+    ] {
+        assert!(
+            matches!(
+                Timers::builder()
+                    .clock(ManualClock::new())
+                    .tick(tick)
+                    .build(),
+                Err(Error::InvalidConfig(_))
+            ),
+            "{tick:?}"
+        );
+    }
+    let longest = Timers::builder()
+        .clock(ManualClock::new())
+        .tick(Builder::MAX_TICK)
+        .build()
+        .unwrap();
+    assert_eq!(longest.tick_nanos(), 1_000_000_000);
     assert!(matches!(
         Timers::builder().batch(0).build(),
         Err(Error::InvalidConfig(_))
