@@ -316,6 +316,13 @@ struct tempora_t *tempora_new(const struct tempora_config *config);
  # Safety
  `t` is NULL or a live handle from `tempora_new`, freed once, with no other call on it
  running or to come.
+
+ Fork: a service belongs to the process that made it. In a child made by `fork(2)`, every
+ call on a service made before the fork, and on its owners, fails at once with `ECHILD`
+ (an event wait returns instead of waiting), touching no lock a parent's thread may have
+ held; `tempora_free` and `tempora_owner_free` of them return without joining or freeing
+ anything (the child's copy of them is leaked). Make a new service in the child; the
+ default owner is made again there by itself (`tempora_default_owner`).
  */
 void tempora_free(struct tempora_t *t);
 
@@ -346,6 +353,11 @@ void tempora_owner_free(struct tempora_owner_t *owner);
  not pass it to `tempora_owner_free`). Returns NULL with `errno` only if it cannot be made:
  `EAGAIN` (or another OS errno) when the service's driver thread cannot start, as
  `pthread_create` and `timer_create` say it; the next call tries again.
+
+ After `fork(2)`, the child's first call makes a new default owner, of a new process-wide
+ service whose driver thread starts then: the child starts as the kernel's does, with no
+ timers, IDs from 0 and exact-ID mode off, and its own timers fire. The parent's owner is
+ left unfreed in the child (its memory is the parent's copy; its threads are not there).
  */
 struct tempora_owner_t *tempora_default_owner(void);
 

@@ -8,7 +8,7 @@ use crate::failure::{entry, Failure};
 use crate::types::{tempora_config, tempora_owner_t, tempora_t};
 use libc::c_int;
 use std::ptr;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
 use tempora::Timers;
 
@@ -112,6 +112,13 @@ pub unsafe extern "C" fn tempora_new(config: *const tempora_config) -> *mut temp
 /// # Safety
 /// `t` is NULL or a live handle from `tempora_new`, freed once, with no other call on it
 /// running or to come.
+///
+/// Fork: a service belongs to the process that made it. In a child made by `fork(2)`, every
+/// call on a service made before the fork, and on its owners, fails at once with `ECHILD`
+/// (an event wait returns instead of waiting), touching no lock a parent's thread may have
+/// held; `tempora_free` and `tempora_owner_free` of them return without joining or freeing
+/// anything (the child's copy of them is leaked). Make a new service in the child; the
+/// default owner is made again there by itself (`tempora_default_owner`).
 #[no_mangle]
 pub unsafe extern "C" fn tempora_free(t: *mut tempora_t) {
     entry((), || {
@@ -161,19 +168,54 @@ pub unsafe extern "C" fn tempora_owner_free(owner: *mut tempora_owner_t) {
 /// not pass it to `tempora_owner_free`). Returns NULL with `errno` only if it cannot be made:
 /// `EAGAIN` (or another OS errno) when the service's driver thread cannot start, as
 /// `pthread_create` and `timer_create` say it; the next call tries again.
+///
+/// After `fork(2)`, the child's first call makes a new default owner, of a new process-wide
+/// service whose driver thread starts then: the child starts as the kernel's does, with no
+/// timers, IDs from 0 and exact-ID mode off, and its own timers fire. The parent's owner is
+/// left unfreed in the child (its memory is the parent's copy; its threads are not there).
 #[no_mangle]
 pub extern "C" fn tempora_default_owner() -> *mut tempora_owner_t {
-    /// The owner's handle, kept for the process's life.
-    static DEFAULT: OnceLock<usize> = OnceLock::new();
     entry(ptr::null_mut(), || {
         let timers = tempora::time::try_global()?;
-        let owner = *DEFAULT.get_or_init(|| {
-            Box::into_raw(Box::new(tempora_owner_t {
-                owner: timers.owner(),
-            })) as usize
-        });
-        Ok(owner as *mut tempora_owner_t)
+        Ok(default_of(timers))
     })
+}
+
+/// The default owner of `timers`, the process's global service: made on the first call of
+/// the process, and again in a forked child (whose global service is another one).
+fn default_of(timers: &'static Timers) -> *mut tempora_owner_t {
+    /// The owner and the service it was made of.
+    struct Default {
+        timers: *const Timers,
+        owner: tempora_owner_t,
+    }
+    static DEFAULT: AtomicPtr<Default> = AtomicPtr::new(ptr::null_mut());
+    // Acquire: pairs with the Release of the compare-exchange that published it.
+    let mut seen = DEFAULT.load(Ordering::Acquire);
+    loop {
+        // SAFETY: a published default is leaked, never freed.
+        if let Some(d) = unsafe { seen.as_mut() } {
+            if ptr::eq(d.timers, timers) {
+                return &mut d.owner;
+            }
+        }
+        let fresh = Box::into_raw(Box::new(Default {
+            timers,
+            owner: tempora_owner_t {
+                owner: timers.owner(),
+            },
+        }));
+        match DEFAULT.compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire) {
+            // The parent's default (in a child) is leaked.
+            // SAFETY: just published, and never freed.
+            Ok(_) => return unsafe { &mut (*fresh).owner },
+            Err(now) => {
+                // SAFETY: `fresh` was never shared; its owner, of a live service, is deleted.
+                drop(unsafe { Box::from_raw(fresh) });
+                seen = now;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

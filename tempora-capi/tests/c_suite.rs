@@ -623,3 +623,18 @@ fn a_signal_handler_interrupts_an_event_wait() {
     let out = run(&build("interrupt", "", Link::Shared, &[]), &[]);
     assert!(out.contains("interrupt ok"), "{out}");
 }
+
+/// `fork.c`: children of a program whose timers are busy see none of the parent's timers
+/// (EINVAL) and their own timers fire, on libc and through `tempora_posix.h` alike; no
+/// child is stuck. `FORKS` in the environment sizes it (100 here, a few seconds).
+#[test]
+fn fork_children_start_as_the_kernels_on_libc_and_on_tempora() {
+    let (libc, tempora) = on_libc_and_on_tempora("fork");
+    let want = "child: timer_gettime of the parent's timer: EINVAL\n\
+                child: timer_delete of the parent's timer: EINVAL\n\
+                child: its own timer fired: yes\n\
+                children: all passed, failed 0, stuck 0\n\
+                parent: its timers fired meanwhile: yes; its timer still armed: yes\n";
+    assert_eq!(libc, want, "on libc");
+    assert_eq!(tempora, want, "on tempora_posix.h");
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 ///
 /// Permanent errors (retrying the same call cannot succeed): [`Error::UnknownTimer`],
 /// [`Error::InvalidId`], [`Error::NotRestoring`], [`Error::OwnerDeleted`],
-/// [`Error::ServiceStopped`], [`Error::Poisoned`], [`Error::InvalidTime`],
+/// [`Error::ServiceStopped`], [`Error::Forked`], [`Error::Poisoned`], [`Error::InvalidTime`],
 /// [`Error::InvalidConfig`], [`Error::InvalidSignal`], [`Error::IdInUse`] (until that timer is deleted), and the
 /// snapshot errors ([`Error::CorruptSnapshot`], [`Error::UnsupportedSnapshot`],
 /// [`Error::UnknownNotify`]). Transient: [`Error::NoFreeId`] (succeeds once a timer of the
@@ -75,6 +75,12 @@ pub enum Error {
     },
     /// A snapshot names a notification the restoring application did not supply. `EINVAL`.
     UnknownNotify(String),
+    /// The object belongs to a service built before this process was forked: a child of
+    /// `fork(2)` has none of its parent's threads, and tempora's locks may have been held by
+    /// one of them, so every call on it fails with this at once, before touching any lock,
+    /// and receives return it instead of waiting. Build a new service in the child (the
+    /// global service, [`crate::time::global`], is rebuilt there by itself). `ECHILD`.
+    Forked,
     /// An operating-system call failed: reading or writing a snapshot file, or starting a
     /// driver thread. Holds the `io::Error` (its errno is [`Error::errno`], `EIO` if it has
     /// none; it is the [`source`](std::error::Error::source), and its text is not part of
@@ -97,6 +103,7 @@ impl Error {
             | Error::UnsupportedSnapshot { .. }
             | Error::UnknownNotify(_) => libc::EINVAL,
             Error::ServiceStopped => libc::ESHUTDOWN,
+            Error::Forked => libc::ECHILD,
             Error::Poisoned(_) => libc::ENOTRECOVERABLE,
             Error::IdInUse => libc::EBUSY,
             Error::NoFreeId | Error::LimitReached(_) => libc::EAGAIN,
@@ -127,6 +134,9 @@ impl fmt::Display for Error {
             Error::OwnerDeleted => f.write_str("the owner has been deleted (EINVAL)"),
             Error::ServiceStopped => f.write_str(
                 "the owner's Timers service was dropped: nothing fires any more (ESHUTDOWN)",
+            ),
+            Error::Forked => f.write_str(
+                "the service was built before this process forked: it works only in the parent (ECHILD)",
             ),
             Error::Poisoned(what) => write!(
                 f,

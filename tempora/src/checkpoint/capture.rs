@@ -32,7 +32,10 @@ impl Owner {
     /// [`Error::Poisoned`](crate::Error::Poisoned) (`ENOTRECOVERABLE`) if a timer's lock was
     /// poisoned by a panic inside tempora: no snapshot is made, as one without that timer
     /// would restore something else.
+    /// [`Error::Forked`](crate::Error::Forked) (`ECHILD`) in a child forked after the
+    /// owner's service was built.
     pub fn try_checkpoint(&self) -> Result<Snapshot, crate::Error> {
+        self.core().health.check_fork()?;
         let now = self.core().now_all();
         let mut timers = Vec::new();
         let walked = self.reg.for_each_locked(|l| {

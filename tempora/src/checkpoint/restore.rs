@@ -42,6 +42,7 @@ impl Owner {
         snapshot: &Snapshot,
         notify: impl Fn(&str) -> Option<Notify>,
     ) -> Result<(), Error> {
+        self.core().health.check_fork()?;
         // A first look, so that a non-empty owner is reported before a bad snapshot; the
         // section below decides.
         if !self.timers().is_empty() {

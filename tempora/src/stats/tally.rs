@@ -455,7 +455,20 @@ unsafe impl Sync for Tally {}
 impl Tally {
     /// A tally for owner `key` in `group` (listed in the hub's members, for the tree).
     pub(crate) fn new(hub: &Arc<Hub>, group: &Arc<GroupNode>, key: u64) -> Arc<Tally> {
-        let tally = Arc::new(Tally {
+        let tally = Tally::unlisted(hub, group, key);
+        let mut members = hub.members.lock_or_recover();
+        if members.len() == members.capacity() {
+            members.retain(|o| o.strong_count() > 0);
+        }
+        members.push(Arc::downgrade(&tally));
+        drop(members);
+        tally
+    }
+
+    /// A tally in no member list: an owner made in a forked child of a service built before
+    /// the fork, whose lists' locks may be held for ever (`timers/mod.rs`, "Fork").
+    pub(crate) fn unlisted(hub: &Arc<Hub>, group: &Arc<GroupNode>, key: u64) -> Arc<Tally> {
+        Arc::new(Tally {
             on: hub.enabled,
             key,
             fences: hub.fences,
@@ -465,14 +478,7 @@ impl Tally {
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
             totals: RankedMutex::new(Totals::default()),
-        });
-        let mut members = hub.members.lock_or_recover();
-        if members.len() == members.capacity() {
-            members.retain(|o| o.strong_count() > 0);
-        }
-        members.push(Arc::downgrade(&tally));
-        drop(members);
-        tally
+        })
     }
 
     /// The owner's key.

@@ -14,6 +14,7 @@
 //! read-modify-write per lock/unlock pair instead of two; BENCHMARKS.md, "Design
 //! measurements", measures the alternative).
 
+pub(crate) mod fork;
 mod lock;
 mod order;
 mod primitives;

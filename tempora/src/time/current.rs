@@ -7,6 +7,7 @@ use crate::sync::{rank, RankedMutex};
 use crate::Timers;
 use std::cell::RefCell;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -116,24 +117,66 @@ pub fn global() -> &'static Timers {
 /// [`global`], or the error building it met (the OS refused its driver thread: `EAGAIN` and
 /// the like); the next call tries again. One service is built however many threads ask at
 /// once, and the C ABI's default owner is an owner of this same service.
+///
+/// In a child made by `fork(2)` the parent's global service does not work (`timers` module
+/// doc, "Fork"): the child's first call builds a new one, with none of the parent's timers,
+/// and the parent's is leaked.
 pub fn try_global() -> Result<&'static Timers, crate::Error> {
-    static GLOBAL: OnceLock<Timers> = OnceLock::new();
-    // Held while the service is built, so that one is built; a failed attempt leaves
-    // `GLOBAL` empty for the next call.
-    #[cfg(not(loom))]
-    static BUILDING: RankedMutex<(), { rank::BUILDING }> = RankedMutex::new(());
-    // Loom's mutex has no `const` constructor (and no loom model builds the global service).
-    #[cfg(loom)]
-    static BUILDING: std::sync::LazyLock<RankedMutex<(), { rank::BUILDING }>> =
-        std::sync::LazyLock::new(|| RankedMutex::new(()));
-    if let Some(t) = GLOBAL.get() {
+    let slot = Global::current();
+    if let Some(t) = slot.timers.get() {
         return Ok(t);
     }
-    // Nothing is changed under it but `GLOBAL`, which a panic leaves empty or set.
-    let _building = BUILDING.lock_or_recover();
-    if let Some(t) = GLOBAL.get() {
+    // Nothing is changed under it but `timers`, which a panic leaves empty or set.
+    let _building = slot.building.lock_or_recover();
+    if let Some(t) = slot.timers.get() {
         return Ok(t);
     }
     let timers = Timers::builder().build()?;
-    Ok(GLOBAL.get_or_init(|| timers))
+    Ok(slot.timers.get_or_init(|| timers))
+}
+
+/// The global service of one fork generation (`sync::fork`): a child replaces its parent's,
+/// whose build lock and `OnceLock` a thread of the parent may have held at the fork, with a
+/// fresh one. Each is leaked: the parent's, in the child, must not be dropped (its threads
+/// and locks are not the child's).
+struct Global {
+    generation: u32,
+    timers: OnceLock<Timers>,
+    /// Held while the service is built, so that one is built; a failed attempt leaves
+    /// `timers` empty for the next call.
+    building: RankedMutex<(), { rank::BUILDING }>,
+}
+
+impl Global {
+    /// The calling process's, made on first use.
+    fn current() -> &'static Global {
+        static SLOT: AtomicPtr<Global> = AtomicPtr::new(std::ptr::null_mut());
+        crate::sync::fork::watch();
+        let generation = crate::sync::fork::generation();
+        // Acquire: pairs with the Release of the compare-exchange that published it.
+        let mut seen = SLOT.load(Ordering::Acquire);
+        loop {
+            // SAFETY: a published slot is leaked, never freed.
+            if let Some(g) = unsafe { seen.as_ref() } {
+                if g.generation == generation {
+                    return g;
+                }
+            }
+            let fresh = Box::into_raw(Box::new(Global {
+                generation,
+                timers: OnceLock::new(),
+                building: RankedMutex::new(()),
+            }));
+            match SLOT.compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire) {
+                // The old one (a parent's) is leaked.
+                // SAFETY: just published, and never freed.
+                Ok(_) => return unsafe { &*fresh },
+                Err(now) => {
+                    // SAFETY: `fresh` was never shared.
+                    drop(unsafe { Box::from_raw(fresh) });
+                    seen = now;
+                }
+            }
+        }
+    }
 }

@@ -91,6 +91,7 @@ impl Sleep {
         let deadline = deadline.as_nanos();
         let this = self.into_ref().get_ref();
         let core = this.core();
+        forked_panic(core);
         // SAFETY: `Pin<&mut Self>`: the holder, alone.
         unsafe {
             this.cell.holder(|s| {
@@ -117,6 +118,17 @@ impl Sleep {
     }
 }
 
+/// Panics if the caller is a child forked after the sleep's service was built: the sleep
+/// could never complete there (`timers` module doc, "Fork").
+fn forked_panic(core: &Core) {
+    if core.health.forked() {
+        panic!(
+            "tempora::time: a sleep made before fork() is polled or reset in the child: {}",
+            crate::Error::Forked
+        );
+    }
+}
+
 /// Places a sleep's entry (on the calling thread's base if it has none).
 ///
 /// # Panics
@@ -134,6 +146,7 @@ impl Future for Sleep {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.into_ref().get_ref();
         let core = this.core();
+        forked_panic(core);
         let waker = cx.waker();
         // SAFETY: `Pin<&mut Self>`: the holder, alone.
         let first = unsafe { !this.cell.polled(true) };
@@ -172,6 +185,11 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
+        if self.core().health.forked() {
+            // A forked child: its wheel entry is left where it is, with the service's memory
+            // (its `Drivers` leak the core; `timers` module doc, "Fork").
+            return;
+        }
         // SAFETY: `&mut self`: the holder, alone.
         if unsafe { !self.cell.polled(false) } {
             // Never polled: no waker, no entry (a reset before the first poll only moved the

@@ -443,6 +443,15 @@ impl Drivers {
 
 impl Drop for Drivers {
     fn drop(&mut self) {
+        if self.core.health.forked() {
+            // A forked child: the threads are the parent's (not here to stop or join), and
+            // the spares' list and the core's locks may be held for ever. All leaked, the
+            // core with one count more, so that it is never dropped in the child either
+            // (`timers` module doc, "Fork").
+            std::mem::forget(std::mem::take(&mut self.threads));
+            std::mem::forget(self.core.clone());
+            return;
+        }
         self.core.health.shutdown.store(true, Ordering::Release);
         self.core.health.halt();
         self.core.wake.ring_all();

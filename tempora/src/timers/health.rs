@@ -35,6 +35,10 @@ pub(crate) struct Health {
     /// an owner's teardown (which takes timer locks) from wherever the service failed. Dead
     /// entries are pruned as the list grows.
     owners: RankedMutex<Vec<Weak<EventQueue>>, { rank::OWNERS }>,
+    /// The process's fork generation when the service was built (`sync::fork`): another
+    /// generation means the caller is a forked child, where the service's threads do not
+    /// exist and its locks may be held for ever (`forked`).
+    born: u32,
 }
 
 impl Health {
@@ -46,7 +50,29 @@ impl Health {
             halted: AtomicBool::new(false),
             halt_pending: AtomicBool::new(false),
             owners: RankedMutex::new(Vec::new()),
+            born: {
+                crate::sync::fork::watch();
+                crate::sync::fork::generation()
+            },
         }
+    }
+
+    /// Whether the caller runs in a child forked after the service was built: every public
+    /// call asks this before it takes any lock, and fails with [`Error::Forked`] (or returns
+    /// nothing) if so; drops then leak instead of joining threads or taking locks
+    /// (`timers/mod.rs`, "Fork").
+    #[inline]
+    pub(crate) fn forked(&self) -> bool {
+        self.born != crate::sync::fork::generation()
+    }
+
+    /// `Err(Error::Forked)` in a child forked after the service was built.
+    #[inline]
+    pub(crate) fn check_fork(&self) -> Result<(), Error> {
+        if self.forked() {
+            return Err(Error::Forked);
+        }
+        Ok(())
     }
 
     /// Marks the service failed for good (the first `what` is kept) and returns the error to
@@ -69,7 +95,7 @@ impl Health {
     #[inline]
     pub(crate) fn flush_halt(&self) {
         // Relaxed: a hint; the swap decides who halts.
-        if self.halt_pending.load(Ordering::Relaxed) {
+        if self.halt_pending.load(Ordering::Relaxed) && !self.forked() {
             self.flush_halt_now();
         }
     }
@@ -122,12 +148,15 @@ impl Health {
         if self.halted.load(Ordering::Relaxed) {
             return Err(self.halted_why());
         }
-        Ok(())
+        self.check_fork()
     }
 
     /// The error for a halted service: its failure, or its stop.
     #[cold]
     pub(crate) fn halted_why(&self) -> Error {
+        if self.forked() {
+            return Error::Forked;
+        }
         match self.failure.get() {
             Some(&what) => Error::Poisoned(what),
             None => Error::ServiceStopped,

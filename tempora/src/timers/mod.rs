@@ -112,6 +112,31 @@
 //! poisoned part fail with it. A panicking *callback* is not such a failure: it is caught,
 //! counted and the poll goes on.
 //!
+//! # Fork
+//!
+//! A child made by `fork(2)` starts as the kernel's does: with none of the parent's timers.
+//! It has only the thread that forked, so a service built before the fork has no driver
+//! there, and any of its locks a parent's thread held at the fork stays held for ever. So,
+//! as glibc documents for its own helper thread, a service belongs to the process that built
+//! it:
+//! * every call of a service built before the fork (its `Timers`, `Owner`s, `Group`s, timer
+//!   handles) fails in the child with [`Error::Forked`](crate::Error::Forked) (`ECHILD`) at
+//!   once, before it touches any lock; calls that cannot fail return nothing (`try_recv`
+//!   `None`, `poll` 0, `timers` and `stats` empty); `recv` returns the error instead of
+//!   waiting, and [`Owner::closed`] says it; a [`Sleep`](crate::time::Sleep) of it polled or
+//!   reset in the child panics (it could never complete);
+//! * dropping them in the child neither joins the parent's threads nor takes a lock: the
+//!   parent's service, its owners and timers are leaked there (the child's copy of the
+//!   parent's memory, never freed);
+//! * a service built in the child works as any other, and the global service
+//!   ([`crate::time::global`], and the C ABI's default owner) is built again in the child on
+//!   first use, with no timers, IDs from 0 and restore mode off;
+//! * in the parent nothing changes.
+//!
+//! The fork is seen through a `pthread_atfork` child handler registered before the first
+//! service is built, so this holds for `fork(3)` (and `posix_spawn`, whose child runs no
+//! Rust); a raw `clone(2)` without the C library's fork handlers is not supported.
+//!
 //! # Precision
 //!
 //! A timer keeps its exact expiry in nanoseconds; the wheels count ticks of [`Builder::tick`]

@@ -20,6 +20,7 @@ use crate::stats::{Counter, OwnerStats};
 use crate::sync::{Ordering, Poisoned};
 use std::fmt;
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -30,7 +31,19 @@ use std::time::{Duration, Instant};
 /// all its timers, by [`Owner::destroy`] or when its last handle is dropped.
 #[derive(Clone)]
 pub struct Owner {
-    pub(crate) reg: registry::Owner<Itimer>,
+    /// Dropped by `Drop` unless the process forked since the service was built: then leaked
+    /// (its teardown would take locks a parent's thread may hold for ever).
+    pub(crate) reg: ManuallyDrop<registry::Owner<Itimer>>,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        if self.core().health.forked() {
+            return; // leaked: see the `timers` module doc, "Fork"
+        }
+        // SAFETY: dropped once, here; `reg` is not used after.
+        unsafe { ManuallyDrop::drop(&mut self.reg) };
+    }
 }
 
 impl fmt::Debug for Owner {
@@ -84,6 +97,7 @@ impl Owner {
         notify: Notify,
         then: Option<&mut dyn FnMut(LockedTimer<'_>)>,
     ) -> Result<TimerId, Error> {
+        self.core().health.check_fork()?;
         // Before the group charge, which a create waiting for a restore would otherwise hold.
         self.reg.wait_open();
         self.create_via(clock, notify, |init| self.reg.create(requested, init, then))
@@ -144,8 +158,12 @@ impl Owner {
     }
 
     /// The owner's statistics, flushed first ([`crate::stats`]).
+    /// In a child forked after the service was built, all zeros (`timers` module doc, "Fork").
     pub fn stats(&self) -> OwnerStats {
         let tally = &self.sink().tally;
+        if self.core().health.forked() {
+            return OwnerStats::default();
+        }
         self.core().stats.flush();
         OwnerStats::of(tally)
     }
@@ -263,6 +281,7 @@ impl Owner {
     /// # Errors
     /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
     pub fn precision(&self, id: TimerId) -> Result<Precision, Error> {
+        self.core().health.check_fork()?;
         self.reg.with_timer(id, |l| {
             // Relaxed: written under this lock.
             Precision::unpack(l.fixed().precision.load(Ordering::Relaxed))
@@ -293,6 +312,7 @@ impl Owner {
     #[doc(alias = "timer_gettime")]
     pub fn gettime(&self, id: TimerId) -> Result<ItimerSpec, Error> {
         let core = self.core();
+        core.health.check_fork()?;
         let now = LazyNow::new(&*core.clock);
         let s = self.reg.with_timer(id, |l| l.state.gettime(&now))?;
         Ok(s.into())
@@ -305,6 +325,7 @@ impl Owner {
     /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
     #[doc(alias = "timer_getoverrun")]
     pub fn getoverrun(&self, id: TimerId) -> Result<i32, Error> {
+        self.core().health.check_fork()?;
         if let Ok(overrun) = self
             .reg
             .read(id, |_, p| itimer::overrun_last_lock_free(p))?
@@ -337,6 +358,7 @@ impl Owner {
     /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
     #[doc(alias = "timer_delete")]
     pub fn delete(&self, id: TimerId) -> Result<(), Error> {
+        self.core().health.check_fork()?;
         let r = self.reg.delete(id);
         self.core().health.flush_halt();
         r
@@ -347,6 +369,9 @@ impl Owner {
     /// Events made stale by settime or delete are dropped here, never returned.
     pub fn try_recv(&self) -> Option<Event> {
         let core = self.core();
+        if core.health.forked() {
+            return None;
+        }
         let now = LazyNow::new(&*core.clock);
         while let Ok(Some(ev)) = self.sink().pop() {
             // SAFETY: queued events name slots of this owner's pages, which live as long as
@@ -426,6 +451,9 @@ impl Owner {
     /// [readiness fd](Owner::event_fd) readable and [`Owner::try_iter`] empty asks this: the
     /// fd stays readable for good once the owner is closed.
     pub fn closed(&self) -> Option<Error> {
+        if self.core().health.forked() {
+            return Some(Error::Forked);
+        }
         let closed = self.sink().closed();
         if closed & notify::CLOSED_OWNER != 0 {
             return Some(Error::OwnerDeleted);
@@ -518,6 +546,7 @@ impl Owner {
     /// # Errors
     /// [`Error::Io`] if the eventfd cannot be made (the process's fd limit).
     pub fn event_fd(&self) -> Result<BorrowedFd<'_>, Error> {
+        self.core().health.check_fork()?;
         Ok(self.sink().ready_fd()?.as_fd())
     }
 
@@ -533,12 +562,18 @@ impl Owner {
 
     /// Entries on the queue, including stale ones that a receive will drop.
     pub fn queued(&self) -> usize {
+        if self.core().health.forked() {
+            return 0;
+        }
         self.sink().len()
     }
 
     /// Turns exact-ID (restore) mode on or off.
     #[doc(alias = "PR_TIMER_CREATE_RESTORE_IDS")]
     pub fn set_restore_ids(&self, on: bool) {
+        if self.core().health.forked() {
+            return;
+        }
         self.reg.set_restore_ids(on);
     }
 
@@ -553,6 +588,9 @@ impl Owner {
     /// slot, not by ID. A timer whose lock a panic poisoned is left out.
     pub fn timers(&self) -> Vec<TimerInfo> {
         let mut out = Vec::new();
+        if self.core().health.forked() {
+            return out;
+        }
         let _ = self.reg.for_each_locked(|l| {
             out.push(TimerInfo {
                 id: l.id(),
@@ -567,6 +605,9 @@ impl Owner {
     /// Deletes the owner and all its timers; receivers waiting on it return
     /// [`Error::OwnerDeleted`]. Idempotent.
     pub fn destroy(&self) {
+        if self.core().health.forked() {
+            return;
+        }
         self.reg.destroy();
     }
 
@@ -578,6 +619,9 @@ impl Owner {
     /// Bytes of timer slot pages (and their directory) this owner has allocated: its peak
     /// timer count, rounded up per shard to pages of 64 timers.
     pub fn slot_bytes(&self) -> usize {
+        if self.core().health.forked() {
+            return 0;
+        }
         self.reg.slot_bytes()
     }
 }
@@ -606,7 +650,7 @@ impl Future for Recv<'_> {
 
 impl Drop for Recv<'_> {
     fn drop(&mut self) {
-        if self.token != 0 {
+        if self.token != 0 && !self.owner.core().health.forked() {
             drop(self.owner.sink().deregister(self.token));
         }
     }
@@ -636,7 +680,7 @@ impl futures_core::Stream for Events {
 
 impl Drop for Events {
     fn drop(&mut self) {
-        if self.token != 0 {
+        if self.token != 0 && !self.owner.core().health.forked() {
             drop(self.owner.sink().deregister(self.token));
         }
     }

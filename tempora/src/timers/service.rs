@@ -54,12 +54,15 @@ impl Timers {
     /// [`Error::InvalidConfig`] for a name that is empty, longer than 64 bytes, or holds a
     /// `/`, a `"`, a `\` or a control character.
     pub fn group(&self, name: &str) -> Result<Group, Error> {
+        self.core.health.check_fork()?;
         Group::child_of(&self.core, &self.core.stats.root, name)
     }
 
     /// The service's statistics: every owner's and group's counts and lateness, and the
     /// bases', flushed first (every update made before the call is in them). Reading never
     /// makes a thread that arms or fires timers wait ([`crate::stats`]).
+    ///
+    /// In a child forked after the service was built: empty (`timers` module doc, "Fork").
     pub fn stats(&self) -> Stats {
         stats_of(&self.core)
     }
@@ -114,6 +117,9 @@ impl Timers {
 
     /// Spare driver threads started so far (they stay, waiting, until the service stops).
     pub fn spare_threads(&self) -> usize {
+        if self.core.health.forked() {
+            return 0;
+        }
         self.core.drivers.spares.lock_or_recover().len()
     }
 
@@ -131,7 +137,11 @@ impl Timers {
     /// of its critical sections, or a driver thread that died, left part of it unusable. From
     /// then on arming calls fail with that error and receivers return it once their queues are
     /// empty; polls go on serving what is intact.
+    ///
+    /// [`Error::Forked`] in a child forked after the service was built: every call of the
+    /// service fails there (`timers` module doc, "Fork").
     pub fn health(&self) -> Result<(), Error> {
+        self.core.health.check_fork()?;
         match self.core.health.failure.get() {
             Some(&what) => Err(Error::Poisoned(what)),
             None => Ok(()),
@@ -151,6 +161,9 @@ impl Timers {
     /// caught and counted ([`Timers::callback_panics`]). A base poisoned by a panic inside
     /// tempora is skipped and reported by [`Timers::health`].
     pub fn poll(&self) -> usize {
+        if self.core.health.forked() {
+            return 0;
+        }
         let fired = self.core.poll_now();
         self.core.refresh_deadline();
         fired
@@ -178,6 +191,7 @@ impl Timers {
     /// [`Error::Io`] if the timerfd cannot be made.
     pub fn deadline_fd(&self) -> Result<BorrowedFd<'_>, Error> {
         let core = &*self.core;
+        core.health.check_fork()?;
         if !core.wake.bells.is_empty() {
             return Err(Error::InvalidConfig(
                 "a deadline fd is for a service without drivers (drivers(0))",
@@ -201,6 +215,9 @@ impl Timers {
     /// absolute `CLOCK_REALTIME` timers at once (with drivers on the OS clocks this is
     /// detected by itself, through `timerfd`'s `TFD_TIMER_CANCEL_ON_SET`).
     pub fn clock_was_set(&self) {
+        if self.core.health.forked() {
+            return;
+        }
         self.core.wake.ring_all();
     }
 
@@ -212,6 +229,9 @@ impl Timers {
     /// briefly.
     pub fn next_deadline(&self) -> Option<Instant> {
         let core = &*self.core;
+        if core.health.forked() {
+            return None;
+        }
         let now = core.now_all();
         let best = core
             .bases
@@ -235,21 +255,34 @@ impl Timers {
 }
 
 /// A new owner of `core` in `group`.
+///
+/// In a child forked after the service was built, an owner every call of which fails with
+/// [`Error::Forked`]: it joins none of the service's lists (their locks may be held for ever).
 fn new_owner(core: &Arc<Core>, group: &Arc<GroupNode>) -> Owner {
-    let tally = Tally::new(&core.stats, group, core.stats.next_owner_id());
+    let forked = core.health.forked();
+    let tally = if forked {
+        Tally::unlisted(&core.stats, group, core.stats.next_owner_id())
+    } else {
+        Tally::new(&core.stats, group, core.stats.next_owner_id())
+    };
     let sink = Arc::new(EventQueue::new(tally));
-    core.health.register(&sink);
+    if !forked {
+        core.health.register(&sink);
+    }
     let part = OwnerPart {
         core: core.clone(),
         sink,
     };
     Owner {
-        reg: core.registry.owner(part),
+        reg: std::mem::ManuallyDrop::new(core.registry.owner(part)),
     }
 }
 
 /// `Timers::stats`.
 fn stats_of(core: &Core) -> Stats {
+    if core.health.forked() {
+        return Stats::default();
+    }
     core.stats.flush();
     let bases = core
         .bases
@@ -279,6 +312,16 @@ impl fmt::Debug for Group {
     }
 }
 
+impl Drop for Group {
+    fn drop(&mut self) {
+        // In a forked child the service's core is never dropped (its drop could free what
+        // the parent's threads were using under their locks): leaked with one count more.
+        if self.core.health.forked() {
+            std::mem::forget(self.core.clone());
+        }
+    }
+}
+
 impl Group {
     fn child_of(core: &Arc<Core>, parent: &Arc<GroupNode>, name: &str) -> Result<Group, Error> {
         let bad = name.is_empty()
@@ -302,6 +345,7 @@ impl Group {
     /// # Errors
     /// As [`Timers::group`].
     pub fn subgroup(&self, name: &str) -> Result<Group, Error> {
+        self.core.health.check_fork()?;
         Group::child_of(&self.core, &self.node, name)
     }
 
@@ -337,6 +381,9 @@ impl Group {
 
     /// The group's statistics, flushed first: sums over its subtree, and its members.
     pub fn stats(&self) -> GroupStats {
+        if self.core.health.forked() {
+            return GroupStats::default();
+        }
         self.core.stats.flush();
         GroupStats::of(&self.core.stats, &self.node)
     }
