@@ -627,8 +627,17 @@ fn a_signal_handler_interrupts_an_event_wait() {
 /// `fork.c`: children of a program whose timers are busy see none of the parent's timers
 /// (EINVAL) and their own timers fire, on libc and through `tempora_posix.h` alike; no
 /// child is stuck. `FORKS` in the environment sizes it (100 here, a few seconds).
+///
+/// Not under AddressSanitizer: its `pthread_create` interceptor is not fork-safe when the
+/// parent starts or ends threads at the fork (a child's first thread then never starts: 9 of
+/// 200 children with a plain C parent churning threads and no tempora, 0 of 200 without
+/// ASan), and tempora's parent starts spare drivers while its callbacks are busy.
 #[test]
 fn fork_children_start_as_the_kernels_on_libc_and_on_tempora() {
+    if std::env::var("TEMPORA_C_SANITIZE").is_ok() {
+        eprintln!("fork.c is not run under a sanitizer (see this test's doc)");
+        return;
+    }
     let (libc, tempora) = on_libc_and_on_tempora("fork");
     let want = "child: timer_gettime of the parent's timer: EINVAL\n\
                 child: timer_delete of the parent's timer: EINVAL\n\

@@ -64,16 +64,20 @@ static int child(timer_t parent, int say)
     timer_t mine;
     int r, ok = 1;
     alarm(15);
+    int e;
+    /* errno is read once, before printf, which may set it (stdout's first use). */
     errno = 0;
     r = timer_gettime(parent, &cur);
+    e = errno;
     if (say)
-        printf("child: timer_gettime of the parent's timer: %s\n", err_name(r, errno));
-    ok &= r == -1 && errno == EINVAL;
+        printf("child: timer_gettime of the parent's timer: %s\n", err_name(r, e));
+    ok &= r == -1 && e == EINVAL;
     errno = 0;
     r = timer_delete(parent);
+    e = errno;
     if (say)
-        printf("child: timer_delete of the parent's timer: %s\n", err_name(r, errno));
-    ok &= r == -1 && errno == EINVAL;
+        printf("child: timer_delete of the parent's timer: %s\n", err_name(r, e));
+    ok &= r == -1 && e == EINVAL;
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD;
     sev.sigev_notify_function = post;
