@@ -163,7 +163,7 @@ fn set(byte: &mut u8, (shift, mask): (u32, u8), v: u8) {
 /// `overrun` plus `n` periods, saturating at `i32::MAX` (the sum is taken in 64 bits, so a
 /// saturated count stays what clamping the exact count would give).
 #[inline]
-fn add_periods(overrun: i32, n: u64) -> i32 {
+pub(crate) fn add_periods(overrun: i32, n: u64) -> i32 {
     let n = i64::try_from(n).unwrap_or(i64::MAX);
     i64::from(overrun)
         .saturating_add(n)

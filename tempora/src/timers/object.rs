@@ -133,33 +133,29 @@ unsafe impl Zeroable for ItimerFixed {}
 // SAFETY: three atomics, whose all-zero value (unlinked, tick 0, mode 0) is `Node::default()`.
 unsafe impl Zeroable for Node {}
 
-/// What a locked timer carries, if anything.
-fn attached_of<'l>(l: &'l LockedTimer<'_>) -> Option<&'l Attached> {
-    // Relaxed: written at create; cleared only under this lock.
-    let a = l.fixed().attached.load(Ordering::Relaxed);
+/// What a locked timer carries, if anything, for as long as the lock is held (not borrowing
+/// `l`, so that the timer's state can be written beside it). It must not be held across the
+/// delete hook, the one place that frees it.
+fn attached_of<'a>(l: &LockedTimer<'a>) -> Option<&'a Attached> {
+    // Relaxed: written at create; cleared only under the timer's lock.
+    let a = l.timer.hot.fixed.attached.load(Ordering::Relaxed);
     // SAFETY: null or the timer's live `Box<Attached>`, freed only by the delete hook under
-    // the lock `l` holds; the reference does not outlive `l`.
+    // the timer's lock, which `l` holds for `'a` (the locked section: `Locked` cannot leave
+    // it), and which callers do not run while holding this reference.
     unsafe { a.as_ref() }
 }
 
 /// The callback cell of a locked callback timer, if any.
-pub(crate) fn callback_of<'l>(l: &'l LockedTimer<'_>) -> Option<&'l CallbackCell> {
+pub(crate) fn callback_of<'a>(l: &LockedTimer<'a>) -> Option<&'a CallbackCell> {
     match attached_of(l)? {
         Attached::Callback(c) => Some(c),
         Attached::Signal(_) => None,
     }
 }
 
-/// The signal cell of a locked signal timer, if any, for as long as the lock is held (not
-/// borrowing `l`, so that the timer's state can be written beside it). It must not be held
-/// across the delete hook, the one place that frees it.
+/// The signal cell of a locked signal timer, if any (see [`attached_of`] for how long).
 pub(crate) fn signal_of<'a>(l: &LockedTimer<'a>) -> Option<&'a SignalCell> {
-    // Relaxed: written at create; cleared only under the timer's lock.
-    let a = l.timer.hot.fixed.attached.load(Ordering::Relaxed);
-    // SAFETY: null or the timer's live `Box<Attached>`, freed only by the delete hook under
-    // the timer's lock, which `l` holds for `'a` (the locked section: `Locked` cannot leave
-    // it), and which callers do not run while holding this reference.
-    match unsafe { a.as_ref() }? {
+    match attached_of(l)? {
         Attached::Signal(s) => Some(s),
         Attached::Callback(_) => None,
     }

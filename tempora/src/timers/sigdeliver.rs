@@ -39,7 +39,7 @@
 //! `timers` module's doc ("Signals: where tempora differs from the kernel").
 
 use super::core::Core;
-use super::itimer::{forward, set_look, set_overrun_last, Arm};
+use super::itimer::{add_periods, forward, set_look, set_overrun_last, Arm};
 use super::object::{signal_of, sink_of, LockedTimer};
 use super::signal::{Pending, Sent, SignalCell, TimerSignal};
 use super::types::Status;
@@ -124,10 +124,7 @@ const SIGRTMIN_KERNEL: i32 = 32;
 
 /// `a + n`, saturating at `i32::MAX` (negative `a`, settime's mark, counts as 0).
 fn add(a: i32, n: u64) -> i32 {
-    let n = i64::try_from(n).unwrap_or(i64::MAX);
-    i64::from(a.max(0))
-        .saturating_add(n)
-        .min(i64::from(i32::MAX)) as i32
+    add_periods(a.max(0), n)
 }
 
 impl Core {
