@@ -63,10 +63,9 @@ use tempora::clock::{ClockId, TimeSpec};
 use tempora::{Notify, Owner, SetFlags, TimerId, Timers};
 use tempora_capi::{tempora_config, tempora_owner_t, tempora_t};
 
-use crate::peers::signal::{cannot_run, kernel_signo, tempora_signo, Pinned};
+use crate::peers::signal::{cannot_run, kernel_signo, tempora_signo};
 use crate::suites::service::signals::{
-    self, alternate, burst_measured, lead_ns, periodic_measured, window_ns, BurstCost, Chunk,
-    PERIOD_NS, SPIN_AHEAD_NS,
+    self, lead_ns, window_ns, BurstCost, Chunk, PERIOD_NS, SPIN_AHEAD_NS,
 };
 use crate::workload::spread_nsec;
 use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
@@ -444,7 +443,7 @@ trait SignalLoop {
 }
 
 /// One burst of n on `side`, tried again (up to 3 times) when it started late.
-fn c_burst(side: &mut dyn SignalLoop, n: usize) -> Result<BurstCost, String> {
+fn c_burst(side: &mut (dyn SignalLoop + 'static), n: usize) -> Result<BurstCost, String> {
     for _ in 0..3 {
         if let Some(cost) = side.burst_once(n)? {
             return Ok(cost);
@@ -654,22 +653,14 @@ fn deliver_signal(n: usize, reps: usize, settings: &Settings) -> Vec<Row> {
             },
         }
     }
-    let results: Vec<Measured> = if n == 1 {
-        let (chunks, count) = signals::periodic_plan(settings);
-        alternate(&mut sides, 0..chunks, |s| s.periodic(count))
-            .into_iter()
-            .map(periodic_measured)
-            .collect()
-    } else {
-        // Pinned after tempora's service started its driver, which may run anywhere.
-        match Pinned::here() {
-            Ok(_pinned) => alternate(&mut sides, settings.runs(reps, 1), |s| c_burst(s, n))
-                .into_iter()
-                .map(|r| burst_measured(r, n))
-                .collect(),
-            Err(e) => sides.iter().map(|_| Measured::failed(e.clone())).collect(),
-        }
-    };
+    let results = signals::measure_sides(
+        &mut sides,
+        n,
+        reps,
+        settings,
+        |s, count| s.periodic(count),
+        c_burst,
+    );
     for (side, m) in sides.iter().zip(results) {
         rows.push(row(side.name(), m));
     }

@@ -133,7 +133,7 @@ fn burst(side: &mut dyn SignalTimers, n: usize) -> Result<BurstCost, String> {
 }
 
 /// A burst run, tried again (up to 3 times) when the spin would have started late.
-fn burst_retrying(side: &mut dyn SignalTimers, n: usize) -> Result<BurstCost, String> {
+fn burst_retrying(side: &mut (dyn SignalTimers + 'static), n: usize) -> Result<BurstCost, String> {
     let mut r = burst(side, n);
     for _ in 0..2 {
         match &r {
@@ -173,7 +173,7 @@ pub(crate) struct Chunk {
 }
 
 /// `count` signals of one periodic timer, taken blocked in `sigtimedwait`.
-fn periodic(side: &mut dyn SignalTimers, count: usize) -> Result<Chunk, String> {
+fn periodic(side: &mut (dyn SignalTimers + 'static), count: usize) -> Result<Chunk, String> {
     let signo = side.signo();
     let mut late = Vec::with_capacity(count);
     side.create(1)?;
@@ -300,22 +300,7 @@ fn step(n: usize, reps: usize, settings: &Settings) -> Vec<Row> {
     if wanted[1] {
         sides.push(Box::new(KernelSignals::default()));
     }
-    let results = if n == 1 {
-        let (chunks, count) = periodic_plan(settings);
-        alternate(&mut sides, 0..chunks, |s| periodic(s, count))
-            .into_iter()
-            .map(periodic_measured)
-            .collect::<Vec<_>>()
-    } else {
-        // Pinned after tempora's service started its driver, which may run anywhere.
-        match Pinned::here() {
-            Ok(_pinned) => alternate(&mut sides, settings.runs(reps, 1), |s| burst_retrying(s, n))
-                .into_iter()
-                .map(|r| burst_measured(r, n))
-                .collect(),
-            Err(e) => sides.iter().map(|_| Measured::failed(e.clone())).collect(),
-        }
-    };
+    let results = measure_sides(&mut sides, n, reps, settings, periodic, burst_retrying);
     for (side, m) in sides.iter().zip(results) {
         rows.push(row(side.name(), m));
     }
@@ -378,6 +363,34 @@ fn blocked_step(settings: &Settings) -> Vec<Row> {
         rows.push(row(side.name(), m));
     }
     rows
+}
+
+/// Each side's row at n, the sides in turn: the periodic timer's chunks at n = 1, bursts
+/// otherwise (the measuring thread pinned). Shared with the capi suite's C loops.
+pub(crate) fn measure_sides<S: ?Sized>(
+    sides: &mut [Box<S>],
+    n: usize,
+    reps: usize,
+    settings: &Settings,
+    mut periodic: impl FnMut(&mut S, usize) -> Result<Chunk, String>,
+    mut burst: impl FnMut(&mut S, usize) -> Result<BurstCost, String>,
+) -> Vec<Measured> {
+    if n == 1 {
+        let (chunks, count) = periodic_plan(settings);
+        alternate(sides, 0..chunks, |s| periodic(s, count))
+            .into_iter()
+            .map(periodic_measured)
+            .collect()
+    } else {
+        // Pinned after tempora's service started its driver, which may run anywhere.
+        match Pinned::here() {
+            Ok(_pinned) => alternate(sides, settings.runs(reps, 1), |s| burst(s, n))
+                .into_iter()
+                .map(|r| burst_measured(r, n))
+                .collect(),
+            Err(e) => sides.iter().map(|_| Measured::failed(e.clone())).collect(),
+        }
+    }
 }
 
 /// A step's rough cost for the ETA (ms, two implementations).
