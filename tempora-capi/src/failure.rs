@@ -8,23 +8,30 @@
 //! - Nothing unwinds out of [`entry`]: a panic in a body is caught there.
 
 use libc::{c_char, c_int};
-use std::borrow::Cow;
 use std::cell::RefCell;
 use std::ffi::CString;
+use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use tempora::Error;
 
 /// Why a call failed: the errno it sets and the message `tempora_last_error` returns.
 pub(crate) struct Failure {
     errno: c_int,
-    message: Cow<'static, str>,
+    message: Message,
+}
+
+/// A failure's message, made into text only when reported (so that a failure allocates
+/// nothing unless its text is long: [`report`]).
+enum Message {
+    Static(&'static str),
+    Error(Error),
 }
 
 impl Failure {
     pub(crate) fn new(errno: c_int, message: &'static str) -> Failure {
         Failure {
             errno,
-            message: Cow::Borrowed(message),
+            message: Message::Static(message),
         }
     }
 }
@@ -34,22 +41,66 @@ impl From<Error> for Failure {
     /// No such file or directory (os error 2)"): an error's `Display` leaves its source's
     /// text to its source, and a C caller has only this string to read.
     fn from(e: Error) -> Failure {
-        let mut message = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            message.push_str(": ");
-            message.push_str(&s.to_string());
-            source = s.source();
-        }
         Failure {
             errno: e.errno(),
-            message: Cow::Owned(message),
+            message: Message::Error(e),
         }
     }
 }
 
+impl Message {
+    /// Writes the text: a static message, or an error's chain.
+    fn write_to(&self, w: &mut impl fmt::Write) -> fmt::Result {
+        match self {
+            Message::Static(s) => w.write_str(s),
+            Message::Error(e) => {
+                write!(w, "{e}")?;
+                let mut source = std::error::Error::source(e);
+                while let Some(s) = source {
+                    write!(w, ": {s}")?;
+                    source = s.source();
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Room for a message written without allocating (with its NUL).
+const SHORT: usize = 512;
+
+/// A message in a fixed buffer, NUL-terminated, NULs inside it made spaces.
+struct Short {
+    text: [u8; SHORT],
+    len: usize,
+    /// Whether this, not `LAST_ERROR`, holds the thread's last message.
+    newest: bool,
+}
+
+impl fmt::Write for Short {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        if end >= SHORT {
+            return Err(fmt::Error);
+        }
+        for (to, &b) in self.text[self.len..end].iter_mut().zip(s.as_bytes()) {
+            *to = if b == 0 { b' ' } else { b };
+        }
+        self.text[end] = 0;
+        self.len = end;
+        Ok(())
+    }
+}
+
 thread_local! {
-    /// The message of this thread's last failed call.
+    /// The message of this thread's last failed call, when it fits: written without
+    /// allocating, and a thread-local without a destructor, whose first use allocates nothing
+    /// either. A call made from a signal handler (`tempora_timer_settime`, `_gettime`,
+    /// `_getoverrun` are async-signal-safe) may fail there, and must not allocate.
+    static SHORT_ERROR: RefCell<Short> = const {
+        RefCell::new(Short { text: [0; SHORT], len: 0, newest: false })
+    };
+    /// The message of this thread's last failed call, when it did not fit in `SHORT_ERROR`.
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
@@ -57,14 +108,30 @@ thread_local! {
 #[cold]
 #[inline(never)]
 fn report(f: Failure) {
-    let message = CString::new(f.message.replace('\0', " ")).unwrap_or_default();
-    // The thread-local is gone only while the thread exits, and borrowed only by a call that
-    // panicked while reading it: the message is lost then, the errno is still set.
-    let _ = LAST_ERROR.try_with(|last| {
-        if let Ok(mut last) = last.try_borrow_mut() {
-            *last = message;
-        }
-    });
+    // The thread-locals are gone only while the thread exits, and borrowed only by a call that
+    // panicked while reading them, or by the failure of a call that a signal handler
+    // interrupted inside `report`: the message is lost then, the errno is still set.
+    let fitted = SHORT_ERROR
+        .try_with(|short| {
+            let Ok(mut short) = short.try_borrow_mut() else {
+                return true;
+            };
+            short.len = 0;
+            short.text[0] = 0;
+            short.newest = f.message.write_to(&mut *short).is_ok();
+            short.newest
+        })
+        .unwrap_or(true);
+    if !fitted {
+        let mut text = String::new();
+        let _ = f.message.write_to(&mut text);
+        let message = CString::new(text.replace('\0', " ")).unwrap_or_default();
+        let _ = LAST_ERROR.try_with(|last| {
+            if let Ok(mut last) = last.try_borrow_mut() {
+                *last = message;
+            }
+        });
+    }
     // SAFETY: `__errno_location` returns the calling thread's errno, valid for the thread's life.
     unsafe { *libc::__errno_location() = f.errno };
 }
@@ -99,9 +166,18 @@ pub(crate) fn entry<T>(fail: T, body: impl FnOnce() -> Result<T, Failure>) -> T 
 #[no_mangle]
 pub extern "C" fn tempora_last_error() -> *const c_char {
     entry(c"".as_ptr(), || {
-        Ok(LAST_ERROR
-            .try_with(|last| last.borrow().as_ptr())
-            .unwrap_or(c"".as_ptr()))
+        let short = SHORT_ERROR
+            .try_with(|short| {
+                let short = short.borrow();
+                short.newest.then(|| short.text.as_ptr().cast::<c_char>())
+            })
+            .ok()
+            .flatten();
+        Ok(short.unwrap_or_else(|| {
+            LAST_ERROR
+                .try_with(|last| last.borrow().as_ptr())
+                .unwrap_or(c"".as_ptr())
+        }))
     })
 }
 
@@ -153,6 +229,25 @@ mod tests {
         );
         assert_eq!(errno(), libc::EAGAIN);
         assert_eq!(last_error(), Error::NoFreeId.to_string());
+    }
+
+    /// A message that fits is written without allocating (the short buffer); a longer one
+    /// goes to the allocated one; whichever came last is what `tempora_last_error` reads.
+    #[test]
+    fn short_messages_fit_without_allocating_and_long_ones_still_read_whole() {
+        let long = "x".repeat(2 * SHORT);
+        assert_eq!(
+            entry(-1, || -> Result<c_int, Failure> {
+                Err(Error::CorruptSnapshot(long.clone()).into())
+            }),
+            -1
+        );
+        assert_eq!(last_error(), Error::CorruptSnapshot(long).to_string());
+        assert!(!SHORT_ERROR.with(|s| s.borrow().newest));
+        assert_eq!(entry(-1, || Err(Error::WouldDeadlock.into())), -1);
+        assert!(SHORT_ERROR.with(|s| s.borrow().newest));
+        assert_eq!(last_error(), Error::WouldDeadlock.to_string());
+        assert_eq!(errno(), libc::EDEADLK);
     }
 
     #[test]
