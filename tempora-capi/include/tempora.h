@@ -399,7 +399,20 @@ int tempora_timer_create(const struct tempora_owner_t *owner,
  `TEMPORA_SIGEV_SIGNAL`).
 
  Returns 0, or -1 with `errno`: `EINVAL` (NULL owner or `new`, negative seconds or
- `tv_nsec` outside 0..999999999, an unknown timer), `ESHUTDOWN` (the service was freed).
+ `tv_nsec` outside 0..999999999, an unknown timer), `ESHUTDOWN` (the service was freed),
+ `EDEADLK` (called from a signal handler that interrupted, on the same thread, a tempora
+ call holding a lock: nothing changed; see "Signal handlers" below).
+
+ # Signal handlers
+ `tempora_timer_settime`, `tempora_timer_gettime` and `tempora_timer_getoverrun` are
+ async-signal-safe, as POSIX makes `timer_settime` & co.: a handler may call them on any
+ thread, whatever that thread was doing inside tempora. They allocate nothing (a failure's
+ message included) and never wait for a lock their own thread holds. `gettime` holds no
+ lock, so a handler that interrupted it re-arms the same timer; a call that would need a lock
+ the interrupted call holds (a `settime`, `delete`, `create`, a poll or receive on that
+ thread) fails at once with `EDEADLK` and changes nothing. A thread's first tempora call
+ allocates its per-thread slot: make it outside a handler. The other calls are not
+ async-signal-safe.
 
  # Safety
  `owner` is NULL or live; `new` is NULL or readable; `old` is NULL or writable.
@@ -412,8 +425,10 @@ int tempora_timer_settime(const struct tempora_owner_t *owner,
 
 /*
  `timer_gettime`: writes timer `timer`'s remaining time and period to `*curr` (zero
- `it_value` when disarmed). Returns 0, or -1 with `errno`: `EINVAL` (NULL owner, an unknown
- timer), `EFAULT` (NULL `curr`).
+ `it_value` when disarmed). Takes no lock; async-signal-safe (`tempora_timer_settime`'s
+ "Signal handlers"). Returns 0, or -1 with `errno`: `EINVAL` (NULL owner, an unknown
+ timer), `EFAULT` (NULL `curr`), `EDEADLK` (from a signal handler that interrupted a
+ tempora call holding a lock on the same thread).
 
  # Safety
  `owner` is NULL or live; `curr` is NULL or writable.
@@ -426,8 +441,10 @@ int tempora_timer_gettime(const struct tempora_owner_t *owner,
  `timer_getoverrun`: the overrun of timer `timer`'s last delivered event (periods missed
  before it was taken, capped at INT_MAX); for a `TEMPORA_SIGEV_THREAD` timer, the periods
  its last expiry was late by, which leaves out expiries folded into one call
- (`tempora_callback_fn` says when they differ). Returns it, or -1 with `errno` `EINVAL`
- (NULL owner, an unknown timer).
+ (`tempora_callback_fn` says when they differ). Async-signal-safe
+ (`tempora_timer_settime`'s "Signal handlers"). Returns it, or -1 with `errno` `EINVAL`
+ (NULL owner, an unknown timer) or `EDEADLK` (from a signal handler that interrupted a
+ tempora call holding a lock on the same thread).
 
  # Safety
  `owner` is NULL or live.

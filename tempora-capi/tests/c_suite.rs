@@ -624,6 +624,26 @@ fn a_signal_handler_interrupts_an_event_wait() {
     assert!(out.contains("interrupt ok"), "{out}");
 }
 
+/// `handler_rearm.c`: timer calls from a signal handler that interrupted the same thread
+/// inside a timer call. A handler re-arming a timer while the main loop reads it completes
+/// every time, on libc and through `tempora_posix.h` (before tempora's handler rules, the
+/// first signal that landed inside `timer_gettime` spun for ever); a handler's calls while the
+/// main loop re-arms complete or fail at once with `EDEADLK`, never hang.
+/// Its argument sizes it (20 000 signals here, a second or two; the soak runs 300 000).
+#[test]
+fn timer_calls_from_a_signal_handler_complete_on_libc_and_on_tempora() {
+    let n = ["20000"];
+    let libc = run(&build("handler_rearm", "-libc", Link::None, &[]), &n);
+    let tempora = run(
+        &build("handler_rearm", "-tempora", Link::Shared, &["USE_TEMPORA"]),
+        &n,
+    );
+    let want = "re-arms from the handler while main reads: all completed\n\
+                handler calls while main re-arms: none hung, completed some: yes, other errors: 0\n";
+    assert_eq!(libc, want, "on libc");
+    assert_eq!(tempora, want, "on tempora_posix.h");
+}
+
 /// `fork.c`: children of a program whose timers are busy see none of the parent's timers
 /// (EINVAL) and their own timers fire, on libc and through `tempora_posix.h` alike; no
 /// child is stuck. `FORKS` in the environment sizes it (100 here, a few seconds).

@@ -12,7 +12,7 @@ use std::sync::Arc;
 /// [`Error::InvalidConfig`], [`Error::InvalidSignal`], [`Error::IdInUse`] (until that timer is deleted), and the
 /// snapshot errors ([`Error::CorruptSnapshot`], [`Error::UnsupportedSnapshot`],
 /// [`Error::UnknownNotify`]). Transient: [`Error::NoFreeId`] (succeeds once a timer of the
-/// owner is deleted); see [`Error::is_transient`]. [`Error::Io`] carries the `io::Error`, as
+/// owner is deleted) and [`Error::WouldDeadlock`] (succeeds once the interrupted call returns); see [`Error::is_transient`]. [`Error::Io`] carries the `io::Error`, as
 /// its [`source`](std::error::Error::source), and the OS's errno.
 ///
 /// `Display` is this error's own text, never its source's, so a reporter that walks
@@ -81,6 +81,13 @@ pub enum Error {
     /// and receives return it instead of waiting. Build a new service in the child (the
     /// global service, [`crate::time::global`], is rebuilt there by itself). `ECHILD`.
     Forked,
+    /// A call made from a signal handler that interrupted, on the same thread, a tempora call
+    /// holding a lock this call would need (or a `settime` of the timer this `gettime` reads):
+    /// waiting would wait for the interrupted code, which cannot run until the handler
+    /// returns. Nothing changed; the same call succeeds once the interrupted one has returned.
+    /// The timers module's "Signal handlers" says which calls can meet it. `EDEADLK`, as a
+    /// mutex that checks for errors returns to a thread locking it twice.
+    WouldDeadlock,
     /// An operating-system call failed: reading or writing a snapshot file, or starting a
     /// driver thread. Holds the `io::Error` (its errno is [`Error::errno`], `EIO` if it has
     /// none; it is the [`source`](std::error::Error::source), and its text is not part of
@@ -104,6 +111,7 @@ impl Error {
             | Error::UnknownNotify(_) => libc::EINVAL,
             Error::ServiceStopped => libc::ESHUTDOWN,
             Error::Forked => libc::ECHILD,
+            Error::WouldDeadlock => libc::EDEADLK,
             Error::Poisoned(_) => libc::ENOTRECOVERABLE,
             Error::IdInUse => libc::EBUSY,
             Error::NoFreeId | Error::LimitReached(_) => libc::EAGAIN,
@@ -113,7 +121,7 @@ impl Error {
 
     /// Whether the same call may succeed later without the caller changing anything.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::NoFreeId)
+        matches!(self, Error::NoFreeId | Error::WouldDeadlock)
     }
 }
 
@@ -137,6 +145,9 @@ impl fmt::Display for Error {
             ),
             Error::Forked => f.write_str(
                 "the service was built before this process forked: it works only in the parent (ECHILD)",
+            ),
+            Error::WouldDeadlock => f.write_str(
+                "called from a signal handler that interrupted a tempora call holding what this call needs (EDEADLK)",
             ),
             Error::Poisoned(what) => write!(
                 f,

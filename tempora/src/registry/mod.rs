@@ -147,7 +147,6 @@ pub(crate) use timer::{Locked, Service, Timer, Zeroable};
 use crate::error::Error;
 use crate::sync::AtomicU64;
 use count::Count;
-use crossbeam_epoch as epoch;
 use owner::Shared;
 use slots::PagePool;
 use std::sync::Arc;
@@ -268,7 +267,7 @@ impl<S: Service> Registry<S> {
 
     /// Buckets in the current table.
     pub(crate) fn buckets(&self) -> usize {
-        let guard = epoch::pin();
+        let guard = crate::sync::pin();
         self.shared.tables.current(&guard).buckets.len()
     }
 
@@ -284,7 +283,7 @@ impl<S: Service> Registry<S> {
 
     /// Bytes of hash table (current table and, during a resize, the future one).
     pub(crate) fn table_bytes(&self) -> usize {
-        let guard = epoch::pin();
+        let guard = crate::sync::pin();
         let t = self.shared.tables.current(&guard);
         std::iter::once(t)
             .chain(t.future())

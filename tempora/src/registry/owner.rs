@@ -31,9 +31,10 @@ use super::table::{self, Table};
 use super::timer::{visible, Locked, Service, Timer, PENDING};
 use crate::error::Error;
 use crate::sync::{
-    self, fence, rank, thread_index, AtomicBool, AtomicPtr, Ordering, Poisoned, WaitQueue,
+    self, fence, rank, thread_index, AtomicBool, AtomicPtr, Ordering, Poisoned, Unreadable,
+    WaitQueue,
 };
-use crossbeam_epoch::{self as epoch, Guard};
+use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 use std::sync::Arc;
 
@@ -194,6 +195,47 @@ impl<S: Service> Owner<S> {
         self.inner.read_timer(id, read)
     }
 
+    /// Reads timer `id`'s state without its lock: `read` runs on a copy of the fixed,
+    /// published and locked parts as they were at one instant while the timer existed
+    /// (`Timer::read_unlocked`). While a holder of the timer's lock is changing the state,
+    /// `held` decides: `Ok(())` to look again (after it waited), or the error to return.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTimer`]; [`Error::OwnerDeleted`]; [`Error::Poisoned`]; what `held`
+    /// returns.
+    #[inline]
+    pub(crate) fn read_state<R>(
+        &self,
+        id: TimerId,
+        read: impl Fn(&S::Fixed, &S::Published, S::State) -> R,
+        mut held: impl FnMut() -> Result<(), Error>,
+    ) -> Result<R, Error>
+    where
+        S::State: Copy,
+    {
+        let inner = &*self.inner;
+        let guard = crate::sync::pin_walk();
+        let word = visible(inner.key);
+        let hash = inner.hash(id);
+        loop {
+            if inner.dead.load(Ordering::Acquire) {
+                return Err(Error::OwnerDeleted);
+            }
+            let timer: &Timer<S> = inner
+                .shared
+                .tables
+                .find(hash, word, id.0, &guard)
+                .ok_or(Error::UnknownTimer)?;
+            match timer.read_unlocked(word, id.0, &read) {
+                Ok(Some(r)) => return Ok(r),
+                // The slot was reused under the walk: walk again.
+                Ok(None) => {}
+                Err(Unreadable::Held) => held()?,
+                Err(Unreadable::Poisoned) => return Err(Error::Poisoned(TIMER_POISONED)),
+            }
+        }
+    }
+
     /// Turns exact-ID (restore) mode on or off.
     pub(crate) fn set_restore_ids(&self, on: bool) {
         self.inner.ids.set_restoring(on);
@@ -223,7 +265,7 @@ impl<S: Service> Owner<S> {
     /// [`Error::Poisoned`] if a timer's lock is poisoned (the other timers are visited).
     pub(crate) fn for_each_locked(&self, mut f: impl FnMut(Locked<'_, S>)) -> Result<(), Error> {
         let word = visible(self.inner.key);
-        let guard = epoch::pin();
+        let guard = crate::sync::pin();
         let mut result = Ok(());
         self.inner.slots.for_each(&guard, |timer| {
             // Relaxed: a filter; `lock_if` re-checks under the lock.
@@ -366,7 +408,7 @@ impl<S: Service> OwnerInner<S> {
         init: &mut Option<S::Init>,
         then: &mut Option<Then<'_, S>>,
     ) -> Result<Option<TimerId>, Error> {
-        let guard = epoch::pin();
+        let guard = crate::sync::pin();
         let made = shard
             .locked(|st| {
                 // SeqCst: (D') in `Owner::exclusive`'s argument.
@@ -592,7 +634,7 @@ impl<S: Service> OwnerInner<S> {
     /// Runs `f` on timer `id` under its lock, after re-checking it there.
     #[inline]
     fn with_timer<R>(&self, id: TimerId, f: impl FnOnce(Locked<'_, S>) -> R) -> Result<R, Error> {
-        let guard = epoch::pin();
+        let guard = crate::sync::pin_walk();
         let word = visible(self.key);
         let mut f = Some(f);
         self.lookup(id, self.hash(id), &guard, |timer| {
@@ -607,7 +649,7 @@ impl<S: Service> OwnerInner<S> {
         id: TimerId,
         read: impl Fn(&S::Fixed, &S::Published) -> R,
     ) -> Result<R, Error> {
-        let guard = epoch::pin();
+        let guard = crate::sync::pin_walk();
         let word = visible(self.key);
         self.lookup(id, self.hash(id), &guard, |timer| {
             Ok(timer.read_current(word, id.0, &read))
@@ -615,7 +657,7 @@ impl<S: Service> OwnerInner<S> {
     }
 
     fn delete(&self, id: TimerId) -> Result<(), Error> {
-        let guard = epoch::pin();
+        let guard = crate::sync::pin();
         let word = visible(self.key);
         let hash = self.hash(id);
         let (timer, released) = self.lookup(id, hash, &guard, |timer| {

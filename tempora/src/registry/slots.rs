@@ -187,7 +187,7 @@ impl<S: Service> Slots<S> {
 
     /// Bytes of slot pages and directory allocated.
     pub(crate) fn bytes(&self) -> usize {
-        let guard = crossbeam_epoch::pin();
+        let guard = crate::sync::pin();
         let dir = self.dir(&guard);
         let pages = dir
             .pages
@@ -200,7 +200,7 @@ impl<S: Service> Slots<S> {
 
     /// Takes the pages out, for recycling once no walker can reach them.
     pub(crate) fn take_pages(&self) -> Vec<PagePtr<S>> {
-        let guard = crossbeam_epoch::pin();
+        let guard = crate::sync::pin();
         self.dir(&guard)
             .pages
             .iter()
@@ -317,7 +317,7 @@ mod tests {
     fn slot_exhaustion_is_sticky() {
         let slots = Slots::<()>::new();
         let pool = PagePool::new();
-        let guard = crossbeam_epoch::pin();
+        let guard = crate::sync::pin();
         let n = SLOT_BLOCK_MAX;
         // As after the last claim that fits (base u32::MAX - 2 * PAGE_SLOTS, the highest base
         // `claim` grants): every slot below is handed out. Set directly: claiming 2^32 slots

@@ -518,6 +518,22 @@ pub(crate) fn find<'a, S: Service>(
 /// milliseconds, which would otherwise land inside whichever unrelated create or delete
 /// happened to run the epoch's deferred functions.
 pub(crate) fn drop_deferred<T: Send + 'static>(value: T, bytes: usize) {
+    if crate::sync::unpinned_walks() {
+        // A walk without a pin (a signal handler's call, `sync/pin.rs`) may stand on the
+        // value: free it on a thread of its own once no such walk is under way. If no thread
+        // can be started, the value is leaked rather than freed under the walk.
+        let value = std::mem::ManuallyDrop::new(value);
+        drop(crate::sync::spawn_blocking_signals(
+            "tempora-free".into(),
+            move || {
+                while crate::sync::unpinned_walks() {
+                    std::thread::yield_now();
+                }
+                drop(std::mem::ManuallyDrop::into_inner(value));
+            },
+        ));
+        return;
+    }
     if bytes >= LARGE_FREE_BYTES {
         // If no thread can be started, `spawn` drops the closure: the value is freed here.
         drop(crate::sync::spawn_blocking_signals(

@@ -15,7 +15,8 @@
 //!      32  generation    AtomicU32    bumped by every create in this slot
 //!      40  fixed         S::Fixed     the service's fields set at create (atomics)
 //!          line 2: written while the timer is in use
-//!      64  lock          RankedLock   the timer's own lock (rank TIMER): covers every write below
+//!      64  lock          VersionedLock the timer's own lock (rank TIMER), with a version that
+//!                                     lets `Timer::read_unlocked` read the state without it
 //!      68  published     S::Published the service's fields written under the lock and read
 //!                                     without it (`Timer::read_current`)
 //!      72  links         S::Links     the service's wheel links (24 bytes for the POSIX
@@ -43,7 +44,7 @@
 use super::ids::TimerId;
 use crate::sync::{
     fence, rank, AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, Poisoned,
-    RankedLock, UnsafeCell,
+    Unreadable, UnsafeCell, VersionedLock,
 };
 
 /// `owner` bit 0: the slot is hashed (its ID is taken) but not visible to lookups, because it
@@ -149,7 +150,7 @@ pub(crate) struct ReadMostly<F> {
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
 pub(crate) struct Written<P, N, T> {
-    pub(crate) lock: RankedLock<{ rank::TIMER }>,
+    pub(crate) lock: VersionedLock<{ rank::TIMER }>,
     pub(crate) published: P,
     pub(crate) links: N,
     pub(crate) state: UnsafeCell<T>,
@@ -335,6 +336,51 @@ impl<S: Service> Timer<S> {
         fence(Ordering::Acquire);
         (self.is(owner_word, id) && self.hot.generation.load(Ordering::Relaxed) == generation)
             .then_some(v)
+    }
+
+    /// Copies the state of the visible timer `(owner_word, id)` without taking its lock, and
+    /// runs `read` on the copy: `Ok(Some)` only if the slot held that timer, in the same
+    /// incarnation, and no holder of its lock wrote, between the first load and the last (the
+    /// lock's version, `VersionedLock`); `Ok(None)` if the slot holds another timer.
+    /// [`Unreadable::Held`] while a holder is changing the state: the caller waits and tries
+    /// again, or gives up (a signal handler whose own thread holds it, `timers/owner.rs`).
+    ///
+    /// `read` gets a copy: a copy taken while a holder wrote may be torn, and is dropped
+    /// unused when the version moved; it never sees `read`.
+    #[inline]
+    pub(crate) fn read_unlocked<R>(
+        &self,
+        owner_word: u64,
+        id: i32,
+        read: impl FnOnce(&S::Fixed, &S::Published, S::State) -> R,
+    ) -> Result<Option<R>, Unreadable>
+    where
+        S::State: Copy,
+    {
+        let version = self.written.lock.read_begin()?;
+        // As in `read_current`: the generation first, then the identity.
+        // Acquire: pairs with the Release generation store in `reset_for_create`.
+        let generation = self.hot.generation.load(Ordering::Acquire);
+        if !self.is(owner_word, id) {
+            return Ok(None);
+        }
+        let copy = self.written.state.with(|p| {
+            // SAFETY: `p` points to the initialized state of a visible slot (type-stable
+            // memory: slots are never freed while the owner exists). A holder of the lock may
+            // be writing it: the volatile copy is plain data read byte for byte, and it is used
+            // only if the version check below shows that no holder wrote since `read_begin`
+            // (the lock's doc: a writer's stores become visible only after its held word).
+            unsafe { std::ptr::read_volatile(p) }
+        });
+        if !self.written.lock.read_valid(version) {
+            return Err(Unreadable::Held);
+        }
+        // Acquire: as in `read_current` (a delete or re-create since the first identity check).
+        fence(Ordering::Acquire);
+        if !(self.is(owner_word, id) && self.hot.generation.load(Ordering::Relaxed) == generation) {
+            return Ok(None);
+        }
+        Ok(Some(read(&self.hot.fixed, &self.written.published, copy)))
     }
 
     /// Starts a new incarnation of a free slot, for a timer of `owner_word | PENDING`, without

@@ -2,7 +2,7 @@
 //! crate is held through: [`Locked`], [`RankedLock`], [`RankedMutex`], and their guards.
 
 use super::order::RankToken;
-use super::primitives::{backoff, AtomicU8, Ordering, Poisoned, UnsafeCell};
+use super::primitives::{backoff, fence, AtomicU32, AtomicU8, Ordering, Poisoned, UnsafeCell};
 
 /// The parking mutex under [`RankedMutex`].
 #[cfg(loom)]
@@ -304,11 +304,6 @@ impl<const RANK: u8> RankedLock<RANK> {
     pub(crate) fn poison(&self) {
         self.0.poison();
     }
-
-    /// Whether a holder panicked inside the lock.
-    pub(crate) fn is_poisoned(&self) -> bool {
-        self.0.is_poisoned()
-    }
 }
 
 /// A held [`RankedLock`]; released when dropped.
@@ -327,6 +322,140 @@ impl<const RANK: u8> Drop for LockGuard<'_, RANK> {
         } else {
             self.lock.0.unlock();
         }
+    }
+}
+
+/// A lock of rank `RANK` that also counts its releases, so that a reader can read what it
+/// guards without taking it: a timer's lock (`registry/timer.rs`), whose state `gettime`
+/// reads this way (`Timer::read_unlocked`), so that a `gettime` never holds a lock a signal
+/// handler on its thread could need.
+///
+/// One word: bits 0-1 the state (`0` free, `1` held, `3` poisoned), bits 2-31 the version,
+/// bumped by every release. Lock is one `fetch_or` of the held bit (Acquire): it took the lock
+/// if the bit was clear, and changes nothing if the lock was held or poisoned (both have bit 0
+/// set). Unlock is one store (Release) of the next version, free: only the holder writes a held
+/// word. Same size as the four bytes a timer's written line gives its lock.
+///
+/// A reader ([`VersionedLock::read_begin`], [`VersionedLock::read_valid`]) loads the word
+/// (Acquire: it sees everything written before the release that made it), reads, and loads it
+/// again after an Acquire fence: an unchanged free word means no holder wrote meanwhile. For
+/// that, taking the lock ([`VersionedLock::with`]) issues a Release fence after taking the lock, so that a
+/// reader that sees any store of the critical section sees the held word (or a later one) at
+/// its second load. A holder's stores and a reader's loads of the guarded state may still race
+/// in the language's model; the reader uses what it read only once the word shows no writer
+/// ran, and reads plain-old-data only (the loom test `loom_versioned_read_sees_one_version`
+/// checks the protocol on atomics). The version wraps after 2^30 releases: a reader stalled
+/// across exactly that many writes to one timer could accept a torn read.
+///
+/// Unwinding as [`ByteLock`]: a critical section run through [`VersionedLock::with`] that
+/// panics leaves the lock poisoned.
+#[derive(Debug, Default)]
+#[repr(transparent)]
+pub(crate) struct VersionedLock<const RANK: u8>(AtomicU32);
+
+const V_HELD: u32 = 1;
+const V_POISONED: u32 = 3;
+const V_STATE: u32 = 3;
+/// One release: the version is the word's bits 2-31.
+const V_STEP: u32 = 4;
+
+/// Why a reader could not read a [`VersionedLock`]'s state now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unreadable {
+    /// A holder is changing it.
+    Held,
+    /// A holder panicked while changing it.
+    Poisoned,
+}
+
+impl<const RANK: u8> VersionedLock<RANK> {
+    #[inline]
+    fn acquire(&self) -> Result<(), Poisoned> {
+        // Acquire: pairs with the Release store in `release` of the previous holder.
+        let was = self.0.fetch_or(V_HELD, Ordering::Acquire);
+        if was & V_STATE != 0 {
+            self.acquire_contended()?;
+        }
+        // Release: a reader that sees a store made under the lock sees the held word too
+        // (the type's doc).
+        fence(Ordering::Release);
+        Ok(())
+    }
+
+    #[cold]
+    fn acquire_contended(&self) -> Result<(), Poisoned> {
+        let mut spins = 0;
+        loop {
+            // Relaxed: only a hint; the `fetch_or` below is the synchronising access.
+            let w = self.0.load(Ordering::Relaxed);
+            if w & V_STATE == V_POISONED {
+                return Err(Poisoned);
+            }
+            // Acquire: as in `acquire`.
+            if w & V_STATE == 0 && self.0.fetch_or(V_HELD, Ordering::Acquire) & V_STATE == 0 {
+                return Ok(());
+            }
+            backoff(&mut spins);
+        }
+    }
+
+    #[inline]
+    fn release(&self) {
+        // Relaxed: the holder's own word (a contender's `fetch_or` leaves a held word as it was).
+        let w = self.0.load(Ordering::Relaxed);
+        // Release: pairs with the Acquire of the next holder and of readers.
+        self.0
+            .store((w & !V_STATE).wrapping_add(V_STEP), Ordering::Release);
+    }
+
+    /// Runs `f` with the lock held: released afterwards, poisoned if `f` panics.
+    #[inline]
+    pub(crate) fn with<R>(&self, f: impl FnOnce() -> R) -> Result<R, Poisoned> {
+        let _rank = RankToken::<RANK>::enter();
+        self.acquire()?;
+        let guard = PoisonVersioned(self);
+        let r = f();
+        std::mem::forget(guard);
+        self.release();
+        Ok(r)
+    }
+
+    /// Whether a holder panicked inside the lock.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        // Relaxed: a report.
+        self.0.load(Ordering::Relaxed) & V_STATE == V_POISONED
+    }
+
+    /// Opens a read without the lock: the word to hand to [`VersionedLock::read_valid`].
+    #[inline]
+    pub(crate) fn read_begin(&self) -> Result<u32, Unreadable> {
+        // Acquire: pairs with the Release store of the last release: its writes are visible.
+        let w = self.0.load(Ordering::Acquire);
+        match w & V_STATE {
+            0 => Ok(w),
+            V_POISONED => Err(Unreadable::Poisoned),
+            _ => Err(Unreadable::Held),
+        }
+    }
+
+    /// Whether no holder wrote since [`VersionedLock::read_begin`] returned `begun`.
+    #[inline]
+    pub(crate) fn read_valid(&self, begun: u32) -> bool {
+        // Acquire: orders the reads before the re-check (pairs with the Release fence in
+        // `acquire`).
+        fence(Ordering::Acquire);
+        // Relaxed: ordered by the fence above.
+        self.0.load(Ordering::Relaxed) == begun
+    }
+}
+
+/// Dropped only while unwinding out of a [`VersionedLock`]'s critical section.
+struct PoisonVersioned<'a, const RANK: u8>(&'a VersionedLock<RANK>);
+
+impl<const RANK: u8> Drop for PoisonVersioned<'_, RANK> {
+    fn drop(&mut self) {
+        // Release: whoever sees the poison also sees what the holder wrote before it.
+        self.0 .0.fetch_or(V_POISONED, Ordering::Release);
     }
 }
 

@@ -85,3 +85,44 @@ fn loom_byte_lock_poison_releases_waiters() {
         assert_eq!(shared.0.lock(), Err(Poisoned));
     });
 }
+
+/// A reader of a [`VersionedLock`]'s state without the lock (as a timer's `gettime`) accepts
+/// a read only if no holder wrote between its two loads of the word: a writer sets two fields
+/// to the same value under the lock, and an accepted read never sees them differ. Without the
+/// Release fence after taking the lock (or the Acquire fence before the second load), loom
+/// finds an interleaving where a read that saw one new field and one old one is accepted.
+#[test]
+fn loom_versioned_read_sees_one_version() {
+    use crate::sync::{AtomicU32, Ordering};
+    loom::model(|| {
+        let shared = Arc::new((
+            VersionedLock::<{ rank::TIMER }>::default(),
+            AtomicU32::new(0),
+            AtomicU32::new(0),
+        ));
+        let writer = {
+            let shared = shared.clone();
+            loom::thread::spawn(move || {
+                for v in 1..=2 {
+                    shared
+                        .0
+                        .with(|| {
+                            shared.1.store(v, Ordering::Relaxed);
+                            shared.2.store(v, Ordering::Relaxed);
+                        })
+                        .unwrap();
+                }
+            })
+        };
+        if let Ok(begun) = shared.0.read_begin() {
+            let a = shared.1.load(Ordering::Relaxed);
+            let b = shared.2.load(Ordering::Relaxed);
+            if shared.0.read_valid(begun) {
+                assert_eq!(a, b, "an accepted read saw two versions");
+            }
+        }
+        writer.join().unwrap();
+        let begun = shared.0.read_begin().expect("no holder is left");
+        assert_eq!(begun >> 2, 2, "two releases, two versions");
+    });
+}

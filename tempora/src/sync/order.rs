@@ -1,27 +1,51 @@
-//! The debug-build record of the ranks the calling thread holds, and [`RankToken`], the proof
-//! every ranked guard carries that its lock was taken in order (`rank.rs` has the order).
+//! The record of the ranks the calling thread holds, and [`RankToken`], the proof every
+//! ranked guard carries that its lock was taken in order (`rank.rs` has the order).
+//!
+//! The record is kept in every build (not under loom, whose model threads share one OS
+//! thread): debug builds check the order against it at every lock, and every build answers
+//! [`holds_a_lock`] from it, which is how a call made from a signal handler learns that the
+//! code it interrupted on the same thread holds one of tempora's locks (the timers module's
+//! "Signal handlers"). A rank is marked before its lock is taken and cleared after it is
+//! released, with compiler fences between (a handler runs on the same thread, so ordering the
+//! compiler's output is all it needs): whenever the thread holds a lock, its rank is marked.
 
-#[cfg(all(debug_assertions, not(loom)))]
+#[cfg(not(loom))]
 thread_local! {
-    /// Bit `r` set: this thread holds a lock of rank `r`.
-    static HELD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// Bit `r` set: this thread holds (or is taking, or has just released) a lock of rank
+    /// `r`. An atomic, read and written with plain loads and stores, because a signal handler
+    /// on this thread reads it.
+    static HELD: std::sync::atomic::AtomicU32 = const { std::sync::atomic::AtomicU32::new(0) };
+}
+
+/// Whether the calling thread holds one of tempora's locks (or is taking or has just released
+/// one). False under loom.
+#[inline]
+pub(crate) fn holds_a_lock() -> bool {
+    #[cfg(not(loom))]
+    return HELD.with(|h| h.load(std::sync::atomic::Ordering::Relaxed)) != 0;
+    #[cfg(loom)]
+    false
 }
 
 /// A lock of `rank` is being taken: panics (in debug builds) if the thread holds one of the
-/// same or a higher rank; marks the rank held.
+/// same or a higher rank; marks the rank held, before the lock is taken.
 #[inline(always)]
 pub(crate) fn enter(rank: u8) {
-    #[cfg(all(debug_assertions, not(loom)))]
+    #[cfg(not(loom))]
     HELD.with(|h| {
-        let held = h.get();
+        use std::sync::atomic::{compiler_fence, Ordering};
+        let held = h.load(Ordering::Relaxed);
+        #[cfg(debug_assertions)]
         assert!(
             held >> rank == 0,
             "lock order: a rank-{rank} lock taken while holding a lock of rank >= {rank} \
              (held ranks {held:#b}; see sync::rank)"
         );
-        h.set(held | 1 << rank);
+        h.store(held | 1 << rank, Ordering::Relaxed);
+        // The mark is in place before the lock is taken, for a handler on this thread.
+        compiler_fence(Ordering::SeqCst);
     });
-    #[cfg(not(all(debug_assertions, not(loom))))]
+    #[cfg(loom)]
     let _ = rank;
 }
 
@@ -31,7 +55,7 @@ pub(crate) fn enter(rank: u8) {
 pub(crate) fn enter_nested(rank: u8) {
     #[cfg(all(debug_assertions, not(loom)))]
     HELD.with(|h| {
-        let held = h.get();
+        let held = h.load(std::sync::atomic::Ordering::Relaxed);
         assert!(
             held >> rank == 1,
             "lock order: a nested rank-{rank} lock taken while not holding exactly rank \
@@ -42,30 +66,30 @@ pub(crate) fn enter_nested(rank: u8) {
     let _ = rank;
 }
 
-/// The lock of `rank` that [`enter`] marked was released.
+/// The lock of `rank` that [`enter`] marked was released: clears the mark, after the release.
 #[inline(always)]
-#[cfg_attr(
-    not(all(debug_assertions, not(loom))),
-    allow(dead_code, reason = "only debug builds mark ranks")
-)]
 pub(crate) fn leave(rank: u8) {
-    #[cfg(all(debug_assertions, not(loom)))]
-    HELD.with(|h| h.set(h.get() & !(1 << rank)));
-    #[cfg(not(all(debug_assertions, not(loom))))]
+    #[cfg(not(loom))]
+    HELD.with(|h| {
+        use std::sync::atomic::{compiler_fence, Ordering};
+        // The lock is released before the mark goes, for a handler on this thread.
+        compiler_fence(Ordering::SeqCst);
+        h.store(h.load(Ordering::Relaxed) & !(1 << rank), Ordering::Relaxed);
+    });
+    #[cfg(loom)]
     let _ = rank;
 }
 
 /// Proof that the calling thread holds a lock of rank `RANK`, checked against the lock order
 /// when it was made ([`rank`](super::rank)); dropping it (unwinding included) clears the mark. Every guard
-/// of this module holds one. It is free in release builds: a zero-sized value whose making
-/// and dropping compile to nothing.
+/// of this module holds one. In release builds its making and dropping are the mark's two
+/// thread-local stores.
 ///
 /// Made by hand only for the locks whose mechanism lives elsewhere: a hash bucket's head bit
 /// (`registry/table.rs`) and an owner's restore section (`registry/owner.rs`).
 #[must_use]
 pub(crate) struct RankToken<const RANK: u8> {
     /// Whether this token marked the rank (a nested one did not).
-    #[cfg(all(debug_assertions, not(loom)))]
     marked: bool,
     /// The mark is the thread's: the token stays on it.
     _thread: std::marker::PhantomData<*const ()>,
@@ -79,7 +103,6 @@ impl<const RANK: u8> RankToken<RANK> {
         const { assert!(RANK < 32, "ranks are bits of a u32") };
         enter(RANK);
         RankToken {
-            #[cfg(all(debug_assertions, not(loom)))]
             marked: true,
             _thread: std::marker::PhantomData,
         }
@@ -93,7 +116,6 @@ impl<const RANK: u8> RankToken<RANK> {
         let _ = outer;
         enter_nested(RANK);
         RankToken {
-            #[cfg(all(debug_assertions, not(loom)))]
             marked: false,
             _thread: std::marker::PhantomData,
         }
@@ -103,7 +125,6 @@ impl<const RANK: u8> RankToken<RANK> {
 impl<const RANK: u8> Drop for RankToken<RANK> {
     #[inline(always)]
     fn drop(&mut self) {
-        #[cfg(all(debug_assertions, not(loom)))]
         if self.marked {
             leave(RANK);
         }

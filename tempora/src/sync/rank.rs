@@ -3,7 +3,7 @@
 //! A thread may take a lock only while every lock it holds has a lower rank; locks of one
 //! rank are never held together, except the hash buckets of a table split (the old bucket,
 //! then the two future buckets: [`RankToken::nested`](super::RankToken::nested)). Every lock of the crate is one of
-//! [`Locked`](super::Locked), [`RankedLock`](super::RankedLock) or [`RankedMutex`](super::RankedMutex), or (for a lock whose mechanism lives
+//! [`Locked`](super::Locked), [`RankedLock`](super::RankedLock), [`VersionedLock`](super::VersionedLock) or [`RankedMutex`](super::RankedMutex), or (for a lock whose mechanism lives
 //! elsewhere: a hash bucket's head bit, an owner's restore section) holds a [`RankToken`](super::RankToken)
 //! while it is held; each names its rank in its type, so the rank of every lock is stated
 //! where the lock is declared, and debug builds check the rule at every lock (the tests

@@ -35,9 +35,11 @@
 //!   This is the one place where tempora's answers differ from the kernel's; the kernel
 //!   differential tests name it where they compare.
 //! * `gettime`: a periodic timer that is not Armed (its event is pending, or it is `SIGEV_NONE`)
-//!   is first *forwarded* by whole intervals past now, the skipped intervals added to the
-//!   internal overrun (not visible until an event is consumed), so its remaining time is in
-//!   `(0, interval]`. A one-shot timer that is Disarmed reads zero (never armed, disarmed, or
+//!   reads as *forwarded* by whole intervals past now, so its remaining time is in
+//!   `(0, interval]`. The kernel stores the forwarded expiry and adds the skipped intervals to
+//!   the internal overrun; tempora leaves the state alone, and `consume` forwards from the
+//!   stored expiry by the same intervals in total, so every value a program reads is the
+//!   kernel's, and `gettime` needs no lock (`Timer::read_unlocked`). A one-shot timer that is Disarmed reads zero (never armed, disarmed, or
 //!   fired, even with its event still pending); a one-shot `SIGEV_NONE` timer reads its
 //!   remaining time, zero once passed. An armed timer whose expiry has passed but that the base
 //!   has not fired yet reads 1 ns, so an armed timer never reads as disarmed.
@@ -391,9 +393,11 @@ impl ItimerState {
         ALL_CLOCKS[usize::from(get(self.flags, CLOCK))]
     }
 
-    /// `timer_gettime`. May forward a periodic timer that is not armed (see the module doc),
-    /// which is why it needs the lock and `&mut`.
-    pub(crate) fn gettime(&mut self, now: &LazyNow<'_>) -> Setting {
+    /// `timer_gettime`. It only reads: a periodic timer that is not armed reads as forwarded
+    /// past now, and the periods skipped are counted when its event is consumed (`consume`
+    /// forwards from the same stored expiry), so the state needs no change here and a copy
+    /// read without the lock (`Timer::read_unlocked`) answers as the state itself would.
+    pub(crate) fn gettime(&self, now: &LazyNow<'_>) -> Setting {
         let interval = self.interval;
         let status = self.status();
         let none = self.notify() == NotifyKind::None;
@@ -403,14 +407,7 @@ impl ItimerState {
         let t = now.get(self.expiry_clock());
         let mut next = self.expiry;
         if interval != 0 && status != Status::Armed {
-            let (expiry, n) = forward(self.expiry, interval, t);
-            next = expiry;
-            // A signal timer's periods are counted by its pops and probes, into the count
-            // each belongs to (`sigdeliver.rs`): gettime only reads.
-            if self.notify() != NotifyKind::Signal {
-                self.expiry = expiry;
-                self.overrun = add_periods(self.overrun, n);
-            }
+            next = forward(self.expiry, interval, t).0;
         }
         let remaining = next.saturating_sub(t);
         let value = match (remaining, none) {

@@ -137,6 +137,37 @@
 //! service is built, so this holds for `fork(3)` (and `posix_spawn`, whose child runs no
 //! Rust); a raw `clone(2)` without the C library's fork handlers is not supported.
 //!
+//! # Signal handlers
+//!
+//! POSIX makes `timer_settime`, `timer_gettime` and `timer_getoverrun` async-signal-safe, and
+//! so are [`Owner::settime`], [`Owner::gettime`] and [`Owner::getoverrun`] (and the C ABI's
+//! `tempora_timer_settime`, `_gettime`, `_getoverrun`): a signal handler may call them on any
+//! thread, whatever that thread was doing inside tempora. They allocate nothing, and they
+//! never wait for a lock their own thread holds:
+//! * `gettime` takes no lock: it copies the timer's state and checks the copy against the
+//!   lock's version (`registry/timer.rs`, `Timer::read_unlocked`), waiting only while another
+//!   thread's holder changes the state. So a handler interrupting a `gettime` finds nothing
+//!   held, and its `settime` of the same timer completes.
+//! * Every thread keeps a record of the tempora locks it holds (`sync/order.rs`). A call of
+//!   the three that starts while its own thread holds one (it can only be a handler's: no
+//!   tempora code calls them under a lock) returns [`Error::WouldDeadlock`](crate::Error::WouldDeadlock) (`EDEADLK`) at
+//!   once and changes nothing; it would succeed once the interrupted call returned. A handler
+//!   meets it when it interrupted a call that holds a lock: a `settime`, `delete`, `create`,
+//!   a `getoverrun` of a signal timer whose signal is outstanding, a `poll` on the thread,
+//!   or a thread's receive.
+//! * The hash-table walk that finds a timer by ID pins the epoch that keeps retired memory
+//!   alive (`sync/pin.rs`); a handler that interrupted its thread's own pin steps walks
+//!   unpinned instead, counted, and a retired table is freed only once no such walk is under
+//!   way. So a handler's call never touches the epoch's state mid-change, and never frees.
+//!
+//! What stays outside: `create`, `delete`, the receives, `poll`, checkpoints and restores
+//! are not async-signal-safe (they allocate or free, as `timer_create` and `timer_delete`
+//! are not in POSIX's list). A thread's first tempora call claims its per-thread slot
+//! (statistics, ID shards), which allocates: make it outside a handler (the calls above, made
+//! by a thread that has called tempora before, allocate nothing). A statistics count made by
+//! a handler may be lost when it lands between the interrupted code's read and write of the
+//! same counter (each thread's counters are its own, updated without atomic read-modify-write).
+//!
 //! # Precision
 //!
 //! A timer keeps its exact expiry in nanoseconds; the wheels count ticks of [`Builder::tick`]

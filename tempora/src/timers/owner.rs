@@ -17,7 +17,7 @@ use crate::clock::{ClockId, LazyNow, TimeSpec};
 use crate::error::Error;
 use crate::registry::{self, TimerId};
 use crate::stats::{Counter, OwnerStats};
-use crate::sync::{Ordering, Poisoned};
+use crate::sync::{self, Ordering, Poisoned};
 use std::fmt;
 use std::future::Future;
 use std::mem::ManuallyDrop;
@@ -186,10 +186,13 @@ impl Owner {
     /// signal timer's signal already queued cannot be taken back: it is delivered, and the new
     /// arming sends its own; the `timers` module's divergence table).
     ///
+    /// Async-signal-safe (the `timers` module's "Signal handlers").
+    ///
     /// # Errors
     /// [`Error::InvalidTime`] (`EINVAL`) for negative seconds or nanoseconds outside
     /// `0..1e9`, checked before the lookup; [`Error::UnknownTimer`] (`EINVAL`);
-    /// [`Error::OwnerDeleted`].
+    /// [`Error::OwnerDeleted`]; [`Error::WouldDeadlock`] (`EDEADLK`) from a signal handler
+    /// that interrupted a tempora call holding a lock on the same thread.
     #[doc(alias = "timer_settime")]
     pub fn settime(
         &self,
@@ -202,6 +205,11 @@ impl Owner {
         let interval = interval.into().to_nanos()?;
         let core = self.core();
         core.health.check()?;
+        // From a signal handler that interrupted a call holding one of tempora's locks: this
+        // one may need it (module doc, "Signal handlers").
+        if sync::holds_a_lock() {
+            return Err(Error::WouldDeadlock);
+        }
         let now = LazyNow::new(&*core.clock);
         let old = self.reg.with_timer(id, |mut l| {
             if let Placement::Slack(slack) = placement_of(&l) {
@@ -307,25 +315,58 @@ impl Owner {
     /// 1 ns for an armed timer that is due but not yet fired; a periodic timer whose event is
     /// pending reads the time to its next period, in `(0, interval]`.
     ///
+    /// Async-signal-safe, and takes no lock (the `timers` module's "Signal handlers").
+    ///
     /// # Errors
-    /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
+    /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`]; [`Error::WouldDeadlock`]
+    /// (`EDEADLK`) from a signal handler that interrupted a tempora call holding a lock on the
+    /// same thread.
     #[doc(alias = "timer_gettime")]
     pub fn gettime(&self, id: TimerId) -> Result<ItimerSpec, Error> {
         let core = self.core();
         core.health.check_fork()?;
+        // A handler that interrupted a lock holder or an epoch pin (module doc, "Signal
+        // handlers").
+        if sync::holds_a_lock() {
+            return Err(Error::WouldDeadlock);
+        }
         let now = LazyNow::new(&*core.clock);
-        let s = self.reg.with_timer(id, |l| l.state.gettime(&now))?;
+        // Without the lock (a copy of the state, checked by the lock's version): so a
+        // `gettime` holds nothing a signal handler on this thread could need. While a holder is
+        // changing the state, wait for it, unless this call interrupted it (module doc,
+        // "Signal handlers").
+        let mut spins = 0;
+        let s = self.reg.read_state(
+            id,
+            |_, _, state| state.gettime(&now),
+            || {
+                if sync::holds_a_lock() {
+                    return Err(Error::WouldDeadlock);
+                }
+                sync::backoff(&mut spins);
+                Ok(())
+            },
+        )?;
         Ok(s.into())
     }
 
     /// The overrun latched when timer `id`'s last event was consumed: the periods it missed
     /// before that, capped at `i32::MAX`; 0 after create or settime and for one-shot timers.
     ///
+    /// Async-signal-safe (the `timers` module's "Signal handlers").
+    ///
     /// # Errors
-    /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`].
+    /// [`Error::UnknownTimer`] (`EINVAL`); [`Error::OwnerDeleted`]; [`Error::WouldDeadlock`]
+    /// (`EDEADLK`) from a signal handler that interrupted a tempora call holding a lock on the
+    /// same thread.
     #[doc(alias = "timer_getoverrun")]
     pub fn getoverrun(&self, id: TimerId) -> Result<i32, Error> {
         self.core().health.check_fork()?;
+        // A handler that interrupted a lock holder or an epoch pin (module doc, "Signal
+        // handlers").
+        if sync::holds_a_lock() {
+            return Err(Error::WouldDeadlock);
+        }
         if let Ok(overrun) = self
             .reg
             .read(id, |_, p| itimer::overrun_last_lock_free(p))?

@@ -89,7 +89,7 @@ impl Core {
                 };
                 // Pinned from before the pop until the entries are delivered (`timers/mod.rs`,
                 // "Safety of the timer addresses").
-                let guard = crossbeam_epoch::pin();
+                let guard = crate::sync::pin();
                 if !counted {
                     base.counters.poll();
                     counted = true;

@@ -16,7 +16,6 @@ use crate::registry::timer::{visible, Service};
 use crate::sync::{
     fence, rank, thread_index, AtomicBool, Ordering, Poisoned, RankToken, WaitQueue,
 };
-use crossbeam_epoch::{self as epoch, Guard};
 
 impl<S: Service> Owner<S> {
     /// Runs `f` with every other create in this owner held off: creates by other threads wait
@@ -93,7 +92,7 @@ impl<S: Service> Owner<S> {
         let mut ex = Exclusive {
             owner: inner,
             alone: readable && live == 0,
-            guard: epoch::pin(),
+            guard: crate::sync::pin(),
             thread: thread_index(),
             creates: 0,
         };
@@ -116,7 +115,7 @@ pub(crate) struct Exclusive<'a, S: Service> {
     alone: bool,
     /// One pin for the section (renewed every `REPIN` creates, so that reclamation goes on),
     /// instead of a pin, with its full fence, per create and per prefetch.
-    guard: Guard,
+    guard: crate::sync::Pinned,
     thread: usize,
     creates: u32,
 }

@@ -7,7 +7,6 @@ use crate::registry::ids::TimerId;
 use crate::registry::table::drop_deferred;
 use crate::registry::timer::{visible, Service, Timer};
 use crate::sync::{fence, Ordering, Poisoned};
-use crossbeam_epoch as epoch;
 use std::sync::Arc;
 
 impl<S: Service> Owner<S> {
@@ -51,7 +50,7 @@ impl<S: Service> OwnerInner<S> {
                 }
             }
         }
-        let guard = epoch::pin();
+        let guard = crate::sync::pin();
         let word = visible(self.key);
         let mut deleted = 0;
         let mut released = Vec::new();
@@ -112,7 +111,7 @@ impl<S: Service> Drop for OwnerInner<S> {
         }
         let pages = self.slots.take_pages();
         let shared = self.shared.clone();
-        let guard = epoch::pin();
+        let guard = crate::sync::pin();
         // SAFETY: every timer of this owner was unhashed and freed (owner word 0) by
         // `teardown`, and no handle is left, so after the threads pinned now have unpinned
         // (walkers that may still stand on one of these timers), nothing uses the pages. They

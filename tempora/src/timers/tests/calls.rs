@@ -195,6 +195,100 @@ fn settime_flags_ignore_unknown_bits_as_linux_does() {
     assert!(!SetFlags::from_raw(2).is_abstime());
 }
 
+/// What a signal handler meets when it interrupts its own thread inside tempora (the module
+/// doc's "Signal handlers"), played without signals: the calls are made while the thread
+/// holds the lock the interrupted call would hold. Without the refusal each would spin for
+/// ever on a lock its own thread holds.
+#[test]
+fn calls_made_while_the_thread_holds_a_lock_refuse_instead_of_waiting() {
+    let f = Manual::new();
+    let t = f.queue(ClockId::Monotonic);
+    f.owner
+        .settime(t, SetFlags::RELATIVE, ms(10), ms(10))
+        .unwrap();
+    let before = f.owner.gettime(t).unwrap();
+    // Inside the timer's own lock (an interrupted `settime` of this timer).
+    let inside = f
+        .owner
+        .reg
+        .with_timer(t, |_| {
+            (
+                f.owner.gettime(t),
+                f.owner.getoverrun(t),
+                f.owner.settime(t, SetFlags::RELATIVE, ms(5), ms(0)),
+            )
+        })
+        .unwrap();
+    assert_eq!(
+        inside,
+        (
+            Err(Error::WouldDeadlock),
+            Err(Error::WouldDeadlock),
+            Err(Error::WouldDeadlock)
+        )
+    );
+    // Inside a base's lock (an interrupted poll or arm of any timer).
+    let inside = f.timers.core.bases[0]
+        .locked(|_| f.owner.settime(t, SetFlags::RELATIVE, ms(5), ms(0)))
+        .unwrap();
+    assert_eq!(inside, Err(Error::WouldDeadlock));
+    assert_eq!(Error::WouldDeadlock.errno(), libc::EDEADLK);
+    assert!(Error::WouldDeadlock.is_transient());
+    assert_eq!(f.owner.gettime(t).unwrap(), before, "nothing changed");
+    // Once the lock is released, the same calls complete.
+    assert!(f.owner.settime(t, SetFlags::RELATIVE, ms(5), ms(0)).is_ok());
+    assert_eq!(f.owner.getoverrun(t), Ok(0));
+}
+
+/// `gettime` reads without the timer's lock: a copy checked by the lock's version. While
+/// another thread holds the lock, it waits; it never returns a state the timer did not have.
+#[test]
+fn gettime_waits_for_another_threads_holder_and_reads_one_state() {
+    let f = Manual::new();
+    let t = f.queue(ClockId::Monotonic);
+    f.owner
+        .settime(t, SetFlags::RELATIVE, ms(10), ms(10))
+        .unwrap();
+    let (held, release) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            f.owner
+                .reg
+                .with_timer(t, |_| {
+                    held.wait();
+                    release.wait();
+                })
+                .unwrap();
+        });
+        held.wait();
+        let reader = s.spawn(|| f.owner.gettime(t));
+        release.wait();
+        assert_eq!(
+            reader.join().unwrap().unwrap().interval,
+            ms(10).into(),
+            "the read completes once the holder is gone"
+        );
+    });
+    // Readers racing writers: every read is one of the settings written, never a mix.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 1..2000u64 {
+                let v = Duration::from_millis(i % 7 + 1);
+                f.owner.settime(t, SetFlags::RELATIVE, v * 1000, v).unwrap();
+            }
+        });
+        for _ in 0..2000 {
+            let g = f.owner.gettime(t).unwrap();
+            let interval = g.interval.to_nanos().unwrap();
+            let value = g.value.to_nanos().unwrap();
+            assert!(
+                g.interval == ms(10).into() || value == interval * 1000,
+                "a torn read: {g:?}"
+            );
+        }
+    });
+}
+
 /// One step of the property test's schedule.
 #[derive(Debug, Clone)]
 enum Step {

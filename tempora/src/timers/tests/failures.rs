@@ -32,11 +32,12 @@ fn panic_inside(f: impl FnOnce(Box<dyn FnOnce()>)) {
 fn lock_order_violation_is_caught_in_debug_builds() {
     let f = Manual::new();
     let t = f.queue(ClockId::Monotonic);
-    // A timer lock taken under a base lock: the reverse of timer → base.
+    // A timer lock taken under a base lock: the reverse of timer → base (`delete` takes it;
+    // `gettime` takes none, and `settime` refuses to start while the thread holds a lock).
     let r = quiet_panics(|| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             f.timers.core.bases[0].locked(|_| {
-                let _ = f.owner.gettime(t);
+                let _ = f.owner.delete(t);
             })
         }))
     });
