@@ -1,55 +1,147 @@
-//! The service and its owners: `tempora_config_init`, `tempora_new` and `tempora_free` for a
-//! `tempora_t`; `tempora_owner_new` and `tempora_owner_free` for a `tempora_owner_t`; and
+//! The library's version and the service and its owners: `tempora_version`;
+//! `tempora_config_init` (a `tempora_config` that grows: read only as far as its `size`
+//! covers), `tempora_new` and `tempora_free` for a `tempora_t`; `tempora_owner_new` and
+//! `tempora_owner_free` for a `tempora_owner_t`; and
 //! `tempora_default_owner`, the process-wide owner `tempora_posix.h` maps the POSIX calls onto.
 //! Each handle is a `Box` made here and freed here, once (the default owner's, never).
 
 use crate::convert::{not_null, timers_of};
 use crate::failure::{entry, Failure};
-use crate::types::{tempora_config, tempora_owner_t, tempora_t};
+use crate::types::{tempora_config, tempora_owner_t, tempora_t, TEMPORA_VERSION_NUMBER};
 use libc::c_int;
-use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
+use std::{mem, ptr};
 use tempora::Timers;
 
-/// Fills `*config` with the defaults: a base per CPU, one driver thread with 4 spares, a 1 µs
-/// tick, 31-bit IDs, a 1 s `max_deferral_ns`.
-/// Returns 0, or -1 with `errno` `EFAULT` if `config` is NULL.
+/// The library's version, `MAJOR * 10000 + MINOR * 100 + PATCH` (0.1.0 is 100): compare it
+/// with the header's `TEMPORA_VERSION_NUMBER`. Never fails.
+#[no_mangle]
+pub extern "C" fn tempora_version() -> c_int {
+    TEMPORA_VERSION_NUMBER
+}
+
+/// The size of the first `tempora_config` that had `size`: the smallest a caller may pass.
+/// The struct only grows past it.
+const CONFIG_FIRST_SIZE: usize = mem::offset_of!(tempora_config, max_deferral_ns) + 8;
+
+/// The largest `size` taken: far above any settings struct, it refuses the garbage of an
+/// uninitialised one before anything past its known fields is read.
+const CONFIG_MAX_SIZE: usize = 4096;
+
+/// The defaults, `tempora_config_init`'s values; `size` is this library's struct.
+fn config_defaults() -> tempora_config {
+    tempora_config {
+        size: mem::size_of::<tempora_config>(),
+        bases: 0,
+        drivers: -1,
+        tick_ns: 0,
+        id_bits: 0,
+        spare_drivers: -1,
+        max_deferral_ns: 0,
+    }
+}
+
+/// Checks a caller's struct size: at least the first sized struct's, at most
+/// `CONFIG_MAX_SIZE`, a multiple of the struct's alignment.
+fn config_size(size: usize) -> Result<usize, Failure> {
+    if !(CONFIG_FIRST_SIZE..=CONFIG_MAX_SIZE).contains(&size)
+        || size % mem::align_of::<tempora_config>() != 0
+    {
+        return Err(Failure::new(
+            libc::EINVAL,
+            "config size is not a struct tempora_config's: fill it with \
+             tempora_config_init(&config, sizeof config)",
+        ));
+    }
+    Ok(size)
+}
+
+/// Fills the caller's struct of `size` bytes (`sizeof config`: the struct as the program's
+/// header has it) with the defaults: a base per CPU, one driver thread with 4 spares, a 1 µs
+/// tick, 31-bit IDs, a 1 s `max_deferral_ns`; and `size`. Bytes past the fields this library
+/// knows (a newer header's) are set to 0, their default. Returns 0, or -1 with `errno`
+/// `EFAULT` if `config` is NULL, `EINVAL` if `size` is not a `struct tempora_config`'s (it
+/// writes nothing then).
 ///
 /// # Safety
-/// `config` is NULL or points to writable memory for a `tempora_config`.
+/// `config` is NULL or points to `size` writable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn tempora_config_init(config: *mut tempora_config) -> c_int {
+pub unsafe extern "C" fn tempora_config_init(config: *mut tempora_config, size: usize) -> c_int {
     entry(-1, || {
         not_null(config, "NULL config")?;
-        // SAFETY: non-NULL, and the caller's contract makes it writable.
-        unsafe {
-            config.write(tempora_config {
-                bases: 0,
-                drivers: -1,
-                tick_ns: 0,
-                id_bits: 0,
-                spare_drivers: -1,
-                max_deferral_ns: 0,
-            })
+        let size = config_size(size)?;
+        let known = mem::size_of::<tempora_config>();
+        let defaults = tempora_config {
+            size,
+            ..config_defaults()
         };
+        // SAFETY: `config` is non-NULL and points to `size` writable bytes (the caller's
+        // contract); `defaults` is a live struct of `known` bytes; both copies stay within
+        // `size.min(known)` and `size` bytes of `config`.
+        unsafe {
+            let out = config.cast::<u8>();
+            ptr::copy_nonoverlapping((&raw const defaults).cast::<u8>(), out, size.min(known));
+            if size > known {
+                ptr::write_bytes(out.add(known), 0, size - known);
+            }
+        }
         Ok(0)
     })
 }
 
-/// Starts a timer service with `config` (NULL for the defaults). Returns it, to be freed with
-/// `tempora_free`, or NULL with `errno`: `EINVAL` for an invalid setting (`drivers` below -1
-/// or more than the bases, more than 65536 bases, `id_bits` above 31, `spare_drivers` below
-/// -1), `EAGAIN` or another OS errno if a driver thread cannot start.
+/// The caller's settings: the fields its `size` covers, the defaults for the rest.
 ///
 /// # Safety
-/// `config` is NULL or points to a readable `tempora_config`.
+/// `config` is non-NULL and points to a readable `size_t` (its `size`), and to `size` readable
+/// bytes when that is a valid size.
+unsafe fn read_config(config: *const tempora_config) -> Result<tempora_config, Failure> {
+    // SAFETY: the caller's contract: `size` is the first field, readable alone.
+    let size = config_size(unsafe { config.cast::<usize>().read_unaligned() })?;
+    let known = mem::size_of::<tempora_config>();
+    let mut c = config_defaults();
+    // SAFETY: `size` bytes of `config` are readable (the contract, for a valid size) and
+    // `c` is `known` writable bytes: at most `size.min(known)` are copied. Every field is an
+    // integer, so any bytes are a valid value.
+    unsafe {
+        ptr::copy_nonoverlapping(
+            config.cast::<u8>(),
+            (&raw mut c).cast::<u8>(),
+            size.min(known),
+        )
+    };
+    if size > known {
+        // SAFETY: `known .. size` are within the caller's `size` readable bytes.
+        let tail =
+            unsafe { std::slice::from_raw_parts(config.cast::<u8>().add(known), size - known) };
+        if tail.iter().any(|&b| b != 0) {
+            return Err(Failure::new(
+                libc::E2BIG,
+                "config sets a field this library does not know (it is older than the header)",
+            ));
+        }
+    }
+    Ok(c)
+}
+
+/// Starts a timer service with `config` (NULL for the defaults), reading only the `size`
+/// bytes it says it has. Returns it, to be freed with `tempora_free`, or NULL with `errno`:
+/// `EINVAL` for a `size` that is not a `struct tempora_config`'s (not filled by
+/// `tempora_config_init`) or an invalid setting (`drivers` below -1 or more than the bases,
+/// more than 65536 bases, `id_bits` above 31, `spare_drivers` below -1), `E2BIG` for a field
+/// this library does not know set to non-zero, `EAGAIN` or another OS errno if a driver
+/// thread cannot start.
+///
+/// # Safety
+/// `config` is NULL or points to a `tempora_config` filled by `tempora_config_init` (`size`
+/// readable bytes).
 #[no_mangle]
 pub unsafe extern "C" fn tempora_new(config: *const tempora_config) -> *mut tempora_t {
     entry(ptr::null_mut(), || {
         let mut b = Timers::builder();
-        // SAFETY: the caller's contract.
-        if let Some(c) = unsafe { config.as_ref() } {
+        if !config.is_null() {
+            // SAFETY: non-NULL, and the caller's contract.
+            let c = unsafe { read_config(config) }?;
             if c.bases != 0 {
                 b.bases(c.bases as usize);
             }

@@ -647,3 +647,65 @@ fn fork_children_start_as_the_kernels_on_libc_and_on_tempora() {
     assert_eq!(libc, want, "on libc");
     assert_eq!(tempora, want, "on tempora_posix.h");
 }
+
+/// `abi.c`, built against `tempora.h` and against a copy whose `struct tempora_config` has a
+/// field appended and whose minor version is one more, as a later version's header would:
+/// both run against the same library, each read and written only as far as its struct goes.
+#[test]
+fn a_config_struct_from_a_newer_header_is_read_only_as_far_as_its_size() {
+    let today = run(&build("abi", "", Link::Shared, &[]), &[]);
+    let size = std::mem::size_of::<usize>() + 32;
+    assert!(
+        today.contains(&format!(
+            "abi ok: header 100, library 100, sizeof(struct tempora_config) {size}"
+        )),
+        "{today}"
+    );
+
+    let header = std::fs::read_to_string(prefix().join("include/tempora.h")).unwrap();
+    let end = "    uint64_t max_deferral_ns;\n} tempora_config;";
+    let minor = "#define TEMPORA_VERSION_MINOR 1\n";
+    assert!(
+        header.contains(end) && header.contains(minor),
+        "the header's struct changed"
+    );
+    let later = header
+        .replace(
+            end,
+            "    uint64_t max_deferral_ns;\n    uint64_t later;\n} tempora_config;",
+        )
+        .replace(minor, "#define TEMPORA_VERSION_MINOR 2\n");
+    let dir = prefix().join("later-header");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("tempora.h"), later).unwrap();
+    let exe = prefix().join("tests/abi-later");
+    let lib = prefix().join("lib");
+    let out = compiler(false)
+        .arg("-I")
+        .arg(&dir)
+        .arg("-I")
+        .arg(here().join("tests/c"))
+        .arg("-DTEMPORA_LATER_FIELD")
+        .arg(here().join("tests/c/abi.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-L")
+        .arg(&lib)
+        .arg("-ltempora")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .output()
+        .expect("run the C compiler");
+    assert!(
+        out.status.success(),
+        "compiling abi.c with a later header:\n{}",
+        text(&out)
+    );
+    let newer = run(&exe, &[]);
+    assert!(
+        newer.contains(&format!(
+            "abi ok: header 200, library 100, sizeof(struct tempora_config) {}",
+            size + 8
+        )),
+        "{newer}"
+    );
+}
