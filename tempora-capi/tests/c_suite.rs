@@ -1,7 +1,7 @@
 //! The C test suite: each `tests/c/*.c` program is compiled with the system's C compiler (the
 //! one the `cc` crate finds, `CC` and `CFLAGS` honoured) at `-Wall -Wextra -Werror -std=c11`
-//! against the library as a C program gets it (`stage.sh --no-build`: `tempora.h`,
-//! `libtempora.so`, `libtempora.a`), then run; a program checks what it tests and exits 1 with
+//! against the library as a C program gets it (`install.sh --no-build` into a prefix:
+//! `tempora.h`, `libtempora.so.0`, `libtempora.a`), then run; a program checks what it tests and exits 1 with
 //! the failing line on stderr.
 //!
 //! `TEMPORA_C_SANITIZE=address` builds the programs with AddressSanitizer (`.ci/capi-asan.sh`);
@@ -16,7 +16,7 @@ fn here() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The staged prefix (include/, lib/) of the library cargo built for this test run.
+/// The prefix (include/, lib/) the library cargo built for this test run is installed in.
 fn prefix() -> &'static Path {
     static PREFIX: OnceLock<PathBuf> = OnceLock::new();
     PREFIX.get_or_init(|| {
@@ -34,13 +34,21 @@ fn prefix() -> &'static Path {
         let target = profile_dir.parent().expect("<target>");
         let prefix = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-suite-prefix");
         let out = Command::new("bash")
-            .arg(here().join("stage.sh"))
-            .args(["--no-build", "--profile", profile])
+            .arg(here().join("install.sh"))
+            .args([
+                "--no-build",
+                "--profile",
+                profile,
+                "--libdir",
+                "lib",
+                "--prefix",
+            ])
             .arg(&prefix)
             .env("CARGO_TARGET_DIR", target)
+            .env_remove("DESTDIR")
             .output()
-            .expect("run stage.sh");
-        assert!(out.status.success(), "stage.sh failed:\n{}", text(&out));
+            .expect("run install.sh");
+        assert!(out.status.success(), "install.sh failed:\n{}", text(&out));
         prefix
     })
 }
