@@ -71,21 +71,13 @@ pub unsafe extern "C" fn tempora_config_init(config: *mut tempora_config, size: 
     entry(-1, || {
         not_null(config, "NULL config")?;
         let size = config_size(size)?;
-        let known = mem::size_of::<tempora_config>();
         let defaults = tempora_config {
             size,
             ..config_defaults()
         };
         // SAFETY: `config` is non-NULL and points to `size` writable bytes (the caller's
-        // contract); `defaults` is a live struct of `known` bytes; both copies stay within
-        // `size.min(known)` and `size` bytes of `config`.
-        unsafe {
-            let out = config.cast::<u8>();
-            ptr::copy_nonoverlapping((&raw const defaults).cast::<u8>(), out, size.min(known));
-            if size > known {
-                ptr::write_bytes(out.add(known), 0, size - known);
-            }
-        }
+        // contract); `tempora_config` is integers with no padding (`layout_tests`).
+        unsafe { write_sized(config.cast(), size, &defaults) };
         Ok(0)
     })
 }
@@ -98,22 +90,48 @@ pub unsafe extern "C" fn tempora_config_init(config: *mut tempora_config, size: 
 unsafe fn read_config(config: *const tempora_config) -> Result<tempora_config, Failure> {
     // SAFETY: the caller's contract: `size` is the first field, readable alone.
     let size = config_size(unsafe { config.cast::<usize>().read_unaligned() })?;
-    let known = mem::size_of::<tempora_config>();
     let mut c = config_defaults();
-    // SAFETY: `size` bytes of `config` are readable (the contract, for a valid size) and
-    // `c` is `known` writable bytes: at most `size.min(known)` are copied. Every field is an
-    // integer, so any bytes are a valid value.
+    // SAFETY: `size` bytes of `config` are readable (the contract, for a valid size);
+    // `tempora_config` is integers with no padding.
+    unsafe { read_sized(config.cast(), size, &mut c) }?;
+    Ok(c)
+}
+
+/// Writes `lib`, the library's struct, into a caller's struct of `size` bytes at `out`: as
+/// much of it as `size` holds, then zeros for the fields of a newer header than the
+/// library's. Nothing past `size` is written.
+///
+/// # Safety
+/// `out` points to `size` writable bytes; `T` is integers with no padding (every byte of
+/// `lib` is initialised).
+unsafe fn write_sized<T>(out: *mut u8, size: usize, lib: &T) {
+    let known = mem::size_of::<T>();
+    // SAFETY: `lib` is `known` initialised bytes (the contract); both writes stay within
+    // `out`'s `size` bytes.
     unsafe {
-        ptr::copy_nonoverlapping(
-            config.cast::<u8>(),
-            (&raw mut c).cast::<u8>(),
-            size.min(known),
-        )
-    };
+        ptr::copy_nonoverlapping((lib as *const T).cast::<u8>(), out, size.min(known));
+        if size > known {
+            ptr::write_bytes(out.add(known), 0, size - known);
+        }
+    }
+}
+
+/// Reads a caller's struct of `size` bytes at `src` over `lib`, which holds the defaults:
+/// the fields `size` covers are the caller's, the rest keep their defaults. Fails with
+/// `E2BIG` if a byte past the library's struct (a field of a newer header) is not 0, the
+/// default of every field added later. Nothing past `size` is read.
+///
+/// # Safety
+/// `src` points to `size` readable bytes; `T` is integers with no padding (any bytes are a
+/// valid value).
+unsafe fn read_sized<T>(src: *const u8, size: usize, lib: &mut T) -> Result<(), Failure> {
+    let known = mem::size_of::<T>();
+    // SAFETY: at most `size` bytes of `src` are read (the contract) and `known` of `lib`
+    // written; any bytes are a valid `T`.
+    unsafe { ptr::copy_nonoverlapping(src, (lib as *mut T).cast::<u8>(), size.min(known)) };
     if size > known {
-        // SAFETY: `known .. size` are within the caller's `size` readable bytes.
-        let tail =
-            unsafe { std::slice::from_raw_parts(config.cast::<u8>().add(known), size - known) };
+        // SAFETY: `known .. size` are within `src`'s `size` readable bytes.
+        let tail = unsafe { std::slice::from_raw_parts(src.add(known), size - known) };
         if tail.iter().any(|&b| b != 0) {
             return Err(Failure::new(
                 libc::E2BIG,
@@ -121,7 +139,7 @@ unsafe fn read_config(config: *const tempora_config) -> Result<tempora_config, F
             ));
         }
     }
-    Ok(c)
+    Ok(())
 }
 
 /// Starts a timer service with `config` (NULL for the defaults), reading only the `size`
@@ -313,6 +331,75 @@ fn default_of(timers: &'static Timers) -> *mut tempora_owner_t {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A later library's `tempora_config`: today's, with a field appended.
+    #[repr(C)]
+    struct LaterConfig {
+        today: tempora_config,
+        later: u64,
+    }
+
+    /// A later library and a program built against today's header: the library writes and
+    /// reads only the program's struct, and keeps its own default for the field the program
+    /// does not have.
+    #[test]
+    fn a_later_library_reads_and_writes_only_an_older_programs_struct() {
+        let size = mem::size_of::<tempora_config>();
+        // The program's struct, then bytes that are not its own.
+        let mut program = vec![0xABu8; size + 16];
+        let library = LaterConfig {
+            today: tempora_config {
+                size,
+                ..config_defaults()
+            },
+            later: 7,
+        };
+        // SAFETY: `program` has `size` writable bytes; `LaterConfig` is integers, no padding.
+        unsafe { write_sized(program.as_mut_ptr(), size, &library) };
+        assert!(program[size..].iter().all(|&b| b == 0xAB), "written past");
+        // SAFETY: `program` starts with a `tempora_config`'s bytes; read unaligned.
+        let seen = unsafe { program.as_ptr().cast::<tempora_config>().read_unaligned() };
+        assert_eq!(
+            (seen.size, seen.drivers, seen.spare_drivers),
+            (size, -1, -1)
+        );
+
+        let bases = mem::offset_of!(tempora_config, bases);
+        program[bases..bases + 4].copy_from_slice(&3u32.to_ne_bytes());
+        let mut read = LaterConfig {
+            today: config_defaults(),
+            later: 7,
+        };
+        // SAFETY: `program` has `size` readable bytes; the bytes after it are not 0, so a
+        // read past them would fail with E2BIG.
+        assert!(unsafe { read_sized(program.as_ptr(), size, &mut read) }.is_ok());
+        assert_eq!(
+            read.later, 7,
+            "the field the program lacks keeps its default"
+        );
+        if cfg!(target_pointer_width = "64") {
+            assert_eq!(read.today.bases, 3);
+        }
+    }
+
+    /// Today's library and a program built against a later header: its later field is taken
+    /// at 0 and refused set.
+    #[test]
+    fn a_later_programs_unknown_field_is_read_at_zero_and_refused_set() {
+        let size = mem::size_of::<LaterConfig>();
+        let mut program = LaterConfig {
+            today: config_defaults(),
+            later: 0,
+        };
+        program.today.size = size;
+        let config = (&raw const program).cast::<tempora_config>();
+        // SAFETY: `config` is `size` readable bytes, a `tempora_config` at its start.
+        assert!(unsafe { read_config(config) }.is_ok());
+        program.later = 1;
+        let config = (&raw const program).cast::<tempora_config>();
+        // SAFETY: as above.
+        assert!(unsafe { read_config(config) }.is_err());
+    }
     use tempora::clock::ClockId;
     use tempora::Notify;
 
