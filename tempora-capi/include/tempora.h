@@ -200,9 +200,9 @@ typedef struct tempora_t tempora_t;
  A program built against a header from before `size` cannot be helped: its
  `tempora_config_init(&config)` passes whatever its second argument register holds as the
  size (refused with `EINVAL` unless it is a multiple of 8 in 40 ..= 4096, when it writes
- that many bytes), and `tempora_new`
- reads its `bases` and `drivers` as the size (refused with `EINVAL` unless `drivers` is 0
- and `bases` a multiple of 8 in 40 ..= 4096, on a 64-bit little-endian target). Rebuild it.
+ that many bytes), and `tempora_new` reads its `bases` and `drivers` as the size (refused
+ with `EINVAL` unless `drivers` is 0 and `bases` a multiple of 8 in 40 ..= 4096, on a
+ 64-bit little-endian target). Rebuild it.
  */
 typedef struct tempora_config {
     /*

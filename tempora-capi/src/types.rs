@@ -53,9 +53,9 @@ pub const TEMPORA_VERSION_NUMBER: c_int =
 /// A program built against a header from before `size` cannot be helped: its
 /// `tempora_config_init(&config)` passes whatever its second argument register holds as the
 /// size (refused with `EINVAL` unless it is a multiple of 8 in 40 ..= 4096, when it writes
-/// that many bytes), and `tempora_new`
-/// reads its `bases` and `drivers` as the size (refused with `EINVAL` unless `drivers` is 0
-/// and `bases` a multiple of 8 in 40 ..= 4096, on a 64-bit little-endian target). Rebuild it.
+/// that many bytes), and `tempora_new` reads its `bases` and `drivers` as the size (refused
+/// with `EINVAL` unless `drivers` is 0 and `bases` a multiple of 8 in 40 ..= 4096, on a
+/// 64-bit little-endian target). Rebuild it.
 #[repr(C)]
 pub struct tempora_config {
     /// `sizeof(struct tempora_config)` in the program: set by `tempora_config_init`. Read
