@@ -53,7 +53,7 @@ while [ $# -gt 0 ]; do
     --profile) profile=$2; shift 2 ;;
     --no-build) build=0; shift ;;
     --no-strip) strip=0; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
