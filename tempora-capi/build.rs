@@ -1,8 +1,7 @@
-//! The shared library's soname is `libtempora.so`, the name C programs link with `-ltempora`
-//! (`stage.sh` gives the built file that name), whatever cargo calls the file it builds.
 //! The C test suite (`tests/c_suite.rs`) compiles C for the target this crate is built for.
+//! (The shared library's SONAME and symbol versions are given where it is linked, by
+//! `install.sh`, from the static library cargo builds.)
 fn main() {
-    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libtempora.so");
     let target = std::env::var("TARGET").expect("cargo sets TARGET for build scripts");
     println!("cargo:rustc-env=TEMPORA_CAPI_TARGET={target}");
 }

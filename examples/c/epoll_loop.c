@@ -22,7 +22,7 @@ static long long now_ns(void)
 int main(void)
 {
     struct tempora_config config;
-    tempora_config_init(&config);
+    tempora_config_init(&config, sizeof config);
     config.drivers = 0; /* this loop fires the timers */
     tempora_t *service = tempora_new(&config);
     tempora_owner_t *owner = tempora_owner_new(service);

@@ -2,28 +2,10 @@
 //! calls they mirror, so that porting a C program is a rename (`include/tempora_posix.h` does
 //! the rename for a program written against `timer_create` & co.).
 //!
-//! # Conventions every function keeps
-//! - **Errors**: a call returns 0 (or the value it documents) on success and -1 with `errno`
-//!   set on failure, to what Linux sets for the POSIX call it mirrors ([`tempora::Error::errno`]
-//!   for tempora's own errors). A call that returns a pointer returns NULL with `errno` set.
-//!   `tempora_last_error()` gives the failure's message, per thread.
-//! - **NULL pointers**: a NULL handle (`tempora_t *`, `tempora_owner_t *`) is `EINVAL`; a NULL
-//!   pointer Linux would fault on (an out-parameter it must write, a path) is `EFAULT`; a NULL
-//!   `new` in `tempora_timer_settime` is `EINVAL`, as in Linux.
-//! - **Out-parameters** are written only on success (an exact-ID create reads `*timerid` first,
-//!   as Linux's restore mode does).
-//! - **No panic crosses the boundary**: every entry runs inside `catch_unwind`; a panic inside
-//!   tempora fails the call with `ENOTRECOVERABLE`, never aborts the host program.
-//! - **Threads**: a `tempora_t` and a `tempora_owner_t` may be used from any number of threads
-//!   at once, as the Rust `Timers` and `Owner` are; only the `_free` calls need every other
-//!   call on that handle to have returned.
-//! - **Callbacks** (`TEMPORA_SIGEV_THREAD`) run on the thread that fires the timer (a driver
-//!   thread, or the caller of `tempora_poll`) with no tempora lock held: they may call any
-//!   function here, delete their own timer included, but should be short, as a signal handler
-//!   or a `SIGEV_THREAD` function should. They, and `tempora_owner_restore`'s resolver, must
-//!   return normally: their types are `C-unwind`, so a C++ exception that escapes one unwinds
-//!   to the `catch_unwind` around it, which aborts the process (Rust catches no foreign
-//!   exception); `longjmp`, `pthread_exit` or a cancellation out of one is undefined behaviour.
+//! The conventions below are `src/conventions.md`, which `tests/header.rs` also writes into
+//! the header's opening comment: one text for both.
+//!
+#![doc = include_str!("conventions.md")]
 //!
 //! The header is generated from this crate by cbindgen (`tests/header.rs` checks it is
 //! current; `TEMPORA_BLESS=1 cargo test -p tempora-capi --test header` rewrites it), so the doc
@@ -39,7 +21,7 @@
 // The handles, structs, function-pointer types and constants of the header.
 mod types;
 
-// A service and its owners: tempora_config_init .. tempora_default_owner.
+// The library's version, a service and its owners: tempora_version .. tempora_default_owner.
 mod service;
 
 // The POSIX timer calls, each timer's precision, the owner's default slack and exact-ID mode.

@@ -2,8 +2,10 @@
 //! `tempora_owner_t`), the `#[repr(C)]` structs a C program fills or reads, the function-pointer
 //! types it passes, and the constants of each `int` argument. Their layouts are the ABI: a field
 //! moved or resized here breaks every compiled C program, and so does one added anywhere but
-//! at the end of `tempora_sigevent`, under that struct's rule (read only for the `notify`
-//! values that came with it; `layout_tests` checks the offsets).
+//! at the end of a struct that says how it grows: `tempora_sigevent` (a field is read only for
+//! the `notify` values that came with it) and `tempora_config` (read only as far as its `size`
+//! covers). `tempora_event`, which the library writes into the caller's memory, never grows: a
+//! new field would be a new call. `layout_tests` checks the offsets.
 //!
 //! Items stay in the header's order (cbindgen emits the constants in the order it reads them).
 
@@ -24,10 +26,42 @@ pub struct tempora_owner_t {
     pub(crate) owner: Owner,
 }
 
-/// A service's settings for `tempora_new`. Fill one with `tempora_config_init` and change
-/// what you need: an all-zero struct asks for no driver thread.
+/// The crate's version, `MAJOR.MINOR.PATCH` (a test holds these equal to the crate's): what
+/// the header a program is compiled with says; `tempora_version()` says what the library it
+/// runs with is.
+pub const TEMPORA_VERSION_MAJOR: c_int = 0;
+/// See `TEMPORA_VERSION_MAJOR`.
+pub const TEMPORA_VERSION_MINOR: c_int = 1;
+/// See `TEMPORA_VERSION_MAJOR`.
+pub const TEMPORA_VERSION_PATCH: c_int = 0;
+/// The header's version as one number, `MAJOR * 10000 + MINOR * 100 + PATCH`, what
+/// `tempora_version()` returns for the library: `tempora_version() >= TEMPORA_VERSION_NUMBER`
+/// holds when the library is at least as new as the header.
+pub const TEMPORA_VERSION_NUMBER: c_int =
+    TEMPORA_VERSION_MAJOR * 10000 + TEMPORA_VERSION_MINOR * 100 + TEMPORA_VERSION_PATCH;
+
+/// A service's settings for `tempora_new`. Fill one with `tempora_config_init(&config, sizeof
+/// config)` (the defaults, and `size`), then change what you need.
+///
+/// The struct grows, only at its end: `size` is how big the program's struct is (as the
+/// header it was compiled with says), the library reads only what `size` covers and takes the
+/// defaults for the rest, so a program built against an older header keeps working with a
+/// newer library. A program built against a newer header than the library's works too while
+/// it leaves the fields the library does not know at 0 (every field added later means "the
+/// default" at 0); one it set fails `tempora_new` with `E2BIG`.
+///
+/// A program built against a header from before `size` cannot be helped: its
+/// `tempora_config_init(&config)` passes whatever its second argument register holds as the
+/// size (refused with `EINVAL` unless it is a multiple of 8 in 40 ..= 4096, when it writes
+/// that many bytes), and `tempora_new` reads its `bases` and `drivers` as the size (refused
+/// with `EINVAL` unless `drivers` is 0 and `bases` a multiple of 8 in 40 ..= 4096, on a
+/// 64-bit little-endian target). Rebuild it.
 #[repr(C)]
 pub struct tempora_config {
+    /// `sizeof(struct tempora_config)` in the program: set by `tempora_config_init`. Read
+    /// first; `tempora_new` fails with `EINVAL` if it is smaller than the first struct that
+    /// had it or larger than 4096 (0 or garbage: an uninitialised struct).
+    pub size: usize,
     /// Bases (a lock and a wheel per clock each): 0 for one per CPU.
     pub bases: u32,
     /// Driver threads that fire timers: -1 for the default (one); 0 for none, where the
@@ -228,6 +262,42 @@ mod layout_tests {
         if cfg!(target_pointer_width = "64") {
             assert_eq!((old_end, size_of::<tempora_sigevent>()), (40, 48));
         }
+    }
+
+    #[test]
+    fn the_config_only_grew_at_its_end() {
+        // `size` first, then the fields of the first struct that had it.
+        assert_eq!(offset_of!(tempora_config, size), 0);
+        let word = size_of::<usize>();
+        assert_eq!(offset_of!(tempora_config, bases), word);
+        assert_eq!(offset_of!(tempora_config, drivers), word + 4);
+        let tick = offset_of!(tempora_config, tick_ns);
+        assert_eq!(tick, (word + 8).next_multiple_of(align_of::<u64>()));
+        assert_eq!(offset_of!(tempora_config, id_bits), tick + 8);
+        assert_eq!(offset_of!(tempora_config, spare_drivers), tick + 12);
+        assert_eq!(offset_of!(tempora_config, max_deferral_ns), tick + 16);
+        if cfg!(target_pointer_width = "64") {
+            assert_eq!(size_of::<tempora_config>(), 40);
+        }
+    }
+
+    #[test]
+    fn the_version_constants_are_the_crates() {
+        let v = |s: &str| s.parse::<c_int>().expect("a number");
+        assert_eq!(
+            [
+                TEMPORA_VERSION_MAJOR,
+                TEMPORA_VERSION_MINOR,
+                TEMPORA_VERSION_PATCH
+            ],
+            [
+                v(env!("CARGO_PKG_VERSION_MAJOR")),
+                v(env!("CARGO_PKG_VERSION_MINOR")),
+                v(env!("CARGO_PKG_VERSION_PATCH"))
+            ],
+            "the crate's version changed: change TEMPORA_VERSION_* with it"
+        );
+        const { assert!(TEMPORA_VERSION_MINOR < 100 && TEMPORA_VERSION_PATCH < 100) };
     }
 
     #[test]

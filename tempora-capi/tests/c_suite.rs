@@ -1,7 +1,7 @@
 //! The C test suite: each `tests/c/*.c` program is compiled with the system's C compiler (the
 //! one the `cc` crate finds, `CC` and `CFLAGS` honoured) at `-Wall -Wextra -Werror -std=c11`
-//! against the library as a C program gets it (`stage.sh --no-build`: `tempora.h`,
-//! `libtempora.so`, `libtempora.a`), then run; a program checks what it tests and exits 1 with
+//! against the library as a C program gets it (`install.sh --no-build` into a prefix:
+//! `tempora.h`, `libtempora.so.0`, `libtempora.a`), then run; a program checks what it tests and exits 1 with
 //! the failing line on stderr.
 //!
 //! `TEMPORA_C_SANITIZE=address` builds the programs with AddressSanitizer (`.ci/capi-asan.sh`);
@@ -16,7 +16,7 @@ fn here() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The staged prefix (include/, lib/) of the library cargo built for this test run.
+/// The prefix (include/, lib/) the library cargo built for this test run is installed in.
 fn prefix() -> &'static Path {
     static PREFIX: OnceLock<PathBuf> = OnceLock::new();
     PREFIX.get_or_init(|| {
@@ -34,13 +34,21 @@ fn prefix() -> &'static Path {
         let target = profile_dir.parent().expect("<target>");
         let prefix = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-suite-prefix");
         let out = Command::new("bash")
-            .arg(here().join("stage.sh"))
-            .args(["--no-build", "--profile", profile])
+            .arg(here().join("install.sh"))
+            .args([
+                "--no-build",
+                "--profile",
+                profile,
+                "--libdir",
+                "lib",
+                "--prefix",
+            ])
             .arg(&prefix)
             .env("CARGO_TARGET_DIR", target)
+            .env_remove("DESTDIR")
             .output()
-            .expect("run stage.sh");
-        assert!(out.status.success(), "stage.sh failed:\n{}", text(&out));
+            .expect("run install.sh");
+        assert!(out.status.success(), "install.sh failed:\n{}", text(&out));
         prefix
     })
 }
@@ -666,4 +674,66 @@ fn fork_children_start_as_the_kernels_on_libc_and_on_tempora() {
                 parent: its timers fired meanwhile: yes; its timer still armed: yes\n";
     assert_eq!(libc, want, "on libc");
     assert_eq!(tempora, want, "on tempora_posix.h");
+}
+
+/// `abi.c`, built against `tempora.h` and against a copy whose `struct tempora_config` has a
+/// field appended and whose minor version is one more, as a later version's header would:
+/// both run against the same library, each read and written only as far as its struct goes.
+#[test]
+fn a_config_struct_from_a_newer_header_is_read_only_as_far_as_its_size() {
+    let today = run(&build("abi", "", Link::Shared, &[]), &[]);
+    let size = std::mem::size_of::<usize>() + 32;
+    assert!(
+        today.contains(&format!(
+            "abi ok: header 100, library 100, sizeof(struct tempora_config) {size}"
+        )),
+        "{today}"
+    );
+
+    let header = std::fs::read_to_string(prefix().join("include/tempora.h")).unwrap();
+    let end = "    uint64_t max_deferral_ns;\n} tempora_config;";
+    let minor = "#define TEMPORA_VERSION_MINOR 1\n";
+    assert!(
+        header.contains(end) && header.contains(minor),
+        "the header's struct changed"
+    );
+    let later = header
+        .replace(
+            end,
+            "    uint64_t max_deferral_ns;\n    uint64_t later;\n} tempora_config;",
+        )
+        .replace(minor, "#define TEMPORA_VERSION_MINOR 2\n");
+    let dir = prefix().join("later-header");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("tempora.h"), later).unwrap();
+    let exe = prefix().join("tests/abi-later");
+    let lib = prefix().join("lib");
+    let out = compiler(false)
+        .arg("-I")
+        .arg(&dir)
+        .arg("-I")
+        .arg(here().join("tests/c"))
+        .arg("-DTEMPORA_LATER_FIELD")
+        .arg(here().join("tests/c/abi.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-L")
+        .arg(&lib)
+        .arg("-ltempora")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .output()
+        .expect("run the C compiler");
+    assert!(
+        out.status.success(),
+        "compiling abi.c with a later header:\n{}",
+        text(&out)
+    );
+    let newer = run(&exe, &[]);
+    assert!(
+        newer.contains(&format!(
+            "abi ok: header 200, library 100, sizeof(struct tempora_config) {}",
+            size + 8
+        )),
+        "{newer}"
+    );
 }

@@ -1,14 +1,23 @@
 //! `include/tempora.h` is what cbindgen makes of the crate's source today (`src/lib.rs` and the
 //! modules it declares, read in the order of its `mod` lines): a changed signature, doc comment
 //! or order fails here until the header is regenerated (`TEMPORA_BLESS=1 cargo test -p
-//! tempora-capi --test header`) and committed with it.
+//! tempora-capi --test header`) and committed with it. The header's opening comment holds
+//! `src/conventions.md` in place of `@CONVENTIONS@` in cbindgen.toml's `header`.
 
 use std::path::Path;
 
 #[test]
 fn header_is_current() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let config = cbindgen::Config::from_file(dir.join("cbindgen.toml")).expect("cbindgen.toml");
+    let mut config = cbindgen::Config::from_file(dir.join("cbindgen.toml")).expect("cbindgen.toml");
+    let conventions =
+        std::fs::read_to_string(dir.join("src/conventions.md")).expect("src/conventions.md");
+    let header = config.header.take().expect("cbindgen.toml has a header");
+    assert!(
+        header.contains("@CONVENTIONS@"),
+        "cbindgen.toml's header has @CONVENTIONS@"
+    );
+    config.header = Some(header.replace("@CONVENTIONS@", &comment(&conventions)));
     let mut generated = Vec::new();
     cbindgen::Builder::new()
         .with_crate(dir)
@@ -28,4 +37,20 @@ fn header_is_current() {
         "include/tempora.h is not what cbindgen makes of src/: run \
          `TEMPORA_BLESS=1 cargo test -p tempora-capi --test header` and commit the header"
     );
+}
+
+/// `text` (markdown) as the lines of a C block comment: ` * ` before each, `# ` titles bare.
+fn comment(text: &str) -> String {
+    text.trim_end()
+        .lines()
+        .map(|l| {
+            let l = l.strip_prefix("# ").unwrap_or(l);
+            if l.is_empty() {
+                " *".to_owned()
+            } else {
+                format!(" * {l}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -32,7 +32,7 @@ static int ready(int ep, int fd, int ms)
 static void no_driver(void)
 {
     struct tempora_config cfg;
-    OK(tempora_config_init(&cfg));
+    OK(tempora_config_init(&cfg, sizeof cfg));
     cfg.drivers = 0;
     tempora_t *t = tempora_new(&cfg);
     CHECK(t != NULL);

@@ -35,9 +35,9 @@ static struct itimerspec sentinel_spec(void)
 
 static void config_and_service(void)
 {
-    FAILS(tempora_config_init(NULL), EFAULT);
+    FAILS(tempora_config_init(NULL, sizeof(struct tempora_config)), EFAULT);
     struct tempora_config cfg;
-    OK(tempora_config_init(&cfg));
+    OK(tempora_config_init(&cfg, sizeof cfg));
     CHECK(cfg.bases == 0 && cfg.drivers == -1 && cfg.tick_ns == 0 && cfg.id_bits == 0);
 
     struct tempora_config bad = cfg;
@@ -267,7 +267,7 @@ static void id_space(void)
 {
     /* A 2-bit ID space: four timers, then EAGAIN; an exact ID beyond it is EINVAL. */
     struct tempora_config cfg;
-    OK(tempora_config_init(&cfg));
+    OK(tempora_config_init(&cfg, sizeof cfg));
     cfg.drivers = 0;
     cfg.id_bits = 2;
     tempora_t *t = tempora_new(&cfg);

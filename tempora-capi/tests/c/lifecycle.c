@@ -169,7 +169,7 @@ static void callback_timers(tempora_owner_t *o, clockid_t clock)
 static void polled(clockid_t clock)
 {
     struct tempora_config cfg;
-    OK(tempora_config_init(&cfg));
+    OK(tempora_config_init(&cfg, sizeof cfg));
     cfg.drivers = 0;
     tempora_t *t = tempora_new(&cfg);
     CHECK(t != NULL);

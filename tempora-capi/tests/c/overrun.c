@@ -53,7 +53,7 @@ int main(void)
 {
     CHECK(sem_init(&first_started, 0, 0) == 0 && sem_init(&release_first, 0, 0) == 0);
     struct tempora_config cfg;
-    OK(tempora_config_init(&cfg));
+    OK(tempora_config_init(&cfg, sizeof cfg));
     cfg.drivers = 0;
     service = tempora_new(&cfg);
     CHECK(service != NULL);

@@ -13,7 +13,7 @@
 static void kinds_and_errors(void)
 {
     struct tempora_config cfg;
-    OK(tempora_config_init(&cfg));
+    OK(tempora_config_init(&cfg, sizeof cfg));
     CHECK(cfg.spare_drivers == -1 && cfg.max_deferral_ns == 0);
     cfg.drivers = 0;
     tempora_t *t = tempora_new(&cfg);
@@ -52,7 +52,7 @@ static void kinds_and_errors(void)
     FAILS(tempora_owner_set_default_slack(NULL, 0), EINVAL);
 
     struct tempora_config bad;
-    OK(tempora_config_init(&bad));
+    OK(tempora_config_init(&bad, sizeof bad));
     bad.spare_drivers = -2;
     FAILS_NULL(tempora_new(&bad), EINVAL);
 
@@ -66,7 +66,7 @@ static void kinds_and_errors(void)
 static void placement(void)
 {
     struct tempora_config cfg;
-    OK(tempora_config_init(&cfg));
+    OK(tempora_config_init(&cfg, sizeof cfg));
     cfg.drivers = 0;
     cfg.max_deferral_ns = 50 * MSEC;
     tempora_t *t = tempora_new(&cfg);
@@ -151,7 +151,7 @@ static void other(union sigval value)
 static void spares(int spare_drivers)
 {
     struct tempora_config cfg;
-    OK(tempora_config_init(&cfg));
+    OK(tempora_config_init(&cfg, sizeof cfg));
     cfg.spare_drivers = spare_drivers;
     tempora_t *t = tempora_new(&cfg);
     CHECK(t != NULL);
@@ -183,7 +183,7 @@ static void spares(int spare_drivers)
 static void unbounded_deferral(void)
 {
     struct tempora_config cfg;
-    OK(tempora_config_init(&cfg));
+    OK(tempora_config_init(&cfg, sizeof cfg));
     cfg.drivers = 0;
     cfg.max_deferral_ns = UINT64_MAX;
     tempora_t *t = tempora_new(&cfg);

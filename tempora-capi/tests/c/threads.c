@@ -237,7 +237,7 @@ static void self_delete_test(void)
 int main(void)
 {
     struct tempora_config cfg;
-    OK(tempora_config_init(&cfg));
+    OK(tempora_config_init(&cfg, sizeof cfg));
     cfg.bases = 2;
     cfg.drivers = 2;
     service = tempora_new(&cfg);

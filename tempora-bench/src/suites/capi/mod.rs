@@ -155,9 +155,10 @@ struct TemporaC {
 impl TemporaC {
     fn new(n: usize) -> Result<TemporaC, String> {
         let last = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
-        // All zero: a base per CPU, no driver thread (so no spares), the default tick, ID
-        // space and deferral bound.
+        // All zero but `size`: a base per CPU, no driver thread (so no spares), the default
+        // tick, ID space and deferral bound.
         let config = tempora_config {
+            size: std::mem::size_of::<tempora_config>(),
             bases: 0,
             drivers: 0,
             tick_ns: 0,
@@ -543,8 +544,9 @@ impl TemporaCSignals {
     fn new() -> Result<TemporaCSignals, String> {
         let last = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
         let mut config = std::mem::MaybeUninit::<tempora_config>::uninit();
-        // SAFETY: `config` is writable; the call fills every field.
-        if unsafe { tempora_capi::tempora_config_init(config.as_mut_ptr()) } != 0 {
+        let size = std::mem::size_of::<tempora_config>();
+        // SAFETY: `config` is `size` writable bytes; the call fills every field.
+        if unsafe { tempora_capi::tempora_config_init(config.as_mut_ptr(), size) } != 0 {
             return Err(last("tempora_config_init"));
         }
         // SAFETY: filled by the successful call above, and readable for this one.
