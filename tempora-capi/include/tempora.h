@@ -19,9 +19,12 @@
  * - Threads: every call takes its handle as a `const` pointer, and any number of threads may
  *   make such calls on one `tempora_t` or `tempora_owner_t` at once. Only the `_free` calls take
  *   it non-`const`: they need every other call on that handle to have returned.
- * - Signals: tempora_timer_settime, _gettime and _getoverrun are async-signal-safe; see
- *   `tempora_timer_settime(3)`. No other call is: call the others from a handler only where
- *   POSIX allows an unsafe function (nowhere that interrupts one).
+ * - Signals: tempora_timer_settime, _gettime and _getoverrun are async-signal-safe: a handler
+ *   may call them on any thread, whatever that thread was doing inside tempora. They complete,
+ *   or, where the call the handler interrupted holds a lock they need, fail at once with
+ *   `EDEADLK` and change nothing (`tempora_timer_settime(3)`, "Signal handlers"). No other call
+ *   is: call the others from a handler only where POSIX allows an unsafe function (nowhere that
+ *   interrupts one).
  * - Callbacks (`TEMPORA_SIGEV_THREAD`) run on the thread that fires the timer (a driver thread,
  *   or the caller of `tempora_poll`) with no tempora lock held: they may call any function here,
  *   delete their own timer included, but should be short, as a signal handler or a
