@@ -185,7 +185,7 @@ fn coarse_id(clock: ClockId) -> Option<libc::clockid_t> {
 /// exceed it until the first tick after the pause. `u64::MAX` if the resolution is unknown
 /// (then no timer uses the coarse clocks).
 fn os_coarse_lag() -> u64 {
-    static LAG: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    static LAG: crate::sync::RaceOnce<u64> = crate::sync::RaceOnce::new();
     *LAG.get_or_init(|| {
         let mut ts = libc::timespec {
             tv_sec: 0,

@@ -23,7 +23,6 @@
 use crate::clock::{ClockId, ClockSource, OsClock};
 use std::fmt;
 use std::ops;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 /// A point on a service's monotonic clock, like `tokio::time::Instant`: `Copy`, ordered,
@@ -127,7 +126,8 @@ fn nanos(d: Duration) -> u64 {
 /// The conversions' anchor: a `std::time::Instant` and then `CLOCK_MONOTONIC`'s reading, taken
 /// once (module doc).
 fn anchor() -> (std::time::Instant, u64) {
-    static ANCHOR: OnceLock<(std::time::Instant, u64)> = OnceLock::new();
+    // Two racing first readers may each take an anchor; the first published is everyone's.
+    static ANCHOR: crate::sync::RaceOnce<(std::time::Instant, u64)> = crate::sync::RaceOnce::new();
     *ANCHOR.get_or_init(|| {
         let std = std::time::Instant::now();
         (std, OsClock.now(ClockId::Monotonic))

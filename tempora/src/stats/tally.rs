@@ -184,7 +184,8 @@ enum Fences {
 /// Registers this process for expedited private `membarrier`s, once; whether it worked.
 #[cfg(all(not(loom), target_os = "linux"))]
 fn membarrier_ready() -> bool {
-    static READY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    // Registering twice is harmless: the first result is kept.
+    static READY: crate::sync::RaceOnce<bool> = crate::sync::RaceOnce::new();
     *READY.get_or_init(|| {
         // SAFETY: `membarrier` with a command and flags 0 reads and writes no memory of ours.
         let query = unsafe { libc::syscall(libc::SYS_membarrier, libc::MEMBARRIER_CMD_QUERY, 0) };

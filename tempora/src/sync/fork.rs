@@ -41,3 +41,105 @@ pub(crate) fn watch() -> bool {
 pub(crate) fn generation() -> u32 {
     GENERATION.load(Relaxed)
 }
+
+/// A value computed once per process and then read, that a fork can never leave half made:
+/// the first callers compute it (more than one may, each with the same result up to what the
+/// value measures), and one compare-exchange publishes the first, so nobody waits for anybody.
+/// A `OnceLock` being initialized by another thread when the process forks stays
+/// "initializing" for ever in the child, whose first reader then waits for ever. For the
+/// process-wide values that a call on any service may need first (the clock's coarse lag, the
+/// `Instant` anchor, the `membarrier` registration).
+pub(crate) struct RaceOnce<T: 'static>(std::sync::atomic::AtomicPtr<T>);
+
+impl<T: Send + Sync + 'static> RaceOnce<T> {
+    pub(crate) const fn new() -> Self {
+        RaceOnce(std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()))
+    }
+
+    /// The value, computed by `init` if no caller has published one yet.
+    #[inline]
+    pub(crate) fn get_or_init(&self, init: impl FnOnce() -> T) -> &'static T {
+        use std::sync::atomic::Ordering::{AcqRel, Acquire};
+        // Acquire: pairs with the publishing compare-exchange below.
+        let p = self.0.load(Acquire);
+        if !p.is_null() {
+            // SAFETY: a published value is a leaked box, never freed.
+            return unsafe { &*p };
+        }
+        let mine = Box::into_raw(Box::new(init()));
+        match self
+            .0
+            .compare_exchange(std::ptr::null_mut(), mine, AcqRel, Acquire)
+        {
+            // SAFETY: `mine` is now published, and never freed.
+            Ok(_) => unsafe { &*mine },
+            Err(first) => {
+                // SAFETY: `mine` was never shared.
+                drop(unsafe { Box::from_raw(mine) });
+                // SAFETY: `first` is published, never freed.
+                unsafe { &*first }
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A child forked while another thread of the parent is inside the first `get_or_init`
+    /// gets a value (its own), where a `OnceLock` would leave it waiting for ever for a thread
+    /// that does not exist in the child.
+    #[test]
+    fn a_fork_in_the_middle_of_the_first_init_leaves_the_child_free() {
+        static VALUE: RaceOnce<u64> = RaceOnce::new();
+        let (inside, release) = (
+            std::sync::Arc::new(std::sync::Barrier::new(2)),
+            std::sync::Arc::new(std::sync::Barrier::new(2)),
+        );
+        let initializer = {
+            let (inside, release) = (inside.clone(), release.clone());
+            std::thread::spawn(move || {
+                *VALUE.get_or_init(|| {
+                    inside.wait();
+                    release.wait();
+                    1
+                })
+            })
+        };
+        inside.wait();
+        // SAFETY: the child only reads the value and exits with `_exit`.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let v = *VALUE.get_or_init(|| 2);
+            // SAFETY: ends the child without running the parent's exit handlers.
+            unsafe { libc::_exit(if v == 2 { 0 } else { 1 }) };
+        }
+        assert!(pid > 0, "fork failed");
+        release.wait();
+        assert_eq!(
+            initializer.join().unwrap(),
+            1,
+            "the parent's first init wins"
+        );
+        let mut status = 0;
+        let mut waited = 0;
+        // The child must finish at once: wait for it up to 10 s, then call it stuck.
+        while waited < 1000 {
+            // SAFETY: waits for our own child without blocking.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == pid {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            waited += 1;
+        }
+        if waited == 1000 {
+            // SAFETY: kills our own stuck child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("the child waited for an init that was running in the parent");
+        }
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        assert_eq!(*VALUE.get_or_init(|| 3), 1);
+    }
+}

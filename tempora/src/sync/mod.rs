@@ -15,6 +15,7 @@
 //! measurements", measures the alternative).
 
 pub(crate) mod fork;
+pub(crate) use fork::RaceOnce;
 mod lock;
 mod order;
 mod pin;
