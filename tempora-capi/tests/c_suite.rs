@@ -647,3 +647,11 @@ fn fork_children_start_as_the_kernels_on_libc_and_on_tempora() {
     assert_eq!(libc, want, "on libc");
     assert_eq!(tempora, want, "on tempora_posix.h");
 }
+
+/// `default_owner_free.c`: `tempora_owner_free` on the default owner that `tempora_posix.h`
+/// uses fails with `EINVAL` and a message, and the POSIX calls go on working after it.
+#[test]
+fn freeing_the_default_owner_is_refused() {
+    let out = run(&build("default_owner_free", "", Link::Shared, &[]), &[]);
+    assert!(out.contains("default owner free ok"), "{out}");
+}
