@@ -374,3 +374,69 @@ fn a_failed_create_drops_its_callback() {
         "no free ID: the callback is dropped"
     );
 }
+
+/// Owners dropped while their `on_fire` callbacks fire on real drivers (two drivers, two
+/// bases): each closure holds a strong handle for a moment in every call, so the last handle
+/// is dropped sometimes by the test thread, sometimes by a driver inside a call (the owner's
+/// teardown then runs there). Every owner ends and every closure is released, whichever
+/// thread ends it, and nothing hangs. `TEMPORA_SOAK` rounds (20 by default).
+#[test]
+fn owners_dropped_while_their_on_fire_callbacks_run_on_drivers_all_end() {
+    let rounds: usize = std::env::var("TEMPORA_SOAK")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    let timers = testing::driven(|b| {
+        b.bases(2).drivers(2);
+    });
+    for _ in 0..rounds {
+        let owner = timers.owner();
+        let weak = owner.downgrade();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let mut flags = Vec::new();
+        for _ in 0..4 {
+            let (flag, dropped) = drop_flag();
+            flags.push(dropped);
+            let c = calls.clone();
+            let id = owner
+                .create(
+                    ClockId::Monotonic,
+                    Notify::on_fire(move |fired| {
+                        let _ = &flag;
+                        c.fetch_add(1, Ordering::Relaxed);
+                        if let Some(o) = fired.owner() {
+                            std::thread::yield_now();
+                            let _ = o.gettime(fired.id());
+                        }
+                        let _ = fired.settime(
+                            SetFlags::RELATIVE,
+                            Duration::from_micros(50),
+                            Duration::ZERO,
+                        );
+                    }),
+                )
+                .unwrap();
+            owner
+                .settime(
+                    id,
+                    SetFlags::RELATIVE,
+                    Duration::from_micros(50),
+                    Duration::ZERO,
+                )
+                .unwrap();
+        }
+        // Waits (not a timing assertion: a generous bound against a hang) for calls to run.
+        let until = Instant::now() + Duration::from_secs(30);
+        while calls.load(Ordering::Relaxed) < 8 {
+            assert!(Instant::now() < until, "the callbacks do not run");
+            std::thread::yield_now();
+        }
+        drop(owner);
+        let until = Instant::now() + Duration::from_secs(30);
+        while !flags.iter().all(|f| f.load(Ordering::Relaxed)) {
+            assert!(Instant::now() < until, "a closure was never released");
+            std::thread::yield_now();
+        }
+        assert!(weak.upgrade().is_none(), "the owner ended");
+    }
+}
