@@ -387,7 +387,8 @@ int tempora_config_init(struct tempora_config *config, size_t size);
  bytes it says it has. Returns it, to be freed with `tempora_free`, or NULL with `errno`:
  `EINVAL` for a `size` that is not a `struct tempora_config`'s (not filled by
  `tempora_config_init`) or an invalid setting (`drivers` below -1 or more than the bases,
- more than 65536 bases, `id_bits` above 31, `spare_drivers` below -1), `E2BIG` for a field
+ more than 65536 bases, `tick_ns` above 1 s (1000000000), `id_bits` above 31,
+ `spare_drivers` below -1), `E2BIG` for a field
  this library does not know set to non-zero, `EAGAIN` or another OS errno if a driver
  thread cannot start.
 
@@ -435,18 +436,20 @@ struct tempora_owner_t *tempora_owner_new(const struct tempora_t *t);
  Deletes an owner with all its timers and frees its handle (NULL is ignored). Pending
  events are dropped. Callback calls already taken by a firing thread are not waited for and
  may run after this returns (see `tempora_timer_delete`).
+ Returns 0, or -1 with `errno` `EINVAL` for the default owner (`tempora_default_owner`),
+ which lives for the process: it is left as it was, timers and all.
 
  # Safety
- `owner` is NULL or a live handle from `tempora_owner_new`, freed once, with no other call
- on it running or to come.
+ `owner` is NULL, the default owner, or a live handle from `tempora_owner_new`, freed once,
+ with no other call on it running or to come.
  */
-void tempora_owner_free(struct tempora_owner_t *owner);
+int tempora_owner_free(struct tempora_owner_t *owner);
 
 /*
  The process-wide owner `tempora_posix.h` maps the POSIX calls onto: an owner of the
  process-wide service (`tempora::time::try_global`: the default configuration, one driver
- thread, shared with Rust code of the same process), made on first call and never freed (do
- not pass it to `tempora_owner_free`). Returns NULL with `errno` only if it cannot be made:
+ thread, shared with Rust code of the same process), made on first call and never freed
+ (`tempora_owner_free` refuses it with `EINVAL`). Returns NULL with `errno` only if it cannot be made:
  `EAGAIN` (or another OS errno) when the service's driver thread cannot start, as
  `pthread_create` and `timer_create` say it; the next call tries again.
 

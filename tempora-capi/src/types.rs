@@ -24,6 +24,8 @@ pub struct tempora_t {
 /// by `tempora_owner_new`, freed (with all its timers) by `tempora_owner_free`.
 pub struct tempora_owner_t {
     pub(crate) owner: Owner,
+    /// A process-wide default owner (`tempora_default_owner`), which is never freed.
+    pub(crate) default: bool,
 }
 
 /// The crate's version, `MAJOR.MINOR.PATCH` (a test holds these equal to the crate's): what

@@ -737,3 +737,11 @@ fn a_config_struct_from_a_newer_header_is_read_only_as_far_as_its_size() {
         "{newer}"
     );
 }
+
+/// `default_owner_free.c`: `tempora_owner_free` on the default owner that `tempora_posix.h`
+/// uses fails with `EINVAL` and a message, and the POSIX calls go on working after it.
+#[test]
+fn freeing_the_default_owner_is_refused() {
+    let out = run(&build("default_owner_free", "", Link::Shared, &[]), &[]);
+    assert!(out.contains("default owner free ok"), "{out}");
+}

@@ -72,6 +72,6 @@ pub mod bench_door;
 pub use error::{Error, IoError};
 pub use stats::Stats;
 pub use timers::{
-    Builder, Event, Group, ItimerSpec, Notify, NotifyKind, Owner, Precision, SetFlags, Status,
-    TimerHandle, TimerId, TimerInfo, Timers,
+    Builder, Event, Fired, Group, ItimerSpec, Notify, NotifyKind, Owner, Precision, SetFlags,
+    Status, TimerHandle, TimerId, TimerInfo, Timers, WeakOwner,
 };

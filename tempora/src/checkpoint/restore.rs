@@ -71,8 +71,8 @@ impl Owner {
         let mut keep = Vec::new();
         for rec in &snapshot.timers {
             if let Some(n) = notification(rec)? {
-                if let Notify::Callback(f) | Notify::NamedCallback(_, f) = &n {
-                    keep.push(f.clone());
+                if n.kind() == NotifyKind::Callback {
+                    keep.push(n.clone());
                 }
                 mapped.push(n);
             }

@@ -141,7 +141,7 @@ mod tests;
 mod loom_tests;
 
 pub use ids::TimerId;
-pub(crate) use owner::{Owner, TIMER_POISONED};
+pub(crate) use owner::{Owner, WeakOwner, TIMER_POISONED};
 pub(crate) use timer::{Locked, Service, Timer, Zeroable};
 
 use crate::error::Error;

@@ -87,6 +87,29 @@ impl<S: Service> std::fmt::Debug for Owner<S> {
     }
 }
 
+/// A handle to an owner that does not keep it alive ([`Owner::downgrade`]): what a callback
+/// timer holds to reach its own owner, so that the owner's handles, not its timers, decide
+/// when it ends. The service type is erased (the registry is generic over it, the handle's
+/// users are not); [`WeakOwner::upgrade`] names it again.
+#[derive(Clone)]
+pub(crate) struct WeakOwner(std::sync::Weak<dyn std::any::Any + Send + Sync>);
+
+impl<S: Service> Owner<S> {
+    /// A weak handle to this owner.
+    pub(crate) fn downgrade(&self) -> WeakOwner {
+        WeakOwner(Arc::downgrade(&self.inner) as std::sync::Weak<_>)
+    }
+}
+
+impl WeakOwner {
+    /// The owner, if a handle of it is still alive: `None` once its last one was dropped
+    /// (its teardown then runs or ran), or if it is an owner of another service type.
+    pub(crate) fn upgrade<S: Service>(&self) -> Option<Owner<S>> {
+        let inner = self.0.upgrade()?.downcast::<OwnerInner<S>>().ok()?;
+        Some(Owner { inner })
+    }
+}
+
 struct OwnerInner<S: Service> {
     /// Unique for the registry's life; never 0 (0 marks a free slot).
     key: u64,

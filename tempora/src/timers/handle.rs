@@ -1,11 +1,25 @@
 //! [`TimerHandle`]: a timer that deletes itself when dropped, for callers who want RAII beside
-//! the POSIX-style IDs.
+//! the POSIX-style IDs; and the handles that reach an owner without keeping it alive: a
+//! [`WeakOwner`], and the [`Fired`] a callback is handed, whose calls act on its own timer.
+//!
+//! # No capture cycles
+//! A timer holds its callback, and an owner its timers. A callback that holds a strong
+//! handle of its own owner ([`Owner`], or a [`TimerHandle`], which holds one) closes a
+//! circle: the owner's other handles can all be dropped and nothing ends. So a callback
+//! reaches its owner weakly: [`Notify::on_fire`] hands it a [`Fired`] (its timer's calls,
+//! through a weak handle the timer keeps), and [`Owner::downgrade`] gives a [`WeakOwner`] to
+//! capture for any other owner. Each call upgrades for its own length only, so the owner ends
+//! when its last user handle is dropped, even while a call runs (that call's calls then fail
+//! with [`Error::OwnerDeleted`]; the teardown runs on the thread that drops the last handle,
+//! which may be the call's).
 
+use super::object::Itimer;
 use super::owner::Owner;
-use super::types::{ItimerSpec, Notify, SetFlags};
+use super::types::{Fired, ItimerSpec, Notify, SetFlags, WeakOwner};
 use crate::clock::{ClockId, TimeSpec};
 use crate::error::Error;
 use crate::registry::TimerId;
+use std::mem::ManuallyDrop;
 
 /// A timer of an [`Owner`] that is deleted when the handle is dropped (or by
 /// [`TimerHandle::delete`], which reports the error a drop cannot). The timer is an ordinary
@@ -116,5 +130,93 @@ impl Drop for TimerHandle {
             // Unknown timer (deleted by ID meanwhile) or owner destroyed: already gone.
             let _ = self.owner.delete(self.id);
         }
+    }
+}
+
+impl Owner {
+    /// A handle to this owner that does not keep it alive: what a closure the owner's timers
+    /// hold captures to reach it (a captured [`Owner`] would keep it, and them, alive for
+    /// good; the module doc, "No capture cycles"). A callback acting on its own timer needs
+    /// none: [`Notify::on_fire`] hands it a [`Fired`].
+    pub fn downgrade(&self) -> WeakOwner {
+        WeakOwner {
+            reg: self.reg.downgrade(),
+        }
+    }
+}
+
+impl WeakOwner {
+    /// The owner, while a strong handle ([`Owner`]) of it is alive; `None` once the last one
+    /// was dropped (the owner then ended, with its timers). A [destroyed](Owner::destroy)
+    /// owner whose handles are alive is returned: its calls fail with
+    /// [`Error::OwnerDeleted`].
+    pub fn upgrade(&self) -> Option<Owner> {
+        Some(Owner {
+            reg: ManuallyDrop::new(self.reg.upgrade::<Itimer>()?),
+        })
+    }
+}
+
+impl Fired<'_> {
+    /// The timer's owner, while a strong handle of it is alive ([`WeakOwner::upgrade`]).
+    /// Drop it before the callback returns: kept past it (in the closure's state), it closes
+    /// the circle [`Notify::on_fire`] avoids.
+    pub fn owner(&self) -> Option<Owner> {
+        self.owner.upgrade()
+    }
+
+    /// A weak handle to the timer's owner, to hand on.
+    pub fn weak_owner(&self) -> &WeakOwner {
+        self.owner
+    }
+
+    /// [`Owner::settime`] on this timer.
+    ///
+    /// # Errors
+    /// As [`Owner::settime`]; [`Error::OwnerDeleted`] once the owner's last handle was
+    /// dropped.
+    #[doc(alias = "timer_settime")]
+    pub fn settime(
+        &self,
+        flags: SetFlags,
+        value: impl Into<TimeSpec>,
+        interval: impl Into<TimeSpec>,
+    ) -> Result<ItimerSpec, Error> {
+        self.alive()?.settime(self.id(), flags, value, interval)
+    }
+
+    /// [`Owner::gettime`] on this timer.
+    ///
+    /// # Errors
+    /// As [`Owner::gettime`]; [`Error::OwnerDeleted`] once the owner's last handle was
+    /// dropped.
+    #[doc(alias = "timer_gettime")]
+    pub fn gettime(&self) -> Result<ItimerSpec, Error> {
+        self.alive()?.gettime(self.id())
+    }
+
+    /// [`Owner::getoverrun`] on this timer: the overrun latched by its last event consumed
+    /// (a callback's own event's is [`Fired::overrun`]).
+    ///
+    /// # Errors
+    /// As [`Owner::getoverrun`]; [`Error::OwnerDeleted`] once the owner's last handle was
+    /// dropped.
+    #[doc(alias = "timer_getoverrun")]
+    pub fn getoverrun(&self) -> Result<i32, Error> {
+        self.alive()?.getoverrun(self.id())
+    }
+
+    /// [`Owner::delete`] on this timer: it is not called again for expiries taken before.
+    ///
+    /// # Errors
+    /// As [`Owner::delete`]; [`Error::OwnerDeleted`] once the owner's last handle was
+    /// dropped (which deleted the timer).
+    #[doc(alias = "timer_delete")]
+    pub fn delete(&self) -> Result<(), Error> {
+        self.alive()?.delete(self.id())
+    }
+
+    fn alive(&self) -> Result<Owner, Error> {
+        self.owner().ok_or(Error::OwnerDeleted)
     }
 }

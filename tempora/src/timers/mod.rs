@@ -44,6 +44,14 @@
 //!   one more call when it returns (its overrun counts the folded periods), and dropped if the
 //!   running call set or deleted the timer (`serial.rs`).
 //!
+//!   A callback that acts on its own timer is written with [`Notify::on_fire`]: it is handed
+//!   a [`Fired`] (the ID, the overrun, and settime, gettime, getoverrun, delete on the timer,
+//!   through its owner held weakly), so it captures no [`Owner`]. One that captures its owner
+//!   (or a [`TimerHandle`]) keeps the owner alive as long as the timer exists, and dropping
+//!   every other handle then ends nothing: the owner, its timers and its closures stay until
+//!   [`Owner::destroy`]. To reach another owner from a closure, capture a [`WeakOwner`]
+//!   ([`Owner::downgrade`]). (`handle.rs`, "No capture cycles".)
+//!
 //! * `Signal`, `ThreadSignal`, `SignalWithId` (`SIGEV_SIGNAL`, `SIGEV_THREAD_ID`, a NULL
 //!   sigevent): a real signal, queued to the process or to one of its threads with the
 //!   `siginfo_t` of a kernel timer's signal (`si_code = SI_TIMER`, `si_timerid`,
@@ -234,6 +242,9 @@ pub use handle::TimerHandle;
 pub use notify::Event;
 pub use owner::{Events, Owner, Recv};
 
-pub use types::{Callback, ItimerSpec, Notify, NotifyKind, Precision, SetFlags, Status, TimerInfo};
+pub use types::{
+    Callback, Fired, ItimerSpec, Notify, NotifyKind, OnFire, Precision, SetFlags, Status,
+    TimerInfo, WeakOwner,
+};
 
 pub use service::{Group, Timers};

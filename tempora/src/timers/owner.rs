@@ -8,7 +8,7 @@ use super::object::placement_of;
 use super::object::{
     callback_of, Attached, CallbackCell, EventQueue, Itimer, ItimerInit, LockedTimer,
 };
-use super::serial::Serial;
+use super::serial::{CallFn, Serial};
 use super::signal::SignalCell;
 use super::types::{
     self, ItimerSpec, Notify, NotifyKind, Placement, Precision, SetFlags, TimerInfo,
@@ -112,7 +112,7 @@ impl Owner {
         create: impl FnOnce(ItimerInit) -> Result<TimerId, Error>,
     ) -> Result<TimerId, Error> {
         self.core().health.check()?;
-        if let Notify::NamedCallback(name, _) = &notify {
+        if let Some(name) = notify.callback_name() {
             if let Some(why) = types::callback_name_error(name) {
                 return Err(Error::InvalidConfig(why));
             }
@@ -123,8 +123,9 @@ impl Owner {
             Some(Box::new(Attached::Callback(CallbackCell { serial, name })))
         };
         let attached = match notify {
-            Notify::Callback(f) => cell(f, None),
-            Notify::NamedCallback(name, f) => cell(f, Some(name)),
+            Notify::Callback(f) => cell(CallFn::Plain(f), None),
+            Notify::NamedCallback(name, f) => cell(CallFn::Plain(f), Some(name)),
+            Notify::OnFire { name, f } => cell(CallFn::Fired(f, self.downgrade()), name),
             Notify::Signal { .. } | Notify::ThreadSignal { .. } | Notify::SignalWithId { .. } => {
                 Some(Box::new(Attached::Signal(SignalCell::new(&notify)?)))
             }

@@ -26,7 +26,7 @@
 //!             running+folded ──finish──▶ run again (overrun = folded − 1) ──▶ running
 //! ```
 
-use super::types::Callback;
+use super::types::{Callback, Fired, OnFire, WeakOwner};
 use super::TimerId;
 use crate::stats::tally::Tally;
 use crate::sync::{AtomicU64, Ordering};
@@ -46,15 +46,33 @@ const RUNNING: u64 = 1;
 const FOLDED: u64 = 2;
 const COUNT_SHIFT: u32 = 32;
 
+/// A callback timer's closure, as its create was given it.
+pub(crate) enum CallFn {
+    /// `Notify::Callback`, `NamedCallback`: called with the timer's ID and the overrun.
+    Plain(Callback),
+    /// `Notify::OnFire`: handed a `Fired`, which reaches the timer's owner through this weak
+    /// handle (a strong one would keep the owner alive as long as its timer: a cycle).
+    Fired(OnFire, WeakOwner),
+}
+
+impl CallFn {
+    fn call(&self, id: TimerId, overrun: i32) {
+        match self {
+            CallFn::Plain(f) => f(id, overrun),
+            CallFn::Fired(f, owner) => f(&Fired::new(id, overrun, owner)),
+        }
+    }
+}
+
 /// A callback timer's closure and its call state, shared by the timer and its calls in
 /// flight (the timer's copy is dropped by its delete; a call in flight keeps the closure).
 pub(crate) struct Serial {
-    f: Callback,
+    f: CallFn,
     state: AtomicU64,
 }
 
 impl Serial {
-    pub(crate) fn new(f: Callback) -> Arc<Serial> {
+    pub(crate) fn new(f: CallFn) -> Arc<Serial> {
         Arc::new(Serial {
             f,
             state: AtomicU64::new(0),
@@ -112,7 +130,7 @@ impl Running {
         let mut overrun = overrun;
         loop {
             let f = &serial.f;
-            let panicked = catch(|| f(id, overrun)).is_none();
+            let panicked = catch(|| f.call(id, overrun)).is_none();
             ran(overrun, panicked);
             match serial.finish() {
                 Some(again) => overrun = again,
@@ -207,7 +225,7 @@ mod tests {
                 // SAFETY: see `Seen`.
                 s.0.with_mut(|p| unsafe { *p += overrun as usize + 1 });
             });
-            let serial = Serial::new(f);
+            let serial = Serial::new(CallFn::Plain(f));
             let first = serial.take(0).expect("idle: a call");
             let s2 = serial.clone();
             let poller = loom::thread::spawn(move || {

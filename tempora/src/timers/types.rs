@@ -6,7 +6,93 @@ use std::fmt;
 use std::sync::Arc;
 
 /// A callback timer's closure: called with the timer's ID and the event's overrun.
+///
+/// A closure that acts on its own timer through an [`Owner`](super::Owner) it captured keeps
+/// that owner alive for as long as the timer exists: the timer holds the closure, the closure
+/// the owner, the owner its timers. Dropping every other handle then ends nothing (the timer
+/// goes on firing, its memory and its service's stay allocated) until someone calls
+/// [`Owner::destroy`](super::Owner::destroy) or deletes the timer. An [`OnFire`] closure
+/// ([`Notify::on_fire`]) is handed its owner instead, and needs to capture none.
 pub type Callback = Arc<dyn Fn(TimerId, i32) + Send + Sync>;
+
+/// A callback timer's closure that is handed its expiry as a [`Fired`]: the timer's ID, the
+/// overrun, and the calls on its own timer and owner ([`Notify::on_fire`]).
+pub type OnFire = Arc<dyn Fn(&Fired<'_>) + Send + Sync>;
+
+/// One expiry of an [`on_fire`](Notify::on_fire) callback timer, handed to its closure: the
+/// timer, the overrun, and its owner, reached without the closure keeping it alive. Its calls
+/// (`settime`, `gettime`, `getoverrun`, `delete`, `owner`) are the owner's on this timer; they fail
+/// with [`Error::OwnerDeleted`](crate::Error::OwnerDeleted) once the owner's last handle was
+/// dropped (a call taken before that may still run, as after [`Owner::delete`](super::Owner::delete)).
+///
+/// The owner is reached through a [`WeakOwner`]: each call takes a strong handle for its
+/// length, so an owner whose user handles are all dropped ends at once, its timers with it,
+/// even while its callbacks re-arm themselves.
+///
+/// ```
+/// use std::time::Duration;
+/// use tempora::clock::{ClockId, ManualClock};
+/// use tempora::{Notify, SetFlags, Timers};
+///
+/// let clock = ManualClock::new();
+/// let timers = Timers::builder().clock(clock.clone()).drivers(0).build().unwrap();
+/// let owner = timers.owner();
+/// // A timer that re-arms itself 10 ms after each call: it captures no `Owner`.
+/// let id = owner
+///     .create(
+///         ClockId::Monotonic,
+///         Notify::on_fire(|fired| {
+///             fired
+///                 .settime(SetFlags::RELATIVE, Duration::from_millis(10), Duration::ZERO)
+///                 .ok(); // fails only once the owner is gone
+///         }),
+///     )
+///     .unwrap();
+/// owner.settime(id, SetFlags::RELATIVE, Duration::from_millis(10), Duration::ZERO).unwrap();
+/// clock.advance(Duration::from_millis(10));
+/// assert_eq!(timers.poll(), 1);
+/// assert!(owner.gettime(id).unwrap().value.to_nanos().unwrap() > 0, "re-armed");
+/// drop(owner); // the owner ends here, with its timer and closure
+/// ```
+#[derive(Debug)]
+pub struct Fired<'a> {
+    id: TimerId,
+    overrun: i32,
+    pub(crate) owner: &'a WeakOwner,
+}
+
+impl<'a> Fired<'a> {
+    pub(crate) fn new(id: TimerId, overrun: i32, owner: &'a WeakOwner) -> Fired<'a> {
+        Fired { id, overrun, owner }
+    }
+
+    /// The timer's ID.
+    pub fn id(&self) -> TimerId {
+        self.id
+    }
+
+    /// The event's overrun: the periods the expiry was late by (or folded into this call; see
+    /// [`Notify::Callback`]).
+    pub fn overrun(&self) -> i32 {
+        self.overrun
+    }
+}
+
+/// A handle to an [`Owner`](super::Owner) that does not keep it alive
+/// ([`Owner::downgrade`](super::Owner::downgrade)), as `std::sync::Weak` is to `Arc`:
+/// [`upgrade`](WeakOwner::upgrade) gives the owner while a strong handle of it is alive.
+/// What a closure captures to reach an owner other than its own timer's (which [`Fired`]
+/// gives).
+#[derive(Clone)]
+pub struct WeakOwner {
+    pub(crate) reg: crate::registry::WeakOwner,
+}
+
+impl fmt::Debug for WeakOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("WeakOwner(..)")
+    }
+}
 
 /// How a timer reports its expiry, chosen at [`Owner::create`](super::Owner::create).
 #[derive(Clone, Default)]
@@ -22,6 +108,15 @@ pub enum Notify {
     Callback(Callback),
     /// A callback with a name, under which a checkpoint records it (see [`crate::checkpoint`]).
     NamedCallback(Arc<str>, Callback),
+    /// A closure run as `Callback`'s is, handed a [`Fired`]: the timer's ID, the overrun and
+    /// its owner's calls on it, so that it needs to capture no [`Owner`](super::Owner)
+    /// ([`Notify::on_fire`], [`Notify::on_fire_named`]).
+    OnFire {
+        /// The name a checkpoint records, as `NamedCallback`'s; `None` for an unnamed one.
+        name: Option<Arc<str>>,
+        /// The closure.
+        f: OnFire,
+    },
     /// A real signal to the process (`SIGEV_SIGNAL`), queued with `si_code = SI_TIMER`, the
     /// timer's ID in `si_timerid`, `value` in `si_value` and the overrun in `si_overrun`; at
     /// most one pending per timer, as the kernel's (`timers/signal.rs` says how, and where
@@ -63,11 +158,43 @@ impl Notify {
         Notify::NamedCallback(name.into(), Arc::new(f))
     }
 
+    /// A callback handed a [`Fired`] at each expiry: its timer's ID, the overrun, and its
+    /// owner's calls on the timer (settime, gettime, delete, ...), without capturing the
+    /// owner. The way to write a callback that acts on its own timer: one that captures its
+    /// [`Owner`](super::Owner) keeps it alive (see [`Callback`]).
+    pub fn on_fire(f: impl Fn(&Fired<'_>) + Send + Sync + 'static) -> Notify {
+        Notify::OnFire {
+            name: None,
+            f: Arc::new(f),
+        }
+    }
+
+    /// [`Notify::on_fire`] with a name a checkpoint records, as [`Notify::callback_named`].
+    pub fn on_fire_named(name: &str, f: impl Fn(&Fired<'_>) + Send + Sync + 'static) -> Notify {
+        Notify::OnFire {
+            name: Some(name.into()),
+            f: Arc::new(f),
+        }
+    }
+
+    /// The name a checkpoint records a callback under, if it has one.
+    pub(crate) fn callback_name(&self) -> Option<&Arc<str>> {
+        match self {
+            Notify::NamedCallback(name, _)
+            | Notify::OnFire {
+                name: Some(name), ..
+            } => Some(name),
+            _ => None,
+        }
+    }
+
     pub(crate) fn kind(&self) -> NotifyKind {
         match self {
             Notify::None => NotifyKind::None,
             Notify::Queue => NotifyKind::Queue,
-            Notify::Callback(_) | Notify::NamedCallback(..) => NotifyKind::Callback,
+            Notify::Callback(_) | Notify::NamedCallback(..) | Notify::OnFire { .. } => {
+                NotifyKind::Callback
+            }
             Notify::Signal { .. } | Notify::ThreadSignal { .. } | Notify::SignalWithId { .. } => {
                 NotifyKind::Signal
             }
@@ -82,6 +209,10 @@ impl fmt::Debug for Notify {
             Notify::Queue => f.write_str("Queue"),
             Notify::Callback(_) => f.write_str("Callback(..)"),
             Notify::NamedCallback(name, _) => write!(f, "NamedCallback({name:?}, ..)"),
+            Notify::OnFire { name: None, .. } => f.write_str("OnFire(..)"),
+            Notify::OnFire {
+                name: Some(name), ..
+            } => write!(f, "OnFire({name:?}, ..)"),
             Notify::Signal { signo, value } => f
                 .debug_struct("Signal")
                 .field("signo", signo)
