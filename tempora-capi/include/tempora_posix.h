@@ -35,7 +35,20 @@
  *                    timer_getoverrun inside a SIGEV_THREAD function's call made for expiries
  *                    that came while its previous call ran: it says only the last one's
  *                    lateness, not how many came (tempora.h's tempora_callback_fn is told).
- *   timer_t          becomes tempora_timer_t (an int): IDs from 0 up, per process, as Linux's.
+ *   timer_t          stays the C library's (a pointer): a tempora timer's is its ID in the
+ *                    low 32 bits and TEMPORA_POSIX_TIMER_TAG in the high 32 ('temp', printed
+ *                    by %p as 0x74656d70000000NN), so timer_t t = NULL, if (t != NULL) and
+ *                    printf("%p", (void *)t) are everyday C, and (int)(intptr_t)t is the
+ *                    si_timerid of its signals (and a NULL sigevent's sival_int), as with
+ *                    glibc's kernel timers. A timer_t without the tag (NULL, a kernel timer's)
+ *                    is EINVAL here. tempora_posix_timer_id() gives a timer_t's tempora ID.
+ *                    The drop-in library (libtempora-posix, which needs no recompiling) tags
+ *                    its IDs otherwise, so a timer_t of one never names a timer of the other.
+ *
+ * Only the translation units that include this header are switched: one compiled without it
+ * hands a tempora timer_t to the C library, which (glibc >= 2.34) takes its low 32 bits for a
+ * kernel timer's ID. A program whose every call must go to tempora links -ltempora-posix
+ * instead, the link-level drop-in, and leaves this header out.
  *
  * Everything is a macro over a static inline function, so it works from C and C++ (warning
  * free under -Wall -Wextra); take the header out and the same source builds against the C
@@ -47,6 +60,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -71,8 +85,33 @@ extern "C" {
 #define TEMPORA_POSIX_SIGEV_TID(sev) ((sev)->_sigev_un._tid)
 #endif
 
-static inline int tempora_posix_timer_create(clockid_t clock, struct sigevent *sev,
-                                             tempora_timer_t *timerid)
+#if UINTPTR_MAX <= 0xffffffffu
+#error "tempora_posix.h tags a tempora ID in a timer_t's high 32 bits: it needs 64-bit pointers"
+#endif
+
+/* A tempora timer_t's high 32 bits ("temp"): above every kernel timer's (0..INT_MAX) and below
+ * glibc's SIGEV_THREAD timers' (the sign bit set), so it names no timer of the C library. */
+#define TEMPORA_POSIX_TIMER_TAG 0x74656d70u
+
+/* The timer_t of tempora timer `id`. */
+static inline timer_t tempora_posix_timer_of(tempora_timer_t id)
+{
+    return (timer_t)(uintptr_t)(((uint64_t)TEMPORA_POSIX_TIMER_TAG << 32) | (uint32_t)id);
+}
+
+/* The tempora ID of `t`, or -1 for a timer_t this header did not make. */
+static inline tempora_timer_t tempora_posix_timer_id(timer_t t)
+{
+    uint64_t v = (uint64_t)(uintptr_t)t;
+    if ((v >> 32) != TEMPORA_POSIX_TIMER_TAG || (uint32_t)v > INT32_MAX)
+        return -1;
+    return (tempora_timer_t)(uint32_t)v;
+}
+
+/* timer_create's mapping of a C library sigevent onto tempora's, on the default owner, with
+ * the ID as tempora gives it (timer_create below tags it; the drop-in library shares this). */
+static inline int tempora_posix_create_id(clockid_t clock, struct sigevent *sev,
+                                          tempora_timer_t *timerid)
 {
     struct tempora_sigevent tsev;
     tempora_owner_t *owner = tempora_default_owner();
@@ -112,33 +151,45 @@ static inline int tempora_posix_timer_create(clockid_t clock, struct sigevent *s
     return tempora_timer_create(owner, clock, &tsev, timerid);
 }
 
-static inline int tempora_posix_timer_settime(tempora_timer_t timerid, int flags,
+static inline int tempora_posix_timer_create(clockid_t clock, struct sigevent *sev,
+                                             timer_t *timerid)
+{
+    tempora_timer_t id;
+    /* A NULL timerid stays NULL: tempora_timer_create fails it with EFAULT in Linux's order. */
+    if (tempora_posix_create_id(clock, sev, timerid == NULL ? NULL : &id) == -1)
+        return -1;
+    *timerid = tempora_posix_timer_of(id);
+    return 0;
+}
+
+/* A negative ID names no timer: EINVAL, as for an unknown one. */
+static inline int tempora_posix_timer_settime(timer_t timerid, int flags,
                                               const struct itimerspec *new_value,
                                               struct itimerspec *old_value)
 {
-    return tempora_timer_settime(tempora_default_owner(), timerid, flags, new_value, old_value);
+    return tempora_timer_settime(tempora_default_owner(), tempora_posix_timer_id(timerid), flags,
+                                 new_value, old_value);
 }
 
-static inline int tempora_posix_timer_gettime(tempora_timer_t timerid, struct itimerspec *curr)
+static inline int tempora_posix_timer_gettime(timer_t timerid, struct itimerspec *curr)
 {
-    return tempora_timer_gettime(tempora_default_owner(), timerid, curr);
+    return tempora_timer_gettime(tempora_default_owner(), tempora_posix_timer_id(timerid), curr);
 }
 
-static inline int tempora_posix_timer_getoverrun(tempora_timer_t timerid)
+static inline int tempora_posix_timer_getoverrun(timer_t timerid)
 {
-    return tempora_timer_getoverrun(tempora_default_owner(), timerid);
+    return tempora_timer_getoverrun(tempora_default_owner(), tempora_posix_timer_id(timerid));
 }
 
-static inline int tempora_posix_timer_delete(tempora_timer_t timerid)
+static inline int tempora_posix_timer_delete(timer_t timerid)
 {
-    return tempora_timer_delete(tempora_default_owner(), timerid);
+    return tempora_timer_delete(tempora_default_owner(), tempora_posix_timer_id(timerid));
 }
 
 #ifdef __cplusplus
 }
 #endif
 
-#define timer_t tempora_timer_t
 #define timer_create tempora_posix_timer_create
 #define timer_settime tempora_posix_timer_settime
 #define timer_gettime tempora_posix_timer_gettime
