@@ -108,15 +108,16 @@ static inline tempora_timer_t tempora_posix_timer_id(timer_t t)
     return (tempora_timer_t)(uint32_t)v;
 }
 
-/* timer_create's mapping of a C library sigevent onto tempora's, on the default owner, with
- * the ID as tempora gives it (timer_create below tags it; the drop-in library shares this). */
-static inline int tempora_posix_create_id(clockid_t clock, struct sigevent *sev,
-                                          tempora_timer_t *timerid)
+/* timer_create's mapping of a C library sigevent onto tempora's, on `owner` (NULL: the
+ * default owner could not be made, and errno says why: EAGAIN if its driver thread cannot
+ * start), with the ID as tempora gives it (timer_create below tags it; the drop-in library
+ * shares this). */
+static inline int tempora_posix_create_on(tempora_owner_t *owner, clockid_t clock,
+                                          struct sigevent *sev, tempora_timer_t *timerid)
 {
     struct tempora_sigevent tsev;
-    tempora_owner_t *owner = tempora_default_owner();
     if (owner == NULL)
-        return -1; /* errno says why: EAGAIN if its driver thread cannot start */
+        return -1;
     /* memset, not `= {0}`: C++ warns of the members it leaves out (-Wextra). */
     memset(&tsev, 0, sizeof tsev);
     tsev.notify = TEMPORA_SIGEV_NONE;
@@ -156,7 +157,8 @@ static inline int tempora_posix_timer_create(clockid_t clock, struct sigevent *s
 {
     tempora_timer_t id;
     /* A NULL timerid stays NULL: tempora_timer_create fails it with EFAULT in Linux's order. */
-    if (tempora_posix_create_id(clock, sev, timerid == NULL ? NULL : &id) == -1)
+    if (tempora_posix_create_on(tempora_default_owner(), clock, sev,
+                                timerid == NULL ? NULL : &id) == -1)
         return -1;
     *timerid = tempora_posix_timer_of(id);
     return 0;

@@ -3,9 +3,11 @@
 #define _GNU_SOURCE
 #include <tempora_posix.h>
 
-int tempora_posix_dropin_create(clockid_t clock, struct sigevent *sev, tempora_timer_t *timerid);
+int tempora_posix_dropin_create(tempora_owner_t *owner, clockid_t clock, struct sigevent *sev,
+                                tempora_timer_t *timerid);
 
-int tempora_posix_dropin_create(clockid_t clock, struct sigevent *sev, tempora_timer_t *timerid)
+int tempora_posix_dropin_create(tempora_owner_t *owner, clockid_t clock, struct sigevent *sev,
+                                tempora_timer_t *timerid)
 {
-    return tempora_posix_create_id(clock, sev, timerid);
+    return tempora_posix_create_on(owner, clock, sev, timerid);
 }

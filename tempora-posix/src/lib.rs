@@ -36,9 +36,11 @@
 //! `tempora_posix.h`'s comment holds the table, for this library and the header alike.
 //!
 //! # Fork, signals, threads
-//! The library keeps no state of its own beyond [`kernel`]'s resolved function addresses
-//! (atomics, no lock): fork safety is the default owner's (a child's first call makes its
-//! own; its parent's timers are `EINVAL` there, as the kernel's are). tempora's threads
+//! The library keeps no state of its own beyond the default owner it keeps for its calls and
+//! [`kernel`]'s resolved function addresses (atomics, no lock). A `pthread_atfork` child
+//! handler forgets the owner, so a child's first call takes the child's own default owner (a
+//! new one, as `tempora_default_owner` makes in a child): the parent's timers are `EINVAL`
+//! there, as the kernel's are. tempora's threads
 //! block every signal, so the signals of the program's timers go to the program's threads.
 //!
 //! # The shared library's exports
@@ -54,12 +56,13 @@ compile_error!("tempora-posix tags tempora IDs in a timer_t's high 32 bits: 64-b
 
 pub mod kernel;
 
-use libc::{c_int, clockid_t, itimerspec, sigevent, timer_t};
+use libc::{c_int, c_void, clockid_t, itimerspec, sigevent, timer_t};
 use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use tempora::clock::ClockId;
 use tempora_capi::{
-    tempora_default_owner, tempora_timer_delete, tempora_timer_getoverrun, tempora_timer_gettime,
-    tempora_timer_settime, tempora_timer_t,
+    tempora_default_owner, tempora_owner_t, tempora_timer_delete, tempora_timer_getoverrun,
+    tempora_timer_gettime, tempora_timer_settime, tempora_timer_t,
 };
 
 /// The high 32 bits of a tempora `timer_t`: "tpos" in ASCII, between the kernel's IDs
@@ -80,9 +83,60 @@ pub fn tempora_id(t: timer_t) -> Option<tempora_timer_t> {
     ((v >> 32) as u32 == TAG && low <= i32::MAX as u32).then_some(low as tempora_timer_t)
 }
 
+/// The default owner (`tempora_default_owner`), kept for the calls: that call's own checks
+/// (the process-wide service, its fork generation, its `catch_unwind`) cost each call as much
+/// as the rest of the drop-in's work. NULL until the first call, and again in a forked child
+/// ([`forked`]), whose first call then takes the child's own default owner.
+static OWNER: AtomicPtr<tempora_owner_t> = AtomicPtr::new(ptr::null_mut());
+
+/// Whether [`forked`] is registered (here or in a parent: `pthread_atfork`'s handlers are
+/// inherited). Not a `Once`: a fork while another thread ran one would leave it running for
+/// ever in the child.
+static WATCHED: AtomicBool = AtomicBool::new(false);
+
+/// `pthread_atfork`'s child handler: the parent's owner is no owner of the child's.
+extern "C" fn forked() {
+    // Relaxed: the child has one thread when this runs, before `fork` returns in it.
+    OWNER.store(ptr::null_mut(), Ordering::Relaxed);
+}
+
+/// The default owner, or NULL (with `errno`) if it cannot be made.
+#[inline]
+fn owner() -> *mut tempora_owner_t {
+    // Acquire: pairs with the Release in `owner_slow`, so the owner's fields are seen.
+    let o = OWNER.load(Ordering::Acquire);
+    if o.is_null() {
+        owner_slow()
+    } else {
+        o
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn owner_slow() -> *mut tempora_owner_t {
+    if !WATCHED.load(Ordering::Relaxed) {
+        // SAFETY: registers a child handler that only stores to an atomic.
+        if unsafe { libc::pthread_atfork(None, None, Some(forked)) } != 0 {
+            // No memory to watch forks with: not kept, asked each call.
+            return tempora_default_owner();
+        }
+        WATCHED.store(true, Ordering::Relaxed);
+    }
+    // The handler is registered before the owner is kept: a fork after this store clears it.
+    let o = tempora_default_owner();
+    if !o.is_null() {
+        // Release: pairs with the Acquire in `owner`.
+        OWNER.store(o, Ordering::Release);
+    }
+    o
+}
+
 extern "C" {
-    /// `src/create.c`: `tempora_posix.h`'s `tempora_posix_create_id`.
+    /// `src/create.c`: `tempora_posix.h`'s `tempora_posix_create_on` (`owner` a
+    /// `tempora_owner_t *`, opaque to C).
     fn tempora_posix_dropin_create(
+        owner: *mut c_void,
         clock: clockid_t,
         sev: *mut sigevent,
         timerid: *mut tempora_timer_t,
@@ -113,7 +167,7 @@ pub unsafe extern "C" fn timer_create(
         &raw mut id
     };
     // SAFETY: `sev` is the caller's (NULL or readable), `out` NULL or a local.
-    if unsafe { tempora_posix_dropin_create(clock, sev, out) } == -1 {
+    if unsafe { tempora_posix_dropin_create(owner().cast(), clock, sev, out) } == -1 {
         return -1;
     }
     // SAFETY: non-NULL (the create succeeded) and writable (the caller's contract).
@@ -135,7 +189,7 @@ pub unsafe extern "C" fn timer_settime(
     match tempora_id(timerid) {
         // SAFETY: the default owner is NULL (EINVAL) or lives for the process; the pointers
         // are the caller's, as tempora_timer_settime's contract asks.
-        Some(id) => unsafe { tempora_timer_settime(tempora_default_owner(), id, flags, new, old) },
+        Some(id) => unsafe { tempora_timer_settime(owner(), id, flags, new, old) },
         // SAFETY: the caller's contract, passed on.
         None => unsafe { kernel::timer_settime(timerid, flags, new, old) },
     }
@@ -149,7 +203,7 @@ pub unsafe extern "C" fn timer_settime(
 pub unsafe extern "C" fn timer_gettime(timerid: timer_t, curr: *mut itimerspec) -> c_int {
     match tempora_id(timerid) {
         // SAFETY: as in timer_settime.
-        Some(id) => unsafe { tempora_timer_gettime(tempora_default_owner(), id, curr) },
+        Some(id) => unsafe { tempora_timer_gettime(owner(), id, curr) },
         // SAFETY: the caller's contract, passed on.
         None => unsafe { kernel::timer_gettime(timerid, curr) },
     }
@@ -163,7 +217,7 @@ pub unsafe extern "C" fn timer_gettime(timerid: timer_t, curr: *mut itimerspec) 
 pub unsafe extern "C" fn timer_getoverrun(timerid: timer_t) -> c_int {
     match tempora_id(timerid) {
         // SAFETY: the default owner is NULL (EINVAL) or lives for the process.
-        Some(id) => unsafe { tempora_timer_getoverrun(tempora_default_owner(), id) },
+        Some(id) => unsafe { tempora_timer_getoverrun(owner(), id) },
         // SAFETY: any value may be passed to the C library's call.
         None => unsafe { kernel::timer_getoverrun(timerid) },
     }
@@ -177,7 +231,7 @@ pub unsafe extern "C" fn timer_getoverrun(timerid: timer_t) -> c_int {
 pub unsafe extern "C" fn timer_delete(timerid: timer_t) -> c_int {
     match tempora_id(timerid) {
         // SAFETY: the default owner is NULL (EINVAL) or lives for the process.
-        Some(id) => unsafe { tempora_timer_delete(tempora_default_owner(), id) },
+        Some(id) => unsafe { tempora_timer_delete(owner(), id) },
         // SAFETY: any value may be passed to the C library's call.
         None => unsafe { kernel::timer_delete(timerid) },
     }
