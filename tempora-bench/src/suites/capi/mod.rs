@@ -33,7 +33,7 @@
 //! - `tempora`: the same loop written in Rust on an [`Owner`] of a service built the same way
 //!   (`Timers::builder().drivers(0)`), the same arithmetic, the same times, the old setting
 //!   read the same way.
-//! - `dropin-c`: the C loop on `timer_settime`, `timer_gettime`, `timer_create` +
+//! - `tempora-posix-c`: the C loop on `timer_settime`, `timer_gettime`, `timer_create` +
 //!   `timer_delete` of the drop-in, `libtempora-posix.so` (loaded with `dlopen`, called
 //!   through the pointers `dlsym` gives, as a program calls it through the PLT), on
 //!   `SIGEV_NONE` timers of its default owner: the default service of its own copy of
@@ -521,7 +521,7 @@ fn dropin() -> Result<&'static CDropin, String> {
         .map_err(Clone::clone)
 }
 
-/// `dropin-c`: n timers of the drop-in (`libtempora-posix.so`'s default owner), driven by
+/// `tempora-posix-c`: n timers of the drop-in (`libtempora-posix.so`'s default owner), driven by
 /// `capi.c`'s loops through the library's exported calls.
 struct DropinC {
     f: &'static CDropin,
@@ -553,7 +553,7 @@ impl Drop for DropinC {
 
 impl Side for DropinC {
     fn name(&self) -> &'static str {
-        "dropin-c"
+        "tempora-posix-c"
     }
     fn settime(&mut self, passes: usize) -> Result<f64, String> {
         let (t, n) = (self.timers.as_ptr(), self.timers.len());
@@ -914,7 +914,7 @@ fn failed(imp: &str, n: usize, why: &str) -> Vec<Row> {
         .collect()
 }
 
-/// The suite's steps: at each n, `tempora-c`, `tempora` and `dropin-c` in one step
+/// The suite's steps: at each n, `tempora-c`, `tempora` and `tempora-posix-c` in one step
 /// (interleaved runs), then `kernel-c`.
 pub fn plan<'a>(plan: &mut Plan<'a>) {
     let settings: &Settings = plan.settings;
@@ -942,17 +942,17 @@ pub fn plan<'a>(plan: &mut Plan<'a>) {
                     Err(e) => rows.extend(failed("tempora", n, &e)),
                 }
             }
-            if settings.wants_impl("dropin-c") {
+            if settings.wants_impl("tempora-posix-c") {
                 match DropinC::new(n) {
                     Ok(s) => sides.push(Box::new(s)),
-                    Err(e) => rows.extend(failed("dropin-c", n, &e)),
+                    Err(e) => rows.extend(failed("tempora-posix-c", n, &e)),
                 }
             }
             rows.extend(measure(&mut sides, n, passes, reps, settings));
             rows
         })
         .also("tempora")
-        .also("dropin-c");
+        .also("tempora-posix-c");
         plan.add(step);
         // The kernel's calls are ~20x slower: a run takes long enough that the time budget,
         // not the repetitions, usually ends the measurement.
