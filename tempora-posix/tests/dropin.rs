@@ -71,6 +71,22 @@ enum Way {
 
 const WAYS: [Way; 4] = [Way::Libc, Way::Preload, Way::Shared, Way::Static];
 
+/// The system's C compiler with the flags the tests build with.
+fn compiler() -> Command {
+    let tool = cc::Build::new()
+        .cargo_metadata(false)
+        .cargo_warnings(false)
+        .target(env!("TEMPORA_POSIX_TARGET"))
+        .host(env!("TEMPORA_POSIX_TARGET"))
+        .opt_level(1)
+        .debug(true)
+        .warnings(true)
+        .get_compiler();
+    let mut cmd = tool.to_command();
+    cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread"]);
+    cmd
+}
+
 /// Compiles `dir/<name>.c` for `way` (the same binary for `Libc` and `Preload`).
 fn build(dir: &Path, name: &str, way: Way) -> PathBuf {
     let suffix = match way {
@@ -86,20 +102,8 @@ fn build(dir: &Path, name: &str, way: Way) -> PathBuf {
         return exe;
     }
     std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
-    let tool = cc::Build::new()
-        .cargo_metadata(false)
-        .cargo_warnings(false)
-        .target(env!("TEMPORA_POSIX_TARGET"))
-        .host(env!("TEMPORA_POSIX_TARGET"))
-        .opt_level(1)
-        .debug(true)
-        .warnings(true)
-        .get_compiler();
-    let mut cmd = tool.to_command();
-    cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread"])
-        .arg(dir.join(format!("{name}.c")))
-        .arg("-o")
-        .arg(&exe);
+    let mut cmd = compiler();
+    cmd.arg(dir.join(format!("{name}.c"))).arg("-o").arg(&exe);
     let lib = prefix().join("lib");
     match way {
         Way::Libc | Way::Preload => {}
@@ -284,6 +288,42 @@ fn kernel_only_clocks_stay_the_kernels_beside_tempora_timers() {
             "whose: CPU-time kernel, CLOCK_MONOTONIC tempora, thread CPU-time kernel, CLOCK_TAI kernel\n",
         )
     });
+}
+
+/// A `-static` program: no C library's `timer_create` to find, so the kernel's timers are
+/// made with the system calls, and a `SIGEV_THREAD` timer on a kernel-only clock is refused
+/// (`EINVAL`); the rest of `mixed.c` runs as it does linked dynamically.
+#[test]
+fn a_fully_static_program_makes_the_kernels_timers_with_system_calls() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+    let libc = run(&build(&dir, "mixed", Way::Libc), Way::Libc);
+    let exe = prefix().join("tests/mixed-static");
+    let out = compiler()
+        .args(["-static", "-DFULLY_STATIC"])
+        .arg(dir.join("mixed.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(prefix().join("lib/libtempora-posix.a"))
+        .args(["-lpthread", "-ldl", "-lm", "-lrt"])
+        .output()
+        .expect("run the C compiler");
+    assert!(
+        out.status.success(),
+        "compiling mixed.c -static failed:\n{}",
+        text(&out)
+    );
+    let want = libc
+        .replace("thread CPU-time timer: its function ran\n", "")
+        .replace(
+            "created: CPU-time, CLOCK_MONOTONIC, thread CPU-time, CLOCK_TAI\n",
+            "thread CPU-time SIGEV_THREAD timer, fully static: -1 EINVAL\n\
+             created: CPU-time, CLOCK_MONOTONIC, thread CPU-time, CLOCK_TAI\n",
+        )
+        .replace(
+            "CLOCK_MONOTONIC kernel, thread CPU-time kernel",
+            "CLOCK_MONOTONIC tempora, thread CPU-time kernel",
+        );
+    assert_eq!(run(&exe, Way::Static), want, "\n--- on libc\n{libc}");
 }
 
 fn prints_from(dir: &Path, name: &str, expect: impl Fn(&str) -> String) {
