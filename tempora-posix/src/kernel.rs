@@ -11,9 +11,13 @@
 //! clock tempora does not time, which only the C library's helper thread can serve, is then
 //! refused with the kernel's `EINVAL`.
 //!
-//! # Fork and threads
-//! Each address is resolved on first use and kept in an atomic: no lock, so a fork at any
-//! moment leaves nothing held. Two threads that resolve one at once store the same value.
+//! # Fork, threads and signal handlers
+//! The addresses are resolved by the first `timer_create` on a clock tempora does not time,
+//! all five at once, and kept in atomics: no lock, so a fork at any moment leaves nothing
+//! held, and two threads that resolve one at once store the same value. `timer_settime`,
+//! `timer_gettime` and `timer_getoverrun` are async-signal-safe in POSIX; since a kernel
+//! timer's `timer_t` comes from that create, their calls here (from a signal handler too)
+//! only read the atomics, never `dlsym`, which is not.
 
 use libc::{c_int, c_long, c_void, clockid_t, itimerspec, sigevent, timer_t};
 use std::ffi::CStr;
@@ -76,6 +80,10 @@ fn kernel_id(t: timer_t) -> c_int {
 /// The C library's contract: `sev` is NULL or readable, `timerid` NULL or writable.
 pub unsafe fn timer_create(clock: clockid_t, sev: *mut sigevent, timerid: *mut timer_t) -> c_int {
     type F = unsafe extern "C" fn(clockid_t, *mut sigevent, *mut timer_t) -> c_int;
+    // The other four now, for the calls on this timer to find them resolved.
+    for next in [&SETTIME, &GETTIME, &GETOVERRUN, &DELETE] {
+        next.get();
+    }
     if let Some(a) = CREATE.get() {
         // SAFETY: `a` is the C library's timer_create, of this type; the caller's contract.
         return unsafe { std::mem::transmute::<usize, F>(a)(clock, sev, timerid) };
