@@ -25,8 +25,8 @@
 //!
 //! [`TAG`] in the high half makes a tempora `timer_t` one that neither the kernel nor glibc
 //! hands out, and one that reaches the C library's path only if this library is bypassed;
-//! every other value (a kernel timer's, glibc's, or a value no one made) goes to the C
-//! library, which answers as it would without this library. The low half is tempora's ID, so
+//! every other value (a kernel timer's, glibc's, a glibc before 2.34's heap pointer, or a
+//! value no one made) goes to the C library, which answers as it would without this library. The low half is tempora's ID, so
 //! `(int)(intptr_t)t` is the `si_timerid` of the timer's signals and a NULL sigevent's
 //! `sival_int`, as with glibc's kernel timers. `tempora_posix.h` tags its `timer_t`s with
 //! another tag ("temp"): a program that mixed the two (two copies of tempora, two default
@@ -40,13 +40,14 @@
 //! [`kernel`]'s resolved function addresses (atomics, no lock). A `pthread_atfork` child
 //! handler forgets the owner, so a child's first call takes the child's own default owner (a
 //! new one, as `tempora_default_owner` makes in a child): the parent's timers are `EINVAL`
-//! there, as the kernel's are. tempora's threads
-//! block every signal, so the signals of the program's timers go to the program's threads.
+//! there, as the kernel's are. tempora's threads block every signal, so the signals of the
+//! program's timers go to the program's threads.
 //!
 //! # The shared library's exports
-//! Only the five calls: rustc's version script makes every other symbol local, tempora's
-//! C ABI (`tempora_*`) included, so a program that also links `libtempora` keeps two apart
-//! copies and never has one's calls bound into the other. The five are unversioned, which
+//! Only the five calls: the link makes every symbol of the archives it links (the rlibs,
+//! `src/create.c`'s) local (`--exclude-libs`, `build.rs`), tempora's C ABI (`tempora_*`)
+//! included, so a program that also links `libtempora` keeps two apart copies and never has
+//! one's calls bound into the other. The five are unversioned, which
 //! lets them stand in for glibc's versioned `timer_create@GLIBC_2.34` & co. at run time (the
 //! dynamic loader takes an unversioned definition for a versioned reference); a version
 //! script that named them would make the preload miss them.
