@@ -4,6 +4,8 @@
 #   $DESTDIR$prefix/$libdir/libtempora.so.0.1.0        SONAME libtempora.so.0, symbols @TEMPORA_0
 #   $DESTDIR$prefix/$libdir/libtempora.so.0 -> libtempora.so.0.1.0, libtempora.so -> libtempora.so.0
 #   $DESTDIR$prefix/$libdir/libtempora.a
+#   $DESTDIR$prefix/$libdir/libtempora-posix.so.0.1.0 (and its links, .a, .pc): the drop-in,
+#                        timer_create & co. with the C library's ABI, exported unversioned
 #   $DESTDIR$prefix/$libdir/pkgconfig/tempora.pc      relocatable: paths from ${pcfiledir}
 #   $DESTDIR$prefix/share/man/man3/tempora*.3          man 3 tempora, man 3 tempora_timer_create ...
 #   $DESTDIR$prefix/share/doc/tempora/LICENSE-MIT, LICENSE-APACHE
@@ -41,6 +43,7 @@ root=$(cd "$here/.." && pwd)
 
 libraries=(
   "tempora tempora-capi tempora_capi tempora-capi/tempora.map"
+  "tempora-posix tempora-posix tempora_posix tempora-posix/posix.map"
 )
 headers=(tempora-capi/include/tempora.h tempora-capi/include/tempora_posix.h)
 

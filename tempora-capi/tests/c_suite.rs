@@ -745,3 +745,54 @@ fn freeing_the_default_owner_is_refused() {
     let out = run(&build("default_owner_free", "", Link::Shared, &[]), &[]);
     assert!(out.contains("default owner free ok"), "{out}");
 }
+
+/// `tempora_posix.h`'s `timer_t` is the C library's pointer: the everyday idioms (`NULL`,
+/// `!= NULL`, `%p`, `(int)(intptr_t)t` against `si_timerid`) compile warning-free at
+/// `-std=c17 -Wall -Werror` with GCC 14's errors for pointer/integer mixes, from C and C++.
+#[test]
+fn tempora_posix_h_timer_t_takes_the_pointer_idioms() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-suite-idioms");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("idioms.c");
+    std::fs::write(
+        &src,
+        "#ifndef _GNU_SOURCE\n\
+         #define _GNU_SOURCE\n\
+         #endif\n\
+         #include <stdint.h>\n\
+         #include <stdio.h>\n\
+         #include <tempora_posix.h>\n\
+         int main(void)\n\
+         {\n\
+         \x20   timer_t t = NULL;\n\
+         \x20   if (timer_create(CLOCK_MONOTONIC, NULL, &t) != 0 || t == NULL)\n\
+         \x20       return 1;\n\
+         \x20   if (t != NULL)\n\
+         \x20       printf(\"%p %d\\n\", (void *)t, (int)(intptr_t)t);\n\
+         \x20   return timer_delete(t);\n\
+         }\n",
+    )
+    .unwrap();
+    // C++ refuses those mixes by itself.
+    for (cpp, flags) in [
+        (
+            false,
+            &[
+                "-std=c17",
+                "-Werror=int-conversion",
+                "-Werror=incompatible-pointer-types",
+            ][..],
+        ),
+        (true, &["-x", "c++", "-std=c++17"][..]),
+    ] {
+        let out = compiler(cpp)
+            .arg("-fsyntax-only")
+            .args(flags)
+            .arg("-I")
+            .arg(prefix().join("include"))
+            .arg(&src)
+            .output()
+            .expect("run the C compiler");
+        assert!(out.status.success(), "{flags:?}: {}", text(&out));
+    }
+}

@@ -259,7 +259,7 @@ fn checkpoint_suite_json_lines_cover_tempora_and_the_kernels_two_ways() {
 fn capi_suite_json_lines_cover_every_case_for_c_rust_and_the_kernel() {
     let (stdout, rows) = bench_json(&["--suite", "capi", "--n", "2000", "--reps", "1"]);
     for case in ["settime", "gettime", "create-delete"] {
-        for imp in ["tempora-c", "tempora", "kernel-c"] {
+        for imp in ["tempora-c", "tempora", "tempora-posix-c", "kernel-c"] {
             let row = rows
                 .iter()
                 .find(|r| r["case"] == case && r["impl"] == imp)

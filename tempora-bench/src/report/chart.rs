@@ -31,6 +31,7 @@ fn colour(imp: &str) -> RGBColor {
     match imp {
         "tempora" => RGBColor(214, 39, 40),
         "tempora-coarse" | "tempora-per-base" | "tempora-c" => RGBColor(255, 127, 14),
+        "tempora-posix-c" => RGBColor(188, 128, 60),
         "kernel" | "kernel-c" => RGBColor(70, 70, 70),
         "kernel-exact-id" => RGBColor(110, 110, 110),
         "kernel-dance" => RGBColor(160, 160, 160),

@@ -547,7 +547,7 @@ mod tests {
             "{text}"
         );
         let capi = "\ncapi\n  cases: settime, gettime, create-delete, deliver-signal\n  \
-                    impls: tempora-c, tempora, kernel-c\n";
+                    impls: tempora-c, tempora, tempora-posix-c, kernel-c\n";
         assert!(
             text.contains(capi),
             "an `also` implementation listed too: {text}"

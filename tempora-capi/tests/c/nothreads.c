@@ -46,9 +46,9 @@ int main(void)
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD;
     sev.sigev_notify_function = on_expiry;
-    timer_t id = -1;
+    timer_t id = NULL;
     FAILS(timer_create(CLOCK_MONOTONIC, &sev, &id), EAGAIN);
-    CHECK(id == -1);
+    CHECK(id == NULL);
 
     /* Threads start again: the default owner is made now, and works. */
     atomic_store(&refuse, 0);

@@ -57,7 +57,7 @@ static siginfo_t fire_and_take(timer_t id, int signo)
     OK(timer_settime(id, 0, &once, NULL));
     memset(&info, 0, sizeof info);
     if (sigtimedwait(&set, &info, &wait) != signo)
-        FAIL("no signal %d from timer %d", signo, id);
+        FAIL("no signal %d from timer %p", signo, (void *)id);
     return info;
 }
 
@@ -66,7 +66,7 @@ int main(void)
     struct sigevent sig = sigevent_of(SIGEV_SIGNAL), tid = to_thread(gettid(), SIGUSR1),
                     inval = sigevent_of(12345), none = sigevent_of(SIGEV_NONE),
                     thread = sigevent_of(SIGEV_THREAD), negative = sigevent_of(-1);
-    timer_t id = 77;
+    timer_t untouched = (timer_t)(intptr_t)77, id = untouched;
 
     /* Invalid sigev_notify. */
     REFUSED(timer_create(CLOCK_MONOTONIC, &inval, &id), EINVAL);
@@ -108,12 +108,12 @@ int main(void)
     REFUSED(timer_create(CLOCK_MONOTONIC, &none, NULL), EFAULT);
     REFUSED(timer_create(CLOCK_MONOTONIC, &sig, NULL), EFAULT);
     REFUSED(timer_create(CLOCK_MONOTONIC, NULL, NULL), EFAULT);
-    CHECK(id == 77);
+    CHECK(id == untouched);
 
     /* Nothing was created: the first timer is ID 0. */
     thread.sigev_notify_function = on_expiry;
     OK(timer_create(CLOCK_MONOTONIC, &thread, &id));
-    CHECK(id == 0);
+    CHECK(id != NULL && tempora_posix_timer_id(id) == 0);
     OK(timer_delete(id));
 
     /* The signal sigevents create timers, and their signals carry what Linux's carry. */
@@ -126,8 +126,8 @@ int main(void)
 
     OK(timer_create(CLOCK_MONOTONIC, NULL, &id)); /* SIGALRM, sival_int the ID */
     siginfo_t info = fire_and_take(id, SIGALRM);
-    CHECK(info.si_code == SI_TIMER && info.si_timerid == id && info.si_overrun == 0);
-    CHECK(info.si_value.sival_int == id);
+    CHECK(info.si_code == SI_TIMER && info.si_timerid == tempora_posix_timer_id(id) && info.si_overrun == 0);
+    CHECK(info.si_value.sival_int == tempora_posix_timer_id(id));
     OK(timer_delete(id));
 
     sig.sigev_value.sival_int = 4242;
@@ -150,6 +150,22 @@ int main(void)
     sig.sigev_signo = 64;
     OK(timer_create(CLOCK_MONOTONIC, &sig, &id));
     OK(timer_delete(id));
+
+    /* timer_t is the C library's pointer: the everyday idioms compile (-Wall -Werror), a
+     * tempora timer_t is never NULL, and one it did not make (NULL) is EINVAL. */
+    timer_t none_yet = NULL;
+    CHECK(none_yet == NULL);
+    OK(timer_create(CLOCK_MONOTONIC, &sig, &none_yet));
+    if (none_yet != NULL) {
+        char shown[32];
+        snprintf(shown, sizeof shown, "%p", (void *)none_yet);
+        CHECK(strncmp(shown, "0x74656d70", 10) == 0);
+        CHECK((int)(intptr_t)none_yet == tempora_posix_timer_id(none_yet));
+    }
+    OK(timer_delete(none_yet));
+    struct itimerspec cur;
+    REFUSED(timer_gettime(NULL, &cur), EINVAL);
+    REFUSED(timer_delete((timer_t)(intptr_t)5), EINVAL);
     printf("posix ok\n");
     return 0;
 }

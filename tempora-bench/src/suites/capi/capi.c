@@ -191,6 +191,95 @@ double capi_create_delete_kernel(size_t n, int passes, int signo, int tid) {
     return ns;
 }
 
+/* ---- the drop-in: libtempora-posix's timer_* calls ----
+ *
+ * The functions a program gets from libtempora-posix.so (preloaded or linked), which the Rust
+ * side loads with dlopen (RTLD_LOCAL: they stand in for nobody else's calls in this process)
+ * and hands over as pointers: a call through one is what a call through the PLT is. The
+ * timers are the drop-in's (its default owner, of its own copy of tempora), made with
+ * SIGEV_NONE: nothing is delivered, as nothing comes due. */
+struct capi_dropin {
+    int (*create)(clockid_t, struct sigevent *, timer_t *);
+    int (*settime)(timer_t, int, const struct itimerspec *, struct itimerspec *);
+    int (*gettime)(timer_t, struct itimerspec *);
+    int (*delete_)(timer_t);
+};
+
+static void capi_dropin_sigevent(struct sigevent *sev) {
+    memset(sev, 0, sizeof *sev);
+    sev->sigev_notify = SIGEV_NONE;
+}
+
+/* Creates n drop-in timers on CLOCK_MONOTONIC into `out`; how many it made (fewer than n with
+ * errno set when one was refused). */
+size_t capi_dropin_create(const struct capi_dropin *f, timer_t *out, size_t n) {
+    struct sigevent sev;
+    capi_dropin_sigevent(&sev);
+    for (size_t i = 0; i < n; i++)
+        if (f->create(CLOCK_MONOTONIC, &sev, &out[i]) != 0)
+            return i;
+    return n;
+}
+
+void capi_dropin_delete(const struct capi_dropin *f, const timer_t *timers, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        f->delete_(timers[i]);
+}
+
+double capi_settime_dropin(const struct capi_dropin *f, const timer_t *timers, size_t n,
+                           int passes) {
+    uint64_t sum = 0;
+    uint64_t start = capi_now_ns();
+    for (int p = 0; p < passes; p++) {
+        for (size_t i = 0; i < n; i++) {
+            struct itimerspec new_ = {{0, 0}, {1, capi_spread_nsec(i)}}, old;
+            if (f->settime(timers[i], 0, &new_, &old) != 0)
+                return capi_failed();
+            sum += (uint64_t)old.it_value.tv_nsec;
+        }
+    }
+    double ns = capi_per_call(start, n, passes);
+    capi_sink += sum;
+    return ns;
+}
+
+double capi_gettime_dropin(const struct capi_dropin *f, const timer_t *timers, size_t n,
+                           int passes) {
+    uint64_t sum = 0;
+    uint64_t start = capi_now_ns();
+    for (int p = 0; p < passes; p++) {
+        for (size_t i = 0; i < n; i++) {
+            struct itimerspec cur;
+            if (f->gettime(timers[i], &cur) != 0)
+                return capi_failed();
+            sum += (uint64_t)cur.it_value.tv_nsec;
+        }
+    }
+    double ns = capi_per_call(start, n, passes);
+    capi_sink += sum;
+    return ns;
+}
+
+double capi_create_delete_dropin(const struct capi_dropin *f, size_t n, int passes) {
+    struct sigevent sev;
+    capi_dropin_sigevent(&sev);
+    uint64_t sum = 0;
+    uint64_t start = capi_now_ns();
+    for (int p = 0; p < passes; p++) {
+        for (size_t i = 0; i < n; i++) {
+            timer_t t;
+            if (f->create(CLOCK_MONOTONIC, &sev, &t) != 0)
+                return capi_failed();
+            if (f->delete_(t) != 0)
+                return capi_failed();
+            sum += (uint64_t)(uintptr_t)t;
+        }
+    }
+    double ns = capi_per_call(start, n, passes);
+    capi_sink += sum;
+    return ns;
+}
+
 /* ---- deliver-signal: a timer's real signal, expiry to sigtimedwait ----
  *
  * The service suite's deliver-signal case (tempora-bench/src/suites/service/signals.rs says

@@ -33,6 +33,14 @@
 //! - `tempora`: the same loop written in Rust on an [`Owner`] of a service built the same way
 //!   (`Timers::builder().drivers(0)`), the same arithmetic, the same times, the old setting
 //!   read the same way.
+//! - `tempora-posix-c`: the C loop on `timer_settime`, `timer_gettime`, `timer_create` +
+//!   `timer_delete` of the drop-in, `libtempora-posix.so` (loaded with `dlopen`, called
+//!   through the pointers `dlsym` gives, as a program calls it through the PLT), on
+//!   `SIGEV_NONE` timers of its default owner: the default service of its own copy of
+//!   tempora, whose one driver thread sleeps, as nothing comes due. Against `tempora-c`, it
+//!   shows what the drop-in adds: the `timer_t` check, the default owner, a call more.
+//!   The library is found beside the binary (cargo builds it as a dependency of this crate)
+//!   or at `TEMPORA_POSIX_SO`; without it the rows fail with the reason.
 //! - `kernel-c`: the C loop on `timer_settime`, `timer_gettime`, `timer_create` +
 //!   `timer_delete` through libc, on kernel timers that signal this thread only
 //!   (`SIGEV_THREAD_ID`) with a real-time signal it keeps blocked, as the service suite's, so
@@ -84,6 +92,21 @@ extern "C" {
     fn capi_settime_kernel(timers: *const libc::timer_t, n: usize, passes: c_int) -> f64;
     fn capi_gettime_kernel(timers: *const libc::timer_t, n: usize, passes: c_int) -> f64;
     fn capi_create_delete_kernel(n: usize, passes: c_int, signo: c_int, tid: c_int) -> f64;
+    fn capi_dropin_create(f: *const CDropin, out: *mut libc::timer_t, n: usize) -> usize;
+    fn capi_dropin_delete(f: *const CDropin, timers: *const libc::timer_t, n: usize);
+    fn capi_settime_dropin(
+        f: *const CDropin,
+        timers: *const libc::timer_t,
+        n: usize,
+        passes: c_int,
+    ) -> f64;
+    fn capi_gettime_dropin(
+        f: *const CDropin,
+        timers: *const libc::timer_t,
+        n: usize,
+        passes: c_int,
+    ) -> f64;
+    fn capi_create_delete_dropin(f: *const CDropin, n: usize, passes: c_int) -> f64;
     fn capi_tempora_signals() -> c_int;
     fn capi_burst_kernel(
         n: usize,
@@ -399,6 +422,159 @@ impl Side for KernelC {
         // SAFETY: plain values; the timers it makes are deleted before it returns.
         from_c("timer_create/delete", unsafe {
             capi_create_delete_kernel(n, passes as c_int, self.signo, self.tid)
+        })
+    }
+}
+
+/// `capi.c`'s `struct capi_dropin`: the drop-in's calls, as `libtempora-posix.so` exports
+/// them.
+#[repr(C)]
+struct CDropin {
+    create: CreateFn,
+    settime: SettimeFn,
+    gettime: GettimeFn,
+    delete: DeleteFn,
+}
+
+type CreateFn =
+    unsafe extern "C" fn(libc::clockid_t, *mut libc::sigevent, *mut libc::timer_t) -> c_int;
+type SettimeFn = unsafe extern "C" fn(
+    libc::timer_t,
+    c_int,
+    *const libc::itimerspec,
+    *mut libc::itimerspec,
+) -> c_int;
+type GettimeFn = unsafe extern "C" fn(libc::timer_t, *mut libc::itimerspec) -> c_int;
+type DeleteFn = unsafe extern "C" fn(libc::timer_t) -> c_int;
+
+/// Where `libtempora-posix.so` is: `TEMPORA_POSIX_SO`, or cargo's `libtempora_posix.so` beside
+/// this binary or in its `deps/` (where cargo leaves it when building tempora-bench, which
+/// depends on the crate for this).
+fn dropin_path() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("TEMPORA_POSIX_SO") {
+        return Some(p.into());
+    }
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [
+        dir.join("libtempora_posix.so"),
+        dir.join("deps/libtempora_posix.so"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+}
+
+/// The drop-in's calls, from `libtempora-posix.so` loaded once (`RTLD_LOCAL`: its
+/// `timer_create` & co. stand in for no other call of this process) and never unloaded.
+fn dropin() -> Result<&'static CDropin, String> {
+    static LOADED: std::sync::OnceLock<Result<CDropin, String>> = std::sync::OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            use std::os::unix::ffi::OsStrExt;
+            let path = dropin_path().ok_or(
+                "libtempora_posix.so is not beside the binary (cargo build -p tempora-posix, or set TEMPORA_POSIX_SO)",
+            )?;
+            let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+                .map_err(|_| "a NUL in the drop-in's path")?;
+            let dlerror = || {
+                // SAFETY: dlerror returns NULL or a NUL-terminated message.
+                let e = unsafe { libc::dlerror() };
+                if e.is_null() {
+                    "unknown".to_owned()
+                } else {
+                    // SAFETY: non-NULL: a NUL-terminated message.
+                    unsafe { std::ffi::CStr::from_ptr(e) }.to_string_lossy().into_owned()
+                }
+            };
+            // SAFETY: a NUL-terminated path; the library's initialisers are Rust's and C's
+            // own, and it is never unloaded.
+            let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+            if handle.is_null() {
+                return Err(format!("dlopen {}: {}", path.display(), dlerror()));
+            }
+            let sym = |name: &std::ffi::CStr| {
+                // SAFETY: a live handle and a NUL-terminated name.
+                let p = unsafe { libc::dlsym(handle, name.as_ptr()) };
+                if p.is_null() {
+                    Err(format!("dlsym {name:?}: {}", dlerror()))
+                } else {
+                    Ok(p)
+                }
+            };
+            let (create, settime, gettime, delete) = (
+                sym(c"timer_create")?,
+                sym(c"timer_settime")?,
+                sym(c"timer_gettime")?,
+                sym(c"timer_delete")?,
+            );
+            // SAFETY: each is the drop-in's function of that name, with the C library's
+            // signature, which the field's type spells.
+            Ok(unsafe {
+                CDropin {
+                    create: std::mem::transmute::<*mut c_void, CreateFn>(create),
+                    settime: std::mem::transmute::<*mut c_void, SettimeFn>(settime),
+                    gettime: std::mem::transmute::<*mut c_void, GettimeFn>(gettime),
+                    delete: std::mem::transmute::<*mut c_void, DeleteFn>(delete),
+                }
+            })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// `tempora-posix-c`: n timers of the drop-in (`libtempora-posix.so`'s default owner), driven by
+/// `capi.c`'s loops through the library's exported calls.
+struct DropinC {
+    f: &'static CDropin,
+    timers: Vec<libc::timer_t>,
+}
+
+impl DropinC {
+    fn new(n: usize) -> Result<DropinC, String> {
+        let f = dropin()?;
+        let mut timers = vec![ptr::null_mut(); n];
+        // SAFETY: `f` holds the drop-in's calls; `timers` has room for the n it writes.
+        let made = unsafe { capi_dropin_create(f, timers.as_mut_ptr(), n) };
+        let err = std::io::Error::last_os_error();
+        timers.truncate(made);
+        let side = DropinC { f, timers };
+        if made < n {
+            return Err(format!("timer_create (drop-in): {err} after {made} timers"));
+        }
+        Ok(side)
+    }
+}
+
+impl Drop for DropinC {
+    fn drop(&mut self) {
+        // SAFETY: `timers` holds live drop-in timers made by `new`, deleted once here.
+        unsafe { capi_dropin_delete(self.f, self.timers.as_ptr(), self.timers.len()) };
+    }
+}
+
+impl Side for DropinC {
+    fn name(&self) -> &'static str {
+        "tempora-posix-c"
+    }
+    fn settime(&mut self, passes: usize) -> Result<f64, String> {
+        let (t, n) = (self.timers.as_ptr(), self.timers.len());
+        // SAFETY: `t` holds n live drop-in timers for the call.
+        from_c("timer_settime (drop-in)", unsafe {
+            capi_settime_dropin(self.f, t, n, passes as c_int)
+        })
+    }
+    fn gettime(&mut self, passes: usize) -> Result<f64, String> {
+        let (t, n) = (self.timers.as_ptr(), self.timers.len());
+        // SAFETY: as for `settime`.
+        from_c("timer_gettime (drop-in)", unsafe {
+            capi_gettime_dropin(self.f, t, n, passes as c_int)
+        })
+    }
+    fn create_delete(&mut self, passes: usize) -> Result<f64, String> {
+        let n = self.timers.len();
+        // SAFETY: `f` holds the drop-in's calls; the timers it makes are deleted.
+        from_c("timer_create/delete (drop-in)", unsafe {
+            capi_create_delete_dropin(self.f, n, passes as c_int)
         })
     }
 }
@@ -740,8 +916,8 @@ fn failed(imp: &str, n: usize, why: &str) -> Vec<Row> {
         .collect()
 }
 
-/// The suite's steps: at each n, `tempora-c` and `tempora` in one step (interleaved runs),
-/// then `kernel-c`.
+/// The suite's steps: at each n, `tempora-c`, `tempora` and `tempora-posix-c` in one step
+/// (interleaved runs), then `kernel-c`.
 pub fn plan<'a>(plan: &mut Plan<'a>) {
     let settings: &Settings = plan.settings;
     let sizes = settings.sizes(&[1_000, 10_000], &[1_000, 10_000], &[1_000, 10_000]);
@@ -753,7 +929,7 @@ pub fn plan<'a>(plan: &mut Plan<'a>) {
     for n in sizes {
         let passes = calls.div_ceil(n).max(1);
         let ops = (n * passes) as f64;
-        let cost = 3.0 * 2.0 * reps as f64 * ops * 80e-6 + n as f64 * 1e-3;
+        let cost = 3.0 * 3.0 * reps as f64 * ops * 80e-6 + n as f64 * 1e-3;
         let step = Step::new(Suite::Capi, &CASES, "tempora-c", n, 1, cost, move || {
             let (mut sides, mut rows): (Vec<Box<dyn Side>>, _) = (Vec::new(), Vec::new());
             if settings.wants_impl("tempora-c") {
@@ -768,10 +944,17 @@ pub fn plan<'a>(plan: &mut Plan<'a>) {
                     Err(e) => rows.extend(failed("tempora", n, &e)),
                 }
             }
+            if settings.wants_impl("tempora-posix-c") {
+                match DropinC::new(n) {
+                    Ok(s) => sides.push(Box::new(s)),
+                    Err(e) => rows.extend(failed("tempora-posix-c", n, &e)),
+                }
+            }
             rows.extend(measure(&mut sides, n, passes, reps, settings));
             rows
         })
-        .also("tempora");
+        .also("tempora")
+        .also("tempora-posix-c");
         plan.add(step);
         // The kernel's calls are ~20x slower: a run takes long enough that the time budget,
         // not the repetitions, usually ends the measurement.
