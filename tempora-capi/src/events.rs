@@ -75,9 +75,8 @@ pub unsafe extern "C" fn tempora_event_wait(
 
 /// `tempora_event_wait`'s wait: the next event, or `None` once `deadline` has passed. It
 /// sleeps in `ppoll` on the owner's readiness fd, which is readable while the queue holds an
-/// event or the owner is closed, rather than in `Owner::recv_timeout`: that one parks on a
-/// futex that `parking_lot_core` re-waits on after a signal (as std's blocking calls retry
-/// `EINTR`), while `ppoll` returns `EINTR` once a handler has run, `SA_RESTART` or not
+/// event or the owner is closed, rather than in `Owner::recv_timeout`: that one sleeps on a
+/// futex and waits again after a signal (as std's blocking calls retry `EINTR`), while `ppoll` returns `EINTR` once a handler has run, `SA_RESTART` or not
 /// (signal(7)), which is what `sigtimedwait` does. Each round takes an event first, then
 /// looks whether the owner is closed, then sleeps: the fd is readable again by then if
 /// anything was pushed after the take (`Sink::sync_fd` runs after every transition).

@@ -21,10 +21,10 @@ pub(crate) const NO_EXPIRY: u64 = u64::MAX;
 ///
 /// The driver takes its token (T) before it publishes its deadline, and the armer increments
 /// the word (R) only after it saw the published deadline under the base lock, so R happens
-/// after T and the token never includes it. `park` runs V under the wait queue's lock, and
-/// `unpark_all` takes that lock after R: either V runs first and the driver is queued when the
-/// wake-up comes, or V runs after and reads the new value (the lock orders R before it), and
-/// the driver does not sleep. A ring is therefore never lost. The loom test
+/// after T and the token never includes it. The wait queue (a futex, `sync/wait.rs`) lets the
+/// driver sleep only while its own word has not moved since before V, and `wake_all` moves
+/// that word after R: either V reads the new value and the driver does not sleep, or the
+/// driver is asleep (or finds the word moved) when the wake-up comes. A ring is therefore never lost. The loom test
 /// `loom_driver_sleep_races_an_earlier_arm` checks the protocol; taking the token after the
 /// publish (so that a ring between the two is absorbed into it) makes it deadlock.
 #[derive(Debug, Default)]
@@ -58,7 +58,7 @@ impl Doorbell {
 
     /// Sleeps until rung (since `token` was taken) or until `deadline` (V).
     pub(crate) fn sleep(&self, token: u64, deadline: Option<Instant>) {
-        // Relaxed: runs under the wait queue's lock, which `ring`'s wake-up also takes.
+        // Relaxed: the wait queue's own word orders a ring after this check (`sync/wait.rs`).
         self.queue
             .wait(|| self.seq.load(Ordering::Relaxed) == token, deadline);
     }

@@ -17,21 +17,23 @@
 //! (BENCHMARKS.md, "Design measurements", compares the two). The queue keeps its peak
 //! capacity: 16 bytes per event that was pending at once.
 //!
-//! Receivers that find it empty sleep on the sink's [`WaitQueue`] (futex-style: a check run
-//! under the wait queue's lock decides whether to sleep). The waiter count lives under the
-//! queue lock, so the usual lost-wake-up argument is a lock argument:
+//! Receivers that find it empty sleep on the sink's [`WaitQueue`] (a futex: the receiver takes
+//! the queue's token, then a check decides whether to sleep, and it sleeps only while the
+//! token is current). The waiter count lives under the queue lock, so the usual lost-wake-up
+//! argument is a lock argument:
 //!
 //! ```text
 //!   receiver: wait(validate)                      sender
-//!     validate (under the wait queue's lock):       lock q; push; w = waiters; unlock q
-//!       lock q; empty? waiters += 1; unlock q       if w > 0: wake_all
-//!     sleeps only if validate said "empty"            (takes the wait queue's lock)
+//!     token = the wait queue's word                 lock q; push; w = waiters; unlock q
+//!     validate: lock q; empty?                      if w > 0: wake_all
+//!       waiters += 1; unlock q                        (moves the word, wakes sleepers)
+//!     sleeps only if validate said "empty" and the word is still the token
 //! ```
 //!
 //! If the push takes `q` first, validate sees the entry and the receiver does not sleep. If
-//! validate takes `q` first, the sender sees `waiters > 0` and calls `wake_all`, which needs
-//! the wait queue's lock that the receiver holds from validate until it is queued as a
-//! sleeper, so the wake-up finds it. A sender that sees no waiter skips `wake_all`: the check
+//! validate takes `q` first, the sender sees `waiters > 0` and calls `wake_all`, which moves
+//! the word after the receiver took its token (the lock orders them), so the receiver either
+//! finds the word moved and does not sleep, or is asleep when the wake-up comes. A sender that sees no waiter skips `wake_all`: the check
 //! costs nothing, as it rides on the queue lock the push takes anyway (an atomic count read
 //! outside that lock would need a SeqCst fence on both sides instead). The loom test
 //! `loom_receiver_never_misses_a_push` checks it; reading the count before the push, or

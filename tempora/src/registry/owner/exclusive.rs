@@ -66,8 +66,8 @@ impl<S: Service> Owner<S> {
         impl Drop for Open<'_> {
             fn drop(&mut self) {
                 // Release: a waiting creator that reads false sees the section's timers. A
-                // waiter checks the flag under the queue's lock before it sleeps, and
-                // `wake_all` takes that lock after this store, so none sleeps through it.
+                // waiter checks the flag after taking the queue's token, and `wake_all`
+                // moves the token after this store, so none sleeps through it.
                 self.0.store(false, Ordering::Release);
                 self.1.wake_all();
             }
