@@ -63,12 +63,19 @@ impl Owner {
                 .map(Some)
                 .ok_or_else(|| Error::UnknownNotify(name.into())),
         };
+        // Sized once, fallibly, for every record: a snapshot too large for the memory left
+        // fails with `Error::OutOfMemory` before anything is made.
+        let oom = |_| Error::OutOfMemory;
         let mut mapped = Vec::new();
+        mapped
+            .try_reserve_exact(snapshot.timers.len())
+            .map_err(oom)?;
         // A second handle on every mapped callback, dropped once the section is over: a
         // callback the section lets go of (a create that fails, the rollback's deletes) is
         // then never the last handle, so no user `Drop` runs inside the section (one that
         // creates in this owner would wait for the section forever).
         let mut keep = Vec::new();
+        keep.try_reserve_exact(snapshot.timers.len()).map_err(oom)?;
         for rec in &snapshot.timers {
             if let Some(n) = notification(rec)? {
                 if let Notify::Callback(f) | Notify::NamedCallback(_, f) = &n {

@@ -118,6 +118,9 @@ pub(crate) const CLOSED_SERVICE: u8 = 2;
 #[derive(Debug)]
 pub(super) struct SinkState<E> {
     queue: VecDeque<E>,
+    /// Entries the queue has room for without growing, at least: one per `Queue` timer of
+    /// the owner (`Sink::reserve`, `Sink::unreserve`; module doc, "Memory").
+    reserved: usize,
     waiters: usize,
     /// Tasks waiting for an entry, each with the token of its registration.
     tasks: Vec<(u64, Waker)>,
@@ -130,6 +133,7 @@ impl<E> Default for Sink<E> {
         Sink {
             state: Locked::new(SinkState {
                 queue: VecDeque::new(),
+                reserved: 0,
                 waiters: 0,
                 tasks: Vec::new(),
                 next_token: 1,
@@ -148,31 +152,60 @@ impl<E> Sink<E> {
         self.state.with(f)
     }
 
+    /// Makes room, ahead of time, for one more timer's entry (a `Queue` timer's create):
+    /// afterwards the queue holds one entry per reserved timer without growing. `Ok(false)`
+    /// if the room cannot be allocated (nothing changed); [`Poisoned`] if the queue is.
+    pub(crate) fn reserve(&self) -> Result<bool, Poisoned> {
+        self.locked(|s| {
+            let want = s.reserved + 1;
+            let room = s.queue.try_reserve(want.saturating_sub(s.queue.len()));
+            if room.is_ok() {
+                s.reserved = want;
+            }
+            room.is_ok()
+        })
+    }
+
+    /// Gives back one timer's room (its delete, or a create that failed after `reserve`).
+    /// The capacity stays: the queue keeps its peak.
+    pub(crate) fn unreserve(&self) {
+        let _ = self.locked(|s| s.reserved = s.reserved.saturating_sub(1));
+    }
+
     /// Queues an event (called with the timer's lock held), wakes waiting threads, and hands
     /// the wakers of waiting tasks to `wake` (to be woken once the caller holds no lock).
+    /// `Ok(false)`: no room for it, and none could be allocated; nothing changed (module
+    /// doc, "Memory": only entries of deleted timers still on the queue take the room a push
+    /// needs).
     ///
-    /// Allocation: the queue grows under its lock when it outgrows its peak (amortised
-    /// doubling); it holds at most one entry per timer of the owner, so its size is bounded by
-    /// the owner's timer count. The threads' wake-up (a futex call) is issued after the queue
-    /// lock is released but under the caller's timer lock, and only when a thread sleeps; so
-    /// is the readiness fd's write, and only on a transition from empty.
+    /// Allocation: none while the queue holds no more entries than its reserved room (one
+    /// per `Queue` timer, made at create); past that, the queue grows fallibly under its
+    /// lock. The threads' wake-up (a futex call) is issued after the queue lock is released
+    /// but under the caller's timer lock, and only when a thread sleeps; so is the readiness
+    /// fd's write, and only on a transition from empty.
     #[inline]
-    pub(crate) fn push(&self, event: E, wake: impl FnMut(Waker)) -> Result<(), Poisoned> {
-        let (waiters, was_empty) = self.locked(|s| {
+    pub(crate) fn push(&self, event: E, wake: impl FnMut(Waker)) -> Result<bool, Poisoned> {
+        let pushed = self.locked(|s| {
+            if s.queue.len() == s.queue.capacity() && s.queue.try_reserve(1).is_err() {
+                return None;
+            }
             let was_empty = s.queue.is_empty();
             s.queue.push_back(event);
             if !s.tasks.is_empty() {
                 s.tasks.drain(..).map(|(_, w)| w).for_each(wake);
             }
-            (s.waiters, was_empty)
+            Some((s.waiters, was_empty))
         })?;
+        let Some((waiters, was_empty)) = pushed else {
+            return Ok(false);
+        };
         if waiters != 0 {
             self.wake();
         }
         if was_empty && self.fd.get().is_some() {
             self.sync_fd();
         }
-        Ok(())
+        Ok(true)
     }
 
     #[inline]

@@ -13,6 +13,7 @@ use super::signal::SignalCell;
 use super::types::{
     self, ItimerSpec, Notify, NotifyKind, Placement, Precision, SetFlags, TimerInfo,
 };
+use crate::alloc::{probe_arc, try_box};
 use crate::clock::{ClockId, LazyNow, TimeSpec};
 use crate::error::Error;
 use crate::registry::{self, TimerId};
@@ -118,15 +119,20 @@ impl Owner {
             }
         }
         let kind = notify.kind();
+        // The service's own allocations on a create (the registry's are its slot pages and
+        // shards): a callback's `Arc<Serial>`, probed first (std has no fallible `Arc::new`:
+        // `probe_arc`), and the box of what the timer carries, fallible as the registry's are
+        // (`Error::OutOfMemory`).
         let cell = |f, name| {
+            probe_arc::<Serial>()?;
             let serial = Serial::new(f);
-            Some(Box::new(Attached::Callback(CallbackCell { serial, name })))
+            try_box(Attached::Callback(CallbackCell { serial, name })).map(Some)
         };
         let attached = match notify {
-            Notify::Callback(f) => cell(f, None),
-            Notify::NamedCallback(name, f) => cell(f, Some(name)),
+            Notify::Callback(f) => cell(f, None)?,
+            Notify::NamedCallback(name, f) => cell(f, Some(name))?,
             Notify::Signal { .. } | Notify::ThreadSignal { .. } | Notify::SignalWithId { .. } => {
-                Some(Box::new(Attached::Signal(SignalCell::new(&notify)?)))
+                Some(try_box(Attached::Signal(SignalCell::new(&notify)?))?)
             }
             Notify::None | Notify::Queue => None,
         };
@@ -143,10 +149,28 @@ impl Owner {
             tally.add(Counter::Refused, 1);
             return Err(Error::LimitReached(group));
         }
+        // A `Queue` timer's room on the owner's queue, so that its expiries never allocate
+        // (`notify.rs`, "Memory"); given back by its delete (`on_delete`).
+        let queued = kind == NotifyKind::Queue;
+        if queued {
+            let room = self.sink().reserve();
+            if room != Ok(true) {
+                tally.group.uncharge();
+                return Err(match room {
+                    Ok(_) => Error::OutOfMemory,
+                    Err(_) => Error::Poisoned(QUEUE_POISONED),
+                });
+            }
+        }
         let r = create(init);
         match r {
             Ok(_) => tally.add(Counter::Created, 1),
-            Err(_) => tally.group.uncharge(),
+            Err(_) => {
+                tally.group.uncharge();
+                if queued {
+                    self.sink().unreserve();
+                }
+            }
         }
         r
     }

@@ -349,7 +349,13 @@ pub(crate) fn enqueue(core: &Core, l: &mut LockedTimer<'_>, seq: u32, wake: impl
         },
         wake,
     );
-    if pushed.is_err() {
-        core.health.fail(QUEUE_POISONED);
+    match pushed {
+        Ok(true) => {}
+        // No room (only stale entries of deleted timers can take it: `notify.rs`, "Memory"):
+        // the event is not queued, and the timer's next expiry tries again.
+        Ok(false) => l.state.set_queued(false),
+        Err(_) => {
+            core.health.fail(QUEUE_POISONED);
+        }
     }
 }
