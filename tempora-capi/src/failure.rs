@@ -10,7 +10,7 @@
 use libc::{c_char, c_int};
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use tempora::Error;
 
@@ -34,6 +34,10 @@ impl From<Error> for Failure {
     /// No such file or directory (os error 2)"): an error's `Display` leaves its source's
     /// text to its source, and a C caller has only this string to read.
     fn from(e: Error) -> Failure {
+        if e == Error::OutOfMemory {
+            // No allocation on the way out of a call that found no memory.
+            return Failure::new(e.errno(), "out of memory (EAGAIN)");
+        }
         let mut message = e.to_string();
         let mut source = std::error::Error::source(&e);
         while let Some(s) = source {
@@ -50,14 +54,27 @@ impl From<Error> for Failure {
 
 thread_local! {
     /// The message of this thread's last failed call.
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    static LAST_ERROR: RefCell<Cow<'static, CStr>> = const { RefCell::new(Cow::Borrowed(c"")) };
+}
+
+/// The message as a C string (a NUL inside becomes a space), allocated fallibly: `None` if the
+/// allocator has no memory for it.
+fn c_message(message: &str) -> Option<CString> {
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(message.len() + 1).ok()?;
+    bytes.extend(message.bytes().map(|b| if b == 0 { b' ' } else { b }));
+    // No NUL is left, and the capacity holds the terminator: no reallocation.
+    CString::new(bytes).ok()
 }
 
 /// Sets `errno` and the thread's last message. Cold: only failed calls get here.
 #[cold]
 #[inline(never)]
 fn report(f: Failure) {
-    let message = CString::new(f.message.replace('\0', " ")).unwrap_or_default();
+    let message = match c_message(&f.message) {
+        Some(owned) => Cow::Owned(owned),
+        None => Cow::Borrowed(c"out of memory: the message of this failure could not be kept"),
+    };
     // The thread-local is gone only while the thread exits, and borrowed only by a call that
     // panicked while reading it: the message is lost then, the errno is still set.
     let _ = LAST_ERROR.try_with(|last| {
@@ -85,7 +102,7 @@ pub(crate) fn entry<T>(fail: T, body: impl FnOnce() -> Result<T, Failure>) -> T 
     if caught.is_err() {
         report(Failure::new(
             libc::ENOTRECOVERABLE,
-            "a panic inside tempora (a bug, or a failed allocation)",
+            "a panic inside tempora (a bug)",
         ));
     }
     out.unwrap_or(fail)

@@ -647,3 +647,14 @@ fn fork_children_start_as_the_kernels_on_libc_and_on_tempora() {
     assert_eq!(libc, want, "on libc");
     assert_eq!(tempora, want, "on tempora_posix.h");
 }
+
+#[test]
+fn timer_create_under_rlimit_as_is_eagain_not_an_abort() {
+    let out = output(&build("memory", "", Link::Shared, &[]), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("memory ok"),
+        "{}",
+        text(&out)
+    );
+}
