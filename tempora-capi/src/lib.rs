@@ -13,7 +13,15 @@
 //! - **Out-parameters** are written only on success (an exact-ID create reads `*timerid` first,
 //!   as Linux's restore mode does).
 //! - **No panic crosses the boundary**: every entry runs inside `catch_unwind`; a panic inside
-//!   tempora fails the call with `ENOTRECOVERABLE`, never aborts the host program.
+//!   tempora (a bug) fails the call with `ENOTRECOVERABLE`, never aborts the host program.
+//! - **Memory**: a create, an arming or a restore that cannot get memory fails with `EAGAIN`
+//!   (as the kernel's `timer_create` when it cannot allocate a timer) and changes nothing;
+//!   `tempora_last_error` then says "out of memory". An allocation failure is not a panic:
+//!   the paths that still end the process when the allocator has nothing left are bounded
+//!   and listed in the Rust crate's `timers` module doc ("Memory"): making a service or an
+//!   owner, a thread's first blocking wait and first failed call (a thread-local each,
+//!   once per thread), a thread tempora starts. A `TEMPORA_SIGEV_THREAD` sigevent's function
+//!   is boxed before the create, infallibly, as is its callback name.
 //! - **Threads**: a `tempora_t` and a `tempora_owner_t` may be used from any number of threads
 //!   at once, as the Rust `Timers` and `Owner` are; only the `_free` calls need every other
 //!   call on that handle to have returned.

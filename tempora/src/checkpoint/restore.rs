@@ -36,7 +36,8 @@ impl Owner {
     /// the checkpointed process: rewrite it in the snapshot first);
     /// [`Error::CorruptSnapshot`] for a snapshot [`Snapshot::validate`] refuses (duplicate IDs,
     /// a negative interval, ...); [`Error::IdInUse`] if the owner has
-    /// timers; otherwise the error of the create that failed (nothing is kept).
+    /// timers; [`Error::OutOfMemory`] if the snapshot's timers cannot all be allocated;
+    /// otherwise the error of the create that failed (nothing is kept).
     pub fn restore(
         &self,
         snapshot: &Snapshot,

@@ -9,6 +9,17 @@
 //! at consume time the timer's lock is taken and the entry is dropped, never delivered, if the
 //! timer was deleted (generation or owner word changed) or re-set (`signal_seq` moved).
 //!
+//! # Memory
+//!
+//! A firing timer's push never allocates while the queue holds no more entries than the
+//! room reserved for it: every `Queue` timer's create makes room for one entry
+//! ([`Sink::reserve`], fallible: the create fails with `Error::OutOfMemory` if it cannot),
+//! and its delete gives the reservation back ([`Sink::unreserve`]; the capacity itself stays,
+//! as the queue keeps its peak). Since the queue holds at most one entry per live timer, only
+//! entries of deleted timers not yet consumed (dropped as stale when they are) can take a
+//! live timer's room; a push then grows the queue fallibly, and one that finds no memory
+//! queues nothing (`Ok(false)`): the timer stays unqueued and its next expiry tries again.
+//!
 //! # The queue and its waiters
 //!
 //! The queue is a `VecDeque` under a one-byte lock (a [`Locked`] of rank `QUEUE`): an event

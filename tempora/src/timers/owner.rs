@@ -64,7 +64,9 @@ impl Owner {
     /// # Errors
     /// [`Error::NoFreeId`] (`EAGAIN`) when every ID is in use; [`Error::LimitReached`]
     /// (`EAGAIN`) when a group the owner is in is at its
-    /// [`max_timers`](super::Group::set_max_timers); [`Error::OwnerDeleted`].
+    /// [`max_timers`](super::Group::set_max_timers); [`Error::OutOfMemory`] (`EAGAIN`) when
+    /// the timer's memory cannot be allocated (the `timers` module doc, "Memory");
+    /// [`Error::OwnerDeleted`].
     #[doc(alias = "timer_create")]
     pub fn create(&self, clock: ClockId, notify: Notify) -> Result<TimerId, Error> {
         self.create_then(None, clock, notify, None)
@@ -77,7 +79,8 @@ impl Owner {
     /// [`Error::NotRestoring`] if restore mode is off; [`Error::InvalidId`] for a negative ID
     /// or one beyond the ID limit ([`Builder::id_bits`](super::Builder::id_bits));
     /// [`Error::IdInUse`] if this owner has a timer `id`; [`Error::LimitReached`];
-    /// [`Error::OwnerDeleted`]. Nothing is allocated or changed on error.
+    /// [`Error::OutOfMemory`]; [`Error::OwnerDeleted`]. Nothing is allocated or changed on
+    /// error.
     #[doc(alias = "timer_create")]
     #[doc(alias = "PR_TIMER_CREATE_RESTORE_IDS")]
     pub fn create_with_id(
