@@ -73,6 +73,10 @@ impl Core {
         let mut batch = BATCH.with(Cell::take);
         batch.reserve(self.batch);
         let mut calls = CALLS.with(Cell::take);
+        // A batch makes at most one call per entry (plus the wake-ups of waiting tasks): sized
+        // with the batch, on the thread's first poll, so that a poll that fires callbacks
+        // later allocates nothing (the `timers` module doc, "Memory").
+        calls.reserve(self.batch);
         let mut fired = 0;
         let n = self.bases.len();
         let first = self.my_base();
