@@ -4,7 +4,12 @@
 //! failed create, a restore that cannot get memory makes nothing, timers made earlier still
 //! fire, deletes work, and creates succeed again once timers are deleted.
 //!
-//! Its own `main` (no test harness): the limit holds for a whole process, so the checks run in
+//! First, in this process, each allocation of a create is made to fail on demand (a global
+//! allocator that refuses this thread's requests while told to, `Refuse`): every kind of
+//! create fails with `OutOfMemory` and changes nothing, and a hash table that cannot grow
+//! keeps working at a higher load.
+//!
+//! Then, its own `main` (no test harness): the limit holds for a whole process, so the checks run in
 //! a child process (this binary again, with `TEMPORA_MEMORY_CHILD` set), and the parent
 //! reports how the child ended (a signal, SIGABRT for an allocation failure that aborted, is
 //! a failure). `TEMPORA_MEMORY_RUNS` sets how many children run one after the other (default
@@ -12,6 +17,8 @@
 //! (`VmSize`, thread stacks and allocator arenas included) plus `HEADROOM`, so it does not
 //! depend on the machine.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,6 +34,146 @@ const HEADROOM: u64 = 24 << 20;
 const MAX_CREATES: i32 = 4_000_000;
 /// How long a child may run before the parent kills it.
 const STUCK: Duration = Duration::from_secs(120);
+
+/// The system allocator, refusing the requests of a thread that asked it to (`refuse`).
+struct Refuse;
+
+thread_local! {
+    /// Requests of at least this many bytes fail on this thread (`usize::MAX`: none do).
+    static REFUSE_FROM: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+fn refused(layout: Layout) -> bool {
+    // `try_with`: a thread-local read that allocates nothing and registers no destructor.
+    REFUSE_FROM
+        .try_with(|r| layout.size() >= r.get())
+        .unwrap_or(false)
+}
+
+// SAFETY: every request goes to `System` unchanged, or fails (null), as an allocator may.
+unsafe impl GlobalAlloc for Refuse {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if refused(layout) {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if refused(layout) {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if new_size > layout.size() && refused(Layout::from_size_align(new_size, 1).unwrap()) {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Refuse = Refuse;
+
+/// Runs `f` with this thread's requests of `from` bytes or more refused.
+fn refusing<R>(from: usize, f: impl FnOnce() -> R) -> R {
+    REFUSE_FROM.with(|r| r.set(from));
+    let r = f();
+    REFUSE_FROM.with(|r| r.set(usize::MAX));
+    r
+}
+
+/// Each of a create's allocations refused in turn, in this process.
+fn refused_creates() {
+    let timers = Timers::new();
+    let callback: tempora::timers::Callback = Arc::new(|_, _| {});
+    let kinds = || {
+        [
+            Notify::Queue,
+            Notify::Callback(callback.clone()),
+            Notify::None,
+        ]
+    };
+    // This thread's first create (its thread-locals) and the owner, made before.
+    let warm = timers.owner();
+    for n in kinds() {
+        let t = warm.create(ClockId::Monotonic, n).unwrap();
+        warm.delete(t).unwrap();
+    }
+    // A new owner: its first create here allocates this thread's shard, and a callback its
+    // box; a queue timer its room on the queue.
+    for n in kinds() {
+        let owner = timers.owner();
+        let before = timers.timer_count();
+        let created = owner.stats().counts.created;
+        let r = refusing(0, || owner.create(ClockId::Monotonic, n.clone()));
+        assert_eq!(r, Err(Error::OutOfMemory), "{n:?}");
+        assert_eq!(r.unwrap_err().errno(), libc::EAGAIN);
+        assert_eq!(timers.timer_count(), before, "{n:?}: the count moved");
+        assert_eq!(owner.stats().counts.created, created, "{n:?}: counted");
+        assert!(owner.timers().is_empty(), "{n:?}: a timer is left");
+        // The same create once memory is back: the first ID, as if nothing had failed.
+        let t = owner.create(ClockId::Monotonic, n.clone()).unwrap();
+        assert_eq!(t, id(0), "{n:?}");
+        assert_eq!(owner.stats().counts.created, created + 1);
+    }
+    // Slot pages: with every request refused, creates go on while the shard's page has free
+    // slots, then fail; IDs stay consecutive, and a create succeeds once memory is back.
+    let owner = timers.owner();
+    owner.create(ClockId::Monotonic, Notify::None).unwrap();
+    let (made, failure) = refusing(0, || {
+        let mut made = 1;
+        loop {
+            match owner.create(ClockId::Monotonic, Notify::None) {
+                Ok(t) => {
+                    assert_eq!(t, id(made));
+                    made += 1;
+                }
+                Err(e) => break (made, e),
+            }
+            assert!(made < 100_000, "no create failed");
+        }
+    });
+    assert_eq!(failure, Error::OutOfMemory);
+    assert_eq!(owner.timers().len(), made as usize);
+    assert_eq!(owner.create(ClockId::Monotonic, Notify::None), Ok(id(made)));
+
+    // A table that cannot grow: refused from 32 KiB, creates go on far past the load at which
+    // it would double (16 buckets, 2 per bucket), and every timer is found and deleted.
+    let timers = Timers::builder().initial_buckets(16).build().unwrap();
+    let owner = timers.owner();
+    owner.create(ClockId::Monotonic, Notify::None).unwrap();
+    const MANY: i32 = 20_000;
+    let first = refusing(32 << 10, || {
+        for n in 1..MANY {
+            assert_eq!(owner.create(ClockId::Monotonic, Notify::None), Ok(id(n)));
+        }
+        for n in 0..MANY {
+            owner.gettime(id(n)).unwrap();
+        }
+        for n in (0..MANY).step_by(2) {
+            owner.delete(id(n)).unwrap();
+        }
+        owner.gettime(id(0))
+    });
+    assert_eq!(first, Err(Error::UnknownTimer));
+    assert_eq!(timers.timer_count(), MANY as usize / 2);
+    // Memory back: the table grows, and every timer is still found.
+    for _ in 0..MANY {
+        owner.create(ClockId::Monotonic, Notify::None).unwrap();
+    }
+    for n in (1..MANY).step_by(2) {
+        owner.gettime(id(n)).unwrap();
+    }
+    eprintln!("refused creates: ok ({made} creates on one page's free slots)");
+}
 
 /// The process's address-space size (`VmSize`), in bytes.
 fn vm_size() -> u64 {
@@ -84,6 +231,31 @@ fn child() -> Result<(), String> {
     let early_cb = owner
         .create(ClockId::Monotonic, Notify::Callback(callback.clone()))
         .map_err(|e| format!("create: {e}"))?;
+    // The callback's first expiry runs before the limit too: a driver's first callback
+    // starts the spare that stands by while it runs (a thread tempora starts allocates,
+    // infallibly, once).
+    let fire = |t| {
+        owner
+            .settime(
+                t,
+                SetFlags::RELATIVE,
+                Duration::from_millis(1),
+                Duration::ZERO,
+            )
+            .map_err(|e| format!("settime: {e}"))
+    };
+    let fired = |n| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while hits.load(Ordering::Relaxed) < n {
+            if Instant::now() > deadline {
+                return Err(format!("the callback timer did not fire ({n})"));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    };
+    fire(early_cb)?;
+    fired(1)?;
     for t in [early, early_cb] {
         owner
             .settime(
@@ -171,21 +343,8 @@ fn child() -> Result<(), String> {
         Ok(Some(e)) if e.id == early => {}
         other => return Err(format!("the earlier queue timer: {other:?}")),
     }
-    owner
-        .settime(
-            early_cb,
-            SetFlags::RELATIVE,
-            Duration::from_millis(1),
-            Duration::ZERO,
-        )
-        .map_err(|e| format!("settime: {e}"))?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while hits.load(Ordering::Relaxed) == 0 {
-        if Instant::now() > deadline {
-            return Err("the earlier callback timer did not fire".into());
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    fire(early_cb)?;
+    fired(2)?;
     // Deletes work, and free room for creates of every kind: half as many as were deleted
     // (the memory a delete frees is the allocator's to hand out, and this process's other
     // threads allocate too).
@@ -245,6 +404,7 @@ fn main() {
         };
         std::process::exit(code);
     }
+    refused_creates();
     let runs: usize = std::env::var("TEMPORA_MEMORY_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())

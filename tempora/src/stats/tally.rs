@@ -468,7 +468,7 @@ impl Tally {
     /// A tally in no member list: an owner made in a forked child of a service built before
     /// the fork, whose lists' locks may be held for ever (`timers/mod.rs`, "Fork").
     pub(crate) fn unlisted(hub: &Arc<Hub>, group: &Arc<GroupNode>, key: u64) -> Arc<Tally> {
-        Arc::new(Tally {
+        let tally = Arc::new(Tally {
             on: hub.enabled,
             key,
             fences: hub.fences,
@@ -478,7 +478,16 @@ impl Tally {
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
             totals: RankedMutex::new(Totals::default()),
-        })
+        });
+        if tally.on {
+            // The overflow slot, made with the tally (infallibly, as the owner is): where a
+            // thread counts whose own slot cannot be allocated (`slot`).
+            let overflow = CachePadded::new(Slot::new(Arc::as_ptr(&tally)));
+            let overflow = Box::into_raw(Box::new(overflow));
+            // Release: as the installing compare-exchange in `new_slot`.
+            tally.slots[SLOTS].store(overflow, Ordering::Release);
+        }
+        tally
     }
 
     /// The owner's key.
@@ -498,7 +507,7 @@ impl Tally {
     #[inline]
     pub(crate) fn add_as(&self, i: usize, c: Counter, n: u64) {
         let (i, single) = slot_of(i);
-        let slot = self.slot(i);
+        let (slot, i, single) = self.slot(i, single);
         bump(&slot.counts[c as usize], n, single);
         self.mark(slot, i);
     }
@@ -511,15 +520,19 @@ impl Tally {
             return;
         }
         let (i, single) = slot_of(thread_index());
-        let slot = self.slot(i);
+        let (slot, i, single) = self.slot(i, single);
         bump(&slot.counts[Counter::Expired as usize], 1, single);
         // Acquire: pairs with the Release of the installation below.
         let mut cells = slot.late.load(Ordering::Acquire);
         if cells.is_null() {
             cells = install_cells(&slot.late);
         }
-        // SAFETY: installed cells live as long as their slot.
-        unsafe { &*cells }.record(late_ns, single);
+        // A sample that finds no memory for the slot's histogram is not recorded (the
+        // expiration is counted): the `timers` module doc, "Memory".
+        if !cells.is_null() {
+            // SAFETY: installed cells live as long as their slot.
+            unsafe { &*cells }.record(late_ns, single);
+        }
         self.mark(slot, i);
     }
 
@@ -531,7 +544,7 @@ impl Tally {
             return;
         }
         let (i, single) = slot_of(thread_index());
-        let slot = self.slot(i);
+        let (slot, i, single) = self.slot(i, single);
         bump(&slot.counts[Counter::Delivered as usize], 1, single);
         if overrun > 0 {
             bump(
@@ -581,21 +594,38 @@ impl Tally {
         list.push(slot);
     }
 
-    /// Slot `i`, allocated on first use.
+    /// Slot `i` (`single`: the caller is its only writer), allocated on first use, with its
+    /// index and whether the caller is its only writer: the shared overflow slot, allocated
+    /// with the tally, if slot `i` cannot be allocated (no count is lost for want of memory).
     #[inline]
-    fn slot(&self, i: usize) -> &Slot {
+    fn slot(&self, i: usize, single: bool) -> (&Slot, usize, bool) {
         // Acquire: pairs with the Release of the installing compare-exchange.
         let p = self.slots[i].load(Ordering::Acquire);
         if !p.is_null() {
             // SAFETY: installed slots are freed only when the tally is dropped.
-            return unsafe { &*p };
+            return (unsafe { &*p }, i, single);
         }
-        self.new_slot(i)
+        match self.new_slot(i) {
+            Some(slot) => (slot, i, single),
+            None => {
+                let overflow = self.new_slot(SLOTS).expect("made with the tally");
+                (overflow, SLOTS, false)
+            }
+        }
     }
 
+    /// Slot `i`, installed now if no other thread did first; `None` if it cannot be
+    /// allocated.
     #[cold]
-    fn new_slot(&self, i: usize) -> &Slot {
-        let fresh = Box::into_raw(Box::new(CachePadded::new(Slot::new(self as *const Tally))));
+    fn new_slot(&self, i: usize) -> Option<&Slot> {
+        // Acquire: as in `slot`.
+        let p = self.slots[i].load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: installed slots are freed only when the tally is dropped.
+            return Some(unsafe { &*p });
+        }
+        let fresh = CachePadded::new(Slot::new(self as *const Tally));
+        let fresh = Box::into_raw(crate::alloc::try_box(fresh).ok()?);
         // AcqRel: publishes the slot (Release); sees a winner's (Acquire).
         match self.slots[i].compare_exchange(
             ptr::null_mut(),
@@ -604,12 +634,12 @@ impl Tally {
             Ordering::Acquire,
         ) {
             // SAFETY: installed; freed only when the tally is dropped.
-            Ok(_) => unsafe { &*fresh },
+            Ok(_) => Some(unsafe { &*fresh }),
             Err(winner) => {
                 // SAFETY: `fresh` was never shared; `winner` is installed.
                 drop(unsafe { Box::from_raw(fresh) });
                 // SAFETY: as above.
-                unsafe { &*winner }
+                Some(unsafe { &*winner })
             }
         }
     }
@@ -650,8 +680,12 @@ fn bump(cell: &AtomicU64, n: u64, single: bool) {
 }
 
 #[cold]
+/// The installed cells (null if none are and none can be allocated).
 fn install_cells(at: &AtomicPtr<Cells>) -> *mut Cells {
-    let fresh = Box::into_raw(Cells::new());
+    let Some(fresh) = Cells::try_new() else {
+        return ptr::null_mut();
+    };
+    let fresh = Box::into_raw(fresh);
     // AcqRel: publishes the cells (Release); sees a winner's (Acquire).
     match at.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => fresh,
@@ -671,7 +705,7 @@ impl Drop for Tally {
             // Relaxed: `&mut self`, nothing else can reach the tally.
             let p = p.load(Ordering::Relaxed);
             if !p.is_null() {
-                // SAFETY: installed by `new_slot`, freed once, here.
+                // SAFETY: installed from a `Box` by `new_slot` or `unlisted`, freed once, here.
                 drop(unsafe { Box::from_raw(p) });
             }
         }

@@ -141,10 +141,19 @@
 //!   ([`Timers::owner`]): a fixed size each, once, not per timer;
 //! * a thread's first call of some kinds: its first blocking wait (the parking data that the
 //!   `parking_lot` crate registers with glibc's thread-exit list; glibc ends the process if
-//!   that small allocation fails), its first statistics tally, a driver's batch buffers
-//!   (bounded by [`Builder::batch`]) on its first poll; and a thread tempora starts (a spare
-//!   driver, a `SIGEV_THREAD` helper) allocates its stack and its thread-locals. All once per
-//!   thread, none per timer;
+//!   that small allocation fails), a poller's buffers of popped entries and of the calls
+//!   they make (one [`Builder::batch`] each) on its first poll, and a driver's queue of
+//!   calls for its standby as it starts. All once per thread, none per timer;
+//! * starting a thread: std's spawn allocates its handle and name infallibly (a stack that
+//!   cannot be mapped is an error, not an abort). A spare driver is started when a driver
+//!   first runs callbacks with none standing by, at most [`Builder::spare_drivers`] per
+//!   driver over the service's life. A poll that collects more than a batch of calls
+//!   at once (several full batches of callbacks due together) grows its buffer to that
+//!   peak, infallibly: bounded by the most callbacks ever due at one poll;
+//! * statistics: a thread's slot in an owner's tally, and its lateness histogram, are
+//!   allocated fallibly on its first count there; a thread whose slot cannot be made counts
+//!   into the owner's shared overflow slot (made with the owner), and a lateness sample that
+//!   finds no memory for its histogram is not recorded (the expiration is counted);
 //! * a `Queue` timer's event past its reserved room: only entries of deleted timers still on
 //!   the queue take that room; the queue then grows fallibly, and an event it has no memory
 //!   for is not queued (the timer's next expiry queues it; a one-shot timer's is lost), never

@@ -60,6 +60,9 @@ impl Core {
     /// A poll that leaves what it would run (callbacks, wake-ups) in `out`, for the caller to
     /// run (a driver runs them after publishing its next deadline: `driver.rs`).
     pub(crate) fn poll_collect(&self, out: &mut Vec<Call>) -> usize {
+        // Room for a batch's calls from the driver's first poll on, as `poll_then` sizes its
+        // own buffers (the `timers` module doc, "Memory").
+        out.reserve(self.batch);
         self.poll_then(self.now_all(), &mut |calls| out.append(calls))
     }
 
