@@ -400,6 +400,59 @@ pub(crate) enum Registered {
     NeedWaker,
 }
 
+#[cfg(all(test, not(loom)))]
+mod memory_tests {
+    use super::*;
+    use crate::testing::refusing_allocations;
+
+    /// Reserved room is pushed into without allocating; past it, a push that cannot grow the
+    /// queue queues nothing and says so; a reserve that cannot allocate reserves nothing.
+    #[test]
+    fn pushes_into_reserved_room_allocate_nothing() {
+        let sink = Sink::<u32>::default();
+        for _ in 0..3 {
+            assert_eq!(sink.reserve(), Ok(true));
+        }
+        let (pushed, spare, more) = refusing_allocations(0, || {
+            let pushed = [0, 1, 2].map(|n| sink.push(n, |_| {}));
+            // Room the queue's growth rounded up to is reserved without allocating; one past
+            // its capacity is refused.
+            let mut spare = true;
+            while sink.locked(|s| s.reserved < s.queue.capacity()) == Ok(true) {
+                spare &= sink.reserve() == Ok(true);
+            }
+            (pushed, spare, sink.reserve())
+        });
+        assert_eq!(pushed, [Ok(true); 3]);
+        assert!(spare);
+        assert_eq!(more, Ok(false), "room made from nothing");
+        let reserved = sink.locked(|s| s.reserved).unwrap();
+        while sink.locked(|s| s.reserved).unwrap() > 3 {
+            sink.unreserve();
+        }
+        assert!(reserved >= 3);
+        assert_eq!(sink.len(), 3);
+        // Past the room (entries of deleted timers): refused, nothing queued.
+        let (filled, refused) = refusing_allocations(0, || {
+            let mut filled = true;
+            while sink.locked(|s| s.queue.len() < s.queue.capacity()) == Ok(true) {
+                filled &= sink.push(9, |_| {}) == Ok(true);
+            }
+            (filled, sink.push(10, |_| {}))
+        });
+        assert!(filled);
+        assert_eq!(refused, Ok(false));
+        let len = sink.len();
+        assert_eq!(sink.push(10, |_| {}), Ok(true));
+        assert_eq!(sink.len(), len + 1);
+        // A reservation given back leaves the capacity: the next reserve needs nothing.
+        sink.unreserve();
+        assert_eq!(refusing_allocations(0, || sink.reserve()), Ok(true));
+        let order: Vec<u32> = std::iter::from_fn(|| sink.pop().unwrap()).take(4).collect();
+        assert_eq!(order, [0, 1, 2, 9]);
+    }
+}
+
 #[cfg(all(test, not(loom), debug_assertions))]
 mod order_tests {
     use super::*;
