@@ -163,7 +163,9 @@
 //!   dropped at once, its pages kept by the dead owner rather than pooled); the epoch
 //!   collector's deferred frees (`crossbeam-epoch`) allocate a node per 64 of them;
 //! * receiving: a task's waker registration (one entry per waiting task), reading the
-//!   owner's timers into a `Vec` ([`Owner::timers`]), a checkpoint's capture and its bytes.
+//!   owner's timers into a `Vec` ([`Owner::timers`]), a checkpoint's capture and its encoded
+//!   bytes, and reading a snapshot's bytes from a file or a reader (bounded by their size;
+//!   decoding them allocates its records fallibly).
 //!
 //! # Fork
 //!
