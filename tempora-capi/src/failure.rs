@@ -173,6 +173,18 @@ mod tests {
     }
 
     #[test]
+    fn out_of_memory_is_eagain_with_a_message_that_allocates_nothing() {
+        set_errno(0);
+        let f = Failure::from(Error::OutOfMemory);
+        assert!(matches!(f.message, Cow::Borrowed(_)));
+        assert_eq!(entry(-1, || Err(f)), -1);
+        assert_eq!(errno(), libc::EAGAIN);
+        assert_eq!(last_error(), "out of memory (EAGAIN)");
+        // A message with a NUL inside is kept, the NUL a space.
+        assert_eq!(c_message("a\0b").unwrap().to_bytes(), b"a b");
+    }
+
+    #[test]
     fn an_os_error_reports_the_chain_with_the_os_text() {
         set_errno(0);
         let os = std::io::Error::from_raw_os_error(libc::ENOENT);

@@ -304,6 +304,17 @@ mod tests {
     }
 
     #[test]
+    fn out_of_memory_is_eagain_and_transient() {
+        let e = Error::OutOfMemory;
+        assert_eq!(e.errno(), libc::EAGAIN);
+        assert!(e.is_transient());
+        assert!(e.source().is_none());
+        assert_eq!(e.to_string(), "out of memory (EAGAIN)");
+        let io: io::Error = e.into();
+        assert_eq!(io.kind(), io::ErrorKind::WouldBlock);
+    }
+
+    #[test]
     fn into_io_error_keeps_an_os_error_whole() {
         let e = Error::from(io::Error::from_raw_os_error(libc::EACCES));
         let io: io::Error = e.into();
