@@ -68,6 +68,31 @@ pub(crate) fn probe_arc<T>() -> Result<(), Error> {
 }
 
 #[cfg(all(test, not(loom)))]
+thread_local! {
+    /// Requests of at least this many bytes fail on this thread (`usize::MAX`: none do).
+    static REFUSE_FROM: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+/// Runs `f` with this thread's allocations of `from` bytes or more failing (null), as an
+/// exhausted allocator's do: the unit tests' allocator (`testing.rs`) asks [`refused`].
+#[cfg(all(test, not(loom)))]
+pub(crate) fn refusing_allocations<R>(from: usize, f: impl FnOnce() -> R) -> R {
+    REFUSE_FROM.with(|r| r.set(from));
+    let r = f();
+    REFUSE_FROM.with(|r| r.set(usize::MAX));
+    r
+}
+
+/// Whether the unit tests' allocator fails `layout` on this thread now.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn refused(layout: Layout) -> bool {
+    // `try_with`: no allocation, no destructor registered (a const thread-local of a `Cell`).
+    REFUSE_FROM
+        .try_with(|r| layout.size() >= r.get())
+        .unwrap_or(false)
+}
+
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -84,6 +109,13 @@ mod tests {
         assert_eq!(&*s, &[1, 2, 3, 4, 5]);
         assert!(try_boxed_slice(0, || 1u8).unwrap().is_empty());
         assert_eq!(probe_arc::<[u64; 3]>(), Ok(()));
+    }
+
+    #[test]
+    fn refused_allocations_fail() {
+        let r = refusing_allocations(64, || (try_box([0u8; 64]).err(), try_box(7u8).is_ok()));
+        assert_eq!(r, (Some(Error::OutOfMemory), true));
+        assert!(try_box([0u8; 64]).is_ok());
     }
 
     #[test]

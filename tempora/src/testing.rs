@@ -167,33 +167,13 @@ impl TestRng {
 /// after free (of a retired hash table, a torn-down owner's pages, a timer's memory behind a
 /// wheel entry) reads poison: pointers that crash or compare unequal, instead of stale data
 /// that happens to look right. It also refuses a thread's requests while that thread asks it
-/// to ([`refusing_allocations`]). Not under loom, whose models count on their own allocations.
+/// to (`alloc::refusing_allocations`). Not under loom, whose models count on their own
+/// allocations.
 #[cfg(not(loom))]
 struct Poison;
 
 #[cfg(not(loom))]
-thread_local! {
-    /// Requests of at least this many bytes fail on this thread (`usize::MAX`: none do).
-    static REFUSE_FROM: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
-}
-
-/// Runs `f` with this thread's allocations of `from` bytes or more failing (null), as an
-/// exhausted allocator's do.
-#[cfg(not(loom))]
-pub(crate) fn refusing_allocations<R>(from: usize, f: impl FnOnce() -> R) -> R {
-    REFUSE_FROM.with(|r| r.set(from));
-    let r = f();
-    REFUSE_FROM.with(|r| r.set(usize::MAX));
-    r
-}
-
-#[cfg(not(loom))]
-fn refused(layout: std::alloc::Layout) -> bool {
-    // `try_with`: no allocation, no destructor registered (a const thread-local of a `Cell`).
-    REFUSE_FROM
-        .try_with(|r| layout.size() >= r.get())
-        .unwrap_or(false)
-}
+use crate::alloc::refused;
 
 // SAFETY: forwards to the system allocator or fails with null, as an allocator may; `dealloc`
 // writes only the block being freed, which the caller owns until the call returns.

@@ -403,7 +403,7 @@ pub(crate) enum Registered {
 #[cfg(all(test, not(loom)))]
 mod memory_tests {
     use super::*;
-    use crate::testing::refusing_allocations;
+    use crate::alloc::refusing_allocations;
 
     /// Reserved room is pushed into without allocating; past it, a push that cannot grow the
     /// queue queues nothing and says so; a reserve that cannot allocate reserves nothing.

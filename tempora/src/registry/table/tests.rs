@@ -63,7 +63,7 @@ fn a_split_that_cannot_allocate_walks_its_chain() {
         let locked = old.buckets[0].lock().unwrap();
         old.link_and_unlock(0, locked, t, h);
     }
-    crate::testing::refusing_allocations(0, || {
+    crate::alloc::refusing_allocations(0, || {
         old.split_bucket::<()>(0, &future, SPLIT_CHAIN);
     });
     assert_eq!(old.buckets[0].head.load(Ordering::Relaxed), MOVED);
