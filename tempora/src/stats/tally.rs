@@ -468,7 +468,7 @@ impl Tally {
     /// A tally in no member list: an owner made in a forked child of a service built before
     /// the fork, whose lists' locks may be held for ever (`timers/mod.rs`, "Fork").
     pub(crate) fn unlisted(hub: &Arc<Hub>, group: &Arc<GroupNode>, key: u64) -> Arc<Tally> {
-        let tally = Arc::new(Tally {
+        Arc::new(Tally {
             on: hub.enabled,
             key,
             fences: hub.fences,
@@ -478,16 +478,7 @@ impl Tally {
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
             totals: RankedMutex::new(Totals::default()),
-        });
-        if tally.on {
-            // The overflow slot, made with the tally (infallibly, as the owner is): where a
-            // thread counts whose own slot cannot be allocated (`slot`).
-            let overflow = CachePadded::new(Slot::new(Arc::as_ptr(&tally)));
-            let overflow = Box::into_raw(Box::new(overflow));
-            // Release: as the installing compare-exchange in `new_slot`.
-            tally.slots[SLOTS].store(overflow, Ordering::Release);
-        }
-        tally
+        })
     }
 
     /// The owner's key.
@@ -507,7 +498,9 @@ impl Tally {
     #[inline]
     pub(crate) fn add_as(&self, i: usize, c: Counter, n: u64) {
         let (i, single) = slot_of(i);
-        let (slot, i, single) = self.slot(i, single);
+        let Some((slot, i, single)) = self.slot(i, single) else {
+            return;
+        };
         bump(&slot.counts[c as usize], n, single);
         self.mark(slot, i);
     }
@@ -520,7 +513,9 @@ impl Tally {
             return;
         }
         let (i, single) = slot_of(thread_index());
-        let (slot, i, single) = self.slot(i, single);
+        let Some((slot, i, single)) = self.slot(i, single) else {
+            return;
+        };
         bump(&slot.counts[Counter::Expired as usize], 1, single);
         // Acquire: pairs with the Release of the installation below.
         let mut cells = slot.late.load(Ordering::Acquire);
@@ -544,7 +539,9 @@ impl Tally {
             return;
         }
         let (i, single) = slot_of(thread_index());
-        let (slot, i, single) = self.slot(i, single);
+        let Some((slot, i, single)) = self.slot(i, single) else {
+            return;
+        };
         bump(&slot.counts[Counter::Delivered as usize], 1, single);
         if overrun > 0 {
             bump(
@@ -595,22 +592,22 @@ impl Tally {
     }
 
     /// Slot `i` (`single`: the caller is its only writer), allocated on first use, with its
-    /// index and whether the caller is its only writer: the shared overflow slot, allocated
-    /// with the tally, if slot `i` cannot be allocated (no count is lost for want of memory).
+    /// index and whether the caller is its only writer. If slot `i` cannot be allocated, the
+    /// shared overflow slot (allocated the same way); `None`, and the count is not made, if
+    /// neither can be (the `timers` module doc, "Memory").
     #[inline]
-    fn slot(&self, i: usize, single: bool) -> (&Slot, usize, bool) {
+    fn slot(&self, i: usize, single: bool) -> Option<(&Slot, usize, bool)> {
         // Acquire: pairs with the Release of the installing compare-exchange.
         let p = self.slots[i].load(Ordering::Acquire);
         if !p.is_null() {
             // SAFETY: installed slots are freed only when the tally is dropped.
-            return (unsafe { &*p }, i, single);
+            return Some((unsafe { &*p }, i, single));
         }
         match self.new_slot(i) {
-            Some(slot) => (slot, i, single),
-            None => {
-                let overflow = self.new_slot(SLOTS).expect("made with the tally");
-                (overflow, SLOTS, false)
-            }
+            Some(slot) => Some((slot, i, single)),
+            None => self
+                .new_slot(SLOTS)
+                .map(|overflow| (overflow, SLOTS, false)),
         }
     }
 
@@ -705,7 +702,7 @@ impl Drop for Tally {
             // Relaxed: `&mut self`, nothing else can reach the tally.
             let p = p.load(Ordering::Relaxed);
             if !p.is_null() {
-                // SAFETY: installed from a `Box` by `new_slot` or `unlisted`, freed once, here.
+                // SAFETY: installed by `new_slot`, freed once, here.
                 drop(unsafe { Box::from_raw(p) });
             }
         }

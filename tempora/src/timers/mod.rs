@@ -152,8 +152,9 @@
 //!   peak, infallibly: bounded by the most callbacks ever due at one poll;
 //! * statistics: a thread's slot in an owner's tally, and its lateness histogram, are
 //!   allocated fallibly on its first count there; a thread whose slot cannot be made counts
-//!   into the owner's shared overflow slot (made with the owner), and a lateness sample that
-//!   finds no memory for its histogram is not recorded (the expiration is counted);
+//!   into the owner's shared overflow slot, and only if that cannot be made either is the
+//!   count lost; a lateness sample that finds no memory for its histogram is not recorded
+//!   (the expiration is counted). Statistics lose counts then, never abort;
 //! * a `Queue` timer's event past its reserved room: only entries of deleted timers still on
 //!   the queue take that room; the queue then grows fallibly, and an event it has no memory
 //!   for is not queued (the timer's next expiry queues it; a one-shot timer's is lost), never
