@@ -16,6 +16,13 @@
  *   Linux's restore mode does).
  * - No panic crosses the boundary: every call runs inside `catch_unwind`; a panic inside tempora
  *   fails the call with `ENOTRECOVERABLE`, never aborts the host program.
+ * - Memory: a create, an arming or a restore that cannot get memory fails with `EAGAIN` (as
+ *   the kernel's `timer_create` when it cannot allocate a timer) and changes nothing;
+ *   `tempora_last_error` then says "out of memory". The paths that still end the process when
+ *   the allocator has nothing left are bounded and listed in the Rust crate's `timers` module
+ *   doc ("Memory"): making a service or an owner, a thread's first blocking wait and first
+ *   failed call with a long message, a thread tempora starts. A `TEMPORA_SIGEV_THREAD`
+ *   sigevent's function is boxed before the create, infallibly, as is its callback name.
  * - Threads: every call takes its handle as a `const` pointer, and any number of threads may
  *   make such calls on one `tempora_t` or `tempora_owner_t` at once. Only the `_free` calls take
  *   it non-`const`: they need every other call on that handle to have returned.
@@ -473,7 +480,7 @@ struct tempora_owner_t *tempora_default_owner(void);
  ID that is negative or beyond the ID range),
  `EOPNOTSUPP` (a clock tempora does not time: CPU-time, raw, coarse, alarm, TAI; for such a
  clock the errno is the kernel's own, which tempora asks it for), `EFAULT` (NULL
- `timerid`), `EAGAIN` (every ID in use), `EBUSY` (the exact ID is in use), `ESHUTDOWN`
+ `timerid`), `EAGAIN` (every ID in use, a group at its limit, or no memory for the timer), `EBUSY` (the exact ID is in use), `ESHUTDOWN`
  (the service was freed). The arguments are checked in Linux's order: the clock, the
  sigevent, then `timerid`; a failed call creates nothing.
 

@@ -152,7 +152,7 @@ pub(crate) fn entry<T>(fail: T, body: impl FnOnce() -> Result<T, Failure>) -> T 
     if caught.is_err() {
         report(Failure::new(
             libc::ENOTRECOVERABLE,
-            "a panic inside tempora (a bug, or a failed allocation)",
+            "a panic inside tempora (a bug)",
         ));
     }
     out.unwrap_or(fail)
@@ -248,6 +248,24 @@ mod tests {
         assert!(SHORT_ERROR.with(|s| s.borrow().newest));
         assert_eq!(last_error(), Error::WouldDeadlock.to_string());
         assert_eq!(errno(), libc::EDEADLK);
+    }
+
+    #[test]
+    fn out_of_memory_is_eagain_with_a_message_that_allocates_nothing() {
+        set_errno(0);
+        assert_eq!(entry(-1, || Err(Error::OutOfMemory.into())), -1);
+        assert_eq!(errno(), libc::EAGAIN);
+        // Written into the thread's fixed buffer, not an allocated string.
+        assert!(SHORT_ERROR.with(|s| s.borrow().newest));
+        assert_eq!(last_error(), Error::OutOfMemory.to_string());
+        // A message with a NUL inside is kept, the NUL a space.
+        assert_eq!(
+            entry(-1, || -> Result<c_int, Failure> {
+                Err(Failure::new(libc::EINVAL, "a\0b"))
+            }),
+            -1
+        );
+        assert_eq!(last_error(), "a b");
     }
 
     #[test]

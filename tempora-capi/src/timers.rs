@@ -28,7 +28,7 @@ use tempora::{Precision, SetFlags};
 /// ID that is negative or beyond the ID range),
 /// `EOPNOTSUPP` (a clock tempora does not time: CPU-time, raw, coarse, alarm, TAI; for such a
 /// clock the errno is the kernel's own, which tempora asks it for), `EFAULT` (NULL
-/// `timerid`), `EAGAIN` (every ID in use), `EBUSY` (the exact ID is in use), `ESHUTDOWN`
+/// `timerid`), `EAGAIN` (every ID in use, a group at its limit, or no memory for the timer), `EBUSY` (the exact ID is in use), `ESHUTDOWN`
 /// (the service was freed). The arguments are checked in Linux's order: the clock, the
 /// sigevent, then `timerid`; a failed call creates nothing.
 ///

@@ -796,3 +796,16 @@ fn tempora_posix_h_timer_t_takes_the_pointer_idioms() {
         assert!(out.status.success(), "{flags:?}: {}", text(&out));
     }
 }
+
+/// `memory.c`: `timer_create` under `RLIMIT_AS` fails with `EAGAIN` (tempora_last_error says
+/// why) instead of aborting the program, and the service goes on working.
+#[test]
+fn timer_create_under_rlimit_as_is_eagain_not_an_abort() {
+    let out = output(&build("memory", "", Link::Shared, &[]), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("memory ok"),
+        "{}",
+        text(&out)
+    );
+}

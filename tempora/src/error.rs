@@ -12,7 +12,9 @@ use std::sync::Arc;
 /// [`Error::InvalidConfig`], [`Error::InvalidSignal`], [`Error::IdInUse`] (until that timer is deleted), and the
 /// snapshot errors ([`Error::CorruptSnapshot`], [`Error::UnsupportedSnapshot`],
 /// [`Error::UnknownNotify`]). Transient: [`Error::NoFreeId`] (succeeds once a timer of the
-/// owner is deleted) and [`Error::WouldDeadlock`] (succeeds once the interrupted call returns); see [`Error::is_transient`]. [`Error::Io`] carries the `io::Error`, as
+/// owner is deleted), [`Error::OutOfMemory`] (succeeds once memory is freed) and
+/// [`Error::WouldDeadlock`] (succeeds once the interrupted call returns); see
+/// [`Error::is_transient`]. [`Error::Io`] carries the `io::Error`, as
 /// its [`source`](std::error::Error::source), and the OS's errno.
 ///
 /// `Display` is this error's own text, never its source's, so a reporter that walks
@@ -40,6 +42,14 @@ pub enum Error {
     /// group's path. `EAGAIN`, as `timer_create` returns when the kernel's per-user cap on
     /// pending signals (`RLIMIT_SIGPENDING`) is reached.
     LimitReached(String),
+    /// The memory a create, an arming or a restore needs could not be allocated (the
+    /// allocator returned null: `RLIMIT_AS`, a cgroup's limit, no overcommit). Nothing was
+    /// changed: no timer half-made, counts and statistics as before, the owner and its other
+    /// timers usable; the same call succeeds once memory is freed. `EAGAIN`, as the kernel's
+    /// `timer_create` returns when it cannot allocate a timer. Which paths can still abort
+    /// on a failed allocation, and why each is bounded: the [`crate::timers`] module doc,
+    /// "Memory".
+    OutOfMemory,
     /// An exact-ID create while the owner's restore mode is off. `EINVAL`.
     NotRestoring,
     /// The owner has been deleted. `EINVAL`.
@@ -51,7 +61,7 @@ pub enum Error {
     /// A panic inside one of tempora's critical sections (the text names it: a base, an event
     /// queue, a timer, an ID shard, a driver thread) left the state it guards unusable: calls
     /// that need it fail with this instead of waiting forever, and blocking receives return it.
-    /// It is a bug in tempora or a failed allocation; the service does not recover from it.
+    /// It is a bug in tempora; the service does not recover from it.
     /// `ENOTRECOVERABLE`, as a robust mutex whose owner died.
     Poisoned(&'static str),
     /// A time with negative seconds or nanoseconds outside `0 .. 1_000_000_000`. `EINVAL`, as
@@ -114,14 +124,17 @@ impl Error {
             Error::WouldDeadlock => libc::EDEADLK,
             Error::Poisoned(_) => libc::ENOTRECOVERABLE,
             Error::IdInUse => libc::EBUSY,
-            Error::NoFreeId | Error::LimitReached(_) => libc::EAGAIN,
+            Error::NoFreeId | Error::LimitReached(_) | Error::OutOfMemory => libc::EAGAIN,
             Error::Io(e) => e.errno(),
         }
     }
 
     /// Whether the same call may succeed later without the caller changing anything.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::NoFreeId | Error::WouldDeadlock)
+        matches!(
+            self,
+            Error::NoFreeId | Error::OutOfMemory | Error::WouldDeadlock
+        )
     }
 }
 
@@ -136,6 +149,7 @@ impl fmt::Display for Error {
                 f,
                 "group {group:?} has as many timers as its max_timers allows (EAGAIN)"
             ),
+            Error::OutOfMemory => f.write_str("out of memory (EAGAIN)"),
             Error::NotRestoring => {
                 f.write_str("exact-ID create needs the owner's restore mode on (EINVAL)")
             }
@@ -302,6 +316,17 @@ mod tests {
         assert!(Error::CorruptSnapshot("wrong magic".into())
             .to_string()
             .contains("wrong magic"));
+    }
+
+    #[test]
+    fn out_of_memory_is_eagain_and_transient() {
+        let e = Error::OutOfMemory;
+        assert_eq!(e.errno(), libc::EAGAIN);
+        assert!(e.is_transient());
+        assert!(e.source().is_none());
+        assert_eq!(e.to_string(), "out of memory (EAGAIN)");
+        let io: io::Error = e.into();
+        assert_eq!(io.kind(), io::ErrorKind::WouldBlock);
     }
 
     #[test]

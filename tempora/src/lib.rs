@@ -53,6 +53,8 @@ compile_error!("tempora supports Linux only (it uses timerfd, eventfd and Linux'
 
 pub mod checkpoint;
 pub mod clock;
+
+mod alloc;
 mod error;
 mod instant;
 pub(crate) mod registry;

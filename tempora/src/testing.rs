@@ -166,19 +166,30 @@ impl TestRng {
 /// The test binary's allocator: it frees memory only after overwriting it with 0xA5, so a use
 /// after free (of a retired hash table, a torn-down owner's pages, a timer's memory behind a
 /// wheel entry) reads poison: pointers that crash or compare unequal, instead of stale data
-/// that happens to look right. Not under loom, whose models count on their own allocations.
+/// that happens to look right. It also refuses a thread's requests while that thread asks it
+/// to (`alloc::refusing_allocations`). Not under loom, whose models count on their own
+/// allocations.
 #[cfg(not(loom))]
 struct Poison;
 
-// SAFETY: forwards to the system allocator; `dealloc` writes only the block being freed, which
-// the caller owns until the call returns.
+#[cfg(not(loom))]
+use crate::alloc::refused;
+
+// SAFETY: forwards to the system allocator or fails with null, as an allocator may; `dealloc`
+// writes only the block being freed, which the caller owns until the call returns.
 #[cfg(not(loom))]
 unsafe impl std::alloc::GlobalAlloc for Poison {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        if refused(layout) {
+            return std::ptr::null_mut();
+        }
         // SAFETY: same contract as ours.
         unsafe { std::alloc::System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        if refused(layout) {
+            return std::ptr::null_mut();
+        }
         // SAFETY: same contract as ours.
         unsafe { std::alloc::System.alloc_zeroed(layout) }
     }

@@ -291,7 +291,8 @@ impl Snapshot {
     /// before allocating for it.
     ///
     /// # Errors
-    /// [`Error::CorruptSnapshot`] or [`Error::UnsupportedSnapshot`].
+    /// [`Error::CorruptSnapshot`] or [`Error::UnsupportedSnapshot`]; [`Error::OutOfMemory`]
+    /// if the records cannot be allocated.
     pub fn decode(bytes: &[u8]) -> Result<Snapshot, Error> {
         if bytes.len() < HEADER {
             return Err(corrupt(format!(
@@ -325,7 +326,10 @@ impl Snapshot {
                 r.left()
             )));
         }
-        let mut timers: Vec<TimerRecord> = Vec::with_capacity(count);
+        let mut timers: Vec<TimerRecord> = Vec::new();
+        timers
+            .try_reserve_exact(count)
+            .map_err(|_| Error::OutOfMemory)?;
         for i in 0..count {
             let at = r.offset();
             let mut t = r.record(TIMER_FIELDS, "timer record")?;
@@ -581,7 +585,14 @@ impl<'a> Reader<'a> {
             Ok(NOTIFY_NONE) => Cow::Borrowed(NOTIFY_NONE),
             Ok(NOTIFY_QUEUE) => Cow::Borrowed(NOTIFY_QUEUE),
             Ok(NOTIFY_SIGNAL) => Cow::Borrowed(NOTIFY_SIGNAL),
-            Ok(name) => Cow::Owned(name.to_string()),
+            Ok(name) => {
+                let mut owned = String::new();
+                owned
+                    .try_reserve_exact(name.len())
+                    .map_err(|_| Error::OutOfMemory)?;
+                owned.push_str(name);
+                Cow::Owned(owned)
+            }
             Err(_) => return Err(corrupt("notification name is not UTF-8")),
         };
         // Minor version 3: a record named `signal` has its precision and then its signal

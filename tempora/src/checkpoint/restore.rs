@@ -36,7 +36,8 @@ impl Owner {
     /// the checkpointed process: rewrite it in the snapshot first);
     /// [`Error::CorruptSnapshot`] for a snapshot [`Snapshot::validate`] refuses (duplicate IDs,
     /// a negative interval, ...); [`Error::IdInUse`] if the owner has
-    /// timers; otherwise the error of the create that failed (nothing is kept).
+    /// timers; [`Error::OutOfMemory`] if the snapshot's timers cannot all be allocated;
+    /// otherwise the error of the create that failed (nothing is kept).
     pub fn restore(
         &self,
         snapshot: &Snapshot,
@@ -63,12 +64,19 @@ impl Owner {
                 .map(Some)
                 .ok_or_else(|| Error::UnknownNotify(name.into())),
         };
+        // Sized once, fallibly, for every record: a snapshot too large for the memory left
+        // fails with `Error::OutOfMemory` before anything is made.
+        let oom = |_| Error::OutOfMemory;
         let mut mapped = Vec::new();
+        mapped
+            .try_reserve_exact(snapshot.timers.len())
+            .map_err(oom)?;
         // A second handle on every mapped callback, dropped once the section is over: a
         // callback the section lets go of (a create that fails, the rollback's deletes) is
         // then never the last handle, so no user `Drop` runs inside the section (one that
         // creates in this owner would wait for the section forever).
         let mut keep = Vec::new();
+        keep.try_reserve_exact(snapshot.timers.len()).map_err(oom)?;
         for rec in &snapshot.timers {
             if let Some(n) = notification(rec)? {
                 if n.kind() == NotifyKind::Callback {

@@ -29,6 +29,7 @@ use super::slots::{PagePool, Slots, NONE, SLOT_BLOCK, SLOT_BLOCK_MAX};
 use super::table::growth::Tables;
 use super::table::{self, Table};
 use super::timer::{visible, Locked, Service, Timer, PENDING};
+use crate::alloc::try_box;
 use crate::error::Error;
 use crate::sync::{
     self, fence, rank, thread_index, AtomicBool, AtomicPtr, Ordering, Poisoned, Unreadable,
@@ -350,27 +351,39 @@ impl<S: Service> Owner<S> {
 
 impl<S: Service> OwnerInner<S> {
     /// The shard of the thread with index `thread`, and its number.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] if it does not exist yet and cannot be allocated.
     #[inline]
-    fn shard(&self, thread: usize) -> (u16, &Shard) {
+    fn shard(&self, thread: usize) -> Result<(u16, &Shard), Error> {
         let i = thread & (self.shards.len() - 1);
-        (i as u16, self.shard_at(i))
+        Ok((i as u16, self.shard_at(i)?))
     }
 
-    /// Shard `i`, allocated on first use.
+    /// Shard `i`, allocated on first use ([`Error::OutOfMemory`] if that fails).
     #[inline]
-    fn shard_at(&self, i: usize) -> &Shard {
+    fn shard_at(&self, i: usize) -> Result<&Shard, Error> {
         // SeqCst: see `teardown` (store buffering with the `dead` flag).
         let p = self.shards[i].load(Ordering::SeqCst);
         if !p.is_null() {
             // SAFETY: installed shards are freed only when the owner is dropped.
-            return unsafe { &*p };
+            return Ok(unsafe { &*p });
         }
         self.new_shard(i)
     }
 
+    /// Shard `i`, which exists: it handed out a slot (a timer's `home`).
+    fn home_shard(&self, i: usize) -> &Shard {
+        // SeqCst: as in `shard_at`.
+        let p = self.shards[i].load(Ordering::SeqCst);
+        assert!(!p.is_null(), "shard {i} handed out a slot, so it exists");
+        // SAFETY: installed shards are freed only when the owner is dropped.
+        unsafe { &*p }
+    }
+
     #[cold]
-    fn new_shard(&self, i: usize) -> &Shard {
-        let fresh = Box::into_raw(Box::new(CachePadded::new(Shard::new())));
+    fn new_shard(&self, i: usize) -> Result<&Shard, Error> {
+        let fresh = Box::into_raw(try_box(CachePadded::new(Shard::new()))?);
         // SeqCst: (C) in `teardown`'s and `Owner::exclusive`'s arguments.
         let installed = self.shards[i].compare_exchange(
             std::ptr::null_mut(),
@@ -385,12 +398,12 @@ impl<S: Service> OwnerInner<S> {
         fence(Ordering::SeqCst);
         match installed {
             // SAFETY: just installed; freed only when the owner is dropped.
-            Ok(_) => unsafe { &*fresh },
+            Ok(_) => Ok(unsafe { &*fresh }),
             Err(winner) => {
                 // SAFETY: `fresh` was never shared; `winner` is installed (as above).
                 drop(unsafe { Box::from_raw(fresh) });
                 // SAFETY: as above.
-                unsafe { &*winner }
+                Ok(unsafe { &*winner })
             }
         }
     }
@@ -406,7 +419,7 @@ impl<S: Service> OwnerInner<S> {
             self.check_requested(id)?;
         }
         let thread = thread_index();
-        let (home, shard) = self.shard(thread);
+        let (home, shard) = self.shard(thread)?;
         let mut init = Some(init);
         loop {
             // Parked, holding nothing (no pin, no lock), while an exclusive section runs.
@@ -509,7 +522,7 @@ impl<S: Service> OwnerInner<S> {
         if self.dead.load(Ordering::SeqCst) {
             return Err(Error::OwnerDeleted);
         }
-        let (index, timer) = self.alloc_slot(st, home, guard).ok_or(Error::NoFreeId)?;
+        let (index, timer) = self.alloc_slot(st, home, guard)?;
         // SAFETY: the slot came off this shard's free list or bump block: it is free (owner
         // word 0) and the shard lock is held.
         unsafe { timer.reset_for_create(visible(self.key) | PENDING) };
@@ -581,34 +594,40 @@ impl<S: Service> OwnerInner<S> {
     /// or a new block. A slot's `home` is written once, when the slot leaves a bump block: a
     /// free list only ever holds slots of its own shard (delete and a failed create return a
     /// slot to its `home`).
+    ///
+    /// # Errors
+    /// [`Error::NoFreeId`] when the owner's slot space is exhausted; [`Error::OutOfMemory`]
+    /// when the slot's page cannot be allocated (the shard keeps its bump block, and a later
+    /// create tries the page again); [`Error::Poisoned`] if the page lock is.
     #[inline]
     fn alloc_slot<'g>(
         &'g self,
         st: &mut ShardState,
         home: u16,
         guard: &Guard,
-    ) -> Option<(u32, &'g Timer<S>)> {
+    ) -> Result<(u32, &'g Timer<S>), Error> {
         if st.free_head != NONE {
             let index = st.free_head;
             let timer = self.slots.get(index, guard);
             st.free_head = timer.hot.free_next.load(Ordering::Relaxed);
             st.live += 1;
-            return Some((index, timer));
+            return Ok((index, timer));
         }
         if st.bump_left == 0 {
-            st.bump_next = self.slots.claim(st.bump_block, &self.shared.pool, guard)?;
+            st.bump_next = self.slots.claim(st.bump_block).ok_or(Error::NoFreeId)?;
             st.bump_left = st.bump_block;
             st.bump_block = (st.bump_block * 2).min(SLOT_BLOCK_MAX);
         }
         let index = st.bump_next;
+        // Before the block moves on: a slot whose page could not be made stays the next one.
+        let timer = self.slots.fresh(index, &self.shared.pool, guard)?;
         st.bump_next += 1;
         st.bump_left -= 1;
-        let timer = self.slots.get(index, guard);
         // Relaxed: published with the timer by its create, as every field of the slot.
         timer.hot.index.store(index, Ordering::Relaxed);
         timer.hot.home.store(home, Ordering::Relaxed);
         st.live += 1;
-        Some((index, timer))
+        Ok((index, timer))
     }
 
     /// Returns an unhashed slot to a shard whose lock the caller holds.
@@ -688,7 +707,7 @@ impl<S: Service> OwnerInner<S> {
             r.map(|marked| marked.map(|released| (timer, released)))
         })?;
         self.unhash(timer, hash, &guard);
-        let home = self.shard_at(usize::from(timer.hot.home.load(Ordering::Relaxed)));
+        let home = self.home_shard(usize::from(timer.hot.home.load(Ordering::Relaxed)));
         let index = timer.hot.index.load(Ordering::Relaxed);
         // A poisoned home shard hands out no slot again: this one is simply not reused.
         let _ = home.locked(|st| self.free_slot_locked(st, index, timer));

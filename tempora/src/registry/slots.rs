@@ -27,7 +27,9 @@
 //! in. Pooled pages are freed when the registry is dropped.
 
 use super::timer::{Service, Timer};
-use crate::sync::{rank, AtomicPtr, AtomicU32, Ordering, RankedLock};
+use crate::alloc::{try_box, try_boxed_slice};
+use crate::error::Error;
+use crate::sync::{rank, AtomicPtr, AtomicU32, Ordering, Poisoned, RankedLock};
 use crossbeam_epoch::{Atomic, Guard, Owned};
 use std::alloc::Layout;
 
@@ -42,6 +44,8 @@ pub(crate) const SLOT_BLOCK: u32 = 8;
 pub(crate) const SLOT_BLOCK_MAX: u32 = PAGE_SLOTS as u32;
 /// "No slot" in a free list.
 pub(crate) const NONE: u32 = u32::MAX;
+/// What `Error::Poisoned` names for a poisoned page lock.
+const PAGES_POISONED: &str = "an owner's slot pages";
 
 fn page_layout<S: Service>() -> Layout {
     Layout::array::<Timer<S>>(PAGE_SLOTS).expect("page layout")
@@ -53,12 +57,10 @@ struct Dir<S: Service> {
 }
 
 impl<S: Service> Dir<S> {
-    fn with_capacity(cap: usize) -> Dir<S> {
-        Dir {
-            pages: (0..cap)
-                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
-                .collect(),
-        }
+    fn with_capacity(cap: usize) -> Result<Dir<S>, Error> {
+        Ok(Dir {
+            pages: try_boxed_slice(cap, || AtomicPtr::new(std::ptr::null_mut()))?,
+        })
     }
 }
 
@@ -75,7 +77,9 @@ pub(crate) struct Slots<S: Service> {
 impl<S: Service> Slots<S> {
     pub(crate) fn new() -> Slots<S> {
         Slots {
-            dir: Atomic::new(Dir::with_capacity(4)),
+            // A new owner's few bytes: allocated infallibly, as the owner itself is (`timers`
+            // module doc, "Memory").
+            dir: Atomic::new(Dir::with_capacity(4).expect("a four-page directory")),
             grow: RankedLock::new(),
             claimed: crossbeam_utils::CachePadded::new(AtomicU32::new(0)),
         }
@@ -111,49 +115,66 @@ impl<S: Service> Slots<S> {
         unsafe { &*page.add(index as usize % PAGE_SLOTS) }
     }
 
-    /// Claims `n` (at most `PAGE_SLOTS`) fresh slots and makes sure their pages exist. `None`
-    /// when the 2^32-slot space is exhausted, and from then on: a refused claim leaves
-    /// `claimed` where it was, so it never wraps to hand out slots in use, and `for_each` still
-    /// covers every slot handed out.
-    pub(crate) fn claim(&self, n: u32, pool: &PagePool<S>, guard: &Guard) -> Option<u32> {
+    /// Claims `n` (at most `PAGE_SLOTS`) fresh slots; their pages are made by
+    /// [`Slots::fresh`] as each slot is first taken. `None` when the 2^32-slot space is
+    /// exhausted, and from then on: a refused claim leaves `claimed` where it was, so it never
+    /// wraps to hand out slots in use, and `for_each` still covers every slot handed out.
+    pub(crate) fn claim(&self, n: u32) -> Option<u32> {
         debug_assert!(n as usize <= PAGE_SLOTS);
         // The highest base granted: a block then ends below `u32::MAX - PAGE_SLOTS`, so no slot
         // index reaches `NONE`. Relaxed: the claimed ranges are disjoint by the atomicity of
         // the read-modify-write alone; the pages are published by their own Release stores.
-        let base = self
-            .claimed
+        self.claimed
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |base| {
                 (base <= u32::MAX - 2 * PAGE_SLOTS as u32).then(|| base + n)
             })
-            .ok()?;
-        let first = base as usize / PAGE_SLOTS;
-        let last = (base + n - 1) as usize / PAGE_SLOTS;
-        for k in first..=last {
-            if self.page(k, guard).is_null() {
-                self.add_page(k, pool, guard);
-            }
+            .ok()
+    }
+
+    /// The claimed slot `index`, taken for the first time: its page is made first if it does
+    /// not exist yet (from the pool, or the allocator).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] if the page, or a larger directory, cannot be allocated: nothing
+    /// changed, and a later call for the same slot tries again. [`Error::Poisoned`] if the
+    /// page lock is (a panic under it).
+    #[inline]
+    pub(crate) fn fresh(
+        &self,
+        index: u32,
+        pool: &PagePool<S>,
+        guard: &Guard,
+    ) -> Result<&Timer<S>, Error> {
+        let k = index as usize / PAGE_SLOTS;
+        if self.page(k, guard).is_null() {
+            self.add_page(k, pool, guard)
+                .map_err(|_| Error::Poisoned(PAGES_POISONED))??;
         }
-        Some(base)
+        Ok(self.get(index, guard))
     }
 
     /// Installs page `k` (and a larger directory if needed) under the `grow` lock. Runs under
     /// a shard lock: it allocates (a page of 64 timers, a directory twice the old one: bounded
-    /// by the owner's peak slot count) but runs no deferred destructor (the old directory's
-    /// destruction is queued, not flushed, so no unrelated reclamation lands under these
-    /// locks). If the `grow` lock is poisoned the page stays missing and the caller's
-    /// `Slots::get` panics under its shard lock, which poisons that shard in turn: the create
-    /// fails with `Error::Poisoned`.
+    /// by the owner's peak slot count), fallibly, but runs no deferred destructor (the old
+    /// directory's destruction is queued, not flushed, so no unrelated reclamation lands
+    /// under these locks). Nothing is published unless everything it needs was allocated.
     #[cold]
-    fn add_page(&self, k: usize, pool: &PagePool<S>, guard: &Guard) {
-        let _ = self.grow.with(|| {
+    fn add_page(
+        &self,
+        k: usize,
+        pool: &PagePool<S>,
+        guard: &Guard,
+    ) -> Result<Result<(), Error>, Poisoned> {
+        self.grow.with(|| {
             let mut dir = self.dir(guard);
             if dir.pages.len() <= k {
-                let bigger = Dir::with_capacity((dir.pages.len() * 2).max(k + 1));
+                let bigger = Dir::with_capacity((dir.pages.len() * 2).max(k + 1))?;
+                let bigger: Owned<Dir<S>> = Owned::from(try_box(bigger)?);
                 for (new, old) in bigger.pages.iter().zip(dir.pages.iter()) {
                     new.store(old.load(Ordering::Relaxed), Ordering::Relaxed);
                 }
                 // Release: publishes the copied page pointers with the directory.
-                let new = self.dir.swap(Owned::new(bigger), Ordering::AcqRel, guard);
+                let new = self.dir.swap(bigger, Ordering::AcqRel, guard);
                 // SAFETY: the old directory is unreachable from `self.dir` now; threads pinned
                 // before may still read it (its page pointers stay valid), so it is destroyed
                 // only after they unpin.
@@ -161,11 +182,15 @@ impl<S: Service> Slots<S> {
                 dir = self.dir(guard);
             }
             if dir.pages[k].load(Ordering::Relaxed).is_null() {
-                let page = pool.take().unwrap_or_else(new_page);
+                let page = match pool.take() {
+                    Some(page) => page,
+                    None => new_page().ok_or(Error::OutOfMemory)?,
+                };
                 // Release: publishes the (fresh or recycled) page of free slots.
                 dir.pages[k].store(page, Ordering::Release);
             }
-        });
+            Ok(())
+        })
     }
 
     /// Calls `f` on every slot of every allocated page, in index order.
@@ -198,17 +223,18 @@ impl<S: Service> Slots<S> {
             + dir.pages.len() * std::mem::size_of::<AtomicPtr<Timer<S>>>()
     }
 
-    /// Takes the pages out, for recycling once no walker can reach them.
-    pub(crate) fn take_pages(&self) -> Vec<PagePtr<S>> {
+    /// Takes the pages out, for recycling once no walker can reach them; `None` (and the
+    /// pages left where they are) if the list cannot be allocated.
+    pub(crate) fn take_pages(&self) -> Option<Vec<PagePtr<S>>> {
         let guard = crate::sync::pin();
-        self.dir(&guard)
-            .pages
-            .iter()
-            .filter_map(|p| {
-                let page = p.swap(std::ptr::null_mut(), Ordering::AcqRel);
-                (!page.is_null()).then_some(PagePtr(page))
-            })
-            .collect()
+        let dir = self.dir(&guard);
+        let mut pages = Vec::new();
+        pages.try_reserve_exact(dir.pages.len()).ok()?;
+        pages.extend(dir.pages.iter().filter_map(|p| {
+            let page = p.swap(std::ptr::null_mut(), Ordering::AcqRel);
+            (!page.is_null()).then_some(PagePtr(page))
+        }));
+        Some(pages)
     }
 }
 
@@ -226,36 +252,34 @@ impl<S: Service> Drop for Slots<S> {
     }
 }
 
-/// A fresh page of `PAGE_SLOTS` free slots: zeroed memory (every slot free, owner word 0).
+/// A fresh page of `PAGE_SLOTS` free slots: zeroed memory (every slot free, owner word 0);
+/// `None` if the allocator has none.
 #[cfg(not(loom))]
-fn new_page<S: Service>() -> *mut Timer<S> {
+fn new_page<S: Service>() -> Option<*mut Timer<S>> {
     let layout = page_layout::<S>();
     // SAFETY: the layout is non-zero-sized.
     let page = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Timer<S>>();
-    if page.is_null() {
-        std::alloc::handle_alloc_error(layout);
-    }
     // Zeroed memory is `PAGE_SLOTS` default timers: the registry's own fields are atomics, a
     // byte lock and integers, all valid as zero, and the service's parts are `Zeroable`.
-    page
+    (!page.is_null()).then_some(page)
 }
 
 /// A fresh page of `PAGE_SLOTS` free slots, built with `Default` (loom's atomics are handles
 /// into the model, not valid as zero).
 #[cfg(loom)]
-fn new_page<S: Service>() -> *mut Timer<S> {
+fn new_page<S: Service>() -> Option<*mut Timer<S>> {
     let layout = page_layout::<S>();
     // SAFETY: the layout is non-zero-sized.
     let page = unsafe { std::alloc::alloc(layout) }.cast::<Timer<S>>();
     if page.is_null() {
-        std::alloc::handle_alloc_error(layout);
+        return None;
     }
     for i in 0..PAGE_SLOTS {
         // SAFETY: `i` is inside the allocation, which is aligned for `Timer<S>`; writing
         // initialises the slot without reading or dropping what was there.
         unsafe { page.add(i).write(Timer::default()) };
     }
-    page
+    Some(page)
 }
 
 /// A page of timer slots owned by nobody, every slot free (owner word 0).
@@ -316,8 +340,6 @@ mod tests {
     #[test]
     fn slot_exhaustion_is_sticky() {
         let slots = Slots::<()>::new();
-        let pool = PagePool::new();
-        let guard = crate::sync::pin();
         let n = SLOT_BLOCK_MAX;
         // As after the last claim that fits (base u32::MAX - 2 * PAGE_SLOTS, the highest base
         // `claim` grants): every slot below is handed out. Set directly: claiming 2^32 slots
@@ -326,7 +348,7 @@ mod tests {
         slots.claimed.store(end, Ordering::Relaxed);
         for attempt in 0..4 {
             assert_eq!(
-                slots.claim(n, &pool, &guard),
+                slots.claim(n),
                 None,
                 "claim {attempt} after exhaustion handed out slots that are in use"
             );

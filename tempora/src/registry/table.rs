@@ -299,18 +299,24 @@ pub(crate) enum Walk<'a, S: Service> {
 }
 
 impl Table {
-    /// An empty table of `2^bits` buckets.
+    /// An empty table of `2^bits` buckets (a registry's first: the build allocates it
+    /// infallibly).
     pub(crate) fn new(bits: u32, salt: [u64; 2]) -> Table {
+        Table::try_new(bits, salt).expect("the registry's first table")
+    }
+
+    /// An empty table of `2^bits` buckets; `None` if the buckets cannot be allocated.
+    pub(crate) fn try_new(bits: u32, salt: [u64; 2]) -> Option<Table> {
         let len = 1usize << bits;
-        Table {
-            buckets: new_buckets(len),
+        Some(Table {
+            buckets: new_buckets(len)?,
             bits,
             mask: len - 1,
             salt,
             future: AtomicPtr::new(std::ptr::null_mut()),
             claimed: Default::default(),
             split: Default::default(),
-        }
+        })
     }
 
     #[inline]
@@ -548,8 +554,8 @@ pub(crate) fn drop_deferred<T: Send + 'static>(value: T, bytes: usize) {
 pub(crate) type Buckets = Box<[Bucket]>;
 
 #[cfg(loom)]
-fn new_buckets(len: usize) -> Buckets {
-    (0..len).map(|_| Bucket::default()).collect()
+fn new_buckets(len: usize) -> Option<Buckets> {
+    crate::alloc::try_boxed_slice(len, Bucket::default).ok()
 }
 
 /// A table's bucket array: zeroed memory from the global allocator, aligned by hand to a
@@ -642,21 +648,18 @@ impl std::fmt::Debug for Table {
     }
 }
 
-/// `len` empty buckets (see [`Buckets`]).
+/// `len` empty buckets (see [`Buckets`]); `None` if the allocator has no memory for them.
 #[cfg(not(loom))]
-fn new_buckets(len: usize) -> Buckets {
+fn new_buckets(len: usize) -> Option<Buckets> {
     let layout = Buckets::layout(len);
     // SAFETY: the layout is non-zero-sized.
-    let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-    let Some(raw) = std::ptr::NonNull::new(raw) else {
-        std::alloc::handle_alloc_error(layout);
-    };
+    let raw = std::ptr::NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })?;
     let offset = raw.as_ptr().align_offset(std::mem::align_of::<Bucket>());
     // SAFETY: the allocation has `align_of::<Bucket>()` spare bytes, so the aligned start plus
     // `len` buckets stays inside it; every byte is zero, a valid `Bucket` (atomics holding 0,
     // and 0 is also the "empty chain, unlocked" head).
     let first = unsafe { std::ptr::NonNull::new_unchecked(raw.as_ptr().add(offset).cast()) };
-    Buckets { raw, first, len }
+    Some(Buckets { raw, first, len })
 }
 
 #[cfg(all(test, not(loom)))]

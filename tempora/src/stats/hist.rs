@@ -68,13 +68,18 @@ pub(crate) struct Cells {
 }
 
 impl Cells {
-    pub(crate) fn new() -> Box<Cells> {
-        Box::new(Cells {
+    /// Empty cells, or `None` if the allocator has no memory for them.
+    pub(crate) fn try_new() -> Option<Box<Cells>> {
+        crate::alloc::try_box(Cells::zero()).ok()
+    }
+
+    fn zero() -> Cells {
+        Cells {
             counts: std::array::from_fn(|_| AtomicU32::new(0)),
             sum: AtomicU64::new(0),
             max: AtomicU64::new(0),
             last: UnsafeCell::new(([0; BUCKETS], 0)),
-        })
+        }
     }
 
     /// Counts one sample of `v` ns; `single`: the caller is the cells' only writer.
@@ -214,7 +219,7 @@ mod tests {
 
     #[test]
     fn quantiles_never_understate() {
-        let cells = Cells::new();
+        let cells = Cells::try_new().expect("memory for the cells");
         for v in 1..=1000u64 {
             cells.record(v * 1000, v % 2 == 0);
         }

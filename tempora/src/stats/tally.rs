@@ -499,7 +499,9 @@ impl Tally {
     #[inline]
     pub(crate) fn add_as(&self, i: usize, c: Counter, n: u64) {
         let (i, single) = slot_of(i);
-        let slot = self.slot(i);
+        let Some((slot, i, single)) = self.slot(i, single) else {
+            return;
+        };
         bump(&slot.counts[c as usize], n, single);
         self.mark(slot, i);
     }
@@ -512,15 +514,21 @@ impl Tally {
             return;
         }
         let (i, single) = slot_of(thread_index());
-        let slot = self.slot(i);
+        let Some((slot, i, single)) = self.slot(i, single) else {
+            return;
+        };
         bump(&slot.counts[Counter::Expired as usize], 1, single);
         // Acquire: pairs with the Release of the installation below.
         let mut cells = slot.late.load(Ordering::Acquire);
         if cells.is_null() {
             cells = install_cells(&slot.late);
         }
-        // SAFETY: installed cells live as long as their slot.
-        unsafe { &*cells }.record(late_ns, single);
+        // A sample that finds no memory for the slot's histogram is not recorded (the
+        // expiration is counted): the `timers` module doc, "Memory".
+        if !cells.is_null() {
+            // SAFETY: installed cells live as long as their slot.
+            unsafe { &*cells }.record(late_ns, single);
+        }
         self.mark(slot, i);
     }
 
@@ -532,7 +540,9 @@ impl Tally {
             return;
         }
         let (i, single) = slot_of(thread_index());
-        let slot = self.slot(i);
+        let Some((slot, i, single)) = self.slot(i, single) else {
+            return;
+        };
         bump(&slot.counts[Counter::Delivered as usize], 1, single);
         if overrun > 0 {
             bump(
@@ -582,21 +592,38 @@ impl Tally {
         list.push(slot);
     }
 
-    /// Slot `i`, allocated on first use.
+    /// Slot `i` (`single`: the caller is its only writer), allocated on first use, with its
+    /// index and whether the caller is its only writer. If slot `i` cannot be allocated, the
+    /// shared overflow slot (allocated the same way); `None`, and the count is not made, if
+    /// neither can be (the `timers` module doc, "Memory").
     #[inline]
-    fn slot(&self, i: usize) -> &Slot {
+    fn slot(&self, i: usize, single: bool) -> Option<(&Slot, usize, bool)> {
         // Acquire: pairs with the Release of the installing compare-exchange.
         let p = self.slots[i].load(Ordering::Acquire);
         if !p.is_null() {
             // SAFETY: installed slots are freed only when the tally is dropped.
-            return unsafe { &*p };
+            return Some((unsafe { &*p }, i, single));
         }
-        self.new_slot(i)
+        match self.new_slot(i) {
+            Some(slot) => Some((slot, i, single)),
+            None => self
+                .new_slot(SLOTS)
+                .map(|overflow| (overflow, SLOTS, false)),
+        }
     }
 
+    /// Slot `i`, installed now if no other thread did first; `None` if it cannot be
+    /// allocated.
     #[cold]
-    fn new_slot(&self, i: usize) -> &Slot {
-        let fresh = Box::into_raw(Box::new(CachePadded::new(Slot::new(self as *const Tally))));
+    fn new_slot(&self, i: usize) -> Option<&Slot> {
+        // Acquire: as in `slot`.
+        let p = self.slots[i].load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: installed slots are freed only when the tally is dropped.
+            return Some(unsafe { &*p });
+        }
+        let fresh = CachePadded::new(Slot::new(self as *const Tally));
+        let fresh = Box::into_raw(crate::alloc::try_box(fresh).ok()?);
         // AcqRel: publishes the slot (Release); sees a winner's (Acquire).
         match self.slots[i].compare_exchange(
             ptr::null_mut(),
@@ -605,12 +632,12 @@ impl Tally {
             Ordering::Acquire,
         ) {
             // SAFETY: installed; freed only when the tally is dropped.
-            Ok(_) => unsafe { &*fresh },
+            Ok(_) => Some(unsafe { &*fresh }),
             Err(winner) => {
                 // SAFETY: `fresh` was never shared; `winner` is installed.
                 drop(unsafe { Box::from_raw(fresh) });
                 // SAFETY: as above.
-                unsafe { &*winner }
+                Some(unsafe { &*winner })
             }
         }
     }
@@ -651,8 +678,12 @@ fn bump(cell: &AtomicU64, n: u64, single: bool) {
 }
 
 #[cold]
+/// The installed cells (null if none are and none can be allocated).
 fn install_cells(at: &AtomicPtr<Cells>) -> *mut Cells {
-    let fresh = Box::into_raw(Cells::new());
+    let Some(fresh) = Cells::try_new() else {
+        return ptr::null_mut();
+    };
+    let fresh = Box::into_raw(fresh);
     // AcqRel: publishes the cells (Release); sees a winner's (Acquire).
     match at.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => fresh,

@@ -13,6 +13,7 @@ use super::notify::CLOSED_OWNER;
 use super::object::{
     callback_of, Attached, EventQueue, Itimer, ItimerFixed, ItimerInit, LockedTimer,
 };
+use super::types::NotifyKind;
 use crate::registry::Service;
 use crate::stats::Counter;
 use crate::sync::Ordering;
@@ -53,6 +54,9 @@ impl Service for Itimer {
         let tally = &owner.sink.tally;
         tally.add(Counter::Deleted, 1);
         tally.group.uncharge();
+        if l.state.notify() == NotifyKind::Queue {
+            owner.sink.unreserve();
+        }
         // A poisoned base fails the service; the timer is deleted all the same (its node, if
         // still linked there, is never reached again).
         let _ = owner.core.disarm(l);

@@ -115,6 +115,12 @@ pub(crate) enum Slept {
 /// follow until taking over again, until the service stops.
 pub(crate) fn run(core: &Arc<Core>, k: usize, n: usize) {
     set_timer_slack();
+    // Room for a batch of calls in the standby's queue, made as the thread starts, so that
+    // running callbacks later does not allocate (the `timers` module doc, "Memory").
+    #[cfg(not(loom))]
+    if let Some(s) = core.wake.standby.get(k) {
+        s.pending().reserve(core.batch);
+    }
     while lead(core, k, n) {
         if !follow(core, k) {
             return;

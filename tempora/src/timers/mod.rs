@@ -113,12 +113,68 @@
 //! with [`Error::ServiceStopped`](crate::Error::ServiceStopped), and `recv` returns it once the queue is empty instead of
 //! waiting forever.
 //!
-//! A panic inside one of tempora's own critical sections (a bug, or a failed allocation
-//! that panics) poisons that lock instead of leaving it held, and a driver thread whose loop
+//! A panic inside one of tempora's own critical sections (a bug) poisons that lock instead of leaving it held, and a driver thread whose loop
 //! panics dies visibly: either fails the service ([`Timers::health`] reports what), its
 //! receivers return [`Error::Poisoned`](crate::Error::Poisoned) once their queues are empty, and calls that need the
 //! poisoned part fail with it. A panicking *callback* is not such a failure: it is caught,
 //! counted and the poll goes on.
+//!
+//! # Memory
+//!
+//! A create, an arming or a restore that cannot get memory fails with
+//! [`Error::OutOfMemory`](crate::Error::OutOfMemory) (`EAGAIN`, as the kernel's
+//! `timer_create` when it cannot allocate a timer) and changes nothing: no timer half-made,
+//! the service's count and statistics as before, the owner and its other timers usable; the
+//! same call succeeds once memory is freed. What a create allocates, each fallibly:
+//! * its slot, on a page of 64 slots made when a shard's block first reaches it, and now and
+//!   then a page directory twice the old one (`registry/slots.rs`);
+//! * the calling thread's shard of the owner, on its first create there;
+//! * for a callback, the box of what the timer carries and the callback's `Arc<Serial>`
+//!   (std has no fallible `Arc::new`: a block of its size is allocated fallibly and freed
+//!   just before, which glibc's per-thread cache hands straight back to it; with another
+//!   allocator this is a probe, not a reservation);
+//! * for a `Queue` timer, its entry's room on the owner's queue, so that its expiries never
+//!   allocate (`notify.rs`, "Memory");
+//! * the hash table's growth: a table that cannot get its larger table is not grown and
+//!   keeps working at a higher load (longer chains); the next check tries again. A split
+//!   that cannot collect a chain walks it instead.
+//!
+//! A restore sizes its lists of the snapshot's callbacks fallibly before it makes anything,
+//! and a create that fails part-way is rolled back as any failed restore is. Arming
+//! ([`Owner::settime`]) allocates nothing: a timer is linked into its wheel through its own
+//! node.
+//!
+//! What can still abort the process on a failed allocation, and why each is bounded:
+//! * building a service ([`Timers::new`], its threads and tables) and an owner
+//!   ([`Timers::owner`]): a fixed size each, once, not per timer;
+//! * a thread's first call of some kinds: its first blocking wait (the parking data that the
+//!   `parking_lot` crate registers with glibc's thread-exit list; glibc ends the process if
+//!   that small allocation fails), a poller's buffers of popped entries and of the calls
+//!   they make (one [`Builder::batch`] each) on its first poll, and a driver's queue of
+//!   calls for its standby as it starts. All once per thread, none per timer;
+//! * starting a thread: std's spawn allocates its handle and name infallibly (a stack that
+//!   cannot be mapped is an error, not an abort). A spare driver is started when a driver
+//!   first runs callbacks with none standing by, at most [`Builder::spare_drivers`] per
+//!   driver over the service's life. A poll that collects more than a batch of calls
+//!   at once (several full batches of callbacks due together) grows its buffer to that
+//!   peak, infallibly: bounded by the most callbacks ever due at one poll;
+//! * statistics: a thread's slot in an owner's tally, and its lateness histogram, are
+//!   allocated fallibly on its first count there; a thread whose slot cannot be made counts
+//!   into the owner's shared overflow slot, and only if that cannot be made either is the
+//!   count lost; a lateness sample that finds no memory for its histogram is not recorded
+//!   (the expiration is counted). Statistics lose counts then, never abort;
+//! * a `Queue` timer's event past its reserved room: only entries of deleted timers still on
+//!   the queue take that room; the queue then grows fallibly, and an event it has no memory
+//!   for is not queued (the timer's next expiry queues it; a one-shot timer's is lost), never
+//!   an abort;
+//! * an owner's end: the callbacks and slot pages it lets go are released without a
+//!   fallible-path allocation (a list that cannot be made is skipped: its callbacks are
+//!   dropped at once, its pages kept by the dead owner rather than pooled); the epoch
+//!   collector's deferred frees (`crossbeam-epoch`) allocate a node per 64 of them;
+//! * receiving: a task's waker registration (one entry per waiting task), reading the
+//!   owner's timers into a `Vec` ([`Owner::timers`]), a checkpoint's capture and its encoded
+//!   bytes, and reading a snapshot's bytes from a file or a reader (bounded by their size;
+//!   decoding them allocates its records fallibly).
 //!
 //! # Fork
 //!

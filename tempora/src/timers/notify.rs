@@ -9,6 +9,17 @@
 //! at consume time the timer's lock is taken and the entry is dropped, never delivered, if the
 //! timer was deleted (generation or owner word changed) or re-set (`signal_seq` moved).
 //!
+//! # Memory
+//!
+//! A firing timer's push never allocates while the queue holds no more entries than the
+//! room reserved for it: every `Queue` timer's create makes room for one entry
+//! ([`Sink::reserve`], fallible: the create fails with `Error::OutOfMemory` if it cannot),
+//! and its delete gives the reservation back ([`Sink::unreserve`]; the capacity itself stays,
+//! as the queue keeps its peak). Since the queue holds at most one entry per live timer, only
+//! entries of deleted timers not yet consumed (dropped as stale when they are) can take a
+//! live timer's room; a push then grows the queue fallibly, and one that finds no memory
+//! queues nothing (`Ok(false)`): the timer stays unqueued and its next expiry tries again.
+//!
 //! # The queue and its waiters
 //!
 //! The queue is a `VecDeque` under a one-byte lock (a [`Locked`] of rank `QUEUE`): an event
@@ -120,6 +131,9 @@ pub(crate) const CLOSED_SERVICE: u8 = 2;
 #[derive(Debug)]
 pub(super) struct SinkState<E> {
     queue: VecDeque<E>,
+    /// Entries the queue has room for without growing, at least: one per `Queue` timer of
+    /// the owner (`Sink::reserve`, `Sink::unreserve`; module doc, "Memory").
+    reserved: usize,
     waiters: usize,
     /// Tasks waiting for an entry, each with the token of its registration.
     tasks: Vec<(u64, Waker)>,
@@ -132,6 +146,7 @@ impl<E> Default for Sink<E> {
         Sink {
             state: Locked::new(SinkState {
                 queue: VecDeque::new(),
+                reserved: 0,
                 waiters: 0,
                 tasks: Vec::new(),
                 next_token: 1,
@@ -150,31 +165,60 @@ impl<E> Sink<E> {
         self.state.with(f)
     }
 
+    /// Makes room, ahead of time, for one more timer's entry (a `Queue` timer's create):
+    /// afterwards the queue holds one entry per reserved timer without growing. `Ok(false)`
+    /// if the room cannot be allocated (nothing changed); [`Poisoned`] if the queue is.
+    pub(crate) fn reserve(&self) -> Result<bool, Poisoned> {
+        self.locked(|s| {
+            let want = s.reserved + 1;
+            let room = s.queue.try_reserve(want.saturating_sub(s.queue.len()));
+            if room.is_ok() {
+                s.reserved = want;
+            }
+            room.is_ok()
+        })
+    }
+
+    /// Gives back one timer's room (its delete, or a create that failed after `reserve`).
+    /// The capacity stays: the queue keeps its peak.
+    pub(crate) fn unreserve(&self) {
+        let _ = self.locked(|s| s.reserved = s.reserved.saturating_sub(1));
+    }
+
     /// Queues an event (called with the timer's lock held), wakes waiting threads, and hands
     /// the wakers of waiting tasks to `wake` (to be woken once the caller holds no lock).
+    /// `Ok(false)`: no room for it, and none could be allocated; nothing changed (module
+    /// doc, "Memory": only entries of deleted timers still on the queue take the room a push
+    /// needs).
     ///
-    /// Allocation: the queue grows under its lock when it outgrows its peak (amortised
-    /// doubling); it holds at most one entry per timer of the owner, so its size is bounded by
-    /// the owner's timer count. The threads' wake-up (a futex call) is issued after the queue
-    /// lock is released but under the caller's timer lock, and only when a thread sleeps; so
-    /// is the readiness fd's write, and only on a transition from empty.
+    /// Allocation: none while the queue holds no more entries than its reserved room (one
+    /// per `Queue` timer, made at create); past that, the queue grows fallibly under its
+    /// lock. The threads' wake-up (a futex call) is issued after the queue lock is released
+    /// but under the caller's timer lock, and only when a thread sleeps; so is the readiness
+    /// fd's write, and only on a transition from empty.
     #[inline]
-    pub(crate) fn push(&self, event: E, wake: impl FnMut(Waker)) -> Result<(), Poisoned> {
-        let (waiters, was_empty) = self.locked(|s| {
+    pub(crate) fn push(&self, event: E, wake: impl FnMut(Waker)) -> Result<bool, Poisoned> {
+        let pushed = self.locked(|s| {
+            if s.queue.len() == s.queue.capacity() && s.queue.try_reserve(1).is_err() {
+                return None;
+            }
             let was_empty = s.queue.is_empty();
             s.queue.push_back(event);
             if !s.tasks.is_empty() {
                 s.tasks.drain(..).map(|(_, w)| w).for_each(wake);
             }
-            (s.waiters, was_empty)
+            Some((s.waiters, was_empty))
         })?;
+        let Some((waiters, was_empty)) = pushed else {
+            return Ok(false);
+        };
         if waiters != 0 {
             self.wake();
         }
         if was_empty && self.fd.get().is_some() {
             self.sync_fd();
         }
-        Ok(())
+        Ok(true)
     }
 
     #[inline]
@@ -356,6 +400,59 @@ pub(crate) enum Registered {
     NotEmpty,
     /// Call again with a clone of the waker in `fresh`.
     NeedWaker,
+}
+
+#[cfg(all(test, not(loom)))]
+mod memory_tests {
+    use super::*;
+    use crate::alloc::refusing_allocations;
+
+    /// Reserved room is pushed into without allocating; past it, a push that cannot grow the
+    /// queue queues nothing and says so; a reserve that cannot allocate reserves nothing.
+    #[test]
+    fn pushes_into_reserved_room_allocate_nothing() {
+        let sink = Sink::<u32>::default();
+        for _ in 0..3 {
+            assert_eq!(sink.reserve(), Ok(true));
+        }
+        let (pushed, spare, more) = refusing_allocations(0, || {
+            let pushed = [0, 1, 2].map(|n| sink.push(n, |_| {}));
+            // Room the queue's growth rounded up to is reserved without allocating; one past
+            // its capacity is refused.
+            let mut spare = true;
+            while sink.locked(|s| s.reserved < s.queue.capacity()) == Ok(true) {
+                spare &= sink.reserve() == Ok(true);
+            }
+            (pushed, spare, sink.reserve())
+        });
+        assert_eq!(pushed, [Ok(true); 3]);
+        assert!(spare);
+        assert_eq!(more, Ok(false), "room made from nothing");
+        let reserved = sink.locked(|s| s.reserved).unwrap();
+        while sink.locked(|s| s.reserved).unwrap() > 3 {
+            sink.unreserve();
+        }
+        assert!(reserved >= 3);
+        assert_eq!(sink.len(), 3);
+        // Past the room (entries of deleted timers): refused, nothing queued.
+        let (filled, refused) = refusing_allocations(0, || {
+            let mut filled = true;
+            while sink.locked(|s| s.queue.len() < s.queue.capacity()) == Ok(true) {
+                filled &= sink.push(9, |_| {}) == Ok(true);
+            }
+            (filled, sink.push(10, |_| {}))
+        });
+        assert!(filled);
+        assert_eq!(refused, Ok(false));
+        let len = sink.len();
+        assert_eq!(sink.push(10, |_| {}), Ok(true));
+        assert_eq!(sink.len(), len + 1);
+        // A reservation given back leaves the capacity: the next reserve needs nothing.
+        sink.unreserve();
+        assert_eq!(refusing_allocations(0, || sink.reserve()), Ok(true));
+        let order: Vec<u32> = std::iter::from_fn(|| sink.pop().unwrap()).take(4).collect();
+        assert_eq!(order, [0, 1, 2, 9]);
+    }
 }
 
 #[cfg(all(test, not(loom), debug_assertions))]

@@ -13,6 +13,7 @@ use super::signal::SignalCell;
 use super::types::{
     self, ItimerSpec, Notify, NotifyKind, Placement, Precision, SetFlags, TimerInfo,
 };
+use crate::alloc::{probe_arc, try_box};
 use crate::clock::{ClockId, LazyNow, TimeSpec};
 use crate::error::Error;
 use crate::registry::{self, TimerId};
@@ -63,7 +64,9 @@ impl Owner {
     /// # Errors
     /// [`Error::NoFreeId`] (`EAGAIN`) when every ID is in use; [`Error::LimitReached`]
     /// (`EAGAIN`) when a group the owner is in is at its
-    /// [`max_timers`](super::Group::set_max_timers); [`Error::OwnerDeleted`].
+    /// [`max_timers`](super::Group::set_max_timers); [`Error::OutOfMemory`] (`EAGAIN`) when
+    /// the timer's memory cannot be allocated (the `timers` module doc, "Memory");
+    /// [`Error::OwnerDeleted`].
     #[doc(alias = "timer_create")]
     pub fn create(&self, clock: ClockId, notify: Notify) -> Result<TimerId, Error> {
         self.create_then(None, clock, notify, None)
@@ -76,7 +79,8 @@ impl Owner {
     /// [`Error::NotRestoring`] if restore mode is off; [`Error::InvalidId`] for a negative ID
     /// or one beyond the ID limit ([`Builder::id_bits`](super::Builder::id_bits));
     /// [`Error::IdInUse`] if this owner has a timer `id`; [`Error::LimitReached`];
-    /// [`Error::OwnerDeleted`]. Nothing is allocated or changed on error.
+    /// [`Error::OutOfMemory`]; [`Error::OwnerDeleted`]. Nothing is allocated or changed on
+    /// error.
     #[doc(alias = "timer_create")]
     #[doc(alias = "PR_TIMER_CREATE_RESTORE_IDS")]
     pub fn create_with_id(
@@ -118,16 +122,21 @@ impl Owner {
             }
         }
         let kind = notify.kind();
+        // The service's own allocations on a create (the registry's are its slot pages and
+        // shards): a callback's `Arc<Serial>`, probed first (std has no fallible `Arc::new`:
+        // `probe_arc`), and the box of what the timer carries, fallible as the registry's are
+        // (`Error::OutOfMemory`).
         let cell = |f, name| {
+            probe_arc::<Serial>()?;
             let serial = Serial::new(f);
-            Some(Box::new(Attached::Callback(CallbackCell { serial, name })))
+            try_box(Attached::Callback(CallbackCell { serial, name })).map(Some)
         };
         let attached = match notify {
-            Notify::Callback(f) => cell(CallFn::Plain(f), None),
-            Notify::NamedCallback(name, f) => cell(CallFn::Plain(f), Some(name)),
-            Notify::OnFire { name, f } => cell(CallFn::Fired(f, self.downgrade()), name),
+            Notify::Callback(f) => cell(CallFn::Plain(f), None)?,
+            Notify::NamedCallback(name, f) => cell(CallFn::Plain(f), Some(name))?,
+            Notify::OnFire { name, f } => cell(CallFn::Fired(f, self.downgrade()), name)?,
             Notify::Signal { .. } | Notify::ThreadSignal { .. } | Notify::SignalWithId { .. } => {
-                Some(Box::new(Attached::Signal(SignalCell::new(&notify)?)))
+                Some(try_box(Attached::Signal(SignalCell::new(&notify)?))?)
             }
             Notify::None | Notify::Queue => None,
         };
@@ -144,10 +153,28 @@ impl Owner {
             tally.add(Counter::Refused, 1);
             return Err(Error::LimitReached(group));
         }
+        // A `Queue` timer's room on the owner's queue, so that its expiries never allocate
+        // (`notify.rs`, "Memory"); given back by its delete (`on_delete`).
+        let queued = kind == NotifyKind::Queue;
+        if queued {
+            let room = self.sink().reserve();
+            if room != Ok(true) {
+                tally.group.uncharge();
+                return Err(match room {
+                    Ok(_) => Error::OutOfMemory,
+                    Err(_) => Error::Poisoned(QUEUE_POISONED),
+                });
+            }
+        }
         let r = create(init);
         match r {
             Ok(_) => tally.add(Counter::Created, 1),
-            Err(_) => tally.group.uncharge(),
+            Err(_) => {
+                tally.group.uncharge();
+                if queued {
+                    self.sink().unreserve();
+                }
+            }
         }
         r
     }

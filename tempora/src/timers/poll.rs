@@ -60,6 +60,9 @@ impl Core {
     /// A poll that leaves what it would run (callbacks, wake-ups) in `out`, for the caller to
     /// run (a driver runs them after publishing its next deadline: `driver.rs`).
     pub(crate) fn poll_collect(&self, out: &mut Vec<Call>) -> usize {
+        // Room for a batch's calls from the driver's first poll on, as `poll_then` sizes its
+        // own buffers (the `timers` module doc, "Memory").
+        out.reserve(self.batch);
         self.poll_then(self.now_all(), &mut |calls| out.append(calls))
     }
 
@@ -73,6 +76,10 @@ impl Core {
         let mut batch = BATCH.with(Cell::take);
         batch.reserve(self.batch);
         let mut calls = CALLS.with(Cell::take);
+        // A batch makes at most one call per entry (plus the wake-ups of waiting tasks): sized
+        // with the batch, on the thread's first poll, so that a poll that fires callbacks
+        // later allocates nothing (the `timers` module doc, "Memory").
+        calls.reserve(self.batch);
         let mut fired = 0;
         let n = self.bases.len();
         let first = self.my_base();
@@ -349,7 +356,13 @@ pub(crate) fn enqueue(core: &Core, l: &mut LockedTimer<'_>, seq: u32, wake: impl
         },
         wake,
     );
-    if pushed.is_err() {
-        core.health.fail(QUEUE_POISONED);
+    match pushed {
+        Ok(true) => {}
+        // No room (only stale entries of deleted timers can take it: `notify.rs`, "Memory"):
+        // the event is not queued, and the timer's next expiry tries again.
+        Ok(false) => l.state.set_queued(false),
+        Err(_) => {
+            core.health.fail(QUEUE_POISONED);
+        }
     }
 }

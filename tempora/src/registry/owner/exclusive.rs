@@ -152,7 +152,7 @@ impl<S: Service> Exclusive<'_, S> {
             self.guard.flush();
         }
         let guard = &self.guard;
-        let (home, shard) = owner.shard(self.thread);
+        let (home, shard) = owner.shard(self.thread)?;
         let check = !self.alone;
         let (id, table, timer) = shard
             .locked(|st| owner.create_locked(st, home, Some(id), init, check, guard))

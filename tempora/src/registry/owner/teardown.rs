@@ -62,7 +62,13 @@ impl<S: Service> OwnerInner<S> {
             let marked = timer.lock_if(word, None, |l| Timer::mark_deleted(l, &self.service));
             match marked {
                 Ok(Some(r)) => {
-                    released.push(r);
+                    // Dropped with no lock held either way: kept for after the walk if there
+                    // is room (no allocation that can fail aborts a teardown), else now.
+                    if released.try_reserve(1).is_ok() {
+                        released.push(r);
+                    } else {
+                        drop(r);
+                    }
                     self.unhash(timer, self.hash(TimerId(id)), &guard);
                     // Release: as in `free_slot_locked`; the slot is not reused (the owner is
                     // dead).
@@ -109,7 +115,11 @@ impl<S: Service> Drop for OwnerInner<S> {
                 drop(unsafe { Box::from_raw(p) });
             }
         }
-        let pages = self.slots.take_pages();
+        let Some(pages) = self.slots.take_pages() else {
+            // No memory for the list of pages: they stay with this owner's directory, which
+            // never frees them (leaked rather than abort; `timers` module doc, "Memory").
+            return;
+        };
         let shared = self.shared.clone();
         let guard = crate::sync::pin();
         // SAFETY: every timer of this owner was unhashed and freed (owner word 0) by

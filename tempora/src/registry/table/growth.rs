@@ -20,6 +20,7 @@
 
 use super::{drop_deferred, find, hash, nulls, tag, Bucket, BucketGuard, Table};
 use super::{LOCKED, MAX_BITS, MOVED, NULLS};
+use crate::alloc::try_box;
 use crate::registry::timer::{Service, Timer};
 use crate::sync::Ordering;
 use crossbeam_epoch::{self as epoch, Atomic, Guard};
@@ -42,19 +43,47 @@ impl Table {
         // Sized before the lock is taken, so the collection below allocates under the old
         // bucket's lock only for a chain more than `reserve` long (four times the allowed
         // average, at least `SPLIT_CHAIN`: at the default maximum load of 2 a chain of 16 is
-        // a one-in-ten-million event; the allocation is bounded by the chain).
-        let mut chain: Vec<&Timer<S>> = Vec::with_capacity(reserve);
+        // a one-in-ten-million event; the allocation is bounded by the chain). Every
+        // allocation is fallible: a split that cannot collect the chain walks to each member
+        // instead (`nth` below, quadratic in the chain, allocating nothing), since a claimed
+        // bucket must be split for the resize to end.
+        let mut chain: Vec<&Timer<S>> = Vec::new();
+        let _ = chain.try_reserve(reserve);
         let Some(old_locked) = old.lock() else {
             debug_assert!(false, "bucket {i} split twice");
             return;
         };
-        let mut p = old_locked.head();
+        let first = old_locked.head();
+        let mut collected = true;
+        let mut len = 0;
+        let mut p = first;
         while p != 0 && p & NULLS == 0 {
             // SAFETY: the old bucket's lock is held; its chain holds live timers only.
             let t = unsafe { &*(p as *const Timer<S>) };
-            chain.push(t);
+            collected = collected && chain.try_reserve(1).is_ok();
+            if collected {
+                chain.push(t);
+            }
+            len += 1;
             p = t.hot.hash_next.load(Ordering::Relaxed);
         }
+        // The chain's `pos`-th member. Walking from the head follows only the links before
+        // `pos`, which the loop below has not changed yet (it works from the tail).
+        let nth = |pos: usize| -> &Timer<S> {
+            if collected {
+                return chain[pos];
+            }
+            let mut p = first;
+            for _ in 0..pos {
+                // SAFETY: as above; the links before `pos` are still the old chain's.
+                p = unsafe { &*(p as *const Timer<S>) }
+                    .hot
+                    .hash_next
+                    .load(Ordering::Relaxed);
+            }
+            // SAFETY: as above.
+            unsafe { &*(p as *const Timer<S>) }
+        };
         let lo = i;
         let hi = i + self.buckets.len();
         let future_locked = [lo, hi].map(|j| {
@@ -64,7 +93,8 @@ impl Table {
         });
         let mut heads = [future_locked[0].head(), future_locked[1].head()];
         let end_of_old = nulls(self.bits, i);
-        for (pos, t) in chain.iter().enumerate().rev() {
+        for pos in (0..len).rev() {
+            let t = nth(pos);
             let owner_key = t.hot.owner.load(Ordering::Relaxed) >> 1;
             debug_assert_ne!(owner_key, 0);
             let id = t.hot.id.load(Ordering::Relaxed);
@@ -79,7 +109,7 @@ impl Table {
             // Release (both stores): link the timer into its new chain before anyone can
             // reach that chain through it.
             t.hot.hash_next.store(next, Ordering::Release);
-            let ptr = *t as *const Timer<S> as usize;
+            let ptr = t as *const Timer<S> as usize;
             future.buckets[j]
                 .head
                 .store(ptr | LOCKED, Ordering::Release);
@@ -91,7 +121,7 @@ impl Table {
             // Cut the old chain before this timer. Release: a walker that reads the cut sees
             // the timer already in the future table (and the `future` pointer).
             if pos > 0 {
-                chain[pos - 1]
+                nth(pos - 1)
                     .hot
                     .hash_next
                     .store(end_of_old, Ordering::Release);
@@ -187,7 +217,12 @@ impl Tables {
         if count() <= (t.buckets.len() * self.max_load) as isize {
             return;
         }
-        let f = Box::into_raw(Box::new(Table::new(t.bits + 1, t.salt)));
+        // A table that cannot be allocated is not grown: it keeps working at a higher load
+        // (longer chains), and the next check tries again.
+        let Some(f) = Table::try_new(t.bits + 1, t.salt).and_then(|f| try_box(f).ok()) else {
+            return;
+        };
+        let f = Box::into_raw(f);
         // AcqRel: Release publishes the new (empty) table to walkers that load `future`.
         if t.future
             .compare_exchange(std::ptr::null_mut(), f, Ordering::AcqRel, Ordering::Acquire)

@@ -46,6 +46,58 @@ fn split_moves_chains_and_refills_near_entries() {
     }
 }
 
+/// A split that cannot allocate the list of its chain walks the chain instead: every timer
+/// lands in its new bucket, findable, and the old bucket reads MOVED, as with the list.
+#[test]
+fn a_split_that_cannot_allocate_walks_its_chain() {
+    let old = Table::new(4, SALT);
+    let future = Table::new(5, SALT);
+    // A chain longer than the reserve, so the walk is the only way.
+    let ids: Vec<i32> = (0..)
+        .filter(|&id| old.index(hash(SALT, OWNER, id)) == 0)
+        .take(2 * SPLIT_CHAIN + 3)
+        .collect();
+    let timers: Vec<Box<Timer<()>>> = ids.iter().map(|&id| timer(id)).collect();
+    for (t, &id) in timers.iter().zip(&ids) {
+        let h = hash(SALT, OWNER, id);
+        let locked = old.buckets[0].lock().unwrap();
+        old.link_and_unlock(0, locked, t, h);
+    }
+    crate::alloc::refusing_allocations(0, || {
+        old.split_bucket::<()>(0, &future, SPLIT_CHAIN);
+    });
+    assert_eq!(old.buckets[0].head.load(Ordering::Relaxed), MOVED);
+    let mut moved = [0; 2];
+    for (t, &id) in timers.iter().zip(&ids) {
+        let h = hash(SALT, OWNER, id);
+        moved[usize::from(future.index(h) != 0)] += 1;
+        assert!(
+            matches!(future.walk(h, visible(OWNER), id), Walk::Found(f) if std::ptr::eq(f, &**t)),
+            "timer {id} is not in its new bucket"
+        );
+    }
+    // Each future bucket's chain holds exactly its timers, in creation order reversed (as
+    // if they had been created into it), and ends at its own marker.
+    for (j, count) in [(0, moved[0]), (16, moved[1])] {
+        let mut p = future.buckets[j].head.load(Ordering::Relaxed) & !LOCKED;
+        let mut seen = Vec::new();
+        while p != 0 && p & NULLS == 0 {
+            // SAFETY: the timers are alive (`timers`), and nothing else touches the tables.
+            let t = unsafe { &*(p as *const Timer<()>) };
+            seen.push(t.hot.id.load(Ordering::Relaxed));
+            p = t.hot.hash_next.load(Ordering::Relaxed);
+        }
+        assert_eq!(seen.len(), count, "bucket {j}: {seen:?}");
+        assert!(
+            p == 0 || p == nulls(future.bits, j),
+            "bucket {j} ends at {p:#x}"
+        );
+        let mut sorted = seen.clone();
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        assert_eq!(seen, sorted, "bucket {j}: not newest first");
+    }
+}
+
 /// The hash buckets' locks are ranked: a shard lock taken under a bucket lock panics in
 /// debug builds (the queue's: `timers::notify`'s `a_timer_lock_under_a_queue_lock_panics`).
 #[cfg(debug_assertions)]
