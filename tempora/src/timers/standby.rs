@@ -206,8 +206,12 @@ pub(crate) struct Standby {
     pub(super) state: Handover,
     /// Threads following (blocked on `fd`, or about to be).
     pub(super) following: std::sync::atomic::AtomicUsize,
-    /// Spares started for this driver (at most `DriverCounts::spare_limit`).
+    /// Spares started for this driver (at most `DriverCounts::spare_limit`); they stay until
+    /// the service stops.
     pub(super) started: std::sync::atomic::AtomicUsize,
+    /// Times a leader with no follower to stand by left its callbacks in `pending` for the
+    /// threads in callbacks to run as they return (`driver.rs`, "Callbacks that block").
+    pub(crate) deferred: std::sync::atomic::AtomicU64,
     /// Callbacks collected and not yet run: whoever leads or led runs them, one at a time.
     pending: RankedMutex<std::collections::VecDeque<Call>, { rank::PENDING }>,
     /// A blocking timerfd on `CLOCK_MONOTONIC`, armed while the leader runs callbacks; a
@@ -242,19 +246,16 @@ impl Standby {
             state: Default::default(),
             following: Default::default(),
             started: Default::default(),
+            deferred: Default::default(),
             pending: Default::default(),
             fd: fd::timerfd(libc::CLOCK_MONOTONIC, false)?,
             plan: Default::default(),
         })
     }
 
-    /// The leader's callbacks returned: `true` if it still leads (then the fd is disarmed).
-    pub(crate) fn end(&self, held: u64) -> bool {
-        let kept = self.state.leave(held);
-        if kept {
-            self.plan(&mut FdPlan::end);
-        }
-        kept
+    /// The leader's callbacks returned and it still leads (`Handover::leave`): disarms the fd.
+    pub(crate) fn end(&self) {
+        self.plan(&mut FdPlan::end);
     }
 
     /// The service stops: every follower wakes (the fd fires every millisecond until closed).
