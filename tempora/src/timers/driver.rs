@@ -100,7 +100,7 @@ use super::fd;
 use super::health::DRIVER_DIED;
 use super::serial::Call;
 #[cfg(not(loom))]
-use super::standby::{Standby, Steps as _};
+use super::standby::{Next, Standby, Steps as _};
 use super::wake::{earliest_fire, from_monotonic};
 #[cfg(not(loom))]
 use crate::clock::ClockSource;
@@ -288,40 +288,24 @@ fn lead_calls(
     // a leader replaced earlier may start following meanwhile.
     let mut held = None;
     loop {
-        if held.is_none() && (s.following.load(Relaxed) > 0 || start_spare(s, core, k)) {
+        if held.is_none() && (s.crew.following.load(Relaxed) > 0 || start_spare(s, core, k)) {
             held = Some(s.begin(&core.wake.bells[k], token));
         }
-        let mut pending = s.pending();
-        if held.is_none() {
-            if s.following.load(Relaxed) > 0 {
-                // A thread back from its callback follows now: it stands by.
-                continue;
-            }
-            if s.started.load(Relaxed) > 0 {
-                // Every spare is in a callback: the first back runs the list (it looks under
-                // this lock before it follows).
+        let (call, more) = match s.crew.next(held, &s.state) {
+            Next::Run(call, more) => (call, more),
+            // A thread back from its callbacks follows now: stand it by.
+            Next::StandBy => continue,
+            Next::Leave => {
                 s.deferred.fetch_add(1, Relaxed);
                 return true;
             }
-            // No other thread (the OS refused every spare): run it here, unguarded.
-        }
-        let Some(call) = pending.pop_front() else {
-            let Some(held) = held else {
-                return true;
-            };
-            // Under the list's lock, so that a leader leaving calls sees this thread follow.
-            let kept = s.state.leave(held);
-            if !kept {
-                s.following.fetch_add(1, Relaxed);
+            Next::Done(kept) => {
+                if kept && held.is_some() {
+                    s.end();
+                }
+                return kept;
             }
-            drop(pending);
-            if kept {
-                s.end();
-            }
-            return kept;
         };
-        let more = !pending.is_empty();
-        drop(pending);
         if let Some(held) = held {
             let now = crate::clock::OsClock.now(ClockId::Monotonic);
             let want = if more {
@@ -345,7 +329,7 @@ fn follow_standby(s: &Standby, core: &Arc<Core>) -> bool {
             return false;
         }
         if s.state.take_over() {
-            s.following.fetch_sub(1, Relaxed);
+            s.crew.following.fetch_sub(1, Relaxed);
             core.drivers.takeovers.fetch_add(1, Relaxed);
             return true;
         }
@@ -357,18 +341,18 @@ fn follow_standby(s: &Standby, core: &Arc<Core>) -> bool {
 /// Starts a spare for driver `k`, following, if fewer than the limit were started.
 fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
     use std::sync::atomic::Ordering::Relaxed;
-    if s.started.fetch_add(1, Relaxed) >= core.drivers.spare_limit {
-        s.started.fetch_sub(1, Relaxed);
+    if s.crew.started.fetch_add(1, Relaxed) >= core.drivers.spare_limit {
+        s.crew.started.fetch_sub(1, Relaxed);
         return false;
     }
     // Spawned and recorded under the lock, and never once the service is stopping: `Drop`
     // sets `shutdown` and then takes this list under the same lock to join it.
     let mut spares = core.drivers.spares.lock_or_recover();
     if core.health.shutdown.load(Ordering::Acquire) {
-        s.started.fetch_sub(1, Relaxed);
+        s.crew.started.fetch_sub(1, Relaxed);
         return false;
     }
-    s.following.fetch_add(1, Relaxed);
+    s.crew.following.fetch_add(1, Relaxed);
     let c = core.clone();
     let n = core.wake.bells.len();
     let spawned = crate::sync::spawn_blocking_signals(format!("tempora-spare-{k}"), move || {
@@ -389,8 +373,8 @@ fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
             true
         }
         Err(_) => {
-            s.following.fetch_sub(1, Relaxed);
-            s.started.fetch_sub(1, Relaxed);
+            s.crew.following.fetch_sub(1, Relaxed);
+            s.crew.started.fetch_sub(1, Relaxed);
             false
         }
     }
