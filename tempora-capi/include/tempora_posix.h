@@ -10,8 +10,9 @@
  *                    SIGEV_SIGNAL, SIGEV_THREAD_ID and a NULL sigevent.
  *                    SIGEV_THREAD's function runs on tempora's driver thread, not on a new
  *                    thread per expiry (sigev_notify_attributes is ignored); one that blocks
- *                    hands the driver to a spare thread, so other timers still fire (up to
- *                    4 blocked at once: tempora_config's spare_drivers). A timer's function
+ *                    hands the driver to a spare thread, so other timers still fire: timers
+ *                    of other kinds however many block, other functions while fewer than 64
+ *                    block at once (tempora_config's spare_drivers). A timer's function
  *                    never runs twice at once: expiries meanwhile make one more call.
  *                    It must return normally: a C++ exception that escapes it aborts the
  *                    process, and pthread_exit, longjmp or a cancellation out of it is

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
 use tempora::Timers;
 
-/// Fills `*config` with the defaults: a base per CPU, one driver thread with 4 spares, a 1 µs
-/// tick, 31-bit IDs, a 1 s `max_deferral_ns`.
+/// Fills `*config` with the defaults: a base per CPU, one driver thread with up to 64 spares,
+/// a 1 µs tick, 31-bit IDs, a 1 s `max_deferral_ns`.
 /// Returns 0, or -1 with `errno` `EFAULT` if `config` is NULL.
 ///
 /// # Safety

@@ -363,10 +363,13 @@ struct Gate {
     /// Calls that reached the gate, and calls that left it.
     entered: AtomicU64,
     left: AtomicU64,
+    /// When the last call reached it (monotonic ns).
+    last_entry: AtomicU64,
 }
 
 impl Gate {
     fn wait(&self) {
+        self.last_entry.fetch_max(mono(), O::SeqCst);
         self.entered.fetch_add(1, O::SeqCst);
         let open = self.open.lock().unwrap();
         let _open = self
@@ -384,8 +387,10 @@ impl Gate {
 
 /// What `ten_blocked_callbacks` saw.
 struct Blocked {
-    /// Calls that had reached the gate before the first timer of the other kinds was due.
+    /// Calls that had reached the gate before it opened, and how late the last of them
+    /// reached it after their expiry (ns).
     entered_before: u64,
+    entry_late: u64,
     /// Queue events and signals that arrived while the ten blocked (20 each expected), and
     /// the latest of them, and of the other owner's callback, after its expiry (ns; the
     /// other owner's `None` if it was not called).
@@ -458,7 +463,6 @@ fn ten_blocked_callbacks(spares: Option<usize>) -> Blocked {
     while mono() < t1 {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let entered_before = gate.entered.load(O::SeqCst);
     let (mut queue_late, mut signal_late) = (Vec::new(), Vec::new());
     let take = |queue_late: &mut Vec<u64>, signal_late: &mut Vec<u64>| {
         if let Some(ev) = owner.recv_timeout(Duration::from_millis(1)).unwrap() {
@@ -485,6 +489,8 @@ fn ten_blocked_callbacks(spares: Option<usize>) -> Blocked {
     let queue_late_max = queue_late.iter().copied().max().unwrap_or(0);
     let signal_late_max = signal_late.iter().copied().max().unwrap_or(0);
     let (queued_before, signals_before) = (queue_late.len(), signal_late.len());
+    let entered_before = gate.entered.load(O::SeqCst);
+    let entry_late = gate.last_entry.load(O::SeqCst).saturating_sub(t0);
     gate.open();
     let done = Instant::now() + Duration::from_secs(5);
     while (queue_late.len() < 20
@@ -508,6 +514,7 @@ fn ten_blocked_callbacks(spares: Option<usize>) -> Blocked {
     let other_calls = other_seen.lock().unwrap().len() as u64;
     Blocked {
         entered_before,
+        entry_late,
         queued_before,
         signals_before,
         queue_late: queue_late_max,
@@ -562,6 +569,12 @@ fn ten_blocked_callbacks_stop_no_other_timer() {
     let b = ten_blocked_callbacks(None);
     check_blocked(&b);
     assert_eq!(b.entered_before, 10, "blocked calls waited for a thread");
+    // Due together, the ten are taken over one after another (a grace and a hand-over each).
+    assert!(
+        b.entry_late < BOUND,
+        "the last blocked call started {} ms late",
+        b.entry_late / MS
+    );
     let late = b
         .other_late
         .expect("the other owner's callback waited for the gate");

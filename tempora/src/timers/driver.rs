@@ -49,8 +49,9 @@
 //!   `a_blocked_callback_delays_no_other_timer_beyond_the_bound` holds a bound well under the
 //!   time its callback blocks).
 //! - A callback, any owner's: while fewer than `spare_drivers` callbacks block at once, as
-//!   above, plus the grace for a call queued behind a blocking one in the same batch (the
-//!   driver and its spares are `spare_drivers + 1` threads, one of which polls). With
+//!   above, plus, for a call queued behind blocking ones in the same batch, a grace and a
+//!   hand-over for each call ahead of it (the driver and its spares are `spare_drivers + 1`
+//!   threads, one of which polls). With
 //!   `spare_drivers` blocked, it waits in the list (in the order its expiry was taken) for
 //!   the first of them to return: the only wait, and the only one tempora cannot shorten.
 //!   Expiries of its own timer meanwhile fold into that call (`serial.rs`), so one timer
