@@ -399,6 +399,10 @@ struct Blocked {
     queue_late: u64,
     signal_late: u64,
     other_late: Option<u64>,
+    /// Sleeps (20 ms each, one after another, in an async task) that ended while the ten
+    /// blocked, and the latest of them after its deadline (ns).
+    sleeps: usize,
+    sleep_late: u64,
     /// After the gate opened: queue events and signals in all (20 each expected), the other
     /// owner's calls (1), and the blocked calls that reached and left the gate (10 each).
     queued: usize,
@@ -463,75 +467,104 @@ fn ten_blocked_callbacks(spares: Option<usize>) -> Blocked {
     while mono() < t1 {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let (mut queue_late, mut signal_late) = (Vec::new(), Vec::new());
-    let take = |queue_late: &mut Vec<u64>, signal_late: &mut Vec<u64>| {
-        if let Some(ev) = owner.recv_timeout(Duration::from_millis(1)).unwrap() {
-            queue_late.push(mono().saturating_sub(queued[&ev.id]));
+    // An async task sleeping 20 ms at a time: its wake-ups come from the poll as a queue
+    // event's do.
+    let sleeping = std::sync::atomic::AtomicBool::new(true);
+    std::thread::scope(|scope| {
+        let sleeper = scope.spawn(|| {
+            let mut late = Vec::new();
+            while sleeping.load(O::SeqCst) {
+                let at = mono() + 20 * MS;
+                smol::block_on(timers.sleep(Duration::from_millis(20)));
+                late.push(mono().saturating_sub(at));
+            }
+            late
+        });
+        let (mut queue_late, mut signal_late) = (Vec::new(), Vec::new());
+        let take = |queue_late: &mut Vec<u64>, signal_late: &mut Vec<u64>| {
+            if let Some(ev) = owner.recv_timeout(Duration::from_millis(1)).unwrap() {
+                queue_late.push(mono().saturating_sub(queued[&ev.id]));
+            }
+            for s in port.take_all() {
+                signal_late.push(mono().saturating_sub(signalled[&s.value]));
+            }
+        };
+        let give_up = t1 + 19 * 20 * MS + 2000 * MS;
+        // The other owner's callback is given until `BOUND` after its expiry: it is late after.
+        while (queue_late.len() < 20
+            || signal_late.len() < 20
+            || (other_seen.lock().unwrap().is_empty() && mono() < other_at + BOUND))
+            && mono() < give_up
+        {
+            take(&mut queue_late, &mut signal_late);
         }
-        for s in port.take_all() {
-            signal_late.push(mono().saturating_sub(signalled[&s.value]));
+        let other_late = other_seen
+            .lock()
+            .unwrap()
+            .first()
+            .map(|&at| at.saturating_sub(other_at));
+        let queue_late_max = queue_late.iter().copied().max().unwrap_or(0);
+        let signal_late_max = signal_late.iter().copied().max().unwrap_or(0);
+        let (queued_before, signals_before) = (queue_late.len(), signal_late.len());
+        let entered_before = gate.entered.load(O::SeqCst);
+        let entry_late = gate.last_entry.load(O::SeqCst).saturating_sub(t0);
+        sleeping.store(false, O::SeqCst);
+        // Opened first: a sleep whose wake-up waits for a thread then ends, late.
+        gate.open();
+        let sleep_late = sleeper.join().unwrap();
+        let done = Instant::now() + Duration::from_secs(5);
+        while (queue_late.len() < 20
+            || signal_late.len() < 20
+            || gate.left.load(O::SeqCst) < 10
+            || other_seen.lock().unwrap().is_empty())
+            && Instant::now() < done
+        {
+            take(&mut queue_late, &mut signal_late);
         }
-    };
-    let give_up = t1 + 19 * 20 * MS + 2000 * MS;
-    // The other owner's callback is given until `BOUND` after its expiry: it is late after.
-    while (queue_late.len() < 20
-        || signal_late.len() < 20
-        || (other_seen.lock().unwrap().is_empty() && mono() < other_at + BOUND))
-        && mono() < give_up
-    {
+        // Anything still to come would show as a count above what was expected.
+        std::thread::sleep(Duration::from_millis(20));
         take(&mut queue_late, &mut signal_late);
-    }
-    let other_late = other_seen
-        .lock()
-        .unwrap()
-        .first()
-        .map(|&at| at.saturating_sub(other_at));
-    let queue_late_max = queue_late.iter().copied().max().unwrap_or(0);
-    let signal_late_max = signal_late.iter().copied().max().unwrap_or(0);
-    let (queued_before, signals_before) = (queue_late.len(), signal_late.len());
-    let entered_before = gate.entered.load(O::SeqCst);
-    let entry_late = gate.last_entry.load(O::SeqCst).saturating_sub(t0);
-    gate.open();
-    let done = Instant::now() + Duration::from_secs(5);
-    while (queue_late.len() < 20
-        || signal_late.len() < 20
-        || gate.left.load(O::SeqCst) < 10
-        || other_seen.lock().unwrap().is_empty())
-        && Instant::now() < done
-    {
-        take(&mut queue_late, &mut signal_late);
-    }
-    // Anything still to come would show as a count above what was expected.
-    std::thread::sleep(Duration::from_millis(20));
-    take(&mut queue_late, &mut signal_late);
-    let deferred = timers
-        .core
-        .wake
-        .standby
-        .iter()
-        .map(|s| s.deferred.load(O::Relaxed))
-        .sum();
-    let other_calls = other_seen.lock().unwrap().len() as u64;
-    Blocked {
-        entered_before,
-        entry_late,
-        queued_before,
-        signals_before,
-        queue_late: queue_late_max,
-        signal_late: signal_late_max,
-        other_late,
-        queued: queue_late.len(),
-        signals: signal_late.len(),
-        other_calls,
-        entered: gate.entered.load(O::SeqCst),
-        left: gate.left.load(O::SeqCst),
-        deferred,
-    }
+        let deferred = timers
+            .core
+            .wake
+            .standby
+            .iter()
+            .map(|s| s.deferred.load(O::Relaxed))
+            .sum();
+        let other_calls = other_seen.lock().unwrap().len() as u64;
+        Blocked {
+            sleeps: sleep_late.len(),
+            sleep_late: sleep_late.iter().copied().max().unwrap_or(0),
+            entered_before,
+            entry_late,
+            queued_before,
+            signals_before,
+            queue_late: queue_late_max,
+            signal_late: signal_late_max,
+            other_late,
+            queued: queue_late.len(),
+            signals: signal_late.len(),
+            other_calls,
+            entered: gate.entered.load(O::SeqCst),
+            left: gate.left.load(O::SeqCst),
+            deferred,
+        }
+    })
 }
 
 /// Checks what every spare cap promises: the queue and signal timers on time while the ten
 /// block, and nothing lost once they return.
 fn check_blocked(b: &Blocked) {
+    assert!(
+        b.sleeps >= 5,
+        "{} sleeps of 20 ms ended while callbacks blocked",
+        b.sleeps
+    );
+    assert!(
+        b.sleep_late < BOUND,
+        "a sleep ended {} ms late while callbacks blocked",
+        b.sleep_late / MS
+    );
     assert_eq!(
         (b.queued_before, b.signals_before),
         (20, 20),

@@ -38,7 +38,8 @@
 //! none can stand by (every spare is inside a callback and the cap is reached, or the OS
 //! refused a thread), the leader runs none: it leaves them in the shared list and goes on
 //! polling and sleeping as if it had no callbacks, so queue, none and signal timers (fired
-//! inside the poll) and sleeps never wait for a callback. A thread returning from a callback
+//! inside the poll) never wait for a callback. Wake-ups of async tasks (a queue event's
+//! receiver, a sleep) are not left: the leader runs them itself, as a waker must not block. A thread returning from a callback
 //! runs the list before it follows again (it checks the list, and the leader checks for a
 //! follower, under the list's lock, so no call is left behind with every thread idle).
 //!
@@ -292,7 +293,7 @@ fn lead_calls(
         if held.is_none() && (s.crew.following.load(Relaxed) > 0 || start_spare(s, core, k)) {
             held = Some(s.begin(&core.wake.bells[k], token));
         }
-        let (call, more) = match s.crew.next(held, &s.state) {
+        let (call, more) = match s.crew.next(held, &s.state, |c| matches!(c, Call::Wake(_))) {
             Next::Run(call, more) => (call, more),
             // A thread back from its callbacks follows now: stand it by.
             Next::StandBy => continue,

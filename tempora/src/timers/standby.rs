@@ -236,7 +236,7 @@ pub(crate) enum Next<C> {
     /// (The leader, unguarded.) A thread follows now: stand it by, then ask again.
     StandBy,
     /// (The leader, unguarded.) Every spare is in a callback: leave the calls to them and
-    /// go on polling.
+    /// go on polling (after running the quick ones: `Crew::next`).
     Leave,
     /// The list is empty: `true` if the thread (still) leads, `false` if it was replaced and
     /// now counts as following.
@@ -250,8 +250,16 @@ impl<C> Crew<C> {
     }
 
     /// What the leader (`held`: the hand-over word it runs callbacks under, `None` while
-    /// nobody stands by for it) or a replaced leader does next.
-    pub(crate) fn next(&self, held: Option<u64>, handover: &Handover) -> Next<C> {
+    /// nobody stands by for it) or a replaced leader does next. A leader about to leave the
+    /// list to the threads in callbacks first runs the calls that are `quick` (wake-ups: a
+    /// waker must not block, and it is how an async task learns of a queue event or a sleep's
+    /// end, which no callback may delay), unguarded.
+    pub(crate) fn next(
+        &self,
+        held: Option<u64>,
+        handover: &Handover,
+        quick: impl Fn(&C) -> bool,
+    ) -> Next<C> {
         // Relaxed: `following` is read, and written by a returning thread, under the list's
         // lock, which orders them; `started` is changed only by the leader of the moment.
         let mut pending = self.pending();
@@ -260,7 +268,14 @@ impl<C> Crew<C> {
                 return Next::StandBy;
             }
             if self.started.load(Ordering::Relaxed) > 0 {
-                return Next::Leave;
+                let Some(call) = pending
+                    .iter()
+                    .position(quick)
+                    .and_then(|i| pending.remove(i))
+                else {
+                    return Next::Leave;
+                };
+                return Next::Run(call, !pending.is_empty());
             }
             // No other thread (the OS refused every spare): the leader runs it, unguarded.
         }
@@ -424,7 +439,7 @@ mod tests {
             let returning = loom::thread::spawn(move || {
                 let mut ran = 0;
                 loop {
-                    match crew2.next(Some(held), &h2) {
+                    match crew2.next(Some(held), &h2, |_| false) {
                         Next::Run(_, _) => ran += 1,
                         Next::Done(kept) => {
                             assert!(!kept, "a replaced leader kept the lead");
@@ -436,7 +451,7 @@ mod tests {
             });
             crew.pending().push_back(7);
             let stood_by = loop {
-                match crew.next(None, &h) {
+                match crew.next(None, &h, |_| false) {
                     Next::StandBy => break true,
                     Next::Leave => break false,
                     other => panic!("the leader told {other:?} with a spare in a callback"),
