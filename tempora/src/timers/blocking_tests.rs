@@ -419,11 +419,12 @@ struct Blocked {
     deferred: u64,
 }
 
-/// Ten callbacks of one owner block (`spares`: the cap, `None` for the default) (at a gate the test opens), all due at once; then 20
-/// queue timers, 20 signal timers (the test's signal port: the service sends on the OS
-/// clock as it would to the kernel) and a callback of another owner fall due over 400 ms
-/// while the ten still block; the gate opens only once they all arrived, or 2 s after the
-/// last was due.
+/// Ten callbacks of one owner block at a gate the test opens, all due at once, on a service
+/// with `spares` spare drivers (`None`: the default); then 20 queue timers, 20 signal timers
+/// (the test's signal port: the service sends on the OS clock as it would to the kernel) and
+/// a callback of another owner fall due over 400 ms while the ten still block, and an async
+/// task sleeps 20 ms at a time. The gate opens once they all arrived (the other owner's
+/// callback is waited for until it would be late), or 2 s after the last was due.
 fn ten_blocked_callbacks(spares: Option<usize>) -> Blocked {
     let port = testing::TestSignals::new();
     let p2 = port.clone();

@@ -28,9 +28,9 @@
 //! the timerfd: `Standby::kick`). The spare then leads (polls, sleeps, runs callbacks with a
 //! spare of its own standing by); the driver, when its callback returns, finds it was
 //! replaced, runs what is left in the list below, and follows. Callbacks the driver
-//! collected and had not started are in a shared list that the new leader runs too. A timer the new leader finds due while its own
-//! callback still runs on the old one is not called beside it: the expiry is folded into
-//! that call (`serial.rs`).
+//! collected and had not started are in a shared list that the new leader runs too. A
+//! timer the new leader finds due while its own callback still runs on the old one is not
+//! called beside it: the expiry is folded into that call (`serial.rs`).
 //!
 //! **The rule: a thread that polls is never inside a callback.** A driver's leader runs
 //! callbacks only with a spare standing by; spares are started on demand, up to
@@ -39,22 +39,25 @@
 //! refused a thread), the leader runs none: it leaves them in the shared list and goes on
 //! polling and sleeping as if it had no callbacks, so queue, none and signal timers (fired
 //! inside the poll) never wait for a callback. Wake-ups of async tasks (a queue event's
-//! receiver, a sleep) are not left: the leader runs them itself, as a waker must not block. A thread returning from a callback
-//! runs the list before it follows again (it checks the list, and the leader checks for a
-//! follower, under the list's lock, so no call is left behind with every thread idle).
+//! receiver, a sleep) are not left: the leader runs them itself, as a waker must not block.
+//! A thread returning from a callback runs the list before it follows again (it checks the
+//! list, and the leader checks for a follower, under the list's lock, so no call is left
+//! behind with every thread idle: `standby::Crew`, loom-checked there).
 //!
 //! The bounds, per driver, while callbacks block:
 //!
-//! - A queue, none or signal timer, a sleep, and an arm's ring: delayed by no callback, ever
-//!   (beyond the thread wake-up of a hand-over: the test
-//!   `a_blocked_callback_delays_no_other_timer_beyond_the_bound` holds a bound well under the
-//!   time its callback blocks).
+//! - A queue, none or signal timer, a sleep, and an arm's ring: delayed by no callback, however
+//!   many block, beyond the thread wake-up of a hand-over (the tests
+//!   `a_blocked_callback_delays_no_other_timer_beyond_the_bound`,
+//!   `ten_blocked_callbacks_stop_no_other_timer` and
+//!   `past_the_spare_cap_blocked_callbacks_delay_only_callbacks` hold a bound well under the
+//!   time their callbacks block).
 //! - A callback, any owner's: while fewer than `spare_drivers` callbacks block at once, as
 //!   above, plus, for a call queued behind blocking ones in the same batch, a grace and a
 //!   hand-over for each call ahead of it (the driver and its spares are `spare_drivers + 1`
-//!   threads, one of which polls). With
-//!   `spare_drivers` blocked, it waits in the list (in the order its expiry was taken) for
-//!   the first of them to return: the only wait, and the only one tempora cannot shorten.
+//!   threads, one of which polls). With `spare_drivers` blocked, it waits in the list (in
+//!   the order its expiry was taken) for the first of them to return: the only wait, and the
+//!   only one tempora cannot shorten.
 //!   Expiries of its own timer meanwhile fold into that call (`serial.rs`), so one timer
 //!   holds at most one thread, and a timer whose callback blocks on every expiry cannot eat
 //!   the cap by itself.
@@ -92,8 +95,8 @@
 //! `standby.rs`). Where the timerfd fires is kept with it under one lock
 //! (`standby::FdPlan`): only the current leader moves it (a leader replaced meanwhile
 //! would otherwise disarm the fd its successor armed), and never past a ring's kick (a
-//! re-arm discards a firing nobody has read yet). The
-//! standby's state lives in `standby.rs`; this module runs the protocol.
+//! re-arm discards a firing nobody has read yet). The standby's state lives in
+//! `standby.rs`; this module runs the protocol.
 
 use super::core::Core;
 use super::doorbell::{Doorbell, NO_EXPIRY};
