@@ -354,6 +354,33 @@ fn every_spare_is_joined_when_the_service_drops() {
     }
 }
 
+/// Runs `f` to completion on this thread, parked between polls: the least an async task
+/// needs, so that a wake-up's lateness is tempora's and the OS's alone (an executor with a
+/// reactor of its own, as smol's `block_on` drives async-io's, adds its own hand-offs).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Arc::new(Unpark(std::thread::current())).into();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
+
+/// How late anything may come while `ten_blocked_callbacks`' ten block: far under the 2 s
+/// they block when nothing else arrives (what a service whose polls wait for callbacks
+/// shows: every queue event and signal 2.0-2.4 s late), and above the stalls of a loaded
+/// 2-core machine (150 ms seen there, for two services of the process at the same instant).
+const BLOCKED_BOUND: u64 = 500 * MS;
+
 /// A gate the blocked callbacks wait at until the test opens it (or 20 s pass: a test that
 /// fails still ends).
 #[derive(Default)]
@@ -481,7 +508,7 @@ fn ten_blocked_callbacks(spares: Option<usize>) -> Blocked {
             let mut late = Vec::new();
             while sleeping.load(O::SeqCst) {
                 let at = mono() + 20 * MS;
-                smol::block_on(timers.sleep(Duration::from_millis(20)));
+                block_on(timers.sleep(Duration::from_millis(20)));
                 late.push(mono().saturating_sub(at));
             }
             late
@@ -496,10 +523,10 @@ fn ten_blocked_callbacks(spares: Option<usize>) -> Blocked {
             }
         };
         let give_up = t1 + 19 * 20 * MS + 2000 * MS;
-        // The other owner's callback is given until `BOUND` after its expiry: it is late after.
+        // The other owner's callback is waited for until `BLOCKED_BOUND` after its expiry.
         while (queue_late.len() < 20
             || signal_late.len() < 20
-            || (other_seen.lock().unwrap().is_empty() && mono() < other_at + BOUND))
+            || (other_seen.lock().unwrap().is_empty() && mono() < other_at + BLOCKED_BOUND))
             && mono() < give_up
         {
             take(&mut queue_late, &mut signal_late);
@@ -570,7 +597,7 @@ fn check_blocked(b: &Blocked) {
         b.sleeps
     );
     assert!(
-        b.sleep_late < BOUND,
+        b.sleep_late < BLOCKED_BOUND,
         "a sleep ended {} ms late while callbacks blocked",
         b.sleep_late / MS
     );
@@ -580,14 +607,14 @@ fn check_blocked(b: &Blocked) {
         "queue events and signals that came while callbacks blocked (for 2.4 s)"
     );
     assert!(
-        b.queue_late < BOUND,
+        b.queue_late < BLOCKED_BOUND,
         "a queue event came {} ms late while callbacks blocked (all, ms: {:?}; {} hand-overs)",
         b.queue_late / MS,
         b.queue_lates_ms,
         b.takeovers
     );
     assert!(
-        b.signal_late < BOUND,
+        b.signal_late < BLOCKED_BOUND,
         "a signal came {} ms late while callbacks blocked",
         b.signal_late / MS
     );
@@ -615,7 +642,7 @@ fn ten_blocked_callbacks_stop_no_other_timer() {
     assert_eq!(b.entered_before, 10, "blocked calls waited for a thread");
     // Due together, the ten are taken over one after another (a grace and a hand-over each).
     assert!(
-        b.entry_late < BOUND,
+        b.entry_late < BLOCKED_BOUND,
         "the last blocked call started {} ms late",
         b.entry_late / MS
     );
@@ -623,7 +650,7 @@ fn ten_blocked_callbacks_stop_no_other_timer() {
         .other_late
         .expect("the other owner's callback waited for the gate");
     assert!(
-        late < BOUND,
+        late < BLOCKED_BOUND,
         "the other owner's callback ran {} ms late",
         late / MS
     );
