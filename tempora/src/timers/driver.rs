@@ -34,11 +34,9 @@
 //!
 //! **The rule: a thread that polls is never inside a callback.** A driver's leader runs
 //! callbacks only with a spare standing by; spares are started on demand, up to
-//! [`Builder::spare_drivers`](super::Builder::spare_drivers) per driver (default 64), and a
-//! new one stands by only once its thread runs (it then rings the driver): a new thread's
-//! first turn can come late on a loaded machine, and nothing may wait for it but the calls.
-//! When none can stand by (every spare is inside a callback or not yet running and the cap
-//! is reached, or the OS refused a thread), the leader runs none: it leaves them in the shared list and goes on
+//! [`Builder::spare_drivers`](super::Builder::spare_drivers) per driver (default 64). When
+//! none can stand by (every spare is inside a callback and the cap is reached, or the OS
+//! refused a thread), the leader runs none: it leaves them in the shared list and goes on
 //! polling and sleeping as if it had no callbacks, so queue, none and signal timers (fired
 //! inside the poll) never wait for a callback. Wake-ups of async tasks (a queue event's
 //! receiver, a sleep) are not left: the leader runs them itself, as a waker must not block.
@@ -295,14 +293,8 @@ fn lead_calls(
     // a leader replaced earlier may start following meanwhile.
     let mut held = None;
     loop {
-        if held.is_none() {
-            if s.crew.following.load(Relaxed) > 0 {
-                held = Some(s.begin(&core.wake.bells[k], token));
-            } else {
-                // It follows once its thread runs, and rings (`Crew::ready`): the calls wait
-                // in the list until then, the leader polling.
-                start_spare(s, core, k);
-            }
+        if held.is_none() && (s.crew.following.load(Relaxed) > 0 || start_spare(s, core, k)) {
+            held = Some(s.begin(&core.wake.bells[k], token));
         }
         let (call, more) = match s.crew.next(held, &s.state, |c| matches!(c, Call::Wake(_))) {
             Next::Run(call, more) => (call, more),
@@ -351,8 +343,7 @@ fn follow_standby(s: &Standby, core: &Arc<Core>) -> bool {
 }
 
 #[cfg(not(loom))]
-/// Starts a spare for driver `k`, if fewer than the limit were started: once its thread
-/// runs, it follows and rings the driver.
+/// Starts a spare for driver `k`, following, if fewer than the limit were started.
 fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
     use std::sync::atomic::Ordering::Relaxed;
     if s.crew.started.fetch_add(1, Relaxed) >= core.drivers.spare_limit {
@@ -366,14 +357,12 @@ fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
         s.crew.started.fetch_sub(1, Relaxed);
         return false;
     }
+    s.crew.following.fetch_add(1, Relaxed);
     let c = core.clone();
     let n = core.wake.bells.len();
     let spawned = crate::sync::spawn_blocking_signals(format!("tempora-spare-{k}"), move || {
         set_timer_slack();
         let body = || {
-            // Following only from now on; the leader may have left calls for want of it.
-            c.wake.standby[k].crew.ready();
-            c.wake.bells[k].ring();
             if follow(&c, k) {
                 run(&c, k, n);
             }
@@ -389,6 +378,7 @@ fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
             true
         }
         Err(_) => {
+            s.crew.following.fetch_sub(1, Relaxed);
             s.crew.started.fetch_sub(1, Relaxed);
             false
         }

@@ -205,15 +205,11 @@ pub(crate) trait Steps {
 /// The rule it keeps ("Callbacks that block" in `driver.rs`): a call is never left in the
 /// list while every thread of the standby but the leader waits on the fd. The leader, with
 /// nobody following as it looks (under the lock), leaves the calls only if a spare exists,
-/// each then in callbacks or not yet running; a thread back from its callbacks finds the
-/// list empty and counts itself as following under the same lock, so the leader sees it
-/// following (and stands it by), or it sees the leader's calls (and runs them). A new spare
-/// counts itself as following only once its thread runs (`ready`), and then rings the
-/// driver: a leader never enters callbacks counting on a thread that has not had its first
-/// turn (on a loaded machine, that turn came a second late), and one that left its calls
-/// for want of a follower polls again once there is one.
+/// all of them then in callbacks; a thread back from its callbacks finds the list empty and
+/// counts itself as following under the same lock. So the leader sees it following (and
+/// stands it by), or it sees the leader's calls (and runs them).
 pub(crate) struct Crew<C> {
-    /// Threads following (blocked on the fd, or about to be), counted under the list's lock.
+    /// Threads following (blocked on the fd, or about to be).
     pub(crate) following: AtomicUsize,
     /// Spares started (at most `DriverCounts::spare_limit`); they stay until the service
     /// stops. Changed only by the leader of the moment.
@@ -239,8 +235,8 @@ pub(crate) enum Next<C> {
     Run(C, bool),
     /// (The leader, unguarded.) A thread follows now: stand it by, then ask again.
     StandBy,
-    /// (The leader, unguarded.) Every spare is in a callback or not yet running: leave the
-    /// calls to them and go on polling (after running the quick ones: `Crew::next`).
+    /// (The leader, unguarded.) Every spare is in a callback: leave the calls to them and
+    /// go on polling (after running the quick ones: `Crew::next`).
     Leave,
     /// The list is empty: `true` if the thread (still) leads, `false` if it was replaced and
     /// now counts as following.
@@ -251,15 +247,6 @@ impl<C> Crew<C> {
     /// The list, poisoned or not: nothing panics under its lock (a push, a pop).
     pub(crate) fn pending(&self) -> MutexGuard<'_, VecDeque<C>, { rank::PENDING }> {
         self.pending.lock_or_recover()
-    }
-
-    /// A spare's thread runs for the first time: it counts as following from now on
-    /// (under the list's lock, as a replaced leader's `Next::Done(false)`). The caller then
-    /// rings the driver, whose leader may have left calls in the list for want of it.
-    pub(crate) fn ready(&self) {
-        let _pending = self.pending();
-        // Relaxed: under the list's lock (`next`).
-        self.following.fetch_add(1, Ordering::Relaxed);
     }
 
     /// What the leader (`held`: the hand-over word it runs callbacks under, `None` while
