@@ -51,7 +51,9 @@
 //!   `a_blocked_callback_delays_no_other_timer_beyond_the_bound`,
 //!   `ten_blocked_callbacks_stop_no_other_timer` and
 //!   `past_the_spare_cap_blocked_callbacks_delay_only_callbacks` hold a bound well under the
-//!   time their callbacks block).
+//!   time their callbacks block). One gap: a spare counts as standing by from its start, so
+//!   when the one standing by was started for this very call, the wait includes its
+//!   thread's first turn, which a heavily loaded machine has delayed by up to a second.
 //! - A callback, any owner's: while fewer than `spare_drivers` callbacks block at once, as
 //!   above, plus, for a call queued behind blocking ones in the same batch, a grace and a
 //!   hand-over for each call ahead of it (the driver and its spares are `spare_drivers + 1`
