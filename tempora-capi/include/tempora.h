@@ -244,9 +244,13 @@ typedef struct tempora_config {
      */
     uint32_t id_bits;
     /*
-     Threads per driver that stand by to take its place while it runs `SIGEV_THREAD`
-     functions, so that one that blocks delays no other timer: -1 for the default (4); 0
-     for none. Started on first need.
+     The most spare threads per driver, started on demand, that stand by to take its
+     place while it runs `SIGEV_THREAD` functions: -1 for the default (64); 0 for none.
+     A function that blocks delays no `TEMPORA_SIGEV_QUEUE`, `TEMPORA_SIGEV_NONE` or
+     signal timer, however many block (a thread inside a function never polls); with
+     `spare_drivers` functions of one driver blocked at once, other functions wait for the
+     first of them to return.
+     With 0, the driver runs the functions itself, and one that blocks stops every timer.
      */
     int32_t spare_drivers;
     /*
@@ -378,7 +382,7 @@ int tempora_version(void);
 
 /*
  Fills the caller's struct of `size` bytes (`sizeof config`: the struct as the program's
- header has it) with the defaults: a base per CPU, one driver thread with 4 spares, a 1 µs
+ header has it) with the defaults: a base per CPU, one driver thread with up to 64 spares, a 1 µs
  tick, 31-bit IDs, a 1 s `max_deferral_ns`; and `size`. Bytes past the fields this library
  knows (a newer header's) are set to 0, their default. Returns 0, or -1 with `errno`
  `EFAULT` if `config` is NULL, `EINVAL` if `size` is not a `struct tempora_config`'s (it

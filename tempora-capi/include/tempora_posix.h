@@ -55,10 +55,12 @@
  *                                                          is EINVAL): the kernel's behaviour
  *   creates a SIGEV_THREAD     glibc >= 2.34: a helper     the function runs on tempora's
  *   timer                      thread per timer, made      driver thread; one that blocks
- *                              with sigev_notify_          hands the driver to a spare thread
- *                              attributes, calls the       (up to 4 blocked at once:
- *                              function at each expiry     tempora_config's spare_drivers), so
- *                                                          other timers still fire.
+ *                              with sigev_notify_          hands the driver to a spare thread,
+ *                              attributes, calls the       so other timers still fire: timers
+ *                              function at each expiry     of other kinds however many block,
+ *                                                          other functions while fewer than
+ *                                                          64 block at once (tempora_config's
+ *                                                          spare_drivers).
  *                                                          sigev_notify_attributes is ignored
  *                                                          (stack size, scheduling, affinity,
  *                                                          detach state do not apply);

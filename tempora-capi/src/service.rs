@@ -58,7 +58,7 @@ fn config_size(size: usize) -> Result<usize, Failure> {
 }
 
 /// Fills the caller's struct of `size` bytes (`sizeof config`: the struct as the program's
-/// header has it) with the defaults: a base per CPU, one driver thread with 4 spares, a 1 µs
+/// header has it) with the defaults: a base per CPU, one driver thread with up to 64 spares, a 1 µs
 /// tick, 31-bit IDs, a 1 s `max_deferral_ns`; and `size`. Bytes past the fields this library
 /// knows (a newer header's) are set to 0, their default. Returns 0, or -1 with `errno`
 /// `EFAULT` if `config` is NULL, `EINVAL` if `size` is not a `struct tempora_config`'s (it

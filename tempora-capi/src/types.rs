@@ -78,9 +78,13 @@ pub struct tempora_config {
     /// of `tempora_timer_t`'s non-negative values). A smaller space caps each owner's timers:
     /// a create then fails with `EAGAIN` when every ID is in use.
     pub id_bits: u32,
-    /// Threads per driver that stand by to take its place while it runs `SIGEV_THREAD`
-    /// functions, so that one that blocks delays no other timer: -1 for the default (4); 0
-    /// for none. Started on first need.
+    /// The most spare threads per driver, started on demand, that stand by to take its
+    /// place while it runs `SIGEV_THREAD` functions: -1 for the default (64); 0 for none.
+    /// A function that blocks delays no `TEMPORA_SIGEV_QUEUE`, `TEMPORA_SIGEV_NONE` or
+    /// signal timer, however many block (a thread inside a function never polls); with
+    /// `spare_drivers` functions of one driver blocked at once, other functions wait for the
+    /// first of them to return.
+    /// With 0, the driver runs the functions itself, and one that blocks stops every timer.
     pub spare_drivers: i32,
     /// How long after its expiry a `TEMPORA_PRECISION_DEFERRABLE` timer may wait for a driver
     /// that is awake anyway, in nanoseconds: 0 for the default (1 s), `UINT64_MAX` for no

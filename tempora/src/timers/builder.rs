@@ -23,8 +23,9 @@ use strength_reduce::StrengthReducedUsize;
 
 /// `Builder::max_deferral`'s default.
 const DEFAULT_MAX_DEFERRAL: Duration = Duration::from_secs(1);
-/// `Builder::spare_drivers`' default.
-const DEFAULT_SPARE_DRIVERS: usize = 4;
+/// `Builder::spare_drivers`' default: why 64 is in the `driver` module doc, "Callbacks that
+/// block". `tempora-capi`'s `tempora_config` documents it (-1 is this default).
+const DEFAULT_SPARE_DRIVERS: usize = 64;
 
 /// Configures [`Timers`].
 #[derive(Clone)]
@@ -113,12 +114,16 @@ impl Builder {
         self
     }
 
-    /// Threads per driver that stand by to take its place while it runs callbacks (default
-    /// 4; 0: none). A driver runs the callbacks it fires itself; while it does, a spare
-    /// waits to take over at the next expiry (or an arm earlier than it), so a callback that
-    /// blocks delays no other timer. Spares are started on first need and then wait, costing
-    /// no wake-ups; more than this many callbacks blocked at once delay the rest. See the
-    /// `driver` module doc, "Callbacks that block".
+    /// The most spare threads per driver (default 64; 0: none), started on demand: while a
+    /// driver runs callbacks, a spare stands by to take its place at the next expiry (or an
+    /// arm earlier than it), and a thread inside a callback polls nothing meanwhile. So a
+    /// callback that blocks delays no queue, none or signal timer, whatever the number
+    /// blocked; with `n` of one driver's callbacks blocked at once (its `n + 1` threads, one
+    /// polling), other callbacks wait for the first of them to return (never the timers of
+    /// other kinds). Spares wait on a timerfd, costing no wake-ups, and stay until the
+    /// service drops. 0: the driver runs callbacks itself with nobody standing by, and one
+    /// that blocks stops every timer it serves. See the `driver` module doc, "Callbacks that
+    /// block".
     pub fn spare_drivers(&mut self, n: usize) -> &mut Self {
         self.spare_drivers = n;
         self

@@ -27,19 +27,64 @@
 //! earlier than the deadline (the arm rings the driver as usual, and the ring also moves
 //! the timerfd: `Standby::kick`). The spare then leads (polls, sleeps, runs callbacks with a
 //! spare of its own standing by); the driver, when its callback returns, finds it was
-//! replaced and follows. Callbacks the driver collected and had not started are in a
-//! shared list that the new leader runs too. A timer the new leader finds due while its own
-//! callback still runs on the old one is not called beside it: the expiry is folded into
-//! that call (`serial.rs`).
+//! replaced, runs what is left in the list below, and follows. Callbacks the driver
+//! collected and had not started are in a shared list that the new leader runs too. A
+//! timer the new leader finds due while its own callback still runs on the old one is not
+//! called beside it: the expiry is folded into that call (`serial.rs`).
 //!
-//! So while fewer than `spare_drivers + 1` callbacks of one driver block at once, a blocked
-//! callback delays no other timer, queue or callback beyond a thread wake-up (the test
-//! `a_blocked_callback_delays_no_other_timer_beyond_the_bound` holds a bound well under the
-//! time its callback blocks), plus the grace for a call queued behind it in the same batch.
-//! Past that, the remaining callbacks wait for a thread to return. Costs: two
-//! `timerfd_settime` calls per wake-up that runs callbacks (and one more per half grace a
-//! batch runs with calls queued), none when it runs none (queue timers), and no wake-up of
-//! anyone unless a callback outlives the deadline, an earlier arm's expiry, or the grace.
+//! **The rule: a thread that polls is never inside a callback.** A driver's leader runs
+//! callbacks only with a spare standing by; spares are started on demand, up to
+//! [`Builder::spare_drivers`](super::Builder::spare_drivers) per driver (default 64). When
+//! none can stand by (every spare is inside a callback and the cap is reached, or the OS
+//! refused a thread), the leader runs none: it leaves them in the shared list and goes on
+//! polling and sleeping as if it had no callbacks, so queue, none and signal timers (fired
+//! inside the poll) never wait for a callback. Wake-ups of async tasks (a queue event's
+//! receiver, a sleep) are not left: the leader runs them itself, as a waker must not block.
+//! A thread returning from a callback runs the list before it follows again (it checks the
+//! list, and the leader checks for a follower, under the list's lock, so no call is left
+//! behind with every thread idle: `standby::Crew`, loom-checked there).
+//!
+//! The bounds, per driver, while callbacks block:
+//!
+//! - A queue, none or signal timer, a sleep, and an arm's ring: delayed by no callback, however
+//!   many block, beyond the thread wake-up of a hand-over (the tests
+//!   `a_blocked_callback_delays_no_other_timer_beyond_the_bound`,
+//!   `ten_blocked_callbacks_stop_no_other_timer` and
+//!   `past_the_spare_cap_blocked_callbacks_delay_only_callbacks` hold a bound well under the
+//!   time their callbacks block). One gap: a spare counts as standing by from its start, so
+//!   when the one standing by was started for this very call, the wait includes its
+//!   thread's first turn, which a heavily loaded machine has delayed by up to a second.
+//! - A callback, any owner's: while fewer than `spare_drivers` callbacks block at once, as
+//!   above, plus, for a call queued behind blocking ones in the same batch, a grace and a
+//!   hand-over for each call ahead of it (the driver and its spares are `spare_drivers + 1`
+//!   threads, one of which polls). With `spare_drivers` blocked, it waits in the list (in
+//!   the order its expiry was taken) for the first of them to return: the only wait, and the
+//!   only one tempora cannot shorten.
+//!   Expiries of its own timer meanwhile fold into that call (`serial.rs`), so one timer
+//!   holds at most one thread, and a timer whose callback blocks on every expiry cannot eat
+//!   the cap by itself.
+//! - `spare_drivers(0)`: no spares and no standby; the driver runs callbacks itself, and one
+//!   that blocks stops every timer the driver serves (the choice of a program that wants no
+//!   thread but the driver and whose callbacks never block).
+//!
+//! Why this design. Running every callback off the driver (a pool fed by the driver, as
+//! glibc starts a thread per `SIGEV_THREAD` expiry) costs a hand-off and a wake-up of another
+//! thread per call, on every expiry; the leader running callbacks itself costs neither, and
+//! its lateness stays its own, which is what a driver that polls on time is for. Spares that
+//! grow on demand keep that cheap path (a spare is started only when the leader has calls and
+//! nobody stands by) and leave the cap as the one configuration. Leaving the calls in the
+//! list when no spare can stand by is what makes the rule hold at the cap and when thread
+//! creation fails, where a leader running them itself would stop the poll. Spares, once
+//! started, stay (blocked on the fd, no wake-ups) until the service drops.
+//!
+//! The default cap (64 per driver): high enough that a program whose few dozen
+//! `SIGEV_THREAD` functions block at once (the glibc habit: one thread each) still has every
+//! callback on time, low enough that a bug making every callback block cannot exhaust the
+//! process's threads through tempora; idle spares cost a parked thread each (its stack
+//! mapped, a few pages touched), no CPU. Costs on the fire path: two `timerfd_settime`
+//! calls per wake-up that runs callbacks (and one more per half grace a batch runs with
+//! calls queued), none when it runs none (queue timers), and no wake-up of anyone unless a
+//! callback outlives the deadline, an earlier arm's expiry, or the grace.
 //!
 //! The hand-over is decided by one word (`standby::Handover`: a generation and an
 //! "in callbacks" bit): the leader sets the bit before its callbacks and clears it after with
@@ -52,8 +97,8 @@
 //! `standby.rs`). Where the timerfd fires is kept with it under one lock
 //! (`standby::FdPlan`): only the current leader moves it (a leader replaced meanwhile
 //! would otherwise disarm the fd its successor armed), and never past a ring's kick (a
-//! re-arm discards a firing nobody has read yet). The
-//! standby's state lives in `standby.rs`; this module runs the protocol.
+//! re-arm discards a firing nobody has read yet). The standby's state lives in
+//! `standby.rs`; this module runs the protocol.
 
 use super::core::Core;
 use super::doorbell::{Doorbell, NO_EXPIRY};
@@ -62,7 +107,7 @@ use super::fd;
 use super::health::DRIVER_DIED;
 use super::serial::Call;
 #[cfg(not(loom))]
-use super::standby::{Standby, Steps as _};
+use super::standby::{Next, Standby, Steps as _};
 use super::wake::{earliest_fire, from_monotonic};
 #[cfg(not(loom))]
 use crate::clock::ClockSource;
@@ -231,6 +276,14 @@ const CALL_GRACE_NS: u64 = 500_000;
 /// by, armed to take over at `deadline` (monotonic ns; `NO_EXPIRY`: only if rung), or
 /// `CALL_GRACE_NS` after a call starts while others wait behind it. `false` if one took
 /// over (the caller follows from now on).
+///
+/// With no follower to stand by (every spare runs a callback and no more may start, or the
+/// OS refused a thread), the leader runs no callback: it leaves them in the shared list for
+/// the threads in callbacks to run as they return, and goes on polling (`true`). Only with
+/// no other thread at all (no spare could ever start) does it run them itself, unguarded.
+/// A thread that was replaced runs the list too, and joins the followers once it finds the
+/// list empty: that check and the leader's "is anyone following?" are made under the list's
+/// lock, so a call is never left in the list with every thread waiting on the fd.
 fn lead_calls(
     s: &Standby,
     core: &Arc<Core>,
@@ -248,15 +301,24 @@ fn lead_calls(
     // a leader replaced earlier may start following meanwhile.
     let mut held = None;
     loop {
-        let (next, more) = {
-            let mut pending = s.pending();
-            let next = pending.pop_front();
-            (next, !pending.is_empty())
-        };
-        let Some(call) = next else { break };
-        if held.is_none() && (s.following.load(Relaxed) > 0 || start_spare(s, core, k)) {
+        if held.is_none() && (s.crew.following.load(Relaxed) > 0 || start_spare(s, core, k)) {
             held = Some(s.begin(&core.wake.bells[k], token));
         }
+        let (call, more) = match s.crew.next(held, &s.state, |c| matches!(c, Call::Wake(_))) {
+            Next::Run(call, more) => (call, more),
+            // A thread back from its callbacks follows now: stand it by.
+            Next::StandBy => continue,
+            Next::Leave => {
+                s.deferred.fetch_add(1, Relaxed);
+                return true;
+            }
+            Next::Done(kept) => {
+                if kept && held.is_some() {
+                    s.end();
+                }
+                return kept;
+            }
+        };
         if let Some(held) = held {
             let now = crate::clock::OsClock.now(ClockId::Monotonic);
             let want = if more {
@@ -268,14 +330,6 @@ fn lead_calls(
         }
         core.run_call(call);
     }
-    let Some(held) = held else {
-        return true;
-    };
-    let kept = s.end(held);
-    if !kept {
-        s.following.fetch_add(1, Relaxed);
-    }
-    kept
 }
 
 #[cfg(not(loom))]
@@ -288,7 +342,7 @@ fn follow_standby(s: &Standby, core: &Arc<Core>) -> bool {
             return false;
         }
         if s.state.take_over() {
-            s.following.fetch_sub(1, Relaxed);
+            s.crew.following.fetch_sub(1, Relaxed);
             core.drivers.takeovers.fetch_add(1, Relaxed);
             return true;
         }
@@ -300,18 +354,18 @@ fn follow_standby(s: &Standby, core: &Arc<Core>) -> bool {
 /// Starts a spare for driver `k`, following, if fewer than the limit were started.
 fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
     use std::sync::atomic::Ordering::Relaxed;
-    if s.started.fetch_add(1, Relaxed) >= core.drivers.spare_limit {
-        s.started.fetch_sub(1, Relaxed);
+    if s.crew.started.fetch_add(1, Relaxed) >= core.drivers.spare_limit {
+        s.crew.started.fetch_sub(1, Relaxed);
         return false;
     }
     // Spawned and recorded under the lock, and never once the service is stopping: `Drop`
     // sets `shutdown` and then takes this list under the same lock to join it.
     let mut spares = core.drivers.spares.lock_or_recover();
     if core.health.shutdown.load(Ordering::Acquire) {
-        s.started.fetch_sub(1, Relaxed);
+        s.crew.started.fetch_sub(1, Relaxed);
         return false;
     }
-    s.following.fetch_add(1, Relaxed);
+    s.crew.following.fetch_add(1, Relaxed);
     let c = core.clone();
     let n = core.wake.bells.len();
     let spawned = crate::sync::spawn_blocking_signals(format!("tempora-spare-{k}"), move || {
@@ -332,8 +386,8 @@ fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
             true
         }
         Err(_) => {
-            s.following.fetch_sub(1, Relaxed);
-            s.started.fetch_sub(1, Relaxed);
+            s.crew.following.fetch_sub(1, Relaxed);
+            s.crew.started.fetch_sub(1, Relaxed);
             false
         }
     }

@@ -8,9 +8,8 @@ use super::doorbell::{Doorbell, NO_EXPIRY};
 use super::fd;
 #[cfg(not(loom))]
 use super::serial::Call;
-use crate::sync::{fence, AtomicU64, Ordering};
-#[cfg(not(loom))]
-use crate::sync::{rank, MutexGuard, RankedMutex};
+use crate::sync::{fence, rank, AtomicU64, AtomicUsize, MutexGuard, Ordering, RankedMutex};
+use std::collections::VecDeque;
 #[cfg(not(loom))]
 use std::os::fd::OwnedFd;
 
@@ -198,18 +197,116 @@ pub(crate) trait Steps {
     }
 }
 
+/// The threads of a driver's standby other than its leader, and the calls none has run yet
+/// (`C`: a `Call`; the loom models use numbers). Who runs a call, and when a thread follows,
+/// is decided here under the list's lock, written once for the driver and its loom model
+/// (`loom_crew_*` below).
+///
+/// The rule it keeps ("Callbacks that block" in `driver.rs`): a call is never left in the
+/// list while every thread of the standby but the leader waits on the fd. The leader, with
+/// nobody following as it looks (under the lock), leaves the calls only if a spare exists,
+/// all of them then in callbacks; a thread back from its callbacks finds the list empty and
+/// counts itself as following under the same lock. So the leader sees it following (and
+/// stands it by), or it sees the leader's calls (and runs them).
+pub(crate) struct Crew<C> {
+    /// Threads following (blocked on the fd, or about to be).
+    pub(crate) following: AtomicUsize,
+    /// Spares started (at most `DriverCounts::spare_limit`); they stay until the service
+    /// stops. Changed only by the leader of the moment.
+    pub(crate) started: AtomicUsize,
+    /// Calls collected and not yet run.
+    pending: RankedMutex<VecDeque<C>, { rank::PENDING }>,
+}
+
+impl<C> Default for Crew<C> {
+    fn default() -> Self {
+        Crew {
+            following: Default::default(),
+            started: Default::default(),
+            pending: Default::default(),
+        }
+    }
+}
+
+/// What a thread of the standby does next (`Crew::next`).
+#[derive(Debug)]
+pub(crate) enum Next<C> {
+    /// Run this call; `true`: more wait behind it.
+    Run(C, bool),
+    /// (The leader, unguarded.) A thread follows now: stand it by, then ask again.
+    StandBy,
+    /// (The leader, unguarded.) Every spare is in a callback: leave the calls to them and
+    /// go on polling (after running the quick ones: `Crew::next`).
+    Leave,
+    /// The list is empty: `true` if the thread (still) leads, `false` if it was replaced and
+    /// now counts as following.
+    Done(bool),
+}
+
+impl<C> Crew<C> {
+    /// The list, poisoned or not: nothing panics under its lock (a push, a pop).
+    pub(crate) fn pending(&self) -> MutexGuard<'_, VecDeque<C>, { rank::PENDING }> {
+        self.pending.lock_or_recover()
+    }
+
+    /// What the leader (`held`: the hand-over word it runs callbacks under, `None` while
+    /// nobody stands by for it) or a replaced leader does next. A leader about to leave the
+    /// list to the threads in callbacks first runs the calls that are `quick` (wake-ups: a
+    /// waker must not block, and it is how an async task learns of a queue event or a sleep's
+    /// end, which no callback may delay), unguarded.
+    pub(crate) fn next(
+        &self,
+        held: Option<u64>,
+        handover: &Handover,
+        quick: impl Fn(&C) -> bool,
+    ) -> Next<C> {
+        // Relaxed: `following` is read, and written by a returning thread, under the list's
+        // lock, which orders them; `started` is changed only by the leader of the moment.
+        let mut pending = self.pending();
+        if held.is_none() {
+            if self.following.load(Ordering::Relaxed) > 0 {
+                return Next::StandBy;
+            }
+            if self.started.load(Ordering::Relaxed) > 0 {
+                let Some(call) = pending
+                    .iter()
+                    .position(quick)
+                    .and_then(|i| pending.remove(i))
+                else {
+                    return Next::Leave;
+                };
+                return Next::Run(call, !pending.is_empty());
+            }
+            // No other thread (the OS refused every spare): the leader runs it, unguarded.
+        }
+        match pending.pop_front() {
+            Some(call) => Next::Run(call, !pending.is_empty()),
+            None => Next::Done(match held {
+                None => true,
+                Some(held) => {
+                    let kept = handover.leave(held);
+                    if !kept {
+                        self.following.fetch_add(1, Ordering::Relaxed);
+                    }
+                    kept
+                }
+            }),
+        }
+    }
+}
+
 /// Driver `k`'s standby ("Callbacks that block" in the module doc): the spares following it,
 /// the timerfd they wait on, and the callbacks it has not run yet.
 #[cfg(not(loom))]
 pub(crate) struct Standby {
     /// Who leads: `Handover`.
     pub(super) state: Handover,
-    /// Threads following (blocked on `fd`, or about to be).
-    pub(super) following: std::sync::atomic::AtomicUsize,
-    /// Spares started for this driver (at most `DriverCounts::spare_limit`).
-    pub(super) started: std::sync::atomic::AtomicUsize,
-    /// Callbacks collected and not yet run: whoever leads or led runs them, one at a time.
-    pending: RankedMutex<std::collections::VecDeque<Call>, { rank::PENDING }>,
+    /// The threads following or in callbacks, and the callbacks collected and not yet run:
+    /// whoever leads or led runs them, one at a time each.
+    pub(super) crew: Crew<Call>,
+    /// Times a leader with no follower to stand by left its callbacks in the list for the
+    /// threads in callbacks to run as they return (`driver.rs`, "Callbacks that block").
+    pub(crate) deferred: std::sync::atomic::AtomicU64,
     /// A blocking timerfd on `CLOCK_MONOTONIC`, armed while the leader runs callbacks; a
     /// follower blocked reading it takes over when it fires.
     pub(super) fd: OwnedFd,
@@ -240,21 +337,16 @@ impl Standby {
     pub(crate) fn new() -> std::io::Result<Standby> {
         Ok(Standby {
             state: Default::default(),
-            following: Default::default(),
-            started: Default::default(),
-            pending: Default::default(),
+            crew: Crew::default(),
+            deferred: Default::default(),
             fd: fd::timerfd(libc::CLOCK_MONOTONIC, false)?,
             plan: Default::default(),
         })
     }
 
-    /// The leader's callbacks returned: `true` if it still leads (then the fd is disarmed).
-    pub(crate) fn end(&self, held: u64) -> bool {
-        let kept = self.state.leave(held);
-        if kept {
-            self.plan(&mut FdPlan::end);
-        }
-        kept
+    /// The leader's callbacks returned and it still leads (`Handover::leave`): disarms the fd.
+    pub(crate) fn end(&self) {
+        self.plan(&mut FdPlan::end);
     }
 
     /// The service stops: every follower wakes (the fd fires every millisecond until closed).
@@ -264,18 +356,14 @@ impl Standby {
         fd::arm_every(&self.fd, 1_000_000);
     }
 
-    pub(super) fn pending(
-        &self,
-    ) -> MutexGuard<'_, std::collections::VecDeque<Call>, { rank::PENDING }> {
-        // Nothing panics under this lock (a push, a pop): a poisoned one is intact.
-        self.pending.lock_or_recover()
+    pub(super) fn pending(&self) -> MutexGuard<'_, VecDeque<Call>, { rank::PENDING }> {
+        self.crew.pending()
     }
 }
 
 #[cfg(all(test, loom))]
 mod tests {
     use super::*;
-    use crate::sync::{rank, RankedMutex};
     use loom::sync::Arc;
 
     /// A leader about to run callbacks races an arm that rings its doorbell (after the
@@ -327,6 +415,56 @@ mod tests {
             assert!(kept != took, "kept {kept}, took {took}");
             if let Some(held2) = held2 {
                 assert!(h.leave(held2), "the new leader lost its own flag");
+            }
+        });
+    }
+
+    /// A leader replaced while in a callback comes back to an empty list, while the new
+    /// leader, with nobody standing by for it and the one spare cap reached, puts a call in
+    /// the list and decides what to do. The call is run by the returning thread, or the
+    /// leader sees that thread following and stands it by (then runs the call itself):
+    /// never left in the list with both threads idle. Counting the returning thread as
+    /// following after the list's lock instead of under it fails this model.
+    #[test]
+    fn loom_crew_a_call_is_never_left_with_every_thread_idle() {
+        loom::model(|| {
+            let crew = Arc::new(Crew::<u32>::default());
+            crew.started.store(1, Ordering::Relaxed);
+            let h = Arc::new(Handover::default());
+            let bell = Doorbell::default();
+            // The old leader ran a callback under `held` and was replaced.
+            let (held, _) = h.enter(&bell, bell.token());
+            assert!(h.take_over());
+            let (crew2, h2) = (crew.clone(), h.clone());
+            let returning = loom::thread::spawn(move || {
+                let mut ran = 0;
+                loop {
+                    match crew2.next(Some(held), &h2, |_| false) {
+                        Next::Run(_, _) => ran += 1,
+                        Next::Done(kept) => {
+                            assert!(!kept, "a replaced leader kept the lead");
+                            return ran;
+                        }
+                        other => panic!("a replaced leader told {other:?}"),
+                    }
+                }
+            });
+            crew.pending().push_back(7);
+            let stood_by = loop {
+                match crew.next(None, &h, |_| false) {
+                    Next::StandBy => break true,
+                    Next::Leave => break false,
+                    other => panic!("the leader told {other:?} with a spare in a callback"),
+                }
+            };
+            let ran = returning.join().unwrap();
+            let left = crew.pending().len();
+            assert!(
+                ran == 1 || (stood_by && left == 1),
+                "ran {ran}, stood by {stood_by}, {left} left in the list"
+            );
+            if !stood_by {
+                assert_eq!(left, 0, "a call left with every thread idle");
             }
         });
     }
