@@ -245,11 +245,12 @@ impl<S: Service> Owner<S> {
             if inner.dead.load(Ordering::Acquire) {
                 return Err(Error::OwnerDeleted);
             }
-            let timer: &Timer<S> = inner
-                .shared
-                .tables
-                .find(hash, word, id.0, &guard)
-                .ok_or(Error::UnknownTimer)?;
+            // `let else`, not `ok_or(..)?`: an `Error` made eagerly is dropped on the found
+            // path too, a call to its destructor on every lookup.
+            let Some(timer): Option<&Timer<S>> = inner.shared.tables.find(hash, word, id.0, &guard)
+            else {
+                return Err(Error::UnknownTimer);
+            };
             match timer.read_unlocked(word, id.0, &read) {
                 Ok(Some(r)) => return Ok(r),
                 // The slot was reused under the walk: walk again.
@@ -662,11 +663,10 @@ impl<S: Service> OwnerInner<S> {
         }
         let word = visible(self.key);
         loop {
-            let timer = self
-                .shared
-                .tables
-                .find(hash, word, id.0, guard)
-                .ok_or(Error::UnknownTimer)?;
+            // `let else`: as in `read_state`.
+            let Some(timer) = self.shared.tables.find(hash, word, id.0, guard) else {
+                return Err(Error::UnknownTimer);
+            };
             if let Some(r) = attempt(timer).map_err(|_| Error::Poisoned(TIMER_POISONED))? {
                 return Ok(r);
             }
