@@ -113,6 +113,21 @@ fn owner() -> *mut tempora_owner_t {
     }
 }
 
+/// The default owner as `timer_settime`, `_gettime`, `_getoverrun` and `_delete` need it:
+/// only one a `timer_create` of this process made. None made yet (or a forked child's first
+/// call) is NULL, which those calls fail with `EINVAL` as the kernel does for a timer it does
+/// not have; so they never make a service, which a signal handler's call must not (it
+/// allocates and starts threads). Only if forks cannot be watched is the owner asked for.
+#[inline]
+fn made_owner() -> *mut tempora_owner_t {
+    // Acquire: as in `owner`.
+    let o = OWNER.load(Ordering::Acquire);
+    if o.is_null() && !WATCHED.load(Ordering::Relaxed) {
+        return owner_slow();
+    }
+    o
+}
+
 #[cold]
 #[inline(never)]
 fn owner_slow() -> *mut tempora_owner_t {
@@ -190,7 +205,7 @@ pub unsafe extern "C" fn timer_settime(
     match tempora_id(timerid) {
         // SAFETY: the default owner is NULL (EINVAL) or lives for the process; the pointers
         // are the caller's, as tempora_timer_settime's contract asks.
-        Some(id) => unsafe { tempora_timer_settime(owner(), id, flags, new, old) },
+        Some(id) => unsafe { tempora_timer_settime(made_owner(), id, flags, new, old) },
         // SAFETY: the caller's contract, passed on.
         None => unsafe { kernel::timer_settime(timerid, flags, new, old) },
     }
@@ -204,7 +219,7 @@ pub unsafe extern "C" fn timer_settime(
 pub unsafe extern "C" fn timer_gettime(timerid: timer_t, curr: *mut itimerspec) -> c_int {
     match tempora_id(timerid) {
         // SAFETY: as in timer_settime.
-        Some(id) => unsafe { tempora_timer_gettime(owner(), id, curr) },
+        Some(id) => unsafe { tempora_timer_gettime(made_owner(), id, curr) },
         // SAFETY: the caller's contract, passed on.
         None => unsafe { kernel::timer_gettime(timerid, curr) },
     }
@@ -218,7 +233,7 @@ pub unsafe extern "C" fn timer_gettime(timerid: timer_t, curr: *mut itimerspec) 
 pub unsafe extern "C" fn timer_getoverrun(timerid: timer_t) -> c_int {
     match tempora_id(timerid) {
         // SAFETY: the default owner is NULL (EINVAL) or lives for the process.
-        Some(id) => unsafe { tempora_timer_getoverrun(owner(), id) },
+        Some(id) => unsafe { tempora_timer_getoverrun(made_owner(), id) },
         // SAFETY: any value may be passed to the C library's call.
         None => unsafe { kernel::timer_getoverrun(timerid) },
     }
@@ -232,7 +247,7 @@ pub unsafe extern "C" fn timer_getoverrun(timerid: timer_t) -> c_int {
 pub unsafe extern "C" fn timer_delete(timerid: timer_t) -> c_int {
     match tempora_id(timerid) {
         // SAFETY: the default owner is NULL (EINVAL) or lives for the process.
-        Some(id) => unsafe { tempora_timer_delete(owner(), id) },
+        Some(id) => unsafe { tempora_timer_delete(made_owner(), id) },
         // SAFETY: any value may be passed to the C library's call.
         None => unsafe { kernel::timer_delete(timerid) },
     }

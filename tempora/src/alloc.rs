@@ -71,6 +71,15 @@ pub(crate) fn probe_arc<T>() -> Result<(), Error> {
 thread_local! {
     /// Requests of at least this many bytes fail on this thread (`usize::MAX`: none do).
     static REFUSE_FROM: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    /// Requests refused on this thread so far.
+    static REFUSALS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Requests the unit tests' allocator has refused on this thread so far: a test that
+/// refuses every request around a call sees here whether the call asked for memory at all.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn refusals() -> usize {
+    REFUSALS.with(std::cell::Cell::get)
 }
 
 /// Runs `f` with this thread's allocations of `from` bytes or more failing (null), as an
@@ -87,9 +96,13 @@ pub(crate) fn refusing_allocations<R>(from: usize, f: impl FnOnce() -> R) -> R {
 #[cfg(all(test, not(loom)))]
 pub(crate) fn refused(layout: Layout) -> bool {
     // `try_with`: no allocation, no destructor registered (a const thread-local of a `Cell`).
-    REFUSE_FROM
+    let refuse = REFUSE_FROM
         .try_with(|r| layout.size() >= r.get())
-        .unwrap_or(false)
+        .unwrap_or(false);
+    if refuse {
+        let _ = REFUSALS.try_with(|n| n.set(n.get() + 1));
+    }
+    refuse
 }
 
 #[cfg(all(test, not(loom)))]

@@ -219,9 +219,8 @@ impl<S: Service> Owner<S> {
         self.inner.read_timer(id, read)
     }
 
-    /// Reads timer `id`'s state without its lock: `read` runs on a copy of the fixed,
-    /// published and locked parts as they were at one instant while the timer existed
-    /// (`Timer::read_unlocked`). While a holder of the timer's lock is changing the state,
+    /// Reads timer `id`'s state without its lock: `read` runs on a copy of the state as it was
+    /// at one instant while the timer existed (`Timer::read_unlocked`). While a holder of the timer's lock is changing the state,
     /// `held` decides: `Ok(())` to look again (after it waited), or the error to return.
     ///
     /// # Errors
@@ -231,7 +230,7 @@ impl<S: Service> Owner<S> {
     pub(crate) fn read_state<R>(
         &self,
         id: TimerId,
-        read: impl Fn(&S::Fixed, &S::Published, S::State) -> R,
+        read: impl Fn(S::State) -> R,
         mut held: impl FnMut() -> Result<(), Error>,
     ) -> Result<R, Error>
     where

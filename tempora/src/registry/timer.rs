@@ -352,7 +352,7 @@ impl<S: Service> Timer<S> {
         &self,
         owner_word: u64,
         id: i32,
-        read: impl FnOnce(&S::Fixed, &S::Published, S::State) -> R,
+        read: impl FnOnce(S::State) -> R,
     ) -> Result<Option<R>, Unreadable>
     where
         S::State: Copy,
@@ -380,7 +380,7 @@ impl<S: Service> Timer<S> {
         if !(self.is(owner_word, id) && self.hot.generation.load(Ordering::Relaxed) == generation) {
             return Ok(None);
         }
-        Ok(Some(read(&self.hot.fixed, &self.written.published, copy)))
+        Ok(Some(read(copy)))
     }
 
     /// Starts a new incarnation of a free slot, for a timer of `owner_word | PENDING`, without

@@ -469,7 +469,7 @@ impl Tally {
     /// A tally in no member list: an owner made in a forked child of a service built before
     /// the fork, whose lists' locks may be held for ever (`timers/mod.rs`, "Fork").
     pub(crate) fn unlisted(hub: &Arc<Hub>, group: &Arc<GroupNode>, key: u64) -> Arc<Tally> {
-        Arc::new(Tally {
+        let tally = Arc::new(Tally {
             on: hub.enabled,
             key,
             fences: hub.fences,
@@ -479,7 +479,13 @@ impl Tally {
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
             totals: RankedMutex::new(Totals::default()),
-        })
+        });
+        // The shared overflow slot now, so that `add_without_allocating` has a slot to count
+        // in whatever thread calls it (left to first use if there is no memory for it now).
+        if tally.on {
+            let _ = tally.new_slot(SLOTS);
+        }
+        tally
     }
 
     /// The owner's key.
@@ -493,6 +499,31 @@ impl Tally {
         if self.on {
             self.add_as(thread_index(), c, n);
         }
+    }
+
+    /// `add`, for a call a signal handler may make (`settime`): counts in the calling
+    /// thread's slot if it has one, else in the shared overflow slot (made with the tally),
+    /// and allocates nothing: a thread's first count in a tally would otherwise allocate its
+    /// slot there, in the handler. A thread that only ever makes such calls on an owner counts
+    /// with the overflow slot's atomic add.
+    #[inline]
+    pub(crate) fn add_without_allocating(&self, c: Counter, n: u64) {
+        if !self.on {
+            return;
+        }
+        let (i, single) = slot_of(thread_index());
+        // Acquire (both): pairs with the Release of the installing compare-exchange.
+        let (p, i, single) = match self.slots[i].load(Ordering::Acquire) {
+            p if !p.is_null() => (p, i, single),
+            _ => (self.slots[SLOTS].load(Ordering::Acquire), SLOTS, false),
+        };
+        if p.is_null() {
+            return;
+        }
+        // SAFETY: installed slots are freed only when the tally is dropped.
+        let slot = unsafe { &*p };
+        bump(&slot.counts[c as usize], n, single);
+        self.mark(slot, i);
     }
 
     /// `add` for thread index `i`.

@@ -515,3 +515,29 @@ fn a_dropped_service_frees_its_statistics() {
     assert!(group.upgrade().is_none(), "the group tree leaked");
     assert!(hub.upgrade().is_none(), "the hub leaked");
 }
+
+/// `settime` may be called from a signal handler (the timers module's "Signal handlers"), so
+/// it allocates nothing, not even the statistics slot of a thread that never counted in the
+/// owner before: its count goes to the owner's overflow slot, made with the owner. (Before,
+/// such a thread's first `settime` asked the allocator for its slot: the refusal is counted.)
+#[test]
+fn a_settime_by_a_thread_new_to_the_owner_allocates_nothing_and_is_counted() {
+    let (timers, _clock) = service();
+    let o = timers.owner();
+    let t = o.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // A thread's first tempora call, made outside a handler (the module doc): its
+            // index and epoch registration. `gettime` counts nothing, so the thread still has
+            // no statistics slot in the owner.
+            o.gettime(t).unwrap();
+            let before = crate::alloc::refusals();
+            let r = crate::alloc::refusing_allocations(1, || {
+                o.settime(t, SetFlags::RELATIVE, MS, ZERO)
+            });
+            assert!(r.is_ok(), "{r:?}");
+            assert_eq!(crate::alloc::refusals(), before, "settime asked for memory");
+        });
+    });
+    assert_eq!(o.stats().counts.armed, 1);
+}

@@ -1,8 +1,9 @@
 //! [`pin`]: every epoch pin of the crate, and [`pin_walk`], the pin of a hash-table walk that
 //! a signal handler may make while the thread it interrupted is in the middle of pinning.
 //!
-//! An epoch pin (`crossbeam_epoch::pin`) keeps the memory a lock-free walker may stand on (a
-//! retired hash table, a slot directory) from being freed. Pinning is not reentrant across a
+//! An epoch pin (of tempora's own `crossbeam_epoch` collector, which only [`pin`] pins) keeps
+//! the memory a lock-free walker may stand on (a retired hash table, a slot directory) from
+//! being freed. Pinning is not reentrant across a
 //! signal handler: the first pin of a thread (and the last unpin) publishes the thread's epoch
 //! in several steps, and a pin made by a handler that interrupted those steps could believe
 //! itself protected when it is not, or run the epoch's collection (which frees memory) in the
@@ -23,6 +24,32 @@
 //! memory, and a handler's call needs neither the epoch nor the allocator.
 
 use crossbeam_epoch::Guard;
+
+/// tempora's own epoch collector. Not the process-wide default one: another crate's pin of
+/// that one (a work-stealing deque's, say) is made without [`pin`]'s marks, and a handler that
+/// interrupted its steps would pin "nested" into a half-made pin. Only [`pin`] pins this one.
+#[cfg(not(loom))]
+fn collector() -> &'static crossbeam_epoch::Collector {
+    static COLLECTOR: super::RaceOnce<crossbeam_epoch::Collector> = super::RaceOnce::new();
+    COLLECTOR.get_or_init(crossbeam_epoch::Collector::new)
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// This thread's participant in [`collector`] (registering allocates: a thread's first
+    /// tempora call, made outside a signal handler).
+    static HANDLE: crossbeam_epoch::LocalHandle = collector().register();
+}
+
+/// A pin of tempora's collector by this thread (during the thread's exit, when its handle is
+/// gone, by a handle of its own).
+#[cfg(not(loom))]
+#[inline]
+fn epoch_pin() -> Guard {
+    HANDLE
+        .try_with(|h| h.pin())
+        .unwrap_or_else(|_| collector().register().pin())
+}
 
 #[cfg(not(loom))]
 thread_local! {
@@ -94,9 +121,10 @@ pub(crate) fn unpinned_walks() -> bool {
     #[cfg(not(loom))]
     {
         use std::sync::atomic::{fence, Ordering};
-        // SeqCst: see `pin_walk`.
+        // SeqCst: see `pin_walk`. Acquire: a walk that ended is over before the caller frees
+        // (pairs with the walk's Release decrement).
         fence(Ordering::SeqCst);
-        UNPINNED.load(Ordering::Relaxed) != 0
+        UNPINNED.load(Ordering::Acquire) != 0
     }
     #[cfg(loom)]
     false
@@ -136,14 +164,14 @@ pub(crate) fn pin() -> Pinned {
         let depth = DEPTH.with(|d| d.load(Ordering::Relaxed));
         let guard = if depth == 0 {
             transition(|| {
-                let g = crossbeam_epoch::pin();
+                let g = epoch_pin();
                 DEPTH.with(|d| d.store(1, Ordering::Relaxed));
                 g
             })
         } else {
             // Nested: the epoch's own count only; the depth follows, so a handler between
             // the two sees a pinned thread either way.
-            let g = crossbeam_epoch::pin();
+            let g = epoch_pin();
             DEPTH.with(|d| d.store(depth + 1, Ordering::Relaxed));
             g
         };

@@ -226,11 +226,15 @@
 //!
 //! What stays outside: `create`, `delete`, the receives, `poll`, checkpoints and restores
 //! are not async-signal-safe (they allocate or free, as `timer_create` and `timer_delete`
-//! are not in POSIX's list). A thread's first tempora call claims its per-thread slot
-//! (statistics, ID shards), which allocates: make it outside a handler (the calls above, made
-//! by a thread that has called tempora before, allocate nothing). A statistics count made by
-//! a handler may be lost when it lands between the interrupted code's read and write of the
-//! same counter (each thread's counters are its own, updated without atomic read-modify-write).
+//! are not in POSIX's list). A thread's first tempora call registers the thread (its index,
+//! its participant in tempora's epoch collector), which allocates: make it outside a handler.
+//! After that the three calls allocate nothing: a `settime` by a thread that never counted in
+//! the timer's owner counts in the owner's shared statistics slot, made with the owner. A
+//! statistics count made by a handler may be lost when it lands between the interrupted
+//! code's read and write of the same counter (each thread's counters are its own, updated
+//! without atomic read-modify-write). The epoch collector is tempora's own, pinned only
+//! through `sync::pin`, so another crate's epoch pins (a work-stealing pool's) are never the
+//! half-made pin a handler interrupts.
 //!
 //! # Precision
 //!

@@ -273,7 +273,9 @@ impl Owner {
         } else {
             Counter::Armed
         };
-        self.sink().tally.add(what, 1);
+        // Without allocating: a signal handler may make this call (module doc, "Signal
+        // handlers").
+        self.sink().tally.add_without_allocating(what, 1);
         Ok(old.into())
     }
 
@@ -366,7 +368,7 @@ impl Owner {
         let mut spins = 0;
         let s = self.reg.read_state(
             id,
-            |_, _, state| state.gettime(&now),
+            |state| state.gettime(&now),
             || {
                 if sync::holds_a_lock() {
                     return Err(Error::WouldDeadlock);

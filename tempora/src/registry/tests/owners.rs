@@ -115,7 +115,7 @@ fn a_deleted_owners_pages_are_reused_by_the_next_owner() {
     );
     let start = std::time::Instant::now();
     while r.pooled_bytes() != pages && start.elapsed() < std::time::Duration::from_secs(10) {
-        crossbeam_epoch::pin().flush();
+        crate::sync::pin().flush();
         std::thread::yield_now();
     }
     assert_eq!(r.pooled_bytes(), pages, "torn-down owner's pages pooled");
