@@ -331,10 +331,13 @@ impl<const RANK: u8> Drop for LockGuard<'_, RANK> {
 /// handler on its thread could need.
 ///
 /// One word: bits 0-1 the state (`0` free, `1` held, `3` poisoned), bits 2-31 the version,
-/// bumped by every release. Lock is one `fetch_or` of the held bit (Acquire): it took the lock
-/// if the bit was clear, and changes nothing if the lock was held or poisoned (both have bit 0
-/// set). Unlock is one store (Release) of the next version, free: only the holder writes a held
-/// word. Same size as the four bytes a timer's written line gives its lock.
+/// bumped by every release. Lock is a load and one compare-exchange of the free word to the
+/// held one (Acquire); a contender writes nothing while the lock is held. Unlock is one store
+/// (Release) of the next version: only the holder writes a held word. (Not a `fetch_or` of
+/// the held bit: a contender's no-op write of a held word would sit between the holder's
+/// acquire and release in the word's order, and loom then finds runs in which the contender
+/// keeps reading its own write.) Same size as the four bytes a timer's written line gives its
+/// lock.
 ///
 /// A reader ([`VersionedLock::read_begin`], [`VersionedLock::read_valid`]) loads the word
 /// (Acquire: it sees everything written before the release that made it), reads, and loads it
@@ -371,9 +374,15 @@ pub(crate) enum Unreadable {
 impl<const RANK: u8> VersionedLock<RANK> {
     #[inline]
     fn acquire(&self) -> Result<(), Poisoned> {
+        // Relaxed: the compare-exchange below is the synchronising access.
+        let w = self.0.load(Ordering::Relaxed);
         // Acquire: pairs with the Release store in `release` of the previous holder.
-        let was = self.0.fetch_or(V_HELD, Ordering::Acquire);
-        if was & V_STATE != 0 {
+        if w & V_STATE != 0
+            || self
+                .0
+                .compare_exchange_weak(w, w | V_HELD, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
             self.acquire_contended()?;
         }
         // Release: a reader that sees a store made under the lock sees the held word too
@@ -392,7 +401,12 @@ impl<const RANK: u8> VersionedLock<RANK> {
                 return Err(Poisoned);
             }
             // Acquire: as in `acquire`.
-            if w & V_STATE == 0 && self.0.fetch_or(V_HELD, Ordering::Acquire) & V_STATE == 0 {
+            if w & V_STATE == 0
+                && self
+                    .0
+                    .compare_exchange_weak(w, w | V_HELD, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
                 return Ok(());
             }
             backoff(&mut spins);
@@ -401,7 +415,7 @@ impl<const RANK: u8> VersionedLock<RANK> {
 
     #[inline]
     fn release(&self) {
-        // Relaxed: the holder's own word (a contender's `fetch_or` leaves a held word as it was).
+        // Relaxed: the holder's own word (nobody else writes a held word).
         let w = self.0.load(Ordering::Relaxed);
         // Release: pairs with the Acquire of the next holder and of readers.
         self.0
