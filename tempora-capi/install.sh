@@ -119,7 +119,11 @@ for l in "${libraries[@]}"; do
   name=$1 crate=$3 map=$root/$4
   archive=$built/lib$crate.a
   [ -f "$archive" ] || archive=$built/deps/lib$crate.a
-  [ -f "$archive" ] || { echo "install.sh: lib$crate.a is missing in $built (build first)" >&2; exit 1; }
+  # Built only as another package's dependency (a test run), the archive carries cargo's
+  # metadata hash in deps/: take the newest.
+  # shellcheck disable=SC2012
+  [ -f "$archive" ] || archive=$(ls -t "$built/deps/lib$crate"-*.a 2>/dev/null | head -1)
+  [ -n "$archive" ] && [ -f "$archive" ] || { echo "install.sh: lib$crate.a is missing in $built (build first)" >&2; exit 1; }
   so=lib$name.so.$version
   # --gc-sections drops what no exported call reaches (the archive holds all of std).
   "$cc" -shared -o "$probe/$so" -Wl,-soname,"lib$name.so.$major" \
