@@ -124,7 +124,11 @@ mod tests {
     /// the child inherits held: its first wake-up on that queue waited for ever.)
     #[test]
     fn a_fork_in_the_middle_of_a_wait_leaves_the_child_free() {
-        let queue: &'static WaitQueue = Box::leak(Box::default());
+        static QUEUE: WaitQueue = WaitQueue {
+            seq: std::sync::atomic::AtomicU32::new(0),
+            waiters: std::sync::atomic::AtomicU32::new(0),
+        };
+        let queue = &QUEUE;
         let (inside, release) = (
             std::sync::Arc::new(std::sync::Barrier::new(2)),
             std::sync::Arc::new(std::sync::Barrier::new(2)),
