@@ -220,18 +220,17 @@ impl<S: Service> Owner<S> {
     }
 
     /// Reads timer `id`'s state without its lock: `read` runs on a copy of the state as it was
-    /// at one instant while the timer existed (`Timer::read_unlocked`). While a holder of the timer's lock is changing the state,
-    /// `held` decides: `Ok(())` to look again (after it waited), or the error to return.
+    /// at one instant while the timer existed (`Timer::read_unlocked`). While a holder of the
+    /// timer's lock is changing the state it waits for it: the caller makes sure that holder is
+    /// not its own thread (a call a signal handler may make checks `sync::holds_a_lock` first).
     ///
     /// # Errors
-    /// [`Error::UnknownTimer`]; [`Error::OwnerDeleted`]; [`Error::Poisoned`]; what `held`
-    /// returns.
+    /// [`Error::UnknownTimer`]; [`Error::OwnerDeleted`]; [`Error::Poisoned`].
     #[inline]
     pub(crate) fn read_state<R>(
         &self,
         id: TimerId,
         read: impl Fn(S::State) -> R,
-        mut held: impl FnMut() -> Result<(), Error>,
     ) -> Result<R, Error>
     where
         S::State: Copy,
@@ -239,25 +238,17 @@ impl<S: Service> Owner<S> {
         let inner = &*self.inner;
         let guard = crate::sync::pin_walk();
         let word = visible(inner.key);
-        let hash = inner.hash(id);
-        loop {
-            if inner.dead.load(Ordering::Acquire) {
-                return Err(Error::OwnerDeleted);
+        inner.lookup(id, inner.hash(id), &guard, |timer| {
+            let mut spins = 0;
+            loop {
+                match timer.read_unlocked(word, id.0, &read) {
+                    // `None`: the slot was reused under the walk, and `lookup` walks again.
+                    Ok(r) => return Ok(r),
+                    Err(Unreadable::Held) => sync::backoff(&mut spins),
+                    Err(Unreadable::Poisoned) => return Err(Poisoned),
+                }
             }
-            // `let else`, not `ok_or(..)?`: an `Error` made eagerly is dropped on the found
-            // path too, a call to its destructor on every lookup.
-            let Some(timer): Option<&Timer<S>> = inner.shared.tables.find(hash, word, id.0, &guard)
-            else {
-                return Err(Error::UnknownTimer);
-            };
-            match timer.read_unlocked(word, id.0, &read) {
-                Ok(Some(r)) => return Ok(r),
-                // The slot was reused under the walk: walk again.
-                Ok(None) => {}
-                Err(Unreadable::Held) => held()?,
-                Err(Unreadable::Poisoned) => return Err(Error::Poisoned(TIMER_POISONED)),
-            }
-        }
+        })
     }
 
     /// Turns exact-ID (restore) mode on or off.
@@ -662,7 +653,8 @@ impl<S: Service> OwnerInner<S> {
         }
         let word = visible(self.key);
         loop {
-            // `let else`: as in `read_state`.
+            // `let else`, not `ok_or(..)?`: an `Error` made eagerly is dropped on the found
+            // path too, a call to its destructor on every lookup.
             let Some(timer) = self.shared.tables.find(hash, word, id.0, guard) else {
                 return Err(Error::UnknownTimer);
             };

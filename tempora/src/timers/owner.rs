@@ -362,21 +362,9 @@ impl Owner {
         }
         let now = LazyNow::new(&*core.clock);
         // Without the lock (a copy of the state, checked by the lock's version): so a
-        // `gettime` holds nothing a signal handler on this thread could need. While a holder is
-        // changing the state, wait for it, unless this call interrupted it (module doc,
-        // "Signal handlers").
-        let mut spins = 0;
-        let s = self.reg.read_state(
-            id,
-            |state| state.gettime(&now),
-            || {
-                if sync::holds_a_lock() {
-                    return Err(Error::WouldDeadlock);
-                }
-                sync::backoff(&mut spins);
-                Ok(())
-            },
-        )?;
+        // `gettime` holds nothing a signal handler on this thread could need. While another
+        // thread's holder changes the state, it waits (this thread holds no lock: checked above).
+        let s = self.reg.read_state(id, |state| state.gettime(&now))?;
         Ok(s.into())
     }
 
