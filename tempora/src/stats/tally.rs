@@ -512,27 +512,30 @@ impl Tally {
             return;
         }
         let (i, single) = slot_of(thread_index());
-        // Acquire (both): pairs with the Release of the installing compare-exchange.
-        let (p, i, single) = match self.slots[i].load(Ordering::Acquire) {
-            p if !p.is_null() => (p, i, single),
-            _ => (self.slots[SLOTS].load(Ordering::Acquire), SLOTS, false),
+        let found = match self.installed(i) {
+            Some(slot) => Some((slot, i, single)),
+            None => self
+                .installed(SLOTS)
+                .map(|overflow| (overflow, SLOTS, false)),
         };
-        if p.is_null() {
-            return;
+        if let Some(found) = found {
+            self.count_in(found, c, n);
         }
-        // SAFETY: installed slots are freed only when the tally is dropped.
-        let slot = unsafe { &*p };
-        bump(&slot.counts[c as usize], n, single);
-        self.mark(slot, i);
     }
 
     /// `add` for thread index `i`.
     #[inline]
     pub(crate) fn add_as(&self, i: usize, c: Counter, n: u64) {
         let (i, single) = slot_of(i);
-        let Some((slot, i, single)) = self.slot(i, single) else {
-            return;
-        };
+        if let Some(found) = self.slot(i, single) {
+            self.count_in(found, c, n);
+        }
+    }
+
+    /// Adds `n` to counter `c` in a slot found by `slot` or `installed` (with its index and
+    /// whether the caller is its only writer), and lists the slot for the next flush.
+    #[inline]
+    fn count_in(&self, (slot, i, single): (&Slot, usize, bool), c: Counter, n: u64) {
         bump(&slot.counts[c as usize], n, single);
         self.mark(slot, i);
     }
@@ -629,11 +632,8 @@ impl Tally {
     /// neither can be (the `timers` module doc, "Memory").
     #[inline]
     fn slot(&self, i: usize, single: bool) -> Option<(&Slot, usize, bool)> {
-        // Acquire: pairs with the Release of the installing compare-exchange.
-        let p = self.slots[i].load(Ordering::Acquire);
-        if !p.is_null() {
-            // SAFETY: installed slots are freed only when the tally is dropped.
-            return Some((unsafe { &*p }, i, single));
+        if let Some(slot) = self.installed(i) {
+            return Some((slot, i, single));
         }
         match self.new_slot(i) {
             Some(slot) => Some((slot, i, single)),
@@ -643,15 +643,21 @@ impl Tally {
         }
     }
 
+    /// Slot `i` if it is installed; never allocates.
+    #[inline]
+    fn installed(&self, i: usize) -> Option<&Slot> {
+        // Acquire: pairs with the Release of the installing compare-exchange.
+        let p = self.slots[i].load(Ordering::Acquire);
+        // SAFETY: installed slots are freed only when the tally is dropped.
+        (!p.is_null()).then(|| &**unsafe { &*p })
+    }
+
     /// Slot `i`, installed now if no other thread did first; `None` if it cannot be
     /// allocated.
     #[cold]
     fn new_slot(&self, i: usize) -> Option<&Slot> {
-        // Acquire: as in `slot`.
-        let p = self.slots[i].load(Ordering::Acquire);
-        if !p.is_null() {
-            // SAFETY: installed slots are freed only when the tally is dropped.
-            return Some(unsafe { &*p });
+        if let Some(slot) = self.installed(i) {
+            return Some(slot);
         }
         let fresh = CachePadded::new(Slot::new(self as *const Tally));
         let fresh = Box::into_raw(crate::alloc::try_box(fresh).ok()?);
