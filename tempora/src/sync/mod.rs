@@ -32,22 +32,13 @@ mod tests;
 pub(crate) use lock::{Locked, MutexGuard, RankedLock, RankedMutex, Unreadable, VersionedLock};
 #[cfg(all(test, not(loom)))]
 pub(crate) use order::panic_message;
-pub(crate) use order::RankToken;
+pub(crate) use order::{holds_a_lock, RankToken};
 #[cfg(all(test, not(loom)))]
 pub(crate) use pin::with_unpinned_walk_for_tests;
 pub(crate) use pin::{pin, pin_walk, unpinned_walks, Pinned};
 pub(crate) use primitives::*;
 pub(crate) use thread::*;
 pub(crate) use wait::WaitQueue;
-
-/// Whether the calling thread holds one of tempora's locks: what a call that a signal handler
-/// may make checks before it could wait for one (the timers module's "Signal handlers"). It
-/// may also answer yes just before the thread takes a lock or just after it released one.
-/// False under loom.
-#[inline]
-pub(crate) fn holds_a_lock() -> bool {
-    order::holds_a_lock()
-}
 
 // The loom models of the byte lock itself (`loom_tests.rs`) take it through `use super::*`.
 #[cfg(all(test, loom))]

@@ -18,7 +18,8 @@ thread_local! {
 }
 
 /// Whether the calling thread holds one of tempora's locks (or is taking or has just released
-/// one). False under loom.
+/// one): what a call that a signal handler may make checks before it could wait for one (the
+/// timers module's "Signal handlers"). False under loom.
 #[inline]
 pub(crate) fn holds_a_lock() -> bool {
     #[cfg(not(loom))]
