@@ -83,6 +83,23 @@ impl<T: Send + Sync + 'static> RaceOnce<T> {
     }
 }
 
+/// The wait status of child `pid`, which must finish at once: `None` if it has not within
+/// 10 s (it is then killed), for the tests that fork while another thread is mid-way.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn child_status(pid: libc::pid_t) -> Option<libc::c_int> {
+    let mut status = 0;
+    for _ in 0..1000 {
+        // SAFETY: waits for our own child without blocking.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+            return Some(status);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SAFETY: kills our own stuck child.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    None
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -122,23 +139,8 @@ mod tests {
             1,
             "the parent's first init wins"
         );
-        let mut status = 0;
-        let mut waited = 0;
-        // The child must finish at once: wait for it up to 10 s, then call it stuck.
-        while waited < 1000 {
-            // SAFETY: waits for our own child without blocking.
-            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-            if r == pid {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            waited += 1;
-        }
-        if waited == 1000 {
-            // SAFETY: kills our own stuck child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("the child waited for an init that was running in the parent");
-        }
+        let status =
+            child_status(pid).expect("the child waited for an init that was running in the parent");
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
         assert_eq!(*VALUE.get_or_init(|| 3), 1);
     }

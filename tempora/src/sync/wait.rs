@@ -162,21 +162,8 @@ mod tests {
             waiter.join().unwrap(),
             "the parent's check said not to sleep"
         );
-        let mut status = 0;
-        let mut waited = 0;
-        while waited < 1000 {
-            // SAFETY: waits for our own child without blocking.
-            if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            waited += 1;
-        }
-        if waited == 1000 {
-            // SAFETY: kills our own stuck child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("the child's wake-up waited for the parent's wait");
-        }
+        let status = super::super::fork::child_status(pid)
+            .expect("the child's wake-up waited for the parent's wait");
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
             "the child's wait timed out as asked"
