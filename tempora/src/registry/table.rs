@@ -491,7 +491,7 @@ impl Table {
 /// The lock-free lookup of the visible timer (owner, id) with hash `hash`, starting (and
 /// restarting) from the table `current` returns and following `future` tables through split
 /// buckets and misses. A found timer matched when it was read: re-check it under its lock.
-#[inline]
+#[inline(always)]
 pub(crate) fn find<'a, S: Service>(
     current: impl Fn() -> &'a Table,
     hash: u64,
@@ -524,17 +524,15 @@ pub(crate) fn find<'a, S: Service>(
 /// milliseconds, which would otherwise land inside whichever unrelated create or delete
 /// happened to run the epoch's deferred functions.
 pub(crate) fn drop_deferred<T: Send + 'static>(value: T, bytes: usize) {
-    if crate::sync::unpinned_walks() {
-        // A walk without a pin (a signal handler's call, `sync/pin.rs`) may stand on the
-        // value: free it on a thread of its own once no such walk is under way. If no thread
-        // can be started, the value is leaked rather than freed under the walk.
+    if let Err(open) = crate::sync::walks_done() {
+        // A by-ID walk (which takes no pin, `sync/pin.rs`) may stand on the value: free it on
+        // a thread of its own once every walk open now has closed. If no thread can be
+        // started, the value is leaked rather than freed under the walk.
         let value = std::mem::ManuallyDrop::new(value);
         drop(crate::sync::spawn_blocking_signals(
             "tempora-free".into(),
             move || {
-                while crate::sync::unpinned_walks() {
-                    std::thread::yield_now();
-                }
+                open.wait();
                 drop(std::mem::ManuallyDrop::into_inner(value));
             },
         ));

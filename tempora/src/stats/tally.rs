@@ -42,14 +42,9 @@
 //! false; fence B; load count`. With A and B both `SeqCst` fences, one of the loads sees the
 //! other side's store: either the flush reads the new count, or the updater sees the flag
 //! cleared and pushes the slot again, for the next flush. Fence A is on every update, so it is
-//! made free: after `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` is registered, A is a
-//! compiler fence and B is the `membarrier` call, which runs a full barrier on every CPU that
-//! runs a thread of this process (and a descheduled thread passed one when it was switched
-//! out), so each updater's store-then-load has a full barrier either between them or after
-//! both. Where `membarrier` is refused (a seccomp filter, a kernel before 4.14), A and B are
-//! `SeqCst` fences, and every update pays a full fence (tens of cycles). The price of the
-//! asymmetric form is on the flush: one `membarrier` interrupts each CPU that is running a
-//! thread of this process, once per flush. The loom model
+//! made free: A is `sync/barrier.rs`'s light fence (a compiler fence once `membarrier` is
+//! registered) and B its heavy one (the `membarrier` call, which interrupts each CPU running a
+//! thread of this process, once per flush). The loom model
 //! `loom_update_racing_a_flush_is_never_lost` checks the protocol with the symmetric fences.
 //!
 //! A slot whose flag was cleared may be pushed again while the flush still reads it; the
@@ -181,34 +176,6 @@ enum Fences {
     Symmetric,
 }
 
-/// Registers this process for expedited private `membarrier`s, once; whether it worked.
-#[cfg(all(not(loom), target_os = "linux"))]
-fn membarrier_ready() -> bool {
-    // Registering twice is harmless: the first result is kept.
-    static READY: crate::sync::RaceOnce<bool> = crate::sync::RaceOnce::new();
-    *READY.get_or_init(|| {
-        // SAFETY: `membarrier` with a command and flags 0 reads and writes no memory of ours.
-        let query = unsafe { libc::syscall(libc::SYS_membarrier, libc::MEMBARRIER_CMD_QUERY, 0) };
-        let need = libc::MEMBARRIER_CMD_PRIVATE_EXPEDITED
-            | libc::MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED;
-        query >= 0
-            && (query as libc::c_int & need) == need
-            // SAFETY: as above.
-            && unsafe {
-                libc::syscall(
-                    libc::SYS_membarrier,
-                    libc::MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
-                    0,
-                )
-            } == 0
-    })
-}
-
-#[cfg(any(loom, not(target_os = "linux")))]
-fn membarrier_ready() -> bool {
-    false
-}
-
 /// What a flush measured.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FlushReport {
@@ -243,7 +210,7 @@ pub(crate) struct Hub {
 impl Hub {
     /// A hub; `enabled: false` makes every update a no-op.
     pub(crate) fn new(enabled: bool) -> Arc<Hub> {
-        let fences = if membarrier_ready() {
+        let fences = if crate::sync::barrier::asymmetric() {
             Fences::Asymmetric
         } else {
             Fences::Symmetric
@@ -286,24 +253,10 @@ impl Hub {
 
     /// Fence B of the flush side (module doc).
     fn fence_flush(&self) {
-        #[cfg(all(not(loom), target_os = "linux"))]
-        if self.fences == Fences::Asymmetric {
-            fence(Ordering::SeqCst);
-            // SAFETY: as in `membarrier_ready`; this process registered for the command.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_membarrier,
-                    libc::MEMBARRIER_CMD_PRIVATE_EXPEDITED,
-                    0,
-                )
-            };
-            // Registered, so it cannot fail but for a kernel bug; a failure here could lose an
-            // update, so it is a panic rather than a silent miss.
-            assert_eq!(r, 0, "membarrier failed after registration");
-            fence(Ordering::SeqCst);
-            return;
+        match self.fences {
+            Fences::Asymmetric => crate::sync::barrier::heavy(),
+            Fences::Symmetric => fence(Ordering::SeqCst),
         }
-        fence(Ordering::SeqCst);
     }
 
     /// Aggregates every update made before it started into owners' and groups' totals.
@@ -591,10 +544,7 @@ impl Tally {
     /// Pushes `slot` on list `i` if this is its first update since it was flushed.
     #[inline]
     fn mark(&self, slot: &Slot, i: usize) {
-        match self.fences {
-            Fences::Asymmetric => std::sync::atomic::compiler_fence(Ordering::SeqCst),
-            Fences::Symmetric => fence(Ordering::SeqCst),
-        }
+        crate::sync::barrier::light_as(self.fences == Fences::Asymmetric);
         // Relaxed: ordered by the fences (module doc).
         if !slot.on_list.load(Ordering::Relaxed) {
             self.push(slot, i);

@@ -1,4 +1,5 @@
-//! Loom models of the one-byte lock: mutual exclusion, and poisoning that frees waiters.
+//! Loom models of the one-byte lock (mutual exclusion, poisoning that frees waiters) and of
+//! the by-ID walk against a retired table's free (`pin.rs`, "Walks").
 
 use super::*;
 use loom::sync::Arc;
@@ -124,5 +125,46 @@ fn loom_versioned_read_sees_one_version() {
         writer.join().unwrap();
         let begun = shared.0.read_begin().expect("no holder is left");
         assert_eq!(begun >> 2, 2, "two releases, two versions");
+    });
+}
+
+/// A walk (mark opened, light fence, current table loaded, table read, mark closed) against
+/// the free of the table it may have loaded (the current pointer moved on, heavy fence, every
+/// open walk waited out, table written as a free would): loom reports a data race if the
+/// free could overlap a read of the retired table. Both fences are `SeqCst` under loom (the
+/// symmetric form of `barrier.rs`); a handler's nested walk is inside the outer one's.
+#[test]
+fn loom_a_walk_never_reaches_a_freed_table() {
+    loom::model(|| {
+        let shared = Arc::new((
+            pin::Mark::default(),
+            AtomicUsize::new(0),
+            [UnsafeCell::new(0u32), UnsafeCell::new(0u32)],
+        ));
+        let walker = {
+            let shared = shared.clone();
+            loom::thread::spawn(move || {
+                let (mark, current, tables) = &*shared;
+                mark.open();
+                barrier::light();
+                let t = current.load(Ordering::Acquire);
+                mark.open();
+                mark.close();
+                // SAFETY: loom checks that no free of table `t` overlaps this read.
+                let _ = tables[t].with(|p| unsafe { *p });
+                mark.close();
+            })
+        };
+        let (mark, current, tables) = &*shared;
+        current.store(1, Ordering::Release);
+        barrier::heavy();
+        if let Some(v) = mark.sample() {
+            while !mark.moved_on(v) {
+                loom::thread::yield_now();
+            }
+        }
+        // SAFETY: the free under test: loom reports it if a walk may still read table 0.
+        tables[0].with_mut(|p| unsafe { *p = 1 });
+        walker.join().unwrap();
     });
 }

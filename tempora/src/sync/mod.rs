@@ -16,6 +16,7 @@
 
 pub(crate) mod fork;
 pub(crate) use fork::RaceOnce;
+pub(crate) mod barrier;
 mod lock;
 mod order;
 mod pin;
@@ -34,8 +35,8 @@ pub(crate) use lock::{Locked, MutexGuard, RankedLock, RankedMutex, Unreadable, V
 pub(crate) use order::panic_message;
 pub(crate) use order::{holds_a_lock, RankToken};
 #[cfg(all(test, not(loom)))]
-pub(crate) use pin::with_unpinned_walk_for_tests;
-pub(crate) use pin::{pin, pin_walk, unpinned_walks, Pinned};
+pub(crate) use pin::with_walk_for_tests;
+pub(crate) use pin::{pin, pin_walk, walks_done, Pinned};
 pub(crate) use primitives::*;
 pub(crate) use thread::*;
 pub(crate) use wait::WaitQueue;

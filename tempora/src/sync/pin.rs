@@ -1,27 +1,41 @@
-//! [`pin`]: every epoch pin of the crate, and [`pin_walk`], the pin of a hash-table walk that
-//! a signal handler may make while the thread it interrupted is in the middle of pinning.
+//! [`pin`]: every epoch pin of the crate; [`pin_walk`]: the by-ID walk of the registry's
+//! tables, which touches no epoch; [`walks_done`]: what a retired table's free waits for.
 //!
 //! An epoch pin (of tempora's own `crossbeam_epoch` collector, which only [`pin`] pins) keeps
 //! the memory a lock-free walker may stand on (a retired hash table, a slot directory) from
-//! being freed. Pinning is not reentrant across a
-//! signal handler: the first pin of a thread (and the last unpin) publishes the thread's epoch
-//! in several steps, and a pin made by a handler that interrupted those steps could believe
-//! itself protected when it is not, or run the epoch's collection (which frees memory) in the
-//! middle of them. Nested pins only count, and a handler's nested pin and unpin leave the count
-//! as they found it.
+//! being freed. It costs a `SeqCst` fence per pin, and it is not reentrant across a signal
+//! handler: the first pin of a thread (and the last unpin) publishes the thread's epoch in
+//! several steps, and a pin made by a handler that interrupted those steps could believe itself
+//! protected when it is not, or run the epoch's collection (which frees memory) in the middle
+//! of them.
 //!
-//! So [`pin`] keeps the thread's pin depth itself and marks the outermost pin's and unpin's
-//! steps as a *transition*, ordered by compiler fences (a handler runs on the same thread).
-//! [`pin_walk`], the pin of the by-ID calls a handler may make (`gettime`, `settime`,
-//! `getoverrun`: the registry's `with_timer`, `read`, `read_state`), pins as [`pin`] does,
-//! except in a transition: there it does not touch the epoch at all, and walks *unpinned*,
-//! counted in a process-wide count instead. What such a walk can reach is the current tables
-//! (it loads the table pointer after the count, a `SeqCst` fence between) and timer slots,
-//! which are never freed while the registry exists (`registry/slots.rs`); a retired table is
-//! freed only after the epoch's grace period *and* once no unpinned walk is under way
-//! ([`unpinned_walks`]; `registry/table.rs`, `drop_deferred`), the free's `SeqCst` fence
-//! between its retirement and the count's load. So an unpinned walk never reaches freed
-//! memory, and a handler's call needs neither the epoch nor the allocator.
+//! # Walks
+//!
+//! The by-ID calls (`gettime`, `settime`, `getoverrun`: the registry's `with_timer`, `read`,
+//! `read_state`) are the hot path and the calls a signal handler may make, so their walk takes
+//! no pin. What such a walk can reach is the current tables and timer slots; slots are never
+//! freed while the registry exists (`registry/slots.rs`), and a retired table is freed only
+//! after the epoch's grace period (for the pinned users) *and* once [`walks_done`] says no walk
+//! may stand on it (`registry/table.rs`, `drop_deferred`). The walk and the free are the
+//! store-buffering pattern, fenced asymmetrically (`sync/barrier.rs`):
+//!
+//! - the walk opens its thread's *mark* (a word of its own, indexed by `thread_index`: a load
+//!   and a store), then the light fence (a compiler fence), then loads the current table;
+//! - the free runs after the table's retirement (the current pointer no longer leads to it),
+//!   then the heavy fence (`membarrier`), then samples every mark, and waits for each walk
+//!   that was open to close (its mark shows no open walk, or a later outermost one).
+//!
+//! With the heavy fence between them, either the free sees a walk's mark open, or the walk's
+//! load of the current table came after the retirement and cannot reach the retired table. A
+//! walk closes with a release store, so its loads are done before a free that saw it closed.
+//! A signal handler's walk inside an open one only deepens the mark (a load and a store, which
+//! a handler between them leaves as it found it), and never touches the epoch. A thread
+//! without a mark (beyond `THREAD_SLOTS` live threads, or exiting) counts its walk in one
+//! process-wide counter instead, with a `SeqCst` fence.
+//!
+//! What no walk may do: defer anything through its guard (the epoch's unprotected one, on
+//! which a deferred function runs at once), or pin: the calls a handler may make never pin.
+//! The protocol's model is `sync/loom_tests.rs`'s `loom_a_walk_never_reaches_a_freed_table`.
 
 use crossbeam_epoch::Guard;
 
@@ -51,35 +65,190 @@ fn epoch_pin() -> Guard {
         .unwrap_or_else(|_| collector().register().pin())
 }
 
-#[cfg(not(loom))]
-thread_local! {
-    /// Pins of this thread made through [`pin`] and not yet dropped.
-    static DEPTH: std::sync::atomic::AtomicU32 = const { std::sync::atomic::AtomicU32::new(0) };
-    /// Whether this thread is inside its outermost pin's or unpin's steps.
-    static TRANSITION: std::sync::atomic::AtomicBool =
-        const { std::sync::atomic::AtomicBool::new(false) };
-}
-
-/// Whether the calling thread is inside the steps of its outermost epoch pin or unpin (false
-/// under loom).
-#[inline]
-pub(crate) fn in_transition() -> bool {
-    #[cfg(not(loom))]
-    return TRANSITION.with(|t| t.load(std::sync::atomic::Ordering::Relaxed));
-    #[cfg(loom)]
-    false
-}
-
-/// Hash-table walks made without a pin ([`pin_walk`]) and not finished.
+/// By-ID walks made without a mark of their own ([`pin_walk`]: a thread past the marked
+/// indices, or exiting) and not finished.
 #[cfg(not(loom))]
 static UNPINNED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// An epoch pin ([`pin`]), or an unpinned walk ([`pin_walk`]); ends when dropped.
+/// One thread's walk mark: `(outermost walks begun << DEPTH_BITS) | walks open`. Written only
+/// by the thread holding the mark's index (and by a signal handler on that thread, whose
+/// walks close what they open before the interrupted code goes on); read by [`walks_done`].
+#[derive(Default)]
+pub(crate) struct Mark(super::primitives::AtomicU64);
+
+/// Bits of a mark that count its open (nested) walks.
+const DEPTH_BITS: u32 = 8;
+const DEPTH: u64 = (1 << DEPTH_BITS) - 1;
+
+impl Mark {
+    /// Opens a walk: a new outermost walk bumps the begun count, a nested one (a handler's,
+    /// inside a walk it interrupted) only the depth. A load and a store, not a
+    /// read-modify-write: only this thread writes, and a handler between the two leaves the
+    /// mark as it found it.
+    #[inline(always)]
+    pub(crate) fn open(&self) {
+        use super::primitives::Ordering::Relaxed;
+        let v = self.0.load(Relaxed);
+        let next = if v & DEPTH == 0 {
+            v + (1 << DEPTH_BITS) + 1
+        } else {
+            v + 1
+        };
+        // Relaxed: ordered before the walk's loads by the caller's fence (module doc).
+        self.0.store(next, Relaxed);
+    }
+
+    /// Closes the walk [`Mark::open`] opened.
+    #[inline(always)]
+    pub(crate) fn close(&self) {
+        use super::primitives::Ordering::{Relaxed, Release};
+        let v = self.0.load(Relaxed);
+        // Release: the walk's loads are done before a free that sees the walk closed.
+        self.0.store(v - 1, Release);
+    }
+
+    /// The mark as [`walks_done`] samples it: `None` when no walk is open.
+    pub(crate) fn sample(&self) -> Option<u64> {
+        // Acquire: pairs with `close`'s Release.
+        let v = self.0.load(super::primitives::Ordering::Acquire);
+        (v & DEPTH != 0).then_some(v)
+    }
+
+    /// Whether the outermost walk open when `sampled` was read has closed: the mark has no
+    /// open walk, or has begun another outermost one since.
+    pub(crate) fn moved_on(&self, sampled: u64) -> bool {
+        self.sample()
+            .is_none_or(|v| v >> DEPTH_BITS != sampled >> DEPTH_BITS)
+    }
+}
+
+/// Every thread index's mark, each on its own line (a thread writes its mark twice per walk).
+#[cfg(not(loom))]
+static MARKS: [crossbeam_utils::CachePadded<Mark>; super::thread::THREAD_SLOTS] =
+    [const { crossbeam_utils::CachePadded::new(Mark(std::sync::atomic::AtomicU64::new(0))) };
+        super::thread::THREAD_SLOTS];
+
+/// A by-ID walk (see the module doc); ends when dropped.
+pub(crate) struct Walk {
+    guard: std::mem::ManuallyDrop<Guard>,
+    #[cfg(not(loom))]
+    mark: Option<&'static Mark>,
+    #[cfg(loom)]
+    pinned: Pinned,
+}
+
+impl std::ops::Deref for Walk {
+    type Target = Guard;
+    #[inline]
+    fn deref(&self) -> &Guard {
+        &self.guard
+    }
+}
+
+/// Starts a by-ID walk of the registry's tables (the module doc, "Walks"): the calling
+/// thread's mark opened, then the light fence. The walk must not defer anything through the
+/// guard (it is the epoch's unprotected one: a deferred function would run at once) and
+/// reaches only the current tables and timer slots.
+#[inline(always)]
+pub(crate) fn pin_walk() -> Walk {
+    #[cfg(not(loom))]
+    {
+        let index = super::thread::thread_index();
+        let mark = MARKS.get(index).map(|m| &**m);
+        match mark {
+            Some(m) => {
+                m.open();
+                super::barrier::light();
+            }
+            None => {
+                use std::sync::atomic::{fence, Ordering};
+                UNPINNED.fetch_add(1, Ordering::Relaxed);
+                // SeqCst: pairs with the fence in `walks_done`: either the free sees this
+                // walk, or this walk's loads of the current table see the retirement.
+                fence(Ordering::SeqCst);
+            }
+        }
+        Walk {
+            // SAFETY: the unprotected guard is used only for loads along the current tables
+            // and slots, which the mark keeps (module doc); nothing is deferred through it.
+            guard: std::mem::ManuallyDrop::new(unsafe {
+                std::ptr::read(crossbeam_epoch::unprotected())
+            }),
+            mark,
+        }
+    }
+    #[cfg(loom)]
+    {
+        let pinned = pin();
+        Walk {
+            // SAFETY: as above; under loom the walk is also pinned (`pinned`).
+            guard: std::mem::ManuallyDrop::new(unsafe {
+                std::ptr::read(crossbeam_epoch::unprotected())
+            }),
+            pinned,
+        }
+    }
+}
+
+impl Drop for Walk {
+    #[inline]
+    fn drop(&mut self) {
+        #[cfg(not(loom))]
+        match self.mark {
+            Some(m) => m.close(),
+            // Release: the walk's loads are done before the count drops.
+            None => drop(UNPINNED.fetch_sub(1, std::sync::atomic::Ordering::Release)),
+        }
+    }
+}
+
+/// Whether no walk may stand on a table retired before the call: the heavy fence, then every
+/// mark and the count checked. `Err` when a walk is open, with the wait for it to run on a
+/// thread that may block ([`WalksOpen::wait`]); not here, as the thread that frees may itself
+/// be inside a walk.
+pub(crate) fn walks_done() -> Result<(), WalksOpen> {
+    super::barrier::heavy();
+    #[cfg(not(loom))]
+    {
+        // Acquire (in `sample` too): a walk that ended is over before the caller frees (pairs
+        // with the walk's Release close or decrement).
+        let open = MARKS.iter().any(|m| m.sample().is_some())
+            || UNPINNED.load(std::sync::atomic::Ordering::Acquire) != 0;
+        if open {
+            return Err(WalksOpen(()));
+        }
+    }
+    Ok(())
+}
+
+/// Walks [`walks_done`] found open.
+pub(crate) struct WalksOpen(());
+
+impl WalksOpen {
+    /// Waits until every walk open now has closed. (It samples the marks again: a walk
+    /// that began after [`walks_done`]'s fence cannot reach the retired table, and waiting for
+    /// it too only waits longer.)
+    pub(crate) fn wait(self) {
+        #[cfg(not(loom))]
+        {
+            for m in MARKS.iter() {
+                if let Some(v) = m.sample() {
+                    while !m.moved_on(v) {
+                        std::thread::yield_now();
+                    }
+                }
+            }
+            // Acquire: as in `walks_done`.
+            while UNPINNED.load(std::sync::atomic::Ordering::Acquire) != 0 {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// An epoch pin ([`pin`]); ends when dropped.
 pub(crate) struct Pinned {
     guard: std::mem::ManuallyDrop<Guard>,
-    /// An unpinned walk: `guard` is a copy of the epoch's unprotected guard (nothing to drop),
-    /// and the walk is counted in `UNPINNED`.
-    unpinned: bool,
 }
 
 impl std::ops::Deref for Pinned {
@@ -90,138 +259,38 @@ impl std::ops::Deref for Pinned {
     }
 }
 
-/// The pin of a by-ID call's walk (see the module doc): a pin, or, in the middle of this
-/// thread's pin steps (a signal handler's call), an unpinned walk. The walk must not defer
-/// anything through the guard (on an unpinned walk a deferred function would run at once).
-#[inline]
-pub(crate) fn pin_walk() -> Pinned {
-    #[cfg(not(loom))]
-    if in_transition() {
-        use std::sync::atomic::{fence, Ordering};
-        UNPINNED.fetch_add(1, Ordering::Relaxed);
-        // SeqCst: pairs with the fence in `unpinned_walks`: either the free sees this walk, or
-        // this walk's loads of the current table see the retirement that preceded the free.
-        fence(Ordering::SeqCst);
-        return Pinned {
-            // SAFETY: the unprotected guard is used only for loads along the current tables and
-            // slots, which the count above keeps (module doc); nothing is deferred through it.
-            guard: std::mem::ManuallyDrop::new(unsafe {
-                std::ptr::read(crossbeam_epoch::unprotected())
-            }),
-            unpinned: true,
-        };
-    }
-    pin()
-}
-
-/// Whether an unpinned walk may be under way: a retired table is freed only once this is
-/// false (it is read after the table's retirement and the epoch's grace period).
-#[inline]
-pub(crate) fn unpinned_walks() -> bool {
-    #[cfg(not(loom))]
-    {
-        use std::sync::atomic::{fence, Ordering};
-        // SeqCst: see `pin_walk`. Acquire: a walk that ended is over before the caller frees
-        // (pairs with the walk's Release decrement).
-        fence(Ordering::SeqCst);
-        UNPINNED.load(Ordering::Acquire) != 0
-    }
-    #[cfg(loom)]
-    false
-}
-
 impl Pinned {
     /// Unpins and pins again (`Guard::repin`): lets the epoch advance past a long pinned
-    /// stretch. A transition when this is the thread's only pin.
+    /// stretch.
     pub(crate) fn repin(&mut self) {
-        #[cfg(not(loom))]
-        if DEPTH.with(|d| d.load(std::sync::atomic::Ordering::Relaxed)) == 1 {
-            return transition(|| self.guard.repin());
-        }
         self.guard.repin();
     }
-}
-
-/// Runs `steps` marked as a transition.
-#[cfg(not(loom))]
-#[inline]
-fn transition<R>(steps: impl FnOnce() -> R) -> R {
-    use std::sync::atomic::{compiler_fence, Ordering};
-    TRANSITION.with(|t| t.store(true, Ordering::Relaxed));
-    compiler_fence(Ordering::SeqCst);
-    let r = steps();
-    compiler_fence(Ordering::SeqCst);
-    TRANSITION.with(|t| t.store(false, Ordering::Relaxed));
-    r
 }
 
 /// Pins the current thread's epoch (see the module doc).
 #[inline]
 pub(crate) fn pin() -> Pinned {
     #[cfg(not(loom))]
-    {
-        use std::sync::atomic::Ordering;
-        let depth = DEPTH.with(|d| d.load(Ordering::Relaxed));
-        let guard = if depth == 0 {
-            transition(|| {
-                let g = epoch_pin();
-                DEPTH.with(|d| d.store(1, Ordering::Relaxed));
-                g
-            })
-        } else {
-            // Nested: the epoch's own count only; the depth follows, so a handler between
-            // the two sees a pinned thread either way.
-            let g = epoch_pin();
-            DEPTH.with(|d| d.store(depth + 1, Ordering::Relaxed));
-            g
-        };
-        Pinned {
-            guard: std::mem::ManuallyDrop::new(guard),
-            unpinned: false,
-        }
-    }
+    let guard = epoch_pin();
     #[cfg(loom)]
+    let guard = crossbeam_epoch::pin();
     Pinned {
-        guard: std::mem::ManuallyDrop::new(crossbeam_epoch::pin()),
-        unpinned: false,
+        guard: std::mem::ManuallyDrop::new(guard),
     }
 }
 
 impl Drop for Pinned {
     #[inline]
     fn drop(&mut self) {
-        #[cfg(not(loom))]
-        if self.unpinned {
-            // Release: the walk's loads are done before the count drops.
-            UNPINNED.fetch_sub(1, std::sync::atomic::Ordering::Release);
-            return;
-        }
         // SAFETY: dropped once, here; the field is not used afterwards.
-        let mut unpin = || unsafe { std::mem::ManuallyDrop::drop(&mut self.guard) };
-        #[cfg(not(loom))]
-        {
-            use std::sync::atomic::Ordering;
-            let depth = DEPTH.with(|d| d.load(Ordering::Relaxed));
-            if depth <= 1 {
-                transition(|| {
-                    DEPTH.with(|d| d.store(0, Ordering::Relaxed));
-                    unpin();
-                });
-            } else {
-                unpin();
-                DEPTH.with(|d| d.store(depth - 1, Ordering::Relaxed));
-            }
-        }
-        #[cfg(loom)]
-        unpin();
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.guard) };
     }
 }
 
-/// Runs `f` while this thread makes an unpinned walk (for the tests of what waits for one).
+/// Runs `f` while this thread has a walk open (for the tests of what waits for one).
 #[cfg(all(test, not(loom)))]
-pub(crate) fn with_unpinned_walk_for_tests<R>(f: impl FnOnce() -> R) -> R {
-    let walk = transition(pin_walk);
-    assert!(walk.unpinned);
+pub(crate) fn with_walk_for_tests<R>(f: impl FnOnce() -> R) -> R {
+    let walk = pin_walk();
     let r = f();
     drop(walk);
     r
@@ -231,26 +300,36 @@ pub(crate) fn with_unpinned_walk_for_tests<R>(f: impl FnOnce() -> R) -> R {
 mod tests {
     use super::*;
 
-    /// A handler's walk in the middle of its thread's pin steps (played by marking the steps
-    /// by hand) is unpinned and counted; a nested pin outside the steps is a real one.
+    /// A handler's walk inside a walk it interrupted (played by opening one in another) only
+    /// deepens the mark; the outermost walk stays open, and counted as the same walk, until
+    /// it closes.
     #[test]
-    fn a_walk_inside_the_pin_steps_is_unpinned_and_counted() {
-        let outer = pin();
-        let nested = pin_walk();
-        assert!(!nested.unpinned, "between the steps a pin is a nested one");
-        drop(nested);
-        drop(outer);
-        transition(|| {
-            let walk = pin_walk();
-            assert!(
-                walk.unpinned,
-                "inside the steps the walk does not touch the epoch"
-            );
-            assert!(unpinned_walks());
-            drop(walk);
-        });
-        assert!(!in_transition());
-        // Other tests' walks may run at the same time: only this thread's are known to be
-        // over, so the count is not checked here (the table's tests check the free).
+    fn a_nested_walk_keeps_the_outer_one_open() {
+        let m = Mark::default();
+        assert_eq!(m.sample(), None);
+        m.open();
+        let outer = m.sample().expect("open");
+        m.open();
+        m.close();
+        assert!(!m.moved_on(outer), "the outer walk is still open");
+        m.close();
+        assert!(m.moved_on(outer));
+        m.open();
+        assert!(
+            m.moved_on(outer),
+            "a new outermost walk is not the sampled one"
+        );
+        m.close();
+    }
+
+    /// A walk's mark is seen by `walks_done`; without one open on this thread it may still find
+    /// other tests' walks, so only the open case is checked.
+    #[test]
+    fn an_open_walk_is_found() {
+        let walk = pin_walk();
+        assert!(walk.mark.is_some(), "a test thread has a marked index");
+        let open = walks_done().expect_err("this thread's walk is open");
+        drop(walk);
+        open.wait();
     }
 }

@@ -15,7 +15,31 @@ use super::primitives::Ordering;
 /// threads, indices come from a counter and are not reused (still unique, so a count stripe
 /// keeps its single writer).
 #[cfg(not(loom))]
+#[inline(always)]
 pub(crate) fn thread_index() -> usize {
+    // A constant-initialized thread-local without a destructor: one load. `Held::drop` sets it
+    // to "exited" before giving the index back.
+    let fast = FAST.with(std::cell::Cell::get);
+    if fast != UNSET {
+        return fast;
+    }
+    claimed_index()
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// This thread's index once claimed (`usize::MAX` once given back), else `UNSET`.
+    static FAST: std::cell::Cell<usize> = const { std::cell::Cell::new(UNSET) };
+}
+
+/// [`FAST`] before the thread's first call.
+#[cfg(not(loom))]
+const UNSET: usize = usize::MAX - 1;
+
+/// [`thread_index`]'s first call on a thread (and any call during its exit).
+#[cfg(not(loom))]
+#[cold]
+fn claimed_index() -> usize {
     static USED: [std::sync::atomic::AtomicU64; THREAD_SLOTS / 64] =
         [const { std::sync::atomic::AtomicU64::new(0) }; THREAD_SLOTS / 64];
     static BEYOND: std::sync::atomic::AtomicUsize =
@@ -47,6 +71,10 @@ pub(crate) fn thread_index() -> usize {
     struct Held(usize);
     impl Drop for Held {
         fn drop(&mut self) {
+            // First: a call after this point (another destructor's, or a signal handler's)
+            // must not use the index another thread may claim next.
+            FAST.with(|f| f.set(usize::MAX));
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
             if self.0 < THREAD_SLOTS {
                 // Release: pairs with the Acquire of the next claimer of this index (above).
                 USED[self.0 / 64].fetch_and(!(1 << (self.0 % 64)), Ordering::Release);
@@ -58,7 +86,9 @@ pub(crate) fn thread_index() -> usize {
     }
     // During thread teardown the index may already be gone: any shard is correct, and the
     // count stripe of an unowned index is written with an atomic add (see `Count::add_as`).
-    INDEX.try_with(|h| h.0).unwrap_or(usize::MAX)
+    let index = INDEX.try_with(|h| h.0).unwrap_or(usize::MAX);
+    FAST.with(|f| f.set(index));
+    index
 }
 
 /// Indices `thread_index` hands out and takes back.

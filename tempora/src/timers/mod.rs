@@ -219,10 +219,10 @@
 //!   meets it when it interrupted a call that holds a lock: a `settime`, `delete`, `create`,
 //!   a `getoverrun` of a signal timer whose signal is outstanding, a `poll` on the thread,
 //!   or a thread's receive.
-//! * The hash-table walk that finds a timer by ID pins the epoch that keeps retired memory
-//!   alive (`sync/pin.rs`); a handler that interrupted its thread's own pin steps walks
-//!   unpinned instead, counted, and a retired table is freed only once no such walk is under
-//!   way. So a handler's call never touches the epoch's state mid-change, and never frees.
+//! * The hash-table walk that finds a timer by ID takes no epoch pin: it opens its thread's
+//!   walk mark, which a retired table's free waits out (`sync/pin.rs`, "Walks"); a handler's
+//!   walk inside an interrupted one only nests. So a handler's call never touches the epoch's
+//!   state, and never frees.
 //!
 //! What stays outside: `create`, `delete`, the receives, `poll`, checkpoints and restores
 //! are not async-signal-safe (they allocate or free, as `timer_create` and `timer_delete`

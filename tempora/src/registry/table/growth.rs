@@ -161,7 +161,8 @@ impl Tables {
         let t = self.current.load(Ordering::Acquire, guard);
         // SAFETY: the current table is never null, and a retired table is freed by a deferred
         // function (`split_some`) only after every thread pinned when it was retired has
-        // unpinned; `guard` is such a pin.
+        // unpinned and every walk open then has closed (`drop_deferred`); `guard` is such a
+        // pin, or the unprotected guard of such a walk (`sync::pin_walk`).
         unsafe { t.deref() }
     }
 

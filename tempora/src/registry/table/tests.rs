@@ -136,10 +136,10 @@ fn bucket_locks_are_ranked() {
     locked.unlock(0);
 }
 
-/// A retired table is not freed while a walk without a pin (a signal handler's, `sync/pin.rs`)
-/// may stand on it: `drop_deferred` hands it to a thread that waits for the walk to end.
+/// A retired table is not freed while a by-ID walk (which takes no pin, `sync/pin.rs`) may
+/// stand on it: `drop_deferred` hands it to a thread that waits for the walk to end.
 #[test]
-fn a_deferred_free_waits_for_unpinned_walks() {
+fn a_deferred_free_waits_for_open_walks() {
     struct Flag(std::sync::mpsc::Sender<()>);
     impl Drop for Flag {
         fn drop(&mut self) {
@@ -147,12 +147,12 @@ fn a_deferred_free_waits_for_unpinned_walks() {
         }
     }
     let (tx, rx) = std::sync::mpsc::channel();
-    crate::sync::with_unpinned_walk_for_tests(|| {
+    crate::sync::with_walk_for_tests(|| {
         drop_deferred(Flag(tx), 0);
         assert!(
             rx.recv_timeout(std::time::Duration::from_millis(50))
                 .is_err(),
-            "freed while an unpinned walk was under way"
+            "freed while a walk was open"
         );
     });
     rx.recv_timeout(std::time::Duration::from_secs(30))
