@@ -71,6 +71,8 @@ impl ClockId {
 /// the interval-timer rules are given as "now".
 pub(crate) struct LazyNow<'a> {
     src: &'a dyn ClockSource,
+    /// `src` is [`OsClock`] itself: read `clock_gettime` here, without the virtual call.
+    os: bool,
     cache: [std::cell::Cell<u64>; CLOCKS],
     /// Read the coarse clocks (`LazyNow::coarse`): the readings are `now_coarse + lag`.
     coarse: std::cell::Cell<bool>,
@@ -80,10 +82,19 @@ pub(crate) struct LazyNow<'a> {
 }
 
 impl<'a> LazyNow<'a> {
-    /// Nothing read yet.
+    /// Nothing read yet (tests: the service's calls take [`LazyNow::of`]).
+    #[cfg(test)]
     pub(crate) fn new(src: &'a dyn ClockSource) -> LazyNow<'a> {
+        Self::of(src, false)
+    }
+
+    /// Nothing read yet; `os` says that `src` is [`OsClock`] itself (the service's
+    /// `Core::os_clock`), whose readings are then taken without the virtual call.
+    #[inline]
+    pub(crate) fn of(src: &'a dyn ClockSource, os: bool) -> LazyNow<'a> {
         LazyNow {
             src,
+            os,
             cache: [const { std::cell::Cell::new(u64::MAX) }; CLOCKS],
             coarse: std::cell::Cell::new(false),
             spent: std::cell::Cell::new(0),
@@ -94,6 +105,7 @@ impl<'a> LazyNow<'a> {
     pub(crate) fn from(src: &'a dyn ClockSource, now: [u64; CLOCKS]) -> LazyNow<'a> {
         LazyNow {
             src,
+            os: false,
             cache: now.map(std::cell::Cell::new),
             coarse: std::cell::Cell::new(false),
             spent: std::cell::Cell::new(0),
@@ -110,7 +122,11 @@ impl<'a> LazyNow<'a> {
         c.get()
     }
 
+    #[inline]
     fn read(&self, clock: ClockId) -> u64 {
+        if self.os && !self.coarse.get() {
+            return read_os(clock.as_raw() as libc::clockid_t);
+        }
         if self.coarse.get() {
             if let Some(t) = self.src.now_coarse(clock) {
                 let lag = self.src.coarse_lag(clock);

@@ -35,6 +35,8 @@ pub struct Builder {
     tick: Duration,
     batch: usize,
     clock: Arc<dyn ClockSource>,
+    /// `clock` is [`OsClock`] itself (`Core::os_clock`).
+    os_clock: bool,
     registry: registry::Builder,
     stats: bool,
     max_deferral: Duration,
@@ -67,6 +69,7 @@ impl Default for Builder {
             max_deferral: DEFAULT_MAX_DEFERRAL,
             spare_drivers: DEFAULT_SPARE_DRIVERS,
             clock: Arc::new(OsClock),
+            os_clock: true,
             registry: registry::Builder::default(),
             stats: true,
             signals: Arc::new(OsSignals),
@@ -138,6 +141,7 @@ impl Builder {
     /// The clocks to run on: [`OsClock`] (default) or a [`crate::clock::ManualClock`] for
     /// deterministic tests.
     pub fn clock<C: ClockSource>(&mut self, clock: C) -> &mut Self {
+        self.os_clock = std::any::TypeId::of::<C>() == std::any::TypeId::of::<OsClock>();
         self.clock = Arc::new(clock);
         self
     }
@@ -216,6 +220,7 @@ impl Builder {
         let core = Arc::new(Core {
             registry,
             clock: self.clock.clone(),
+            os_clock: self.os_clock,
             res,
             batch: self.batch,
             bases: (0..bases)

@@ -26,6 +26,9 @@ use strength_reduce::StrengthReducedUsize;
 pub(crate) struct Core {
     pub(crate) registry: Registry<Itimer>,
     pub(crate) clock: Arc<dyn ClockSource>,
+    /// `clock` is [`crate::clock::OsClock`] itself: the calls read `clock_gettime` directly
+    /// ([`Core::lazy_now`]), without a virtual call per reading.
+    pub(crate) os_clock: bool,
     pub(crate) res: Resolution,
     /// `Builder::batch`: the most entries a poll pops from a base before delivering them.
     pub(crate) batch: usize,
@@ -69,6 +72,12 @@ pub(crate) struct DriverCounts {
 }
 
 impl Core {
+    /// A lazy reading of the service's clocks, for one call.
+    #[inline]
+    pub(crate) fn lazy_now(&self) -> crate::clock::LazyNow<'_> {
+        crate::clock::LazyNow::of(&*self.clock, self.os_clock)
+    }
+
     /// Every clock, read once.
     pub(crate) fn now_all(&self) -> [u64; CLOCKS] {
         let src = &*self.clock;

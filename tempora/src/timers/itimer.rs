@@ -397,6 +397,7 @@ impl ItimerState {
     /// past now, and the periods skipped are counted when its event is consumed (`consume`
     /// forwards from the same stored expiry), so the state needs no change here and a copy
     /// read without the lock (`Timer::read_unlocked`) answers as the state itself would.
+    #[inline(always)]
     pub(crate) fn gettime(&self, now: &LazyNow<'_>) -> Setting {
         let interval = self.interval;
         let status = self.status();

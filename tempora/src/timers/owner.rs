@@ -14,7 +14,7 @@ use super::types::{
     self, ItimerSpec, Notify, NotifyKind, Placement, Precision, SetFlags, TimerInfo,
 };
 use crate::alloc::{probe_arc, try_box};
-use crate::clock::{ClockId, LazyNow, TimeSpec};
+use crate::clock::{ClockId, TimeSpec};
 use crate::error::Error;
 use crate::registry::{self, TimerId};
 use crate::stats::{Counter, OwnerStats};
@@ -238,7 +238,7 @@ impl Owner {
         if sync::holds_a_lock() {
             return Err(Error::WouldDeadlock);
         }
-        let now = LazyNow::new(&*core.clock);
+        let now = core.lazy_now();
         let old = self.reg.with_timer(id, |mut l| {
             if let Placement::Slack(slack) = placement_of(&l) {
                 // Room in the slack for the coarse clock's lag, with as much again to spare
@@ -303,7 +303,7 @@ impl Owner {
             core.disarm(&mut l)?;
             let clock = l.state.expiry_clock();
             let expiry = if l.state.owed() {
-                LazyNow::new(&*core.clock).get(clock)
+                core.lazy_now().get(clock)
             } else {
                 l.state.expiry
             };
@@ -360,7 +360,7 @@ impl Owner {
         if sync::holds_a_lock() {
             return Err(Error::WouldDeadlock);
         }
-        let now = LazyNow::new(&*core.clock);
+        let now = core.lazy_now();
         // Without the lock (a copy of the state, checked by the lock's version): so a
         // `gettime` holds nothing a signal handler on this thread could need. While another
         // thread's holder changes the state, it waits (this thread holds no lock: checked above).
@@ -394,7 +394,7 @@ impl Owner {
         // A signal timer whose signal is outstanding learns here whether it was delivered
         // (`sigdeliver.rs`): under the lock.
         let core = self.core();
-        let now = LazyNow::new(&*core.clock);
+        let now = core.lazy_now();
         let r = self.reg.with_timer(id, |mut l| {
             if l.state.notify() == NotifyKind::Signal {
                 core.signal_check(&mut l, &now);
@@ -431,7 +431,7 @@ impl Owner {
         if core.health.forked() {
             return None;
         }
-        let now = LazyNow::new(&*core.clock);
+        let now = core.lazy_now();
         while let Ok(Some(ev)) = self.sink().pop() {
             // SAFETY: queued events name slots of this owner's pages, which live as long as
             // the owner, and `self` holds it. `with_slot` checks the identity under the lock.
