@@ -25,7 +25,9 @@
 //! The queue is a `VecDeque` under a one-byte lock (a [`Locked`] of rank `QUEUE`): an event
 //! costs its sender one atomic read-modify-write (the lock; the unlock is a plain store),
 //! against three for a lock-free segment queue plus a fence to check for waiters
-//! (BENCHMARKS.md, "Design measurements", compares the two). The queue keeps its peak
+//! (BENCHMARKS.md, "Design measurements", compares the two), and a run of events pushed
+//! together ([`Sink::push_many`], a poll's batch: `poll.rs`) or taken together
+//! ([`Sink::pop_many`], `Owner::try_recv_many`) shares one. The queue keeps its peak
 //! capacity: 16 bytes per event that was pending at once.
 //!
 //! Receivers that find it empty sleep on the sink's [`WaitQueue`] (a futex: the receiver takes
