@@ -451,6 +451,30 @@ impl Owner {
     /// once per event, and the statistics are counted once per call: an event loop that
     /// drains its events when woken pays less per event than with `try_recv` in a loop.
     /// Stale entries are dropped as they are met, and do not count towards `max`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tempora::clock::{ClockId, ManualClock};
+    /// use tempora::{Notify, SetFlags, Timers};
+    ///
+    /// let clock = ManualClock::new();
+    /// let timers = Timers::builder().clock(clock.clone()).build().unwrap();
+    /// let owner = timers.owner();
+    /// for ms in 1..=3 {
+    ///     let id = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    ///     let at = Duration::from_millis(ms);
+    ///     owner.settime(id, SetFlags::RELATIVE, at, Duration::ZERO).unwrap();
+    /// }
+    /// clock.advance(Duration::from_millis(5));
+    /// timers.poll();
+    /// let mut events = Vec::new();
+    /// assert_eq!(owner.try_recv_many(&mut events, 2), 2);
+    /// assert_eq!(owner.try_recv_many(&mut events, 2), 1);
+    /// assert_eq!(owner.try_recv_many(&mut events, 2), 0);
+    /// assert_eq!(events.len(), 3);
+    /// ```
     #[doc(alias = "recv_many")]
     pub fn try_recv_many(&self, events: &mut Vec<Event>, max: usize) -> usize {
         /// Entries taken from the queue per lock of it.
