@@ -45,6 +45,9 @@ pub enum Reference {
     /// Another of tempora's own implementations' rows of the same case and size (`tempora`,
     /// precise, against `tempora-slack`'s wake-ups).
     Own(String),
+    /// The same implementation's row of the same case at another size: how the figure grows
+    /// with n (`deliver` at 1M against 10k; a goal below 1 allows that much growth).
+    OwnAt(u64),
 }
 
 /// A reference as `targets.toml` writes it: `"best-peer"`, or a table with one of the keys.
@@ -69,6 +72,7 @@ struct ReferenceTable {
     own_field: Option<Field>,
     limit: Option<f64>,
     own: Option<String>,
+    own_n: Option<u64>,
     within: Option<String>,
     allowance: Option<f64>,
 }
@@ -87,6 +91,7 @@ impl TryFrom<ReferenceSpec> for Reference {
                 own_field: None,
                 limit: None,
                 own: None,
+                own_n: None,
                 within: None,
                 allowance: None,
             } => Ok(Reference::Impl(name)),
@@ -95,6 +100,7 @@ impl TryFrom<ReferenceSpec> for Reference {
                 own_field: Some(f),
                 limit: None,
                 own: None,
+                own_n: None,
                 within: None,
                 allowance: None,
             } => Ok(Reference::OwnField(f)),
@@ -103,6 +109,7 @@ impl TryFrom<ReferenceSpec> for Reference {
                 own_field: None,
                 limit: Some(l),
                 own: None,
+                own_n: None,
                 within: None,
                 allowance: None,
             } => Ok(Reference::Limit(l)),
@@ -111,6 +118,7 @@ impl TryFrom<ReferenceSpec> for Reference {
                 own_field: None,
                 limit: None,
                 own: Some(name),
+                own_n: None,
                 within: None,
                 allowance: None,
             } => Ok(Reference::Own(name)),
@@ -119,12 +127,22 @@ impl TryFrom<ReferenceSpec> for Reference {
                 own_field: None,
                 limit: None,
                 own: None,
+                own_n: Some(n),
+                within: None,
+                allowance: None,
+            } => Ok(Reference::OwnAt(n)),
+            ReferenceTable {
+                imp: None,
+                own_field: None,
+                limit: None,
+                own: None,
+                own_n: None,
                 within: Some(name),
                 allowance: Some(a),
             } => Ok(Reference::Within(name, a)),
             _ => Err(
                 "a reference is \"best-peer\" or a table of exactly one of impl, \
-                      own-field, limit, own, or within with its allowance"
+                      own-field, limit, own, own-n, or within with its allowance"
                     .into(),
             ),
         }
@@ -296,6 +314,15 @@ fn evaluate(t: &'static Target, records: &[Record]) -> Verdict {
                 .map(|x| (name.to_string(), x))
                 .ok_or_else(|| format!("no {name} row"))
         }
+        Reference::OwnAt(at) => {
+            let other = |r: &&Record| same_case(r) && r.n == *at && r.imp == t.imp;
+            records
+                .iter()
+                .filter(other)
+                .find_map(|r| value(r, t.figure))
+                .map(|x| (format!("{} n={at}", t.imp), x))
+                .ok_or_else(|| format!("no {} row at n={at}", t.imp))
+        }
         Reference::Within(name, allowance) => {
             let other = |r: &&Record| same_case(r) && r.n == n && r.imp == *name;
             match records
@@ -456,6 +483,54 @@ mod tests {
         assert!(matches!(v[2].status, Status::NotMeasured(_)));
     }
 
+    /// `deliver`'s flatness: its 1M figure against its own 10k one, at most 1.2x (goal 1/1.2).
+    #[test]
+    fn an_own_n_target_holds_a_figure_against_its_own_row_at_another_size() {
+        let deliver = |n: usize, ns: f64| {
+            Row::new(
+                "deliver",
+                "tempora",
+                n,
+                1,
+                Measured::per_op(ns, n, Fields::default()),
+            )
+            .into_record(Service)
+        };
+        let flat = TARGETS
+            .iter()
+            .find(|t| t.case == "deliver" && t.reference == Reference::OwnAt(10_000))
+            .unwrap();
+        assert_eq!(flat.size, Some(1_000_000));
+        // 1.1x the 10k figure: met; the reference is the 10k row.
+        let v = evaluate(flat, &[deliver(10_000, 30.0), deliver(1_000_000, 33.0)]);
+        assert_eq!(v.status, Status::Met);
+        assert_eq!(v.reference, Some(("tempora n=10000".to_string(), 30.0)));
+        // 1.3x: not met.
+        let v = evaluate(flat, &[deliver(10_000, 30.0), deliver(1_000_000, 39.0)]);
+        assert_eq!(v.status, Status::NotMet);
+        // Without the 10k row there is nothing to hold it against; a peer's 10k row is not it.
+        let kernel = Row::new(
+            "deliver",
+            "kernel",
+            10_000,
+            1,
+            Measured::per_op(300.0, 10_000, Fields::default()),
+        )
+        .into_record(Service);
+        let v = evaluate(flat, &[kernel, deliver(1_000_000, 33.0)]);
+        assert!(matches!(v.status, Status::NotMeasured(_)));
+        // The key parses as that reference and no other key may come with it.
+        let parsed: Reference = toml::from_str::<toml::Table>("r = { own-n = 5 }").unwrap()["r"]
+            .clone()
+            .try_into()
+            .unwrap();
+        assert_eq!(parsed, Reference::OwnAt(5));
+        let both = toml::from_str::<toml::Table>("r = { own-n = 5, limit = 1.0 }").unwrap()["r"]
+            .clone()
+            .try_into::<Reference>();
+        assert!(both.is_err());
+    }
+
     #[test]
     fn a_within_target_bounds_the_difference_to_another_of_temporas_rows() {
         let capi = |imp: &str, ns: f64| {
@@ -548,7 +623,7 @@ mod tests {
 
     #[test]
     fn every_target_has_a_goal_a_known_unit_and_a_known_distribution() {
-        assert_eq!(TARGETS.len(), 50);
+        assert_eq!(TARGETS.len(), 51);
         for t in TARGETS.iter() {
             assert!(t.goal > 0.0, "{}", t.what);
             assert!(

@@ -149,8 +149,9 @@
 //!   ([`Timers::owner`]): a fixed size each, once, not per timer;
 //! * a thread's first call of some kinds: its first blocking wait (the parking data that the
 //!   `parking_lot` crate registers with glibc's thread-exit list; glibc ends the process if
-//!   that small allocation fails), a poller's buffers of popped entries and of the calls
-//!   they make (one [`Builder::batch`] each) on its first poll, and a driver's queue of
+//!   that small allocation fails), a poller's buffers of popped entries, of the events it
+//!   holds for their queues and of the calls they make (one [`Builder::batch`] each) on its
+//!   first poll, and a driver's queue of
 //!   calls for its standby as it starts. All once per thread, none per timer;
 //! * starting a thread: std's spawn allocates its handle and name infallibly (a stack that
 //!   cannot be mapped is an error, not an abort). A spare driver is started when a driver

@@ -25,7 +25,9 @@
 //! The queue is a `VecDeque` under a one-byte lock (a [`Locked`] of rank `QUEUE`): an event
 //! costs its sender one atomic read-modify-write (the lock; the unlock is a plain store),
 //! against three for a lock-free segment queue plus a fence to check for waiters
-//! (BENCHMARKS.md, "Design measurements", compares the two). The queue keeps its peak
+//! (BENCHMARKS.md, "Design measurements", compares the two), and a run of events pushed
+//! together ([`Sink::push_many`], a poll's batch: `poll.rs`) or taken together
+//! ([`Sink::pop_many`], `Owner::try_recv_many`) shares one. The queue keeps its peak
 //! capacity: 16 bytes per event that was pending at once.
 //!
 //! Receivers that find it empty sleep on the sink's [`WaitQueue`] (a futex: the receiver takes
@@ -198,39 +200,76 @@ impl<E> Sink<E> {
     /// fd's write, and only on a transition from empty.
     #[inline]
     pub(crate) fn push(&self, event: E, wake: impl FnMut(Waker)) -> Result<bool, Poisoned> {
-        let pushed = self.locked(|s| {
-            if s.queue.len() == s.queue.capacity() && s.queue.try_reserve(1).is_err() {
-                return None;
-            }
+        self.push_many(std::iter::once(event), wake)
+            .map(|pushed| pushed == 1)
+    }
+
+    /// Queues `events` in order under one lock of the queue, as many [`Sink::push`]es would,
+    /// with one wake-up of the waiting threads and tasks and at most one write of the
+    /// readiness fd for all of them; how many were queued: the first `k`. Fewer than all means
+    /// no room for the next one and none could be allocated (as `push`'s `Ok(false)`): it and
+    /// the ones after it are not queued.
+    #[inline]
+    pub(crate) fn push_many(
+        &self,
+        events: impl Iterator<Item = E>,
+        wake: impl FnMut(Waker),
+    ) -> Result<usize, Poisoned> {
+        let (pushed, waiters, was_empty) = self.locked(|s| {
             let was_empty = s.queue.is_empty();
-            s.queue.push_back(event);
-            if !s.tasks.is_empty() {
+            let mut pushed = 0;
+            for event in events {
+                if s.queue.len() == s.queue.capacity() && s.queue.try_reserve(1).is_err() {
+                    break;
+                }
+                s.queue.push_back(event);
+                pushed += 1;
+            }
+            if pushed != 0 && !s.tasks.is_empty() {
                 s.tasks.drain(..).map(|(_, w)| w).for_each(wake);
             }
-            Some((s.waiters, was_empty))
+            (pushed, s.waiters, was_empty)
         })?;
-        let Some((waiters, was_empty)) = pushed else {
-            return Ok(false);
-        };
+        if pushed == 0 {
+            return Ok(0);
+        }
         if waiters != 0 {
             self.wake();
         }
         if was_empty && self.fd.get().is_some() {
             self.sync_fd();
         }
-        Ok(true)
+        Ok(pushed)
     }
 
     #[inline]
     pub(crate) fn pop(&self) -> Result<Option<E>, Poisoned> {
-        let (e, emptied) = self.locked(|s| {
-            let e = s.queue.pop_front();
-            (e, s.queue.is_empty())
+        let mut one = [None];
+        self.pop_many(&mut one)?;
+        let [e] = one;
+        Ok(e)
+    }
+
+    /// Takes up to `out.len()` entries, oldest first, under one lock of the queue, into the
+    /// front of `out` (`Some` each); how many. The readiness fd is reconciled once if they
+    /// emptied the queue, as after the last of as many [`Sink::pop`]s.
+    #[inline]
+    pub(crate) fn pop_many(&self, out: &mut [Option<E>]) -> Result<usize, Poisoned> {
+        let (taken, emptied) = self.locked(|s| {
+            let mut taken = 0;
+            for slot in out.iter_mut() {
+                let Some(e) = s.queue.pop_front() else {
+                    break;
+                };
+                *slot = Some(e);
+                taken += 1;
+            }
+            (taken, s.queue.is_empty())
         })?;
-        if emptied && e.is_some() && self.fd.get().is_some() {
+        if emptied && taken != 0 && self.fd.get().is_some() {
             self.sync_fd();
         }
-        Ok(e)
+        Ok(taken)
     }
 
     /// Registers a task's waker to be woken by the next push or close (linear in the tasks
@@ -321,6 +360,12 @@ impl<E> Sink<E> {
             }
             *readable = want;
         }
+    }
+
+    /// Entries the queue holds without growing (0 once the queue is poisoned).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn capacity(&self) -> usize {
+        self.locked(|s| s.queue.capacity()).unwrap_or(0)
     }
 
     /// Entries on the queue, stale ones included (0 once the queue is poisoned).

@@ -6,12 +6,28 @@
 //! (the poll barrier, `base.rs`), and pins the epoch over the same span, so that a popped
 //! timer's address stays a timer object ("Safety of the timer addresses", `timers/mod.rs`).
 //! Whether a popped timer is still due is decided under its lock (`object::popped_here`).
+//!
+//! # Events pushed per batch
+//!
+//! A `Queue` timer's event is pushed onto its owner's queue under the queue's lock. A batch
+//! whose timers share an owner pushes their events under one lock of that queue, once the
+//! batch is delivered and before the delivery lock is let go ([`Pushes`]), instead of one
+//! lock per event: the timer's `queued` flag is set under its lock as its event is held, and
+//! the event joins the queue, in pop order, before the poll lets anything else see the batch
+//! delivered (the poll barrier), so a receiver after the poll finds it as before. Meanwhile
+//! nothing can tell the difference: a receiver does not look at a timer's flag without an
+//! entry, a re-set or delete makes the held event stale exactly as a queued one, and another
+//! expiry of the timer finds it `queued` and only moves its `sigqueue_seq`. An event the
+//! queue has no room for (`notify.rs`, "Memory") has its timer's flag cleared again under
+//! its lock, as a refused push does at once. Holding a queue costs a reference taken and
+//! dropped (the owner may go while the batch runs): an owner's first event of a run is pushed
+//! at once, as before, and its queue is held from its second event on.
 
 use super::base::timer_at;
 use super::core::Core;
 use super::health::{BASE_POISONED, QUEUE_POISONED};
 use super::itimer::{Arm, Consumed};
-use super::object::{callback_of, popped_here, sink_of, EventRef, Itimer, LockedTimer};
+use super::object::{callback_of, popped_here, sink_of, EventQueue, EventRef, Itimer, LockedTimer};
 use super::serial::Call;
 use super::sleep::SleepCell;
 use super::types::NotifyKind;
@@ -22,6 +38,7 @@ use crate::sync::{Ordering, Poisoned};
 use crate::wheel::Key;
 use std::cell::Cell;
 use std::ptr::NonNull;
+use std::sync::Arc;
 use std::task::Waker;
 
 /// What a poll popped from a base, delivered once the base lock is released.
@@ -42,6 +59,119 @@ thread_local! {
     static BATCH: Cell<Vec<Popped>> = const { Cell::new(Vec::new()) };
     /// Each thread's buffer of the calls a batch collected (`Core::poll_then`).
     static CALLS: Cell<Vec<Call>> = const { Cell::new(Vec::new()) };
+    /// Each thread's buffer of the events a batch holds for their queues (`Pushes`).
+    static HELD: Cell<Vec<(u8, EventRef)>> = const { Cell::new(Vec::new()) };
+}
+
+/// How many owners' queues a batch holds events for at once ([`Pushes`]); an event of
+/// another owner is pushed at once.
+const HELD_QUEUES: usize = 4;
+
+/// The events a batch queues, held to be pushed onto each owner's queue under one lock of it
+/// ([`Pushes::flush`]; the module doc, "Events pushed per batch").
+struct Pushes {
+    /// The queues held for, each with a reference of its own: the owner may be destroyed,
+    /// and its queue dropped, between its timer's lock and the flush.
+    queues: [Option<Arc<EventQueue>>; HELD_QUEUES],
+    /// The events held, in pop order, each with its queue's index in `queues`.
+    events: Vec<(u8, EventRef)>,
+    /// The queue the last event pushed at once went to (compared, never dereferenced).
+    last: *const EventQueue,
+}
+
+impl Pushes {
+    /// Puts a locked `Queue` timer's event for the arming `seq` on its owner's queue, or
+    /// holds it for the batch's push onto that queue; as [`enqueue`].
+    fn enqueue(&mut self, core: &Core, l: &mut LockedTimer<'_>, seq: u32, calls: &mut Vec<Call>) {
+        if l.state.queued() {
+            l.state.sigqueue_seq = seq;
+            return;
+        }
+        let queue: *const EventQueue = sink_of(l);
+        let held = self
+            .queues
+            .iter()
+            .position(|q| q.as_ref().is_some_and(|q| Arc::as_ptr(q) == queue));
+        let held = match held {
+            Some(i) => Some(i),
+            None if queue == self.last => {
+                self.queues.iter().position(Option::is_none).inspect(|&i| {
+                    // SAFETY: `queue` is the owner's `Arc<EventQueue>`'s pointer (`Arc::as_ptr`,
+                    // at create), alive while this timer is visible and locked (`sink_of`); the
+                    // count taken here is given back when `queues[i]` is dropped.
+                    self.queues[i] = Some(unsafe {
+                        Arc::increment_strong_count(queue);
+                        Arc::from_raw(queue)
+                    });
+                })
+            }
+            None => None,
+        };
+        let Some(i) = held else {
+            self.last = queue;
+            return enqueue(core, l, seq, |w| calls.push(Call::Wake(w)));
+        };
+        l.state.sigqueue_seq = seq;
+        l.state.set_queued(true);
+        let event = EventRef {
+            timer: NonNull::from(l.timer),
+            id: l.id(),
+            generation: l.generation(),
+        };
+        self.events.push((i as u8, event));
+    }
+
+    /// Pushes the held events onto their queues, one lock of each queue; the wakers of tasks
+    /// waiting on them go to `calls`. An event that finds no room has its timer's `queued`
+    /// flag cleared again (its next expiry tries again, as after a refused `enqueue`).
+    /// Called with the batch's epoch pin held (the events' timer addresses).
+    fn flush(&mut self, core: &Core, calls: &mut Vec<Call>) {
+        if self.events.is_empty() {
+            return;
+        }
+        for (i, queue) in self.queues.iter().enumerate() {
+            let Some(queue) = queue else {
+                continue;
+            };
+            let mine = || {
+                self.events
+                    .iter()
+                    .filter(move |(q, _)| usize::from(*q) == i)
+                    .map(|&(_, e)| e)
+            };
+            match queue.push_many(mine(), |w| calls.push(Call::Wake(w))) {
+                Ok(pushed) => mine().skip(pushed).for_each(|e| unqueue(core, e)),
+                Err(Poisoned) => {
+                    core.health.fail(QUEUE_POISONED);
+                }
+            }
+        }
+        self.events.clear();
+    }
+
+    /// Lets go of the queues held (after the flush, once no lock is held: a reference
+    /// dropped here may be an owner's queue's last).
+    fn release(&mut self) {
+        self.queues = Default::default();
+    }
+}
+
+/// Clears the `queued` flag of an event's timer that its queue had no room for, if the timer
+/// is still that incarnation.
+#[cold]
+fn unqueue(core: &Core, event: EventRef) {
+    // SAFETY: the caller holds the epoch pin it held when the timer was popped (`flush`), so
+    // the address is still a timer object (`timers/mod.rs`, "Safety of the timer
+    // addresses"); its identity is checked under its lock.
+    let timer = unsafe { event.timer.as_ref() };
+    let r = timer.lock_visible(|l| {
+        if l.id() == event.id && l.generation() == event.generation {
+            l.state.set_queued(false);
+        }
+    });
+    if r.is_err() {
+        core.health.fail(TIMER_POISONED);
+    }
 }
 
 /// The monotonic wheel's index: sleeps wait there.
@@ -80,6 +210,12 @@ impl Core {
         // with the batch, on the thread's first poll, so that a poll that fires callbacks
         // later allocates nothing (the `timers` module doc, "Memory").
         calls.reserve(self.batch);
+        let mut pushes = Pushes {
+            queues: Default::default(),
+            events: HELD.with(Cell::take),
+            last: std::ptr::null(),
+        };
+        pushes.events.reserve(self.batch);
         let mut fired = 0;
         let n = self.bases.len();
         let first = self.my_base();
@@ -149,8 +285,9 @@ impl Core {
                 let mut here = 0;
                 super::sigdeliver::batch_begins();
                 for &popped in &batch {
-                    here += self.deliver(b, popped, &lazy, &mut calls);
+                    here += self.deliver(b, popped, &lazy, &mut pushes, &mut calls);
                 }
+                pushes.flush(self, &mut calls);
                 super::sigdeliver::batch_ends();
                 if !batch.is_empty() {
                     base.counters.batch(here as u64, held);
@@ -159,6 +296,7 @@ impl Core {
                 batch.clear();
                 drop(guard);
                 drop(delivering);
+                pushes.release();
                 after(&mut calls);
                 if complete {
                     break;
@@ -166,6 +304,7 @@ impl Core {
             }
         }
         BATCH.with(|b| b.set(batch));
+        HELD.with(|h| h.set(pushes.events));
         debug_assert!(calls.is_empty(), "`after` takes every call");
         calls.clear();
         CALLS.with(|c| c.set(calls));
@@ -174,9 +313,16 @@ impl Core {
     }
 
     /// Handles one entry popped from base `b`: 1 if it fired a timer or a sleep.
-    fn deliver(&self, b: usize, popped: Popped, now: &LazyNow<'_>, calls: &mut Vec<Call>) -> usize {
+    fn deliver(
+        &self,
+        b: usize,
+        popped: Popped,
+        now: &LazyNow<'_>,
+        pushes: &mut Pushes,
+        calls: &mut Vec<Call>,
+    ) -> usize {
         match popped {
-            Popped::Timer { w, timer } => self.deliver_timer(b, w, timer, now, calls),
+            Popped::Timer { w, timer } => self.deliver_timer(b, w, timer, now, pushes, calls),
             Popped::Sleep { key, cell } => {
                 // SAFETY: the entry was in the wheel when popped, and this poll holds base
                 // `b`'s delivery lock, which the sleep's holder waits for before freeing a
@@ -195,6 +341,7 @@ impl Core {
         w: usize,
         timer: NonNull<Timer<Itimer>>,
         now: &LazyNow<'_>,
+        pushes: &mut Pushes,
         calls: &mut Vec<Call>,
     ) -> usize {
         // SAFETY: the timer was linked when popped, after the caller pinned the epoch, so the
@@ -237,9 +384,7 @@ impl Core {
             let tally = &sink_of(&l).tally;
             tally.expired(now.get(clock).saturating_sub(expiry));
             match l.state.notify() {
-                NotifyKind::Queue => {
-                    enqueue(self, &mut l, event.seq(), |w| calls.push(Call::Wake(w)))
-                }
+                NotifyKind::Queue => pushes.enqueue(self, &mut l, event.seq(), calls),
                 NotifyKind::Callback => {
                     let (state, published) = l.state_and_published();
                     if let Consumed::Deliver { overrun, rearm } =

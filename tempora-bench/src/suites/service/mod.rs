@@ -11,8 +11,8 @@
 //! - `gettime`: read each of n armed timers.
 //! - `deliver`: n one-shot timers, armed to expire at 1000 distinct microseconds of one
 //!   millisecond, are all due; measured is the time to get every event to the owner: for
-//!   tempora `poll()` (expiry: pop from the wheels, queue the events) plus `try_recv` of each
-//!   event; for the kernel, dequeuing each timer's real-time signal with `sigtimedwait` (its
+//!   tempora `poll()` (expiry: pop from the wheels, queue the events) plus taking every event
+//!   as an event loop drains its queue (`try_recv_many`, 256 at a time); for the kernel, dequeuing each timer's real-time signal with `sigtimedwait` (its
 //!   expiry work already ran in interrupt context while the thread slept, and is not counted,
 //!   which favours the kernel). `ns_per_op` is per delivered event.
 //!

@@ -226,3 +226,137 @@ fn churn_across_threads_leaves_nothing_behind() {
         "no wheel entry outlived its timer"
     );
 }
+
+/// One scenario's events, taken by `take`: periodic timers with overruns, a one-shot, an
+/// event made stale by a re-set and one by a delete, over 200 timers expiring in turn. The
+/// events and the owner's statistics after.
+fn received_by(take: impl Fn(&Owner) -> Vec<Event>) -> (Vec<Event>, u64, u64, u64) {
+    let f = Manual::new();
+    let ids: Vec<_> = (0..200).map(|_| f.queue(ClockId::Monotonic)).collect();
+    for (i, &id) in ids.iter().enumerate() {
+        let interval = if i % 3 == 0 { ms(1) } else { Duration::ZERO };
+        f.arm(id, Duration::from_micros(10 + i as u64), interval);
+    }
+    assert_eq!(f.advance(ms(3)), 200);
+    f.arm(ids[5], ms(10), Duration::ZERO);
+    f.owner.delete(ids[7]).unwrap();
+    let events = take(&f.owner);
+    let s = f.owner.stats();
+    (
+        events,
+        s.counts.delivered,
+        s.counts.overruns,
+        s.counts.stale_dropped,
+    )
+}
+
+/// `try_recv_many` returns what `try_recv` in a loop returns, in the same order, with the same
+/// overruns and statistics, whatever its `max`, and never more than `max` events per call.
+#[test]
+fn try_recv_many_receives_what_try_recv_does_in_order() {
+    let one_by_one = received_by(|o| std::iter::from_fn(|| o.try_recv()).collect());
+    assert_eq!(one_by_one.0.len(), 198, "two of the 200 are stale");
+    assert!(one_by_one.0.iter().any(|e| e.overrun == 2));
+    assert_eq!(one_by_one.3, 2);
+    for max in [1, 7, 32, 33, 1000] {
+        let many = received_by(|o| {
+            let mut events = Vec::new();
+            loop {
+                let before = events.len();
+                let got = o.try_recv_many(&mut events, max);
+                assert_eq!(events.len() - before, got);
+                assert!(got <= max);
+                if got == 0 {
+                    break events;
+                }
+            }
+        });
+        assert_eq!(many, one_by_one, "max {max}");
+    }
+}
+
+/// Each owner's events, received after one poll of 500 timers of `owners` owners whose
+/// expiries interleave (runs of one to three timers per owner, owners in turn), on a service
+/// with batches of `batch`.
+fn per_owner_order(owners: usize, batch: usize) -> Vec<Vec<TimerId>> {
+    let f = Manual::with(|b| {
+        b.batch(batch);
+    });
+    let all: Vec<Owner> = (0..owners).map(|_| f.timers.owner()).collect();
+    let mut created = vec![0; owners];
+    for i in 0..500 {
+        let o = (i / (1 + i % 3)) % owners;
+        let id = all[o].create(ClockId::Monotonic, Notify::Queue).unwrap();
+        let at = Duration::from_micros(1 + 2 * i as u64);
+        all[o]
+            .settime(id, SetFlags::RELATIVE, at, Duration::ZERO)
+            .unwrap();
+        created[o] += 1;
+    }
+    assert_eq!(f.advance(ms(2)), 500);
+    all.iter()
+        .zip(created)
+        .map(|(owner, n)| {
+            assert_eq!(owner.queued(), n, "every event queued by the poll");
+            std::iter::from_fn(|| owner.try_recv())
+                .map(|e| e.id)
+                .collect()
+        })
+        .collect()
+}
+
+/// A batch queues each owner's events in the order they were popped, whether it holds them
+/// for a queue (an owner's second event in a run on) or pushes them at once (an owner's first,
+/// and every owner's past the held queues when many owners' timers interleave in a batch):
+/// the same order as batches of one timer give.
+#[test]
+fn a_batch_queues_each_owners_events_in_pop_order() {
+    for owners in [1, 2, 5, 9] {
+        assert_eq!(
+            per_owner_order(owners, 64),
+            per_owner_order(owners, 1),
+            "{owners} owners"
+        );
+    }
+}
+
+/// A batch's held events that find their queue full, and no memory to grow it, are not
+/// queued, and their timers are left unqueued, so that their next expiry queues them (as a
+/// refused push at once leaves them): the queue's room is taken by stale entries of deleted
+/// timers (`notify.rs`, "Memory").
+#[test]
+fn held_events_refused_by_a_full_queue_are_queued_by_the_next_expiry() {
+    let f = Manual::new();
+    let fire = |ids: &[TimerId]| {
+        for &id in ids {
+            f.arm(id, Duration::from_micros(1), Duration::ZERO);
+        }
+        f.advance(ms(1))
+    };
+    let gone: Vec<_> = (0..40).map(|_| f.queue(ClockId::Monotonic)).collect();
+    assert_eq!(fire(&gone), 40);
+    let capacity = f.owner.sink().capacity();
+    for &id in &gone {
+        f.owner.delete(id).unwrap();
+    }
+    // As many live timers as the queue has room for beside the 40 stale entries, and 8 more.
+    let room = capacity - 40;
+    let live: Vec<_> = (0..room + 8).map(|_| f.queue(ClockId::Monotonic)).collect();
+    let fired = crate::alloc::refusing_allocations(0, || fire(&live));
+    assert_eq!(fired, live.len());
+    assert_eq!(
+        f.owner.queued(),
+        capacity,
+        "the 8 past the room are not queued"
+    );
+    let first: Vec<_> = f.drain().into_iter().map(|e| e.id).collect();
+    assert_eq!(first.len(), room);
+    // Every timer fires again; those refused before are queued now, the others too.
+    assert_eq!(fire(&live), live.len());
+    let mut second: Vec<_> = f.drain().into_iter().map(|e| e.id).collect();
+    second.sort();
+    assert_eq!(
+        second, live,
+        "no timer left flagged queued without an entry"
+    );
+}
