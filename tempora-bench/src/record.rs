@@ -140,6 +140,9 @@ pub enum Field {
     /// deliver-signal periodic: the sum of the signals' `si_overrun` (periods without a
     /// signal of their own).
     Overruns,
+    /// service server-timeouts: the timer threads' CPU time per wake-up, ns (`cpu_ms_per_s`
+    /// over `wakeups_per_s`: a figure that rows of different sizes share).
+    CpuNsPerWakeup,
 }
 
 impl Field {
@@ -402,6 +405,7 @@ mod tests {
             "irq_ns",
             "dequeue_ns",
             "overruns",
+            "cpu_ns_per_wakeup",
         ];
         assert_eq!(keys, saved);
         let names: Vec<&str> = Suite::ALL.iter().map(|s| s.name()).collect();

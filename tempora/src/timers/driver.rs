@@ -179,6 +179,8 @@ fn lead(core: &Arc<Core>, k: usize, n: usize) -> bool {
     let bell = &core.wake.bells[k];
     let mine: Vec<usize> = (k..core.bases.len()).step_by(n).collect();
     let calls = RefCell::new(Vec::new());
+    // The doorbell's token of the current sleep: a ring since then woke it early.
+    let slept_on = Cell::new(0);
     while !core.health.shutdown.load(Ordering::Acquire) {
         #[cfg(test)]
         if core.crash_driver.swap(false, Ordering::Relaxed) {
@@ -215,7 +217,10 @@ fn lead(core: &Arc<Core>, k: usize, n: usize) -> bool {
                         .then(|| Instant::now() + Duration::from_nanos(deadline_ns - mono)),
                 )
             },
-            |token, _| run_calls(core, k, &mut calls.borrow_mut(), token, deadline.get()),
+            |token, _| {
+                slept_on.set(token);
+                run_calls(core, k, &mut calls.borrow_mut(), token, deadline.get())
+            },
         );
         match slept {
             Slept::Handed => return true,
@@ -224,9 +229,16 @@ fn lead(core: &Arc<Core>, k: usize, n: usize) -> bool {
             }
             Slept::No => {}
         }
-        // Awake: arms need not ring until the next sleep is published.
-        for &b in &mine {
-            let _ = core.bases[b].locked(|st| st.sleep = [0; CLOCKS]);
+        // Awake: arms need not ring until the next sleep is published. A sleep that ran to
+        // its deadline, or was not slept, leaves the published deadlines past, where only an
+        // arm due already reaches them (and that one should ring: the next sleep returns at
+        // once); a ring leaves them ahead on the bases that did not ring, so only then are
+        // they cleared, under each base's lock. (A wake-up with neither leaves them ahead
+        // too: at most one needless ring per base, as a ring clears its base's.)
+        if bell.token() != slept_on.get() {
+            for &b in &mine {
+                let _ = core.bases[b].locked(|st| st.sleep = [0; CLOCKS]);
+            }
         }
     }
     false

@@ -8,18 +8,24 @@
 //!   `--quick` 1 s, `--full` 10 s), and fire a callback that checks it is not early.
 //!   Implementations: `tempora` (precise), `tempora-slack` (a slack of 10% of the timeout, 3 s,
 //!   the owner's default slack), `tempora-slack-1ms`, `tempora-deferrable` (each timer
-//!   `Precision::Deferrable`, the default `max_deferral` of 1 s), and `kernel` (POSIX timers
-//!   signalling one thread that sleeps in `sigtimedwait` and drains what is pending on each
-//!   wake-up, at most 90k connections under `RLIMIT_SIGPENDING`). Fields: `wakeups_per_s`
-//!   (tempora: driver wake-ups plus spare take-overs; kernel: returns from `sigtimedwait`),
-//!   `cpu_ms_per_s` (CPU time of the timer threads per second of the run, from
-//!   `/proc/self/task/*/schedstat`, the per-thread figure `getrusage(RUSAGE_THREAD)` gives
-//!   only to the thread itself; for the kernel its waiting thread's, without the expiry work
-//!   the kernel does in interrupt context), `early` (fires before the expiry: must be 0),
+//!   `Precision::Deferrable`, the default `max_deferral` of 1 s), `tempora-no-spare` (precise,
+//!   `Builder::spare_drivers(0)`: no standby while callbacks run, so the difference is what
+//!   the standby costs a wake-up), `kernel` (POSIX timers signalling one thread that sleeps
+//!   in `sigtimedwait` and drains what is pending on each wake-up, at most 90k connections
+//!   under `RLIMIT_SIGPENDING`), and `floor` (one thread sleeping until each idle
+//!   connection's expiry and doing nothing else, without the request thread: a wake-up's
+//!   cost before any timer work). Fields: `wakeups_per_s` (tempora: driver wake-ups plus
+//!   spare take-overs; kernel: returns from `sigtimedwait`), `cpu_ms_per_s` (CPU time of the
+//!   timer threads per second of the run, from `/proc/self/task/*/schedstat`, the per-thread
+//!   figure `getrusage(RUSAGE_THREAD)` gives only to the thread itself; for the kernel its
+//!   waiting thread's, without the expiry work the kernel does in interrupt context),
+//!   `cpu_ns_per_wakeup` (the two over each other: the figure rows of different sizes share,
+//!   the kernel's holding fewer connections), `early` (fires before the expiry: must be 0),
 //!   `fired` and `due` (idle timeouts fired and due within the run: slack and deferrable ones
 //!   due near its end fire after it), `lost` (due in the run and not fired by the end of their
 //!   bound after it: the slack, `max_deferral`, or 100 ms), and `ns_per_op`: the mean cost of
-//!   one re-arm on the request thread (random connections: mostly cache misses).
+//!   one re-arm on the request thread (random connections: mostly cache misses; none for
+//!   `floor`).
 //! - `settime-arm-precision`: re-arm each of n armed timers with its same relative timeout
 //!   (1-2 s ahead, as `settime-arm`), for `tempora` (precise: the fine clock), `tempora-slack`
 //!   (3 s: the coarse clock, `CLOCK_MONOTONIC_COARSE`, plus its lag) and `tempora-slack-1ms`
@@ -159,6 +165,10 @@ impl RunFigures {
         let fields = Fields::default()
             .with(Field::WakeupsPerS, self.wakeups as f64 / self.span_s)
             .with(Field::CpuMsPerS, self.cpu_ns as f64 / 1e6 / self.span_s)
+            .with_opt(
+                Field::CpuNsPerWakeup,
+                (self.wakeups > 0).then(|| self.cpu_ns as f64 / self.wakeups as f64),
+            )
             .with(Field::Early, self.early)
             .with(Field::Fired, self.fired)
             .with(Field::Due, self.due)
@@ -167,11 +177,19 @@ impl RunFigures {
     }
 }
 
-fn server_timeouts_tempora(n: usize, run: u64, placing: Placing) -> Result<Measured, String> {
-    let timers = Timers::builder()
-        .drivers(1)
-        .build()
-        .map_err(|e| e.to_string())?;
+/// `spares`: the default standby while callbacks run, or none (`Builder::spare_drivers(0)`).
+fn server_timeouts_tempora(
+    n: usize,
+    run: u64,
+    placing: Placing,
+    spares: bool,
+) -> Result<Measured, String> {
+    let mut builder = Timers::builder();
+    builder.drivers(1);
+    if !spares {
+        builder.spare_drivers(0);
+    }
+    let timers = builder.build().map_err(|e| e.to_string())?;
     let owner = timers.owner();
     if let Placing::Slack(s) = placing {
         owner.set_default_slack(Some(Duration::from_nanos(s)));
@@ -352,6 +370,64 @@ fn server_timeouts_kernel(n: usize, run: u64) -> Result<Measured, String> {
     out
 }
 
+/// `server-timeouts`' `floor`: one thread that sleeps until each idle connection's expiry
+/// (`clock_nanosleep` on `CLOCK_MONOTONIC`, absolute, 1 ns of timer slack, as tempora's
+/// drivers ask) and does nothing else: what a wake-up costs its thread on this machine
+/// before any timer work.
+fn server_timeouts_floor(n: usize, run: u64) -> Result<Measured, String> {
+    let t0 = monotonic_now();
+    let start = t0 + 300_000_000;
+    let mut idle: Vec<u64> = schedule(n, t0, start, run)
+        .into_iter()
+        .step_by(100)
+        .collect();
+    idle.sort_unstable();
+    let sleeper = std::thread::Builder::new()
+        .name("floor-sleeper".into())
+        .spawn(move || {
+            // SAFETY: prctl(2) with integer arguments only; it affects the calling thread.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+            let tid = tempora_kernel::gettid();
+            let sleep_until = |at: u64| {
+                let ts = libc::timespec {
+                    tv_sec: (at / SEC) as libc::time_t,
+                    tv_nsec: (at % SEC) as libc::c_long,
+                };
+                // SAFETY: an absolute sleep on CLOCK_MONOTONIC with a timespec that lives
+                // across the call and no remainder asked for.
+                while unsafe {
+                    libc::clock_nanosleep(
+                        libc::CLOCK_MONOTONIC,
+                        libc::TIMER_ABSTIME,
+                        &ts,
+                        std::ptr::null_mut(),
+                    )
+                } == libc::EINTR
+                {}
+            };
+            sleep_until(start);
+            let (c0, a) = (cpu_ns(&[], Some(tid)), monotonic_now());
+            let mut wakeups = 0u64;
+            for &at in idle.iter().filter(|&&at| at >= start) {
+                sleep_until(at);
+                wakeups += 1;
+            }
+            let (c1, b) = (cpu_ns(&[], Some(tid)), monotonic_now());
+            (wakeups, c1 - c0, (b - a) as f64 / 1e9)
+        })
+        .map_err(|e| e.to_string())?;
+    let (wakeups, cpu, span_s) = sleeper.join().map_err(|_| "the sleeper panicked")?;
+    Ok(Measured::fields_only(
+        Fields::default()
+            .with(Field::WakeupsPerS, wakeups as f64 / span_s)
+            .with(Field::CpuMsPerS, cpu as f64 / 1e6 / span_s)
+            .with_opt(
+                Field::CpuNsPerWakeup,
+                (wakeups > 0).then(|| cpu as f64 / wakeups as f64),
+            ),
+    ))
+}
+
 /// `settime-arm-precision`: the three placings' re-arm cost, pass by pass; (name, ns) each.
 fn arm_precision(n: usize, reps: usize, settings: &Settings) -> Vec<(&'static str, f64)> {
     let timers = Timers::builder()
@@ -487,7 +563,9 @@ pub fn plan<'a>(plan: &mut Plan<'a>) {
     let settings: &Settings = plan.settings;
     let run = settings.pick(SEC, 5 * SEC, 10 * SEC);
     let conns = settings.pick(10_000, 100_000, 100_000);
-    for (name, placing) in TEMPORA_IMPLS {
+    let precise_no_spare = ("tempora-no-spare", Placing::Precise, false);
+    let with_spares = TEMPORA_IMPLS.map(|(name, placing)| (name, placing, true));
+    for (name, placing, spares) in with_spares.into_iter().chain([precise_no_spare]) {
         plan.add(Step::new(
             Suite::Service,
             &["server-timeouts"],
@@ -496,7 +574,7 @@ pub fn plan<'a>(plan: &mut Plan<'a>) {
             1,
             run as f64 / 1e6 + 500.0,
             move || {
-                let m = Measured::from_result(server_timeouts_tempora(conns, run, placing));
+                let m = Measured::from_result(server_timeouts_tempora(conns, run, placing, spares));
                 vec![Row::new("server-timeouts", name, conns, 1, m)]
             },
         ));
@@ -512,6 +590,18 @@ pub fn plan<'a>(plan: &mut Plan<'a>) {
         move || {
             let m = Measured::from_result(server_timeouts_kernel(kn, run));
             vec![Row::new("server-timeouts", "kernel", kn, 1, m)]
+        },
+    ));
+    plan.add(Step::new(
+        Suite::Service,
+        &["server-timeouts"],
+        "floor",
+        conns,
+        1,
+        run as f64 / 1e6 + 300.0,
+        move || {
+            let m = Measured::from_result(server_timeouts_floor(conns, run));
+            vec![Row::new("server-timeouts", "floor", conns, 1, m)]
         },
     ));
     let arm_n = settings.pick(10_000, 100_000, 100_000);
