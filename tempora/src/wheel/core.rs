@@ -327,12 +327,29 @@ impl<S: Links> Core<S> {
         }
     }
 
-    /// Moves a linked entry to `tick`. Equivalent to unlink + link with the same mode; an
+    /// Moves a linked entry to `tick`. Fires as unlink + link with the same mode would; an
     /// entry already in the bucket `tick` maps to stays linked where it is (wherever in the
     /// list when the storage keeps buckets, [`Links::bucket`]; at its front otherwise).
+    ///
+    /// A precise entry moved later stays in its bucket, whichever that is: the bucket is
+    /// visited at or before the old tick, so before the new one, and the visit re-places the
+    /// entry as it re-places every precise entry visited before its expiry (`drain_list`).
+    /// The move then touches the entry alone, not its list neighbours; the price is one
+    /// early visit (and `next_fire` may name the old tick: early, never late). Not for a
+    /// ready entry (its list is drained at once, so it would be an immediate visit) nor a
+    /// coarse one (its visit is its firing tick, the kernel's rule).
     pub(crate) fn reschedule(&mut self, r: S::Ref, tick: u64) {
         let tick = S::kept(tick);
         let mode = self.links.mode(r);
+        if mode.is_precise() {
+            let old = self.links.tick(r);
+            // A linked precise entry with `old > clk` is in a wheel bucket or the parked
+            // list, either visited at or before `old`; only ready entries have `old <= clk`.
+            if tick >= old && old > self.clk {
+                self.links.set_tick(r, tick);
+                return;
+            }
+        }
         let lane = mode.lane();
         let (bucket, visit) = self.bucket_for(lane, tick, mode.is_precise());
         let fire = fire_tick(tick, visit, mode);

@@ -53,7 +53,9 @@
 //! the bucket tick is the expiry itself, so a precise entry fires at exactly its expiry tick.
 //! (A poll whose `now` has already passed the expiry fires it at its first visit instead.) An
 //! entry that lives `8^n` ticks pays at most `n` re-placements, and only if it is still armed by
-//! then; most timers are cancelled first and never pay anything.
+//! then; most timers are cancelled first and never pay anything. A precise entry moved
+//! later ([`Wheel::reschedule`]) stays where it is, in a bucket visited before its new expiry,
+//! and is re-placed by that visit like any other.
 //!
 //! A *far-out* entry, whose delta is beyond the last level's range, waits in the last level's
 //! furthest bucket (64 buckets ahead) and is re-placed when that bucket is visited. It is never
@@ -601,8 +603,16 @@ impl<T> Wheel<T> {
         Some(self.core.links.free(index))
     }
 
-    /// Moves a live entry to a new expiry; its key stays valid. Equivalent to remove + insert
-    /// with the same mode, without touching the slab or the key.
+    /// Moves a live entry to a new expiry; its key stays valid. Fires as remove + insert with
+    /// the same mode would, without touching the slab or the key.
+    ///
+    /// A precise entry moved later (and not ready) stays in the bucket it was placed in,
+    /// which is visited before its new expiry: that visit re-places it, as it re-places any
+    /// precise entry visited early, and it still fires at exactly its expiry. The move writes
+    /// the entry alone, where taking it out of its list would write both its neighbours:
+    /// timeouts pushed back again and again (a connection's idle timeout) cost one visit per
+    /// placement instead of two list operations per push. The early visit is what it costs:
+    /// [`Wheel::next_expiry`] and [`Wheel::next_fire`] may name it.
     ///
     /// # Errors
     /// [`StaleKey`] when the key names no live entry; nothing changes.
@@ -660,7 +670,8 @@ impl<T> Wheel<T> {
     /// precise entries one level finer. A poll at this tick does those re-placements and fires
     /// the entry in one go, so a thread that sleeps until `next_fire` wakes once per expiry
     /// instant, not once per level its timers pass through. Never later than the earliest
-    /// firing (a removal can leave it earlier: an early wake, never a late one).
+    /// firing (a removal, or a precise entry moved later, can leave it earlier: an early
+    /// wake, never a late one).
     ///
     /// Cost: O(levels) bitmap operations (not cached).
     pub fn next_fire(&self) -> Option<u64> {

@@ -248,6 +248,9 @@ struct ModelEntry {
     deferrable: bool,
     /// Wheel clock when it was last placed (insert, reschedule or re-placement).
     placed_at: u64,
+    /// The expiry it was last placed by: its expiry, except for a precise entry moved later,
+    /// which stays where it was placed until its bucket's visit re-places it.
+    placed_expiry: u64,
     /// Delta when armed, for the slack bound.
     armed_delta: u64,
 }
@@ -255,16 +258,16 @@ struct ModelEntry {
 /// The documented placement rule, written independently of the wheel: the tick at which the
 /// wheel next visits the entry.
 fn model_visit(e: &ModelEntry, levels: usize) -> u64 {
-    if e.expiry <= e.placed_at {
+    if e.placed_expiry <= e.placed_at {
         return e.placed_at;
     }
-    let delta = e.expiry - e.placed_at;
+    let delta = e.placed_expiry - e.placed_at;
     let mut level = 0;
     while level + 1 < levels && delta >= 63u64 << (3 * level) {
         level += 1;
     }
     let g = 1u128 << (3 * level);
-    let (expiry, at) = (e.expiry as u128, e.placed_at as u128);
+    let (expiry, at) = (e.placed_expiry as u128, e.placed_at as u128);
     let abs_bucket = if e.precise {
         expiry / g
     } else {
@@ -293,9 +296,11 @@ fn model_advance(model: &mut BTreeMap<Key, ModelEntry>, target: u64, levels: usi
             // Far-out from the visit: parked until the target, then placed from `target - 1`.
             if level_for_delta(e.expiry - (visit - 1)) >= levels {
                 e.placed_at = target - 1;
+                e.placed_expiry = e.expiry;
                 continue;
             }
             e.placed_at = visit - 1;
+            e.placed_expiry = e.expiry;
         }
     }
     for key in &fired {
@@ -343,6 +348,7 @@ fn run_model<W: UnderTest>(ops: Vec<Op>, levels: usize, start: u64) -> Result<()
                         precise,
                         deferrable,
                         placed_at: now,
+                        placed_expiry: expiry,
                         armed_delta,
                     },
                 );
@@ -358,8 +364,13 @@ fn run_model<W: UnderTest>(ops: Vec<Op>, levels: usize, start: u64) -> Result<()
                 match model.get_mut(&key) {
                     Some(e) => {
                         prop_assert_eq!(w.reschedule(key, expiry), Ok(()));
+                        // A precise entry moved later, not ready, keeps its placement.
+                        let stays = e.precise && expiry >= e.expiry && e.expiry > now;
                         e.expiry = expiry;
-                        e.placed_at = now;
+                        if !stays {
+                            e.placed_at = now;
+                            e.placed_expiry = expiry;
+                        }
                         e.armed_delta = expiry - now;
                     }
                     None => prop_assert_eq!(w.reschedule(key, expiry), Err(StaleKey)),
@@ -431,6 +442,7 @@ fn model_visit_fire(e: &ModelEntry, levels: usize) -> u64 {
             return visit;
         }
         e.placed_at = visit - 1;
+        e.placed_expiry = e.expiry;
     }
 }
 

@@ -296,6 +296,39 @@ fn precise_entry_shortened_within_its_bucket_fires_at_the_new_expiry() {
     assert_eq!(fired_at, Some((295_000, 295_000)));
 }
 
+/// A precise entry moved later stays in the bucket it was placed in (the move touches no
+/// list): the wheel visits that bucket at its old time, re-places the entry without firing
+/// it, and fires it at exactly its new expiry. `next_fire` may name the old expiry (an early
+/// wake-up), never a tick after the new one.
+#[test]
+fn precise_entry_moved_later_stays_placed_and_fires_at_its_new_expiry() {
+    let mut w = Wheel::new();
+    // Level 2 (granularity 64): visited at 960, 40 ticks before its expiry.
+    let k = w.insert_with(1_000, Mode::PRECISE, 1u32);
+    assert_eq!(w.next_expiry(), Some(960));
+    w.reschedule(k, 5_000).unwrap();
+    assert_eq!(w.expiry(k), Some(5_000));
+    assert_eq!(w.next_expiry(), Some(960), "still in its old bucket");
+    assert!(w.next_fire().is_some_and(|t| t <= 5_000));
+    // The visit at 960 re-places it (level 3 from 959: visited at 4_608).
+    assert_eq!(w.poll(1_000), None);
+    assert_eq!(w.next_expiry(), Some(4_608));
+    let mut fired_at = None;
+    while let Some(t) = w.next_fire() {
+        assert!(t <= 5_000, "next_fire {t} after the expiry");
+        if let Some(e) = w.poll(t) {
+            fired_at = Some((t, e.expiry));
+            break;
+        }
+    }
+    assert_eq!(fired_at, Some((5_000, 5_000)));
+    // A coarse entry moved later is re-placed at once.
+    let c = w.insert(6_000, 2u32);
+    let first = w.next_expiry();
+    w.reschedule(c, 60_000).unwrap();
+    assert!(w.next_expiry() > first);
+}
+
 #[test]
 fn rebase_backwards_keeps_keys_and_holds_entries_until_their_expiry() {
     let mut w: Wheel<u32> = Wheel::builder().start(1_000).build().unwrap();
