@@ -307,9 +307,10 @@ impl<S: Service> PagePool<S> {
     /// Takes back pages from [`Slots::take_pages`].
     ///
     /// # Safety
-    /// No thread may use any timer in these pages any more (the epoch grace period after the
-    /// owner's teardown has passed), every slot in them is free (owner word 0), and each page
-    /// comes from `take_pages` once.
+    /// No thread may use any timer in these pages as its owner's any more (the epoch grace
+    /// period after the owner's teardown has passed: a by-ID walk of another owner may still
+    /// stand on one, which it may on any freed slot, and checks the slot's identity), every
+    /// slot in them is free (owner word 0), and each page comes from `take_pages` once.
     pub(crate) unsafe fn recycle(&self, pages: Vec<PagePtr<S>>) {
         for page in pages {
             self.pages.push(page);

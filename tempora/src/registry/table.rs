@@ -519,15 +519,12 @@ pub(crate) fn find<'a, S: Service>(
     }
 }
 
-/// Drops `value`, which owns about `bytes` of memory, from a deferred function. A large value
-/// is dropped on a thread of its own: returning hundreds of MiB to the kernel takes
-/// milliseconds, which would otherwise land inside whichever unrelated create or delete
-/// happened to run the epoch's deferred functions.
+/// Drops a retired table (`value`, which owns about `bytes` of memory) from a deferred
+/// function: once no by-ID walk may stand on it (such a walk takes no pin, `sync/pin.rs`;
+/// while one is open the drop moves to a thread of its own that waits it out: if no thread
+/// can be started, the value is leaked rather than freed under the walk), as [`drop_large`].
 pub(crate) fn drop_deferred<T: Send + 'static>(value: T, bytes: usize) {
     if let Err(open) = crate::sync::walks_done() {
-        // A by-ID walk (which takes no pin, `sync/pin.rs`) may stand on the value: free it on
-        // a thread of its own once every walk open now has closed. If no thread can be
-        // started, the value is leaked rather than freed under the walk.
         let value = std::mem::ManuallyDrop::new(value);
         drop(crate::sync::spawn_blocking_signals(
             "tempora-free".into(),
@@ -538,6 +535,14 @@ pub(crate) fn drop_deferred<T: Send + 'static>(value: T, bytes: usize) {
         ));
         return;
     }
+    drop_large(value, bytes);
+}
+
+/// Drops `value`, which owns about `bytes` of memory, from a deferred function, where no walk
+/// can reach it. A large value is dropped on a thread of its own: returning hundreds of MiB to
+/// the kernel takes milliseconds, which would otherwise land inside whichever unrelated create
+/// or delete happened to run the epoch's deferred functions.
+pub(crate) fn drop_large<T: Send + 'static>(value: T, bytes: usize) {
     if bytes >= LARGE_FREE_BYTES {
         // If no thread can be started, `spawn` drops the closure: the value is freed here.
         drop(crate::sync::spawn_blocking_signals(

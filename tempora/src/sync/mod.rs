@@ -36,7 +36,7 @@ pub(crate) use order::panic_message;
 pub(crate) use order::{holds_a_lock, RankToken};
 #[cfg(all(test, not(loom)))]
 pub(crate) use pin::with_walk_for_tests;
-pub(crate) use pin::{pin, pin_walk, walks_done, Pinned};
+pub(crate) use pin::{pin, pin_walk, walks_done, watch_forks, Pinned};
 pub(crate) use primitives::*;
 pub(crate) use thread::*;
 pub(crate) use wait::WaitQueue;

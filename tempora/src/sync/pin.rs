@@ -31,7 +31,10 @@
 //! A signal handler's walk inside an open one only deepens the mark (a load and a store, which
 //! a handler between them leaves as it found it), and never touches the epoch. A thread
 //! without a mark (beyond `THREAD_SLOTS` live threads, or exiting) counts its walk in one
-//! process-wide counter instead, with a `SeqCst` fence.
+//! process-wide counter instead, with a `SeqCst` fence; a free waits for that counter to be
+//! zero, so with more than `THREAD_SLOTS` threads walking back to back a retired table may
+//! stay unfreed for as long (memory held, never freed under a walk). A forked child closes
+//! the walks of the parent's other threads ([`watch_forks`]): they do not exist there.
 //!
 //! What no walk may do: defer anything through its guard (the epoch's unprotected one, on
 //! which a deferred function runs at once), or pin: the calls a handler may make never pin.
@@ -69,6 +72,46 @@ fn epoch_pin() -> Guard {
 /// indices, or exiting) and not finished.
 #[cfg(not(loom))]
 static UNPINNED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[cfg(not(loom))]
+thread_local! {
+    /// This thread's share of [`UNPINNED`] (what a forked child keeps of it, [`watch_forks`]).
+    static OWN_UNPINNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Registers (once per process; a child inherits it) the fork handler that closes, in the
+/// child, the walks its parent's other threads had open: those threads do not exist there, and
+/// a mark left open would make every later free wait for ever. The forking thread's own walks
+/// stay open (a signal handler may fork inside one). Called before a service is built, beside
+/// `fork::watch`; not through a `Once` (the reason is in `fork.rs`). `false` if the C library
+/// refused the registration (no memory).
+pub(crate) fn watch_forks() -> bool {
+    #[cfg(not(loom))]
+    {
+        use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+        static WATCHED: AtomicBool = AtomicBool::new(false);
+        extern "C" fn forked() {
+            // Relaxed (all): the child has one thread when this runs, before `fork` returns.
+            let own = super::thread::claimed_index();
+            for (i, m) in MARKS.iter().enumerate() {
+                if Some(i) != own {
+                    m.0.store(0, Relaxed);
+                }
+            }
+            UNPINNED.store(OWN_UNPINNED.with(std::cell::Cell::get), Relaxed);
+        }
+        if WATCHED.load(Relaxed) {
+            return true;
+        }
+        // SAFETY: registers a child handler that only stores to atomics and reads this
+        // thread's constant-initialized thread-locals (no allocation, no lock).
+        if unsafe { libc::pthread_atfork(None, None, Some(forked)) } != 0 {
+            return false;
+        }
+        WATCHED.store(true, Relaxed);
+    }
+    true
+}
 
 /// One thread's walk mark: `(outermost walks begun << DEPTH_BITS) | walks open`. Written only
 /// by the thread holding the mark's index (and by a signal handler on that thread, whose
@@ -162,6 +205,7 @@ pub(crate) fn pin_walk() -> Walk {
             }
             None => {
                 use std::sync::atomic::{fence, Ordering};
+                OWN_UNPINNED.with(|c| c.set(c.get() + 1));
                 UNPINNED.fetch_add(1, Ordering::Relaxed);
                 // SeqCst: pairs with the fence in `walks_done`: either the free sees this
                 // walk, or this walk's loads of the current table see the retirement.
@@ -196,8 +240,11 @@ impl Drop for Walk {
         #[cfg(not(loom))]
         match self.mark {
             Some(m) => m.close(),
-            // Release: the walk's loads are done before the count drops.
-            None => drop(UNPINNED.fetch_sub(1, std::sync::atomic::Ordering::Release)),
+            None => {
+                // Release: the walk's loads are done before the count drops.
+                UNPINNED.fetch_sub(1, std::sync::atomic::Ordering::Release);
+                OWN_UNPINNED.with(|c| c.set(c.get() - 1));
+            }
         }
     }
 }
@@ -320,6 +367,49 @@ mod tests {
             "a new outermost walk is not the sampled one"
         );
         m.close();
+    }
+
+    /// A child forked while another thread of the parent has a walk open finds that walk
+    /// closed (the thread does not exist there, and a free would wait for it for ever); the
+    /// forking thread's own open walk stays open until it closes it.
+    #[test]
+    fn a_fork_closes_the_other_threads_walks_in_the_child() {
+        assert!(watch_forks());
+        let (inside, release) = (
+            std::sync::Arc::new(std::sync::Barrier::new(2)),
+            std::sync::Arc::new(std::sync::Barrier::new(2)),
+        );
+        let walker = {
+            let (inside, release) = (inside.clone(), release.clone());
+            std::thread::spawn(move || {
+                let walk = pin_walk();
+                inside.wait();
+                release.wait();
+                drop(walk);
+            })
+        };
+        inside.wait();
+        let own = pin_walk();
+        // SAFETY: the child only touches the marks and exits with `_exit`.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let own_open = walks_done().is_err();
+            drop(own);
+            let none_open = walks_done().is_ok();
+            // SAFETY: ends the child without running the parent's exit handlers.
+            unsafe { libc::_exit(i32::from(!own_open) | i32::from(!none_open) << 1) };
+        }
+        assert!(pid > 0, "fork failed");
+        drop(own);
+        release.wait();
+        walker.join().unwrap();
+        let status = super::super::fork::child_status(pid).expect("the child finished");
+        assert!(libc::WIFEXITED(status), "the child did not exit: {status}");
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            0,
+            "1: the forking thread's own walk was closed; 2: the other thread's walk stayed open"
+        );
     }
 
     /// A walk's mark is seen by `walks_done`; without one open on this thread it may still find

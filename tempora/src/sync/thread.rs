@@ -23,13 +23,21 @@ pub(crate) fn thread_index() -> usize {
     if fast != UNSET {
         return fast;
     }
-    claimed_index()
+    claim_index()
 }
 
 #[cfg(not(loom))]
 thread_local! {
     /// This thread's index once claimed (`usize::MAX` once given back), else `UNSET`.
     static FAST: std::cell::Cell<usize> = const { std::cell::Cell::new(UNSET) };
+}
+
+/// The calling thread's index if it holds one (`None` before its first [`thread_index`] and
+/// once it gave the index back): one thread-local load, no claim, no allocation.
+#[cfg(not(loom))]
+pub(crate) fn claimed_index() -> Option<usize> {
+    let fast = FAST.with(std::cell::Cell::get);
+    (fast < THREAD_SLOTS).then_some(fast)
 }
 
 /// [`FAST`] before the thread's first call.
@@ -39,7 +47,7 @@ const UNSET: usize = usize::MAX - 1;
 /// [`thread_index`]'s first call on a thread (and any call during its exit).
 #[cfg(not(loom))]
 #[cold]
-fn claimed_index() -> usize {
+fn claim_index() -> usize {
     static USED: [std::sync::atomic::AtomicU64; THREAD_SLOTS / 64] =
         [const { std::sync::atomic::AtomicU64::new(0) }; THREAD_SLOTS / 64];
     static BEYOND: std::sync::atomic::AtomicUsize =

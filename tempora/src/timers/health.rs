@@ -52,6 +52,7 @@ impl Health {
             owners: RankedMutex::new(Vec::new()),
             born: {
                 crate::sync::fork::watch();
+                crate::sync::watch_forks();
                 crate::sync::fork::generation()
             },
         }

@@ -450,7 +450,9 @@ impl Owner {
     /// as `try_recv` consumes it; the queue's lock is taken once per run of entries rather than
     /// once per event, and the statistics are counted once per call: an event loop that
     /// drains its events when woken pays less per event than with `try_recv` in a loop.
-    /// Stale entries are dropped as they are met, and do not count towards `max`.
+    /// Stale entries are dropped as they are met, and do not count towards `max`. The clocks
+    /// are read once per call (a periodic timer's overrun is counted against that reading),
+    /// and the statistics count the call's events when it returns.
     ///
     /// # Examples
     ///

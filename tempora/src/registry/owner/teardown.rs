@@ -4,7 +4,7 @@
 
 use super::{Owner, OwnerInner};
 use crate::registry::ids::TimerId;
-use crate::registry::table::drop_deferred;
+use crate::registry::table::drop_large;
 use crate::registry::timer::{visible, Service, Timer};
 use crate::sync::{fence, Ordering, Poisoned};
 use std::sync::Arc;
@@ -124,19 +124,21 @@ impl<S: Service> Drop for OwnerInner<S> {
         let guard = crate::sync::pin();
         // SAFETY: every timer of this owner was unhashed and freed (owner word 0) by
         // `teardown`, and no handle is left, so after the threads pinned now have unpinned
-        // (walkers that may still stand on one of these timers), nothing uses the pages. They
-        // were taken out exactly once.
-        // `recycle`'s contract holds when the deferred call runs, after the grace period.
+        // nothing of this owner's uses the pages. A by-ID walk of another owner (which takes no
+        // pin, `sync/pin.rs`) may still stand on one of these timers, as it may on any slot
+        // freed and reused within an owner: the pages stay timer memory in the pool, which
+        // lives as long as `shared`, and that walk checks the slot's identity. They were taken
+        // out exactly once. `recycle`'s contract holds when the deferred call runs, after the
+        // grace period.
         unsafe {
             guard.defer_unchecked(move || {
                 shared.pool.recycle(pages);
                 // The last reference (registry and owners gone) frees the table and the pool.
-                let bytes = if Arc::strong_count(&shared) == 1 {
-                    shared.pool.bytes()
-                } else {
-                    0
-                };
-                drop_deferred(shared, bytes);
+                // No walk can stand on them: a walk runs on an owner, which holds a reference.
+                if let Some(shared) = Arc::into_inner(shared) {
+                    let bytes = shared.pool.bytes();
+                    drop_large(shared, bytes);
+                }
             })
         };
         // Start the grace period now, so the next owner is likely to find the pages pooled.
