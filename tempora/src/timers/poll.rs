@@ -143,10 +143,6 @@ impl Core {
                         complete = false;
                     } else {
                         let adv = st.sleeps.advance(ticks[MONOTONIC], room, |e| {
-                            // The cell lives in its task's future, last touched by the task's
-                            // poll: start loading it now, so that the delivery's lock does
-                            // not wait for each miss in turn.
-                            crate::sync::prefetch(e.value.as_ptr().addr());
                             batch.push(Popped::Sleep {
                                 key: e.key,
                                 cell: e.value,
@@ -343,9 +339,6 @@ impl Core {
             }
             s.at.fired = true;
             if let Some(w) = s.body.waker.take() {
-                // Waking reads what the waker points at (a task's header, as a rule), after
-                // the batch is delivered: start loading it now.
-                crate::sync::prefetch(w.data().addr());
                 calls.push(Call::Wake(w));
             }
             true
