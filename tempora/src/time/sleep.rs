@@ -5,7 +5,7 @@ use crate::clock::ClockId;
 use crate::instant::Instant;
 use crate::timers::core::Core;
 use crate::timers::driver::Drivers;
-use crate::timers::sleep::{Phase, SleepCell, SleepState};
+use crate::timers::sleep::{SleepCell, SleepState};
 use crate::Timers;
 use std::fmt;
 use std::future::Future;
@@ -94,10 +94,6 @@ impl Sleep {
         forked_panic(core);
         // SAFETY: `Pin<&mut Self>`: the holder, alone.
         unsafe {
-            if this.cell.phase(None) == Phase::Done {
-                // Completed: placed again below, so an entry and a waker may exist again.
-                this.cell.phase(Some(Phase::Polled));
-            }
             this.cell.holder(|s| {
                 let later = deadline >= s.body.deadline;
                 s.body.deadline = deadline;
@@ -153,16 +149,7 @@ impl Future for Sleep {
         forked_panic(core);
         let waker = cx.waker();
         // SAFETY: `Pin<&mut Self>`: the holder, alone.
-        let phase = unsafe { this.cell.phase(None) };
-        if phase == Phase::Done {
-            // Completed, not reset since: `fired` stands and nothing else touches the cell.
-            return Poll::Ready(());
-        }
-        let first = phase == Phase::New;
-        if first {
-            // SAFETY: as above.
-            unsafe { this.cell.phase(Some(Phase::Polled)) };
-        }
+        let first = unsafe { !this.cell.polled(true) };
         // A first poll has no waker stored: clone it before taking the lock, which is then
         // taken once.
         let mut fresh = first.then(|| waker.clone());
@@ -188,14 +175,7 @@ impl Future for Sleep {
             drop(old.take());
             core.health.flush_halt();
             match r {
-                Some(true) => {
-                    // Fired: the delivery took the waker and cleared `armed`, and let go of
-                    // the cell when it released the lock this poll then took. The drop that
-                    // usually follows needs no lock.
-                    // SAFETY: `Pin<&mut Self>`: the holder, alone.
-                    unsafe { this.cell.phase(Some(Phase::Done)) };
-                    return Poll::Ready(());
-                }
+                Some(true) => return Poll::Ready(()),
                 Some(false) => return Poll::Pending,
                 None => fresh = Some(waker.clone()),
             }
@@ -211,10 +191,9 @@ impl Drop for Sleep {
             return;
         }
         // SAFETY: `&mut self`: the holder, alone.
-        if unsafe { self.cell.phase(None) } != Phase::Polled {
+        if unsafe { !self.cell.polled(false) } {
             // Never polled: no waker, no entry (a reset before the first poll only moved the
             // deadline). A timeout whose future was ready at once costs its sleep nothing.
-            // Completed and not reset since: no waker, no entry, no delivery in flight.
             return;
         }
         let core = self.core();

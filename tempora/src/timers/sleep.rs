@@ -46,24 +46,10 @@ use std::task::Waker;
 pub(crate) struct SleepCell {
     lock: RankedLock<{ rank::TIMER }>,
     head: UnsafeCell<SleepHead>,
-    /// How far the holder's polls got ([`Phase`]). The holder's alone, no lock (see
-    /// [`SleepCell::phase`]).
-    phase: UnsafeCell<Phase>,
+    /// The holder polled the sleep since it was made: only then can it have a waker or an
+    /// entry. The holder's alone, no lock (see [`SleepCell::polled`]).
+    polled: UnsafeCell<bool>,
     body: UnsafeCell<SleepBody>,
-}
-
-/// What the holder knows of its sleep without the lock: whether a waker or an entry can
-/// exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
-    /// Never polled: no waker, no entry.
-    New,
-    /// Polled: a waker and an entry may exist.
-    Polled,
-    /// A poll returned `Ready` and nothing placed it again since: no waker, no entry, and no
-    /// delivery touches the cell (the one that fired it let go of the lock before that poll
-    /// took it).
-    Done,
 }
 
 /// Where a sleep's entry is, and whether it fired (under the cell's lock).
@@ -112,7 +98,7 @@ impl SleepCell {
                 armed: false,
                 fired: false,
             }),
-            phase: UnsafeCell::new(Phase::New),
+            polled: UnsafeCell::new(false),
             body: UnsafeCell::new(SleepBody {
                 deadline,
                 key: 0,
@@ -121,19 +107,17 @@ impl SleepCell {
         }
     }
 
-    /// The holder's [`Phase`]; `set` replaces it (`None`: unchanged). Returns the phase before.
+    /// Whether the holder has polled the sleep; `set` marks it polled.
     ///
     /// # Safety
     /// Only the future's holder calls it, one call at a time (it has `Pin<&mut Sleep>`); no
-    /// delivery touches the phase.
+    /// delivery touches the flag.
     #[inline]
-    pub(crate) unsafe fn phase(&self, set: Option<Phase>) -> Phase {
-        // SAFETY: the caller's promise: the holder is the phase's one accessor.
-        self.phase.with_mut(|p| unsafe {
+    pub(crate) unsafe fn polled(&self, set: bool) -> bool {
+        // SAFETY: the caller's promise: the holder is the flag's one accessor.
+        self.polled.with_mut(|p| unsafe {
             let was = *p;
-            if let Some(set) = set {
-                *p = set;
-            }
+            *p |= set;
             was
         })
     }
