@@ -187,13 +187,23 @@ impl Core {
         self.poll_then(now, &mut |calls| self.run_calls(calls))
     }
 
-    /// A poll that leaves what it would run (callbacks, wake-ups) in `out`, for the caller to
-    /// run (a driver runs them after publishing its next deadline: `driver.rs`).
+    /// A poll that leaves the callbacks it would run in `out`, for the caller to run (a
+    /// driver runs them after publishing its next deadline: `driver.rs`). Wake-ups it runs
+    /// itself, after each batch: a waker must not block, so it needs no spare standing by,
+    /// and a task woken while later batches are still popped runs beside the poll instead of
+    /// after the last of them.
     pub(crate) fn poll_collect(&self, out: &mut Vec<Call>) -> usize {
         // Room for a batch's calls from the driver's first poll on, as `poll_then` sizes its
         // own buffers (the `timers` module doc, "Memory").
         out.reserve(self.batch);
-        self.poll_then(self.now_all(), &mut |calls| out.append(calls))
+        self.poll_then(self.now_all(), &mut |calls| {
+            for call in calls.drain(..) {
+                match call {
+                    Call::Wake(_) => self.run_call(call),
+                    Call::Callback(..) => out.push(call),
+                }
+            }
+        })
     }
 
     /// Polls every base, handing each batch's calls to `after` once no lock is held.
