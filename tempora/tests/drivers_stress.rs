@@ -316,10 +316,12 @@ fn sleeps_reset_and_dropped_while_firing_are_never_early_nor_lost() {
                 // is lost (a loaded 2-core machine can stall the driver for hundreds of ms,
                 // which is late, not lost).
                 while !live.is_empty() {
-                    let t = now();
                     live.retain_mut(|s| {
                         let deadline = s.deadline().as_nanos();
                         let ready = s.as_mut().poll(&mut cx).is_ready();
+                        // The time after the poll: one read before it would call a sleep that
+                        // completed meanwhile early.
+                        let t = now();
                         early += u64::from(ready && t < deadline);
                         done += u64::from(ready);
                         if !ready && t > deadline + 10_000_000_000 {
