@@ -83,10 +83,9 @@ impl Pushes {
     /// Puts a locked `Queue` timer's event for the arming `seq` on its owner's queue, or
     /// holds it for the batch's push onto that queue; as [`enqueue`].
     fn enqueue(&mut self, core: &Core, l: &mut LockedTimer<'_>, seq: u32, calls: &mut Vec<Call>) {
-        if l.state.queued() {
-            l.state.sigqueue_seq = seq;
+        let Some(event) = mark_queued(l, seq) else {
             return;
-        }
+        };
         let queue: *const EventQueue = sink_of(l);
         let held = self
             .queues
@@ -107,18 +106,13 @@ impl Pushes {
             }
             None => None,
         };
-        let Some(i) = held else {
-            self.last = queue;
-            return enqueue(core, l, seq, |w| calls.push(Call::Wake(w)));
-        };
-        l.state.sigqueue_seq = seq;
-        l.state.set_queued(true);
-        let event = EventRef {
-            timer: NonNull::from(l.timer),
-            id: l.id(),
-            generation: l.generation(),
-        };
-        self.events.push((i as u8, event));
+        match held {
+            Some(i) => self.events.push((i as u8, event)),
+            None => {
+                self.last = queue;
+                push_marked(core, l, event, |w| calls.push(Call::Wake(w)));
+            }
+        }
     }
 
     /// Pushes the held events onto their queues, one lock of each queue; the wakers of tasks
@@ -498,20 +492,31 @@ impl Core {
 /// pending: nothing" for its preallocated sigqueue). A poisoned queue fails the service.
 /// Tasks waiting on the queue are handed to `wake`, for the caller to wake with no lock held.
 pub(crate) fn enqueue(core: &Core, l: &mut LockedTimer<'_>, seq: u32, wake: impl FnMut(Waker)) {
+    if let Some(event) = mark_queued(l, seq) {
+        push_marked(core, l, event, wake);
+    }
+}
+
+/// Records the arming `seq` of a locked `Queue` timer's expiry and marks its event queued: the
+/// entry to push, or `None` when one is queued already (the receive reads the latest `seq`).
+#[inline]
+fn mark_queued(l: &mut LockedTimer<'_>, seq: u32) -> Option<EventRef> {
     l.state.sigqueue_seq = seq;
     if l.state.queued() {
-        return;
+        return None;
     }
     l.state.set_queued(true);
-    let pushed = sink_of(l).push(
-        EventRef {
-            timer: NonNull::from(l.timer),
-            id: l.id(),
-            generation: l.generation(),
-        },
-        wake,
-    );
-    match pushed {
+    Some(EventRef {
+        timer: NonNull::from(l.timer),
+        id: l.id(),
+        generation: l.generation(),
+    })
+}
+
+/// Pushes the entry [`mark_queued`] made onto the locked timer's queue at once.
+#[inline]
+fn push_marked(core: &Core, l: &mut LockedTimer<'_>, event: EventRef, wake: impl FnMut(Waker)) {
+    match sink_of(l).push(event, wake) {
         Ok(true) => {}
         // No room (only stale entries of deleted timers can take it: `notify.rs`, "Memory"):
         // the event is not queued, and the timer's next expiry tries again.
