@@ -24,14 +24,24 @@ extern "C" fn forked() {
 /// generation it is built in. `false` if the C library refused the registration (no
 /// memory): forks are then not seen.
 pub(crate) fn watch() -> bool {
-    if WATCHED.load(Relaxed) {
+    at_fork_child(&WATCHED, forked)
+}
+
+/// Registers `child` as a `pthread_atfork` child handler unless `registered` says it is
+/// (in this process or the parent it was forked from: the handlers are inherited), and then
+/// says so. Not through a `Once` (the module doc): two threads may both register, so `child`
+/// must be harmless twice. It runs in the child on its one thread before `fork` returns there,
+/// so it may touch only atomics and constant-initialized thread-locals (no allocation, no
+/// lock). `false` if the C library refused the registration (no memory).
+pub(crate) fn at_fork_child(registered: &AtomicBool, child: extern "C" fn()) -> bool {
+    if registered.load(Relaxed) {
         return true;
     }
-    // SAFETY: registers a child handler that only adds to an atomic.
-    if unsafe { libc::pthread_atfork(None, None, Some(forked)) } != 0 {
+    // SAFETY: registers a child handler; what it may do is the caller's contract (above).
+    if unsafe { libc::pthread_atfork(None, None, Some(child)) } != 0 {
         return false;
     }
-    WATCHED.store(true, Relaxed);
+    registered.store(true, Relaxed);
     true
 }
 

@@ -100,16 +100,11 @@ pub(crate) fn watch_forks() -> bool {
             }
             UNPINNED.store(OWN_UNPINNED.with(std::cell::Cell::get), Relaxed);
         }
-        if WATCHED.load(Relaxed) {
-            return true;
-        }
-        // SAFETY: registers a child handler that only stores to atomics and reads this
-        // thread's constant-initialized thread-locals (no allocation, no lock).
-        if unsafe { libc::pthread_atfork(None, None, Some(forked)) } != 0 {
-            return false;
-        }
-        WATCHED.store(true, Relaxed);
+        // `forked` only stores to atomics and reads this thread's constant-initialized
+        // thread-locals, as a child handler must; storing 0 twice is harmless.
+        super::fork::at_fork_child(&WATCHED, forked)
     }
+    #[cfg(loom)]
     true
 }
 

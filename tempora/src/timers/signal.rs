@@ -364,13 +364,10 @@ fn pid() -> i32 {
     if pid != 0 {
         return pid;
     }
-    if !FORGOTTEN_AT_FORK.load(Relaxed) {
-        // SAFETY: registers a child handler that only stores to an atomic.
-        if unsafe { libc::pthread_atfork(None, None, Some(forget)) } != 0 {
-            // Without the handler a cached value could outlive a fork: read it every time.
-            return std::process::id() as i32;
-        }
-        FORGOTTEN_AT_FORK.store(true, Relaxed);
+    // `forget` only stores to an atomic, as a child handler must.
+    if !crate::sync::fork::at_fork_child(&FORGOTTEN_AT_FORK, forget) {
+        // Without the handler a cached value could outlive a fork: read it every time.
+        return std::process::id() as i32;
     }
     let pid = std::process::id() as i32;
     PID.store(pid, Relaxed);
