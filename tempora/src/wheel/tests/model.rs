@@ -28,6 +28,9 @@ trait UnderTest: Sized {
     fn poll(&mut self, now: u64) -> Option<Expired<u64>>;
     fn next_expiry(&self) -> Option<u64>;
     fn next_fire(&self) -> Option<u64>;
+    /// The tick the storage keeps for an expiry (the intrusive storage folds the last ticks
+    /// before the clock's end into one).
+    fn kept(expiry: u64) -> u64;
 }
 
 impl UnderTest for Wheel<u64> {
@@ -64,6 +67,9 @@ impl UnderTest for Wheel<u64> {
     }
     fn next_fire(&self) -> Option<u64> {
         Wheel::next_fire(self)
+    }
+    fn kept(expiry: u64) -> u64 {
+        expiry
     }
 }
 
@@ -197,6 +203,9 @@ impl UnderTest for NodeWheel {
     }
     fn next_fire(&self) -> Option<u64> {
         self.core.next_fire(0)
+    }
+    fn kept(expiry: u64) -> u64 {
+        <Intrusive<TestLocate> as Links>::kept(expiry)
     }
 }
 
@@ -364,8 +373,11 @@ fn run_model<W: UnderTest>(ops: Vec<Op>, levels: usize, start: u64) -> Result<()
                 match model.get_mut(&key) {
                     Some(e) => {
                         prop_assert_eq!(w.reschedule(key, expiry), Ok(()));
-                        // A precise entry moved later, not ready, keeps its placement.
-                        let stays = e.precise && expiry >= e.expiry && e.expiry > now;
+                        // A precise entry moved later, not ready, keeps its placement; later
+                        // by the tick the storage keeps (two far-out expiries the intrusive
+                        // storage folds into one tick are no move).
+                        let stays =
+                            e.precise && W::kept(expiry) >= W::kept(e.expiry) && e.expiry > now;
                         e.expiry = expiry;
                         if !stays {
                             e.placed_at = now;
@@ -444,6 +456,34 @@ fn model_visit_fire(e: &ModelEntry, levels: usize) -> u64 {
         e.placed_at = visit - 1;
         e.placed_expiry = e.expiry;
     }
+}
+
+/// A precise entry parked far out, moved to another expiry the intrusive storage folds into
+/// the same tick (both at or past `MAX_TICK - 1`), stays parked: the model called the move
+/// earlier by the raw expiries and wanted it re-placed from the clock.
+#[test]
+fn a_far_out_precise_entry_moved_within_the_folded_ticks_stays_parked() {
+    let ops = vec![
+        Op::Insert {
+            delta: 1,
+            precise: false,
+            deferrable: false,
+        },
+        Op::Insert {
+            delta: 10_695_076_120_858_373_933,
+            precise: true,
+            deferrable: false,
+        },
+        Op::AdvanceBounded(13, 1),
+        Op::Reschedule(1, 4_611_686_018_427_089_855),
+        Op::Insert {
+            delta: 0,
+            precise: false,
+            deferrable: false,
+        },
+    ];
+    run_model::<Wheel<u64>>(ops.clone(), 1, 298_035).unwrap();
+    run_model::<NodeWheel>(ops, 1, 298_035).unwrap();
 }
 
 proptest! {
