@@ -168,3 +168,45 @@ fn loom_a_walk_never_reaches_a_freed_table() {
         walker.join().unwrap();
     });
 }
+
+/// The count of walks made without a mark (`pin.rs`'s `Unmarked`), as `walks_done` and
+/// `WalksOpen::wait` use it: a walker counts itself in the phase it reads, loads the current
+/// table, reads it; a second walk opens before the first closes and reads the table it
+/// loads. The free retires table 0, fences, and
+/// waits the counts out (flipping the phase) if any is open, then writes the table as a free
+/// would: loom reports a data race if a counted walk could still read it.
+#[test]
+fn loom_an_unmarked_walk_never_reaches_a_freed_table() {
+    loom::model(|| {
+        let shared = Arc::new((
+            pin::Unmarked::new(),
+            AtomicUsize::new(0),
+            [UnsafeCell::new(0u32), UnsafeCell::new(0u32)],
+        ));
+        let walker = {
+            let shared = shared.clone();
+            loom::thread::spawn(move || {
+                let (count, current, tables) = &*shared;
+                let first = count.enter();
+                let t = current.load(Ordering::Acquire);
+                let second = count.enter();
+                // SAFETY: loom checks that no free of table `t` overlaps this read.
+                let _ = tables[t].with(|p| unsafe { *p });
+                count.exit(first);
+                let t = current.load(Ordering::Acquire);
+                // SAFETY: as above, for the second walk's table.
+                let _ = tables[t].with(|p| unsafe { *p });
+                count.exit(second);
+            })
+        };
+        let (count, current, tables) = &*shared;
+        current.store(1, Ordering::Release);
+        barrier::heavy();
+        if count.any_open() {
+            count.wait_out();
+        }
+        // SAFETY: the free under test: loom reports it if a walk may still read table 0.
+        tables[0].with_mut(|p| unsafe { *p = 1 });
+        walker.join().unwrap();
+    });
+}

@@ -30,11 +30,12 @@
 //! walk closes with a release store, so its loads are done before a free that saw it closed.
 //! A signal handler's walk inside an open one only deepens the mark (a load and a store, which
 //! a handler between them leaves as it found it), and never touches the epoch. A thread
-//! without a mark (beyond `THREAD_SLOTS` live threads, or exiting) counts its walk in one
-//! process-wide counter instead, with a `SeqCst` fence; a free waits for that counter to be
-//! zero, so with more than `THREAD_SLOTS` threads walking back to back a retired table may
-//! stay unfreed for as long (memory held, never freed under a walk). A forked child closes
-//! the walks of the parent's other threads ([`watch_forks`]): they do not exist there.
+//! without a mark (beyond `THREAD_SLOTS` live threads, or exiting) counts its walk in one of
+//! two process-wide counters instead ([`Unmarked`]), with a `SeqCst` fence. A free that finds
+//! a count open flips which counter new walks take and waits for the old one to drain, twice:
+//! each wait sees only walks begun before its flip (and a few that read the phase just
+//! before it), so it ends however many threads keep walking. A forked child closes the walks
+//! of the parent's other threads ([`watch_forks`]): they do not exist there.
 //!
 //! What no walk may do: defer anything through its guard (the epoch's unprotected one, on
 //! which a deferred function runs at once), or pin: the calls a handler may make never pin.
@@ -71,12 +72,118 @@ fn epoch_pin() -> Guard {
 /// By-ID walks made without a mark of their own ([`pin_walk`]: a thread past the marked
 /// indices, or exiting) and not finished.
 #[cfg(not(loom))]
-static UNPINNED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static UNMARKED: Unmarked = Unmarked::new();
 
 #[cfg(not(loom))]
 thread_local! {
-    /// This thread's share of [`UNPINNED`] (what a forked child keeps of it, [`watch_forks`]).
-    static OWN_UNPINNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// This thread's share of each of [`UNMARKED`]'s counts (what a forked child keeps of
+    /// them, [`watch_forks`]).
+    static OWN_UNMARKED: [std::cell::Cell<usize>; 2] =
+        const { [std::cell::Cell::new(0), std::cell::Cell::new(0)] };
+}
+
+/// Walks open without a mark, counted in two phases: a walk counts itself in the counter of
+/// the phase it reads, and a free waits each counter out after flipping the phase away from
+/// it, so new walks never keep a wait going (module doc, "Walks").
+pub(crate) struct Unmarked {
+    count: [super::primitives::AtomicUsize; 2],
+    /// The counter new walks take (its low bit).
+    phase: super::primitives::AtomicUsize,
+    /// Held by the one free that flips and waits ([`Unmarked::wait_out`]): two frees flipping
+    /// at once could each keep the other's counter filling. A flag, not a mutex: a forked
+    /// child clears it ([`watch_forks`]), where the thread that held it does not exist.
+    flipping: super::primitives::AtomicBool,
+}
+
+impl Unmarked {
+    #[cfg(not(loom))]
+    const fn new() -> Self {
+        use super::primitives::{AtomicBool, AtomicUsize};
+        Unmarked {
+            count: [AtomicUsize::new(0), AtomicUsize::new(0)],
+            phase: AtomicUsize::new(0),
+            flipping: AtomicBool::new(false),
+        }
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn new() -> Self {
+        use super::primitives::{AtomicBool, AtomicUsize};
+        Unmarked {
+            count: [AtomicUsize::new(0), AtomicUsize::new(0)],
+            phase: AtomicUsize::new(0),
+            flipping: AtomicBool::new(false),
+        }
+    }
+
+    /// Opens a walk: counted in the current phase's counter, then a `SeqCst` fence (pairs
+    /// with the free's heavy fence: either the free sees the count, or this walk's loads of
+    /// the current table see the retirement). Returns the counter to give to
+    /// [`Unmarked::exit`].
+    #[inline]
+    pub(crate) fn enter(&self) -> usize {
+        use super::primitives::Ordering::{Relaxed, SeqCst};
+        // Relaxed: a phase read just before a flip only puts this walk in the counter being
+        // waited out, which waits for it, or in one the free has already seen empty, which is
+        // safe by the fence below.
+        let p = self.phase.load(Relaxed) & 1;
+        self.count[p].fetch_add(1, Relaxed);
+        super::primitives::fence(SeqCst);
+        p
+    }
+
+    /// Closes a walk [`Unmarked::enter`] counted in `p`.
+    #[inline]
+    pub(crate) fn exit(&self, p: usize) {
+        // Release: the walk's loads are done before the count drops.
+        self.count[p].fetch_sub(1, super::primitives::Ordering::Release);
+    }
+
+    /// Whether a walk is counted open (after the caller's heavy fence).
+    pub(crate) fn any_open(&self) -> bool {
+        use super::primitives::Ordering::Acquire;
+        // Acquire: a walk that ended is over before the caller frees (pairs with `exit`).
+        self.count[0].load(Acquire) != 0 || self.count[1].load(Acquire) != 0
+    }
+
+    /// Waits until every walk counted open before the call has closed: for each counter in
+    /// turn, the phase flipped away from it, then the counter waited down to zero. A walk
+    /// stays in the counter it entered, and each counter reaches zero after the call began,
+    /// so each walk open then has closed; new walks take the other counter, so each wait ends.
+    pub(crate) fn wait_out(&self) {
+        use super::primitives::Ordering::{AcqRel, Acquire, Relaxed, Release};
+        while self
+            .flipping
+            .compare_exchange(false, true, Acquire, Relaxed)
+            .is_err()
+        {
+            yield_now();
+        }
+        for _ in 0..2 {
+            // AcqRel: one flip after the other, in one order for every free.
+            let old = self.phase.fetch_xor(1, AcqRel) & 1;
+            while self.count[old].load(Acquire) != 0 {
+                yield_now();
+            }
+        }
+        self.flipping.store(false, Release);
+    }
+
+    /// In a forked child, where only the forking thread exists: its own counts, no flip held.
+    #[cfg(not(loom))]
+    fn keep_only(&self, own: [usize; 2]) {
+        use super::primitives::Ordering::Relaxed;
+        self.count[0].store(own[0], Relaxed);
+        self.count[1].store(own[1], Relaxed);
+        self.flipping.store(false, Relaxed);
+    }
+}
+
+fn yield_now() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
 }
 
 /// Registers (once per process; a child inherits it) the fork handler that closes, in the
@@ -98,7 +205,7 @@ pub(crate) fn watch_forks() -> bool {
                     m.0.store(0, Relaxed);
                 }
             }
-            UNPINNED.store(OWN_UNPINNED.with(std::cell::Cell::get), Relaxed);
+            UNMARKED.keep_only(OWN_UNMARKED.with(|c| [c[0].get(), c[1].get()]));
         }
         // `forked` only stores to atomics and reads this thread's constant-initialized
         // thread-locals, as a child handler must; storing 0 twice is harmless.
@@ -166,11 +273,19 @@ static MARKS: [crossbeam_utils::CachePadded<Mark>; super::thread::THREAD_SLOTS] 
     [const { crossbeam_utils::CachePadded::new(Mark(std::sync::atomic::AtomicU64::new(0))) };
         super::thread::THREAD_SLOTS];
 
+/// What a walk holds open: its thread's mark, or a count of [`Unmarked`].
+#[cfg(not(loom))]
+#[derive(Clone, Copy)]
+enum Held {
+    Mark(&'static Mark),
+    Count(usize),
+}
+
 /// A by-ID walk (see the module doc); ends when dropped.
 pub(crate) struct Walk {
     guard: std::mem::ManuallyDrop<Guard>,
     #[cfg(not(loom))]
-    mark: Option<&'static Mark>,
+    held: Held,
     #[cfg(loom)]
     pinned: Pinned,
 }
@@ -192,28 +307,27 @@ pub(crate) fn pin_walk() -> Walk {
     #[cfg(not(loom))]
     {
         let index = super::thread::thread_index();
-        let mark = MARKS.get(index).map(|m| &**m);
-        match mark {
+        let held = match MARKS.get(index) {
             Some(m) => {
                 m.open();
                 super::barrier::light();
+                Held::Mark(m)
             }
             None => {
-                use std::sync::atomic::{fence, Ordering};
-                OWN_UNPINNED.with(|c| c.set(c.get() + 1));
-                UNPINNED.fetch_add(1, Ordering::Relaxed);
-                // SeqCst: pairs with the fence in `walks_done`: either the free sees this
-                // walk, or this walk's loads of the current table see the retirement.
-                fence(Ordering::SeqCst);
+                let p = UNMARKED.enter();
+                // `try_with`: an exiting thread's locals may be gone; its walk is counted
+                // all the same, and a fork from a thread's exit is not a case to keep for.
+                let _ = OWN_UNMARKED.try_with(|c| c[p].set(c[p].get() + 1));
+                Held::Count(p)
             }
-        }
+        };
         Walk {
             // SAFETY: the unprotected guard is used only for loads along the current tables
             // and slots, which the mark keeps (module doc); nothing is deferred through it.
             guard: std::mem::ManuallyDrop::new(unsafe {
                 std::ptr::read(crossbeam_epoch::unprotected())
             }),
-            mark,
+            held,
         }
     }
     #[cfg(loom)]
@@ -233,12 +347,11 @@ impl Drop for Walk {
     #[inline]
     fn drop(&mut self) {
         #[cfg(not(loom))]
-        match self.mark {
-            Some(m) => m.close(),
-            None => {
-                // Release: the walk's loads are done before the count drops.
-                UNPINNED.fetch_sub(1, std::sync::atomic::Ordering::Release);
-                OWN_UNPINNED.with(|c| c.set(c.get() - 1));
+        match self.held {
+            Held::Mark(m) => m.close(),
+            Held::Count(p) => {
+                UNMARKED.exit(p);
+                let _ = OWN_UNMARKED.try_with(|c| c[p].set(c[p].get().saturating_sub(1)));
             }
         }
     }
@@ -254,8 +367,7 @@ pub(crate) fn walks_done() -> Result<(), WalksOpen> {
     {
         // Acquire (in `sample` too): a walk that ended is over before the caller frees (pairs
         // with the walk's Release close or decrement).
-        let open = MARKS.iter().any(|m| m.sample().is_some())
-            || UNPINNED.load(std::sync::atomic::Ordering::Acquire) != 0;
+        let open = MARKS.iter().any(|m| m.sample().is_some()) || UNMARKED.any_open();
         if open {
             return Err(WalksOpen(()));
         }
@@ -280,10 +392,7 @@ impl WalksOpen {
                     }
                 }
             }
-            // Acquire: as in `walks_done`.
-            while UNPINNED.load(std::sync::atomic::Ordering::Acquire) != 0 {
-                std::thread::yield_now();
-            }
+            UNMARKED.wait_out();
         }
     }
 }
@@ -412,9 +521,67 @@ mod tests {
     #[test]
     fn an_open_walk_is_found() {
         let walk = pin_walk();
-        assert!(walk.mark.is_some(), "a test thread has a marked index");
+        assert!(
+            matches!(walk.held, Held::Mark(_)),
+            "a test thread has a marked index"
+        );
         let open = walks_done().expect_err("this thread's walk is open");
         drop(walk);
         open.wait();
+    }
+
+    /// A free's wait for unmarked walks ends while walks keep overlapping without a pause (a
+    /// thread past the marked indices walking back to back, played by one thread that opens
+    /// each walk before closing the one before): the count is never zero, and a wait for
+    /// zero would never end.
+    #[test]
+    fn a_wait_for_unmarked_walks_ends_while_walks_keep_overlapping() {
+        use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+        let u = std::sync::Arc::new(Unmarked::new());
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let walker = {
+            let (u, stop) = (u.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut open = u.enter();
+                while !stop.load(Relaxed) {
+                    let next = u.enter();
+                    u.exit(open);
+                    open = next;
+                }
+                u.exit(open);
+            })
+        };
+        while !u.any_open() {
+            std::thread::yield_now();
+        }
+        u.wait_out();
+        stop.store(true, Relaxed);
+        walker.join().unwrap();
+        assert!(!u.any_open());
+    }
+
+    /// The wait does not end before a walk that was open when it began has closed.
+    #[test]
+    fn a_wait_for_unmarked_walks_outlasts_an_open_one() {
+        use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+        let u = std::sync::Arc::new(Unmarked::new());
+        let closed = std::sync::Arc::new(AtomicBool::new(false));
+        let p = u.enter();
+        let waiter = {
+            let (u, closed) = (u.clone(), closed.clone());
+            std::thread::spawn(move || {
+                u.wait_out();
+                closed.load(Relaxed)
+            })
+        };
+        for _ in 0..1000 {
+            std::thread::yield_now();
+        }
+        closed.store(true, Relaxed);
+        u.exit(p);
+        assert!(
+            waiter.join().unwrap(),
+            "the wait ended while the walk was open"
+        );
     }
 }
