@@ -376,6 +376,7 @@ impl TimeSpec {
     /// # Errors
     /// [`Error::InvalidTime`] (`EINVAL`) if `sec < 0` or `nsec` is outside
     /// `0 .. 1_000_000_000`: the kernel's `timespec64_valid` rule.
+    #[inline]
     pub fn to_nanos(self) -> Result<u64, Error> {
         if self.sec < 0 || !(0..NANOS_PER_SEC as i64).contains(&self.nsec) {
             return Err(Error::InvalidTime);
@@ -386,6 +387,7 @@ impl TimeSpec {
     }
 
     /// The timespec of `ns` nanoseconds.
+    #[inline]
     pub fn from_nanos(ns: u64) -> TimeSpec {
         TimeSpec {
             sec: (ns / NANOS_PER_SEC) as i64,
