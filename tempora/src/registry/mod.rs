@@ -21,8 +21,9 @@
 //!
 //! # Cost of the calls
 //!
-//! * lookup (getoverrun): an epoch pin, the hash, one bucket (its `near` shortcuts
-//!   usually name the timer), the timer's two lines; no lock, no store.
+//! * lookup (getoverrun): the thread's walk mark instead of an epoch pin (`sync::pin_walk`),
+//!   the hash (finished from the owner's seed, `table::owner_seed`), one bucket (its `near`
+//!   shortcuts usually name the timer), the timer's two lines; no lock, no shared store.
 //! * create: a pin, the thread's owner shard lock, one bucket lock; the chain is walked only
 //!   if IDs may repeat (below), and not by a restore into an empty owner, whose section holds
 //!   other creates off (`Owner::exclusive`).

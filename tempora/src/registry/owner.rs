@@ -114,6 +114,8 @@ impl WeakOwner {
 struct OwnerInner<S: Service> {
     /// Unique for the registry's life; never 0 (0 marks a free slot).
     key: u64,
+    /// The owner's part of its timers' hash (`table::owner_seed`).
+    seed: [u64; 2],
     shared: Arc<Shared<S>>,
     ids: Ids,
     dead: AtomicBool,
@@ -137,9 +139,11 @@ impl<S: Service> Owner<S> {
     /// A new owner of the registry `shared` (an empty ID namespace, restore mode off, next
     /// ID 0).
     pub(crate) fn new(shared: &Arc<Shared<S>>, service: S::Owner) -> Owner<S> {
+        let key = shared.next_owner.fetch_add(1, Ordering::Relaxed);
         Owner {
             inner: Arc::new(OwnerInner {
-                key: shared.next_owner.fetch_add(1, Ordering::Relaxed),
+                key,
+                seed: table::owner_seed(shared.salt, key),
                 shared: shared.clone(),
                 ids: Ids::new(shared.id_mask),
                 dead: AtomicBool::new(false),
@@ -634,7 +638,7 @@ impl<S: Service> OwnerInner<S> {
     /// The hash of this owner's timer `id`.
     #[inline]
     fn hash(&self, id: TimerId) -> u64 {
-        table::hash(self.shared.salt, self.key, id.0)
+        table::hash_seeded(self.seed, id.0)
     }
 
     /// The lookup every by-ID call shares: fails if the owner is deleted, then finds the
