@@ -348,6 +348,27 @@ fn dropping_a_sleep_takes_it_out_of_the_wheel() {
     assert_eq!(woken(&count), 0);
 }
 
+/// A sleep that completed and was reset has an entry again: its drop takes it out, and it
+/// wakes nobody later.
+#[test]
+fn dropping_a_completed_then_reset_sleep_takes_it_out_of_the_wheel() {
+    let (clock, timers) = manual();
+    let (count, waker) = counter();
+    let mut sleep = Box::pin(timers.sleep(MS));
+    assert!(poll_once(sleep.as_mut(), &waker).is_pending());
+    clock.advance(MS);
+    timers.poll();
+    assert!(poll_once(sleep.as_mut(), &waker).is_ready());
+    sleep.as_mut().reset_after(MS);
+    assert!(poll_once(sleep.as_mut(), &waker).is_pending());
+    assert!(timers.next_deadline().is_some());
+    drop(sleep);
+    assert_eq!(timers.next_deadline(), None);
+    clock.advance(MS);
+    assert_eq!(timers.poll(), 0);
+    assert_eq!(woken(&count), 1, "only the first completion woke the task");
+}
+
 #[test]
 fn a_new_waker_replaces_the_old_one() {
     let (clock, timers) = manual();

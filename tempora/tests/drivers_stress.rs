@@ -275,6 +275,9 @@ fn sleeps_reset_and_dropped_while_firing_are_never_early_nor_lost() {
                 let mut cx = Context::from_waker(Waker::noop());
                 let mut live: Vec<Pin<Box<Sleep>>> = Vec::new();
                 let (mut done, mut early, mut lost) = (0u64, 0u64, 0u64);
+                // How long after its deadline a sleep was seen still pending (reported: a
+                // loaded machine delays the driver by tens of ms; only liveness is checked).
+                let mut late = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     match next() % 8 {
                         0..=2 if live.len() < 512 => {
@@ -303,6 +306,9 @@ fn sleeps_reset_and_dropped_while_firing_are_never_early_nor_lost() {
                                 }
                                 // A sleep pending 5 s after its deadline is lost (a driver
                                 // stalled by a loaded machine is late by far less).
+                                if !ready {
+                                    late = late.max(t.saturating_sub(deadline));
+                                }
                                 if !ready && t > deadline + 5_000_000_000 {
                                     lost += 1;
                                 }
@@ -332,20 +338,25 @@ fn sleeps_reset_and_dropped_while_firing_are_never_early_nor_lost() {
                     });
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                (done, early, lost)
+                (done, early, lost, late)
             })
         })
         .collect();
     std::thread::sleep(Duration::from_secs_f64(secs));
     stop.store(true, Ordering::Relaxed);
-    let mut done = 0;
+    let (mut done, mut late) = (0, 0);
     for w in workers {
-        let (d, early, lost) = w.join().unwrap();
+        let (d, early, lost, l) = w.join().unwrap();
         assert_eq!(early, 0, "a sleep completed before its deadline");
         assert_eq!(lost, 0, "a sleep never completed");
         done += d;
+        late = late.max(l);
     }
     assert!(done > 0, "nothing completed");
+    eprintln!(
+        "{secs} s: {done} sleeps completed, one seen pending {} us after its deadline at most",
+        late / 1_000
+    );
     assert_eq!(
         timers.next_deadline(),
         None,

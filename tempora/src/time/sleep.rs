@@ -5,7 +5,7 @@ use crate::clock::ClockId;
 use crate::instant::Instant;
 use crate::timers::core::Core;
 use crate::timers::driver::Drivers;
-use crate::timers::sleep::{SleepCell, SleepState};
+use crate::timers::sleep::{Phase, SleepCell, SleepState};
 use crate::Timers;
 use std::fmt;
 use std::future::Future;
@@ -94,6 +94,10 @@ impl Sleep {
         forked_panic(core);
         // SAFETY: `Pin<&mut Self>`: the holder, alone.
         unsafe {
+            if this.cell.phase(None) == Phase::Done {
+                // Completed: placed again below, so an entry and a waker may exist again.
+                this.cell.phase(Some(Phase::Polled));
+            }
             this.cell.holder(|s| {
                 let later = deadline >= s.body.deadline;
                 s.body.deadline = deadline;
@@ -149,7 +153,16 @@ impl Future for Sleep {
         forked_panic(core);
         let waker = cx.waker();
         // SAFETY: `Pin<&mut Self>`: the holder, alone.
-        let first = unsafe { !this.cell.polled(true) };
+        let phase = unsafe { this.cell.phase(None) };
+        if phase == Phase::Done {
+            // Completed, not reset since: `fired` stands and nothing else touches the cell.
+            return Poll::Ready(());
+        }
+        let first = phase == Phase::New;
+        if first {
+            // SAFETY: as above.
+            unsafe { this.cell.phase(Some(Phase::Polled)) };
+        }
         // A first poll has no waker stored: clone it before taking the lock, which is then
         // taken once.
         let mut fresh = first.then(|| waker.clone());
@@ -175,7 +188,14 @@ impl Future for Sleep {
             drop(old.take());
             core.health.flush_halt();
             match r {
-                Some(true) => return Poll::Ready(()),
+                Some(true) => {
+                    // Fired: the delivery took the waker and cleared `armed`, and let go of
+                    // the cell when it released the lock this poll then took. The drop that
+                    // usually follows needs no lock.
+                    // SAFETY: `Pin<&mut Self>`: the holder, alone.
+                    unsafe { this.cell.phase(Some(Phase::Done)) };
+                    return Poll::Ready(());
+                }
                 Some(false) => return Poll::Pending,
                 None => fresh = Some(waker.clone()),
             }
@@ -191,9 +211,10 @@ impl Drop for Sleep {
             return;
         }
         // SAFETY: `&mut self`: the holder, alone.
-        if unsafe { !self.cell.polled(false) } {
+        if unsafe { self.cell.phase(None) } != Phase::Polled {
             // Never polled: no waker, no entry (a reset before the first poll only moved the
             // deadline). A timeout whose future was ready at once costs its sleep nothing.
+            // Completed and not reset since: no waker, no entry, no delivery in flight.
             return;
         }
         let core = self.core();
@@ -222,5 +243,119 @@ mod tests {
     fn a_sleep_is_48_bytes() {
         assert_eq!(std::mem::size_of::<SleepCell>(), 40);
         assert_eq!(std::mem::size_of::<Sleep>(), 48);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use std::mem::ManuallyDrop;
+    use std::task::Waker;
+
+    /// A sleep whose end (`end`) runs its drop in place and keeps its memory, so that a
+    /// delivery touching the cell afterwards is a causality violation (the cell's end is a
+    /// write under loom: `timers/sleep.rs`), not a use after free in the model.
+    type Held = Pin<Box<ManuallyDrop<Sleep>>>;
+
+    fn pinned(h: &mut Held) -> Pin<&mut Sleep> {
+        // SAFETY: the sleep is never moved out of its box (`end` drops it in place).
+        unsafe { h.as_mut().map_unchecked_mut(|m| &mut **m) }
+    }
+
+    fn ready(h: &mut Held) -> bool {
+        pinned(h)
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_ready()
+    }
+
+    fn end(h: &mut Held) {
+        // SAFETY: dropped once, in place, and not used again.
+        unsafe { ManuallyDrop::drop(h.as_mut().get_unchecked_mut()) }
+    }
+
+    /// A manual clock and one base polled by the model's threads (no driver).
+    fn service() -> (ManualClock, Timers) {
+        let clock = ManualClock::new();
+        let timers = Timers::builder()
+            .clock(clock.clone())
+            .bases(1)
+            .drivers(0)
+            .build()
+            .unwrap();
+        (clock, timers)
+    }
+
+    /// A registered sleep, due: its holder polls and drops it while a poll delivers it.
+    fn due(clock: &ManualClock, timers: &Timers) -> Held {
+        let mut s = Box::pin(ManuallyDrop::new(timers.sleep(Duration::from_millis(1))));
+        assert!(!ready(&mut s));
+        clock.advance(Duration::from_millis(1));
+        s
+    }
+
+    /// A due sleep's poll, a reset to later or none, and its drop race the poll that fires
+    /// it: whether the holder's poll sees it complete or not (a completed sleep's drop takes
+    /// no lock), its drop ends the cell only after the delivery let go of it, and no entry
+    /// is left.
+    #[test]
+    fn loom_a_sleep_dropped_as_it_fires() {
+        for reset in [false, true] {
+            loom::model(move || {
+                let (clock, timers) = service();
+                let mut s = due(&clock, &timers);
+                let t = timers.clone();
+                let poller = loom::thread::spawn(move || {
+                    t.poll();
+                });
+                let _ = ready(&mut s);
+                if reset {
+                    let later = timers.now() + Duration::from_millis(1);
+                    pinned(&mut s).reset(later);
+                }
+                end(&mut s);
+                poller.join().unwrap();
+                assert_eq!(
+                    timers.next_deadline(),
+                    None,
+                    "the dropped sleep left an entry"
+                );
+            });
+        }
+    }
+
+    /// A due sleep reset (to now, or later) while the poll that fires it runs: the sleep then
+    /// completes at its new deadline, not before and never not at all, and its drop ends the
+    /// cell only after every delivery let go of it.
+    #[test]
+    fn loom_a_sleep_reset_as_it_fires_completes_at_its_new_deadline() {
+        for later in [false, true] {
+            loom::model(move || {
+                let (clock, timers) = service();
+                let mut s = due(&clock, &timers);
+                let t = timers.clone();
+                let poller = loom::thread::spawn(move || {
+                    t.poll();
+                });
+                let _ = ready(&mut s);
+                let deadline = timers.now() + Duration::from_millis(u64::from(later));
+                pinned(&mut s).reset(deadline);
+                let _ = ready(&mut s);
+                poller.join().unwrap();
+                if later {
+                    timers.poll();
+                    assert!(!ready(&mut s), "completed before its new deadline");
+                    clock.advance(Duration::from_millis(1));
+                }
+                timers.poll();
+                assert!(ready(&mut s), "a due sleep did not complete: lost");
+                end(&mut s);
+                assert_eq!(
+                    timers.next_deadline(),
+                    None,
+                    "the dropped sleep left an entry"
+                );
+            });
+        }
     }
 }

@@ -26,8 +26,16 @@
 //! of its wheel under the base lock; if it is no longer there, a poll of that base popped it
 //! and holds the base's delivery lock until it has delivered it, so the drop clears `armed`
 //! (the delivery then finds the entry not current and lets go of it) and waits for that
-//! delivery lock before returning. A delivery's last access to the cell is the release of the cell lock, and
-//! nothing else holds a cell's address.
+//! delivery lock before returning. A delivery's last access to the cell is the release of the
+//! cell lock, and nothing else holds a cell's address.
+//!
+//! A completed sleep needs none of that. The delivery that set `fired` consumed the cell's one
+//! entry and took its waker, and no entry is made while `fired` stands: a poll of a fired
+//! sleep returns before placing one, and only a reset clears it. So once the holder's poll has
+//! seen `fired` under the lock (taken after that delivery released it), no delivery touches
+//! the cell again until a reset: the holder records it in its own [`Phase`], and its later
+//! polls and its drop take no lock. The loom models in `time/sleep.rs` race both drops, and
+//! a reset, against the poll that fires the sleep.
 //!
 //! # Poisoning
 //!
@@ -46,10 +54,24 @@ use std::task::Waker;
 pub(crate) struct SleepCell {
     lock: RankedLock<{ rank::TIMER }>,
     head: UnsafeCell<SleepHead>,
-    /// The holder polled the sleep since it was made: only then can it have a waker or an
-    /// entry. The holder's alone, no lock (see [`SleepCell::polled`]).
-    polled: UnsafeCell<bool>,
+    /// How far the holder's polls got ([`Phase`]). The holder's alone, no lock (see
+    /// [`SleepCell::phase`]).
+    phase: UnsafeCell<Phase>,
     body: UnsafeCell<SleepBody>,
+}
+
+/// What the holder knows of its sleep without the lock: whether a waker or an entry can
+/// exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Never polled: no waker, no entry.
+    New,
+    /// Polled: a waker and an entry may exist.
+    Polled,
+    /// A poll returned `Ready` and nothing placed it again since: no waker, no entry, and no
+    /// delivery touches the cell (the one that fired it let go of the lock before that poll
+    /// took it).
+    Done,
 }
 
 /// Where a sleep's entry is, and whether it fired (under the cell's lock).
@@ -88,6 +110,17 @@ unsafe impl Sync for SleepCell {}
 // SAFETY: as above.
 unsafe impl Send for SleepCell {}
 
+/// Under loom, a cell's end is a write of its state: a delivery that touches the cell beside
+/// or after its end, not ordered before it, is a causality violation in the models
+/// (`time/sleep.rs`), where the end does not free the memory.
+#[cfg(loom)]
+impl Drop for SleepCell {
+    fn drop(&mut self) {
+        self.head.with_mut(|_| ());
+        self.body.with_mut(|_| ());
+    }
+}
+
 impl SleepCell {
     /// A cell for a sleep until `deadline`, in no wheel.
     pub(crate) fn new(deadline: u64) -> SleepCell {
@@ -98,7 +131,7 @@ impl SleepCell {
                 armed: false,
                 fired: false,
             }),
-            polled: UnsafeCell::new(false),
+            phase: UnsafeCell::new(Phase::New),
             body: UnsafeCell::new(SleepBody {
                 deadline,
                 key: 0,
@@ -107,17 +140,19 @@ impl SleepCell {
         }
     }
 
-    /// Whether the holder has polled the sleep; `set` marks it polled.
+    /// The holder's [`Phase`]; `set` replaces it (`None`: unchanged). Returns the phase before.
     ///
     /// # Safety
     /// Only the future's holder calls it, one call at a time (it has `Pin<&mut Sleep>`); no
-    /// delivery touches the flag.
+    /// delivery touches the phase.
     #[inline]
-    pub(crate) unsafe fn polled(&self, set: bool) -> bool {
-        // SAFETY: the caller's promise: the holder is the flag's one accessor.
-        self.polled.with_mut(|p| unsafe {
+    pub(crate) unsafe fn phase(&self, set: Option<Phase>) -> Phase {
+        // SAFETY: the caller's promise: the holder is the phase's one accessor.
+        self.phase.with_mut(|p| unsafe {
             let was = *p;
-            *p |= set;
+            if let Some(set) = set {
+                *p = set;
+            }
             was
         })
     }
