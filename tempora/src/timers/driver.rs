@@ -21,15 +21,17 @@
 //! its next deadline, as if already asleep, and while it runs them a **spare** stands by
 //! (`Standby`, at most [`Builder::spare_drivers`](super::Builder::spare_drivers) per
 //! driver, started on first need): the driver arms a timerfd, and a spare blocked reading
-//! it takes the driver's place when it fires. It fires `STANDBY_LAG_NS` (0.5 ms) after that
-//! deadline, that is when another timer has been due that long while the callbacks still
-//! run; `CALL_GRACE_NS` (0.5 ms) after a call started while other calls of the batch wait
+//! it takes the driver's place when it fires. It fires a lag after that deadline (1 ms,
+//! `STANDBY_LAG_NS`, up to 16 ms on a machine that wakes the driver later than that), that
+//! is when another timer has been due that long while the callbacks still run;
+//! `CALL_GRACE_NS` (0.5 ms) after a call started while other calls of the batch wait
 //! behind it; and at the expiry of any arm earlier than the deadline (the arm rings the
 //! driver as usual, and the ring also moves the timerfd: `Standby::kick`). The timerfd
 //! stays armed after the callbacks, at the deadline plus the lag: the driver wakes at the
 //! deadline, before it fires, and moves it once for its next callbacks (`standby::FdPlan`);
 //! when it fires anyway (a driver that woke later than the lag), the spare finds nobody in
-//! callbacks and waits again. The spare then leads (polls, sleeps, runs callbacks with a
+//! callbacks, waits again, and the lag grows (`standby::Lag`). A spare that takes over
+//! leads (polls, sleeps, runs callbacks with a
 //! spare of its own standing by); the driver, when its callback returns, finds it was
 //! replaced, runs what is left in the list below, and follows. Callbacks the driver
 //! collected and had not started are in a shared list that the new leader runs too. A
@@ -296,9 +298,16 @@ const CALL_GRACE_NS: u64 = 500_000;
 /// block"). The fd stays there between wake-ups, so that a wake-up moves it once (to the
 /// next deadline plus this) rather than arming it and disarming it: the lag must exceed how
 /// late the leader's own wake-up usually is (the fd firing while the leader polls wakes a
-/// spare for nothing), and it adds to how long a blocking callback delays the timers due
-/// after it.
-const STANDBY_LAG_NS: u64 = CALL_GRACE_NS;
+/// spare for nothing, a wake-up of its own), and it adds to how long a blocking callback
+/// delays the timers due after it. The least lag: each firing for nothing doubles it, up to
+/// `STANDBY_LAG_CAP_NS`, and quiet wake-ups bring it back (`standby::Lag`), as a loaded
+/// machine wakes a driver late often enough that a fixed lag costs more in those firings
+/// than the arm it saves (BENCHMARKS.md, "Design measurements").
+const STANDBY_LAG_NS: u64 = 2 * CALL_GRACE_NS;
+
+#[cfg(not(loom))]
+/// The most `STANDBY_LAG_NS` grows to.
+const STANDBY_LAG_CAP_NS: u64 = 16_000_000;
 
 #[cfg(not(loom))]
 /// The leader runs `calls` (and any left by a leader before it) with a follower standing
@@ -323,7 +332,7 @@ fn lead_calls(
     deadline: u64,
 ) -> bool {
     use std::sync::atomic::Ordering::Relaxed;
-    let rest = deadline.saturating_add(STANDBY_LAG_NS);
+    let rest = deadline.saturating_add(s.lag.next(STANDBY_LAG_NS, STANDBY_LAG_CAP_NS));
     if calls.is_empty() && s.pending().is_empty() {
         s.idle(rest);
         return true;
@@ -380,6 +389,7 @@ fn follow_standby(s: &Standby, core: &Arc<Core>) -> bool {
             return true;
         }
         // The leader finished first (a stale expiry): wait again.
+        s.lag.stale();
     }
 }
 

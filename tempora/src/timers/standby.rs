@@ -243,6 +243,57 @@ pub(crate) trait Steps {
     }
 }
 
+/// How far past the leader's next deadline its standby's fd rests (`FdPlan`), fitted to how
+/// late the leader wakes: the fd firing while nobody runs callbacks (the leader woke later
+/// than the lag) wakes a spare for nothing, so each such firing doubles the lag, up to a
+/// cap; `QUIET_WAKE_UPS` wake-ups without one halve it, down to its least.
+///
+/// Only the leader of the moment calls `next` (at the start of a wake-up's callbacks; a
+/// replaced leader never again), spares `stale`. Relaxed throughout: the lag is a tuning,
+/// and a stale count read late only changes it a wake-up later.
+#[cfg(not(loom))]
+#[derive(Default)]
+pub(crate) struct Lag {
+    /// The lag of the last wake-up (ns; 0: not set yet).
+    lag: AtomicU64,
+    /// Firings a spare found nobody in callbacks for (`stale`).
+    stale: AtomicU64,
+    /// `stale` as the leader last read it.
+    seen: AtomicU64,
+    /// Wake-ups since the lag last changed or a stale firing.
+    quiet: AtomicU64,
+}
+
+/// Wake-ups without a stale firing that halve a raised lag.
+#[cfg(not(loom))]
+const QUIET_WAKE_UPS: u64 = 256;
+
+#[cfg(not(loom))]
+impl Lag {
+    /// A spare's fd fired and nobody ran callbacks.
+    pub(crate) fn stale(&self) {
+        self.stale.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The lag for this wake-up, between `least` and `cap` (ns).
+    pub(crate) fn next(&self, least: u64, cap: u64) -> u64 {
+        let mut lag = self.lag.load(Ordering::Relaxed).clamp(least, cap);
+        let stale = self.stale.load(Ordering::Relaxed);
+        let mut quiet = self.quiet.load(Ordering::Relaxed) + 1;
+        if stale != self.seen.load(Ordering::Relaxed) {
+            self.seen.store(stale, Ordering::Relaxed);
+            lag = lag.saturating_mul(2).min(cap);
+            quiet = 0;
+        } else if quiet >= QUIET_WAKE_UPS {
+            lag = (lag / 2).max(least);
+            quiet = 0;
+        }
+        self.quiet.store(quiet, Ordering::Relaxed);
+        self.lag.store(lag, Ordering::Relaxed);
+        lag
+    }
+}
+
 /// The threads of a driver's standby other than its leader, and the calls none has run yet
 /// (`C`: a `Call`; the loom models use numbers). Who runs a call, and when a thread follows,
 /// is decided here under the list's lock, written once for the driver and its loom model
@@ -339,6 +390,8 @@ pub(crate) struct Standby {
     /// Times a leader with no follower to stand by left its callbacks in the list for the
     /// threads in callbacks to run as they return (`driver.rs`, "Callbacks that block").
     pub(crate) deferred: std::sync::atomic::AtomicU64,
+    /// How far past the leader's next deadline `fd` rests.
+    pub(super) lag: Lag,
     /// A blocking timerfd on `CLOCK_MONOTONIC`, armed while the leader runs callbacks and
     /// left at the leader's next deadline plus the lag after (`FdPlan`); a follower blocked
     /// reading it takes over when it fires while the leader still runs callbacks.
@@ -372,6 +425,7 @@ impl Standby {
             state: Default::default(),
             crew: Crew::default(),
             deferred: Default::default(),
+            lag: Lag::default(),
             fd: fd::timerfd(libc::CLOCK_MONOTONIC, false)?,
             plan: Default::default(),
         })
@@ -459,6 +513,27 @@ mod plan_tests {
             let now = 600_000 + i * 100;
             assert_eq!(c.wake_up(now, now + 100, 1), 1, "close wake-up {i}");
         }
+    }
+
+    /// A stale firing doubles the lag at the next wake-up, up to the cap; quiet wake-ups
+    /// bring it back down to its least.
+    #[test]
+    fn the_standby_lag_grows_with_stale_firings_and_shrinks_without() {
+        let lag = Lag::default();
+        assert_eq!(lag.next(1_000, 16_000), 1_000);
+        lag.stale();
+        assert_eq!(lag.next(1_000, 16_000), 2_000);
+        assert_eq!(lag.next(1_000, 16_000), 2_000);
+        for _ in 0..10 {
+            lag.stale();
+            lag.next(1_000, 16_000);
+        }
+        assert_eq!(lag.next(1_000, 16_000), 16_000);
+        let mut at = 16_000;
+        for _ in 0..5 * QUIET_WAKE_UPS {
+            at = lag.next(1_000, 16_000);
+        }
+        assert_eq!(at, 1_000);
     }
 
     /// Wake-ups with and without callbacks in turn, and batches: at most one move per
