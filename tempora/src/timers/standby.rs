@@ -248,8 +248,8 @@ pub(crate) trait Steps {
 /// than the lag) wakes a spare for nothing, so each such firing doubles the lag, up to a
 /// cap; `QUIET_WAKE_UPS` wake-ups without one halve it, down to its least.
 ///
-/// Only the leader of the moment calls `next` (at the start of a wake-up's callbacks; a
-/// replaced leader never again), spares `stale`. Relaxed throughout: the lag is a tuning,
+/// Only the leader of the moment calls `next` (once per wake-up, before its callbacks if
+/// any; a replaced leader never again), spares `stale`. Relaxed throughout: the lag is a tuning,
 /// and a stale count read late only changes it a wake-up later.
 #[cfg(not(loom))]
 #[derive(Default)]
