@@ -118,8 +118,9 @@ impl Builder {
     }
 
     /// The most spare threads per driver (default 64; 0: none), started on demand: while a
-    /// driver runs callbacks, a spare stands by to take its place at the next expiry (or an
-    /// arm earlier than it), and a thread inside a callback polls nothing meanwhile. So a
+    /// driver runs callbacks, a spare stands by to take its place if they still run a lag
+    /// after the next expiry (1 ms, more on a machine that wakes the driver late) or at an
+    /// arm earlier than it, and a thread inside a callback polls nothing meanwhile. So a
     /// callback that blocks delays no queue, none or signal timer, whatever the number
     /// blocked; with `n` of one driver's callbacks blocked at once (its `n + 1` threads, one
     /// polling), other callbacks wait for the first of them to return (never the timers of
