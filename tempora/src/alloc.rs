@@ -58,7 +58,10 @@ pub(crate) fn probe_arc<T>() -> Result<(), Error> {
         .map_err(|_| Error::OutOfMemory)?;
     let layout = layout.pad_to_align();
     // SAFETY: the layout is not zero-sized (it holds two counts).
-    let p = unsafe { std::alloc::alloc(layout) };
+    // `black_box`: an allocation freed unused may be elided by the optimizer, and the probe
+    // would then ask the allocator nothing (an optimized build aborted in `Arc::new` where
+    // this had said yes).
+    let p = std::hint::black_box(unsafe { std::alloc::alloc(layout) });
     if p.is_null() {
         return Err(Error::OutOfMemory);
     }
