@@ -210,3 +210,55 @@ fn loom_an_unmarked_walk_never_reaches_a_freed_table() {
         walker.join().unwrap();
     });
 }
+
+/// Why a free flips twice (`pin.rs`'s `Unmarked::wait_out`): a walk reads phase 0, free A
+/// flips and finds counter 0 empty, and only then does the walk count itself in counter 0
+/// and load the table A made current. Free B must wait that walk out though B's first flip
+/// leaves counter 0 to new walks: its second flip waits for counter 0 too. With one flip
+/// per free, loom reports B's free overlapping the walk's read. (A helper thread's walk makes
+/// A find a count open, so that A flips.)
+#[test]
+fn loom_a_stale_phase_walk_is_waited_by_the_next_free() {
+    loom::model(|| {
+        let shared = Arc::new((
+            pin::Unmarked::new(),
+            AtomicUsize::new(0),
+            [
+                UnsafeCell::new(0u32),
+                UnsafeCell::new(0u32),
+                UnsafeCell::new(0u32),
+            ],
+        ));
+        let helper = {
+            let shared = shared.clone();
+            loom::thread::spawn(move || {
+                let p = shared.0.enter();
+                shared.0.exit(p);
+            })
+        };
+        let walker = {
+            let shared = shared.clone();
+            loom::thread::spawn(move || {
+                let (count, current, tables) = &*shared;
+                let p = count.enter();
+                let t = current.load(Ordering::Acquire);
+                // SAFETY: loom checks that no free of table `t` overlaps this read.
+                let _ = tables[t].with(|p| unsafe { *p });
+                count.exit(p);
+            })
+        };
+        let (count, current, tables) = &*shared;
+        // Free A retires table 0, free B table 1.
+        for t in 0..2 {
+            current.store(t + 1, Ordering::Release);
+            barrier::heavy();
+            if count.any_open() {
+                count.wait_out();
+            }
+            // SAFETY: the free under test: loom reports it if a walk may still read table t.
+            tables[t].with_mut(|p| unsafe { *p = 1 });
+        }
+        helper.join().unwrap();
+        walker.join().unwrap();
+    });
+}

@@ -554,9 +554,27 @@ mod tests {
         while !u.any_open() {
             std::thread::yield_now();
         }
-        u.wait_out();
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let waiter = {
+            let (u, done) = (u.clone(), done.clone());
+            std::thread::spawn(move || {
+                u.wait_out();
+                done.store(true, Relaxed);
+            })
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !done.load(Relaxed) && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        let ended_while_walking = done.load(Relaxed);
+        // Stopping the walks lets a wait for a zero count end too, so the test ends either way.
         stop.store(true, Relaxed);
         walker.join().unwrap();
+        waiter.join().unwrap();
+        assert!(
+            ended_while_walking,
+            "the wait did not end within 10 s while walks went on"
+        );
         assert!(!u.any_open());
     }
 
