@@ -23,7 +23,8 @@
 //!
 //! * lookup (getoverrun): the thread's walk mark instead of an epoch pin (`sync::pin_walk`),
 //!   the hash (finished from the owner's seed, `table::owner_seed`), one bucket (its `near`
-//!   shortcuts usually name the timer), the timer's two lines; no lock, no shared store.
+//!   shortcuts usually name the timer), the timer's two lines; no lock, no shared store
+//!   (but for a thread without a walk mark, which counts its walk in a shared counter).
 //! * create: a pin, the thread's owner shard lock, one bucket lock; the chain is walked only
 //!   if IDs may repeat (below), and not by a restore into an empty owner, whose section holds
 //!   other creates off (`Owner::exclusive`).

@@ -5,8 +5,8 @@
 //! expiry among them, and when it wakes it polls **all** bases, so a base whose timers fall due
 //! at the same instant as another's needs no wake-up of its own (the kernel's timer-wheel
 //! rework took the same approach for idle CPUs: a busy CPU handles the expired timers of idle
-//! ones rather than waking each). With one driver (the default) OS wake-ups follow distinct expiry instants, not
-//! bases × instants.
+//! ones rather than waking each). With one driver (the default) OS wake-ups follow distinct
+//! expiry instants, not bases × instants.
 //!
 //! Arming a timer earlier than a driver's current sleep wakes it; arming a later one does not.
 //! How that race is closed is in `base.rs` ("Waking a sleeping driver") and at [`Doorbell`].
@@ -255,7 +255,8 @@ fn lead(core: &Arc<Core>, k: usize, n: usize) -> bool {
 }
 
 /// Runs the callbacks a driver's poll collected, with a spare standing by (when the service
-/// has spares) to take over at `deadline` or at an earlier arm's ring. `false` if one did.
+/// has spares) to take over a lag after `deadline` or at an earlier arm's ring. `false` if
+/// one did.
 fn run_calls(core: &Arc<Core>, k: usize, calls: &mut Vec<Call>, token: u64, deadline: u64) -> bool {
     #[cfg(not(loom))]
     if let Some(s) = core.wake.standby.get(k) {
@@ -311,10 +312,10 @@ const STANDBY_LAG_CAP_NS: u64 = 16_000_000;
 
 #[cfg(not(loom))]
 /// The leader runs `calls` (and any left by a leader before it) with a follower standing
-/// by, armed to take over `STANDBY_LAG_NS` after `deadline` (monotonic ns; `NO_EXPIRY`:
-/// only if rung), or `CALL_GRACE_NS` after a call starts while others wait behind it.
-/// `false` if one took over (the caller follows from now on). The fd stays armed after
-/// the calls, `STANDBY_LAG_NS` after `deadline` (`standby::FdPlan`).
+/// by, armed to take over the lag (`standby::Lag`) after `deadline` (monotonic ns;
+/// `NO_EXPIRY`: only if rung), or `CALL_GRACE_NS` after a call starts while others wait
+/// behind it. `false` if one took over (the caller follows from now on). The fd stays armed
+/// after the calls, the lag after the next deadline (`standby::FdPlan`).
 ///
 /// With no follower to stand by (every spare runs a callback and no more may start, or the
 /// OS refused a thread), the leader runs no callback: it leaves them in the shared list for

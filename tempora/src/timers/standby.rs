@@ -760,9 +760,9 @@ mod tests {
     /// session, due to end by 100, starts and races an arm due at 10 that rings it. The
     /// session's first `cover` moves the fd later, from the old rest to 100, but never past
     /// the kick: while the leader is in callbacks the fd fires by 10. Once it is out (its
-    /// sleep answers the ring), the fd rests at its next deadline plus the lag (150). (A first `cover` that moved the fd to what the session wants
-    /// without the kick's floor made the timer due at 10 wait for the callbacks; removing
-    /// the floor from that move fails this model.)
+    /// sleep answers the ring), the fd rests at its next deadline plus the lag (150).
+    /// Removing the kick's floor from that first move fails this model: the timer due at 10
+    /// would wait for the callbacks.
     #[test]
     fn loom_fd_a_rest_moved_later_never_undoes_a_kick() {
         loom::model(|| {
