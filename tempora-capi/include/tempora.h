@@ -246,9 +246,8 @@ typedef struct tempora_config {
     /*
      The most spare threads per driver, started on demand, that stand by to take its
      place while it runs `SIGEV_THREAD` functions: -1 for the default (64); 0 for none.
-     A function that blocks delays `TEMPORA_SIGEV_QUEUE`, `TEMPORA_SIGEV_NONE` and signal
-     timers by a lag at most (1 ms, up to 16 ms while the driver wakes later than that),
-     however many block (a thread inside a function never polls); with
+     A function that blocks delays no `TEMPORA_SIGEV_QUEUE`, `TEMPORA_SIGEV_NONE` or
+     signal timer, however many block (a thread inside a function never polls); with
      `spare_drivers` functions of one driver blocked at once, other functions wait for the
      first of them to return.
      With 0, the driver runs the functions itself, and one that blocks stops every timer.

@@ -118,11 +118,10 @@ impl Builder {
     }
 
     /// The most spare threads per driver (default 64; 0: none), started on demand: while a
-    /// driver runs callbacks, a spare stands by to take its place if they still run a lag
-    /// after the next expiry (1 ms, doubled up to 16 ms while the driver wakes later than
-    /// that, as on an overloaded machine) or at an arm earlier than it, and a thread inside a callback polls nothing meanwhile. So a
-    /// callback that blocks delays the queue, none and signal timers by that lag at most,
-    /// whatever the number blocked; with `n` of one driver's callbacks blocked at once (its `n + 1` threads, one
+    /// driver runs callbacks, a spare stands by to take its place at the next expiry (or an
+    /// arm earlier than it), and a thread inside a callback polls nothing meanwhile. So a
+    /// callback that blocks delays no queue, none or signal timer, whatever the number
+    /// blocked; with `n` of one driver's callbacks blocked at once (its `n + 1` threads, one
     /// polling), other callbacks wait for the first of them to return (never the timers of
     /// other kinds). Spares wait on a timerfd, costing no wake-ups, and stay until the
     /// service drops. 0: the driver runs callbacks itself with nobody standing by, and one

@@ -21,17 +21,11 @@
 //! its next deadline, as if already asleep, and while it runs them a **spare** stands by
 //! (`Standby`, at most [`Builder::spare_drivers`](super::Builder::spare_drivers) per
 //! driver, started on first need): the driver arms a timerfd, and a spare blocked reading
-//! it takes the driver's place when it fires. It fires a lag after that deadline (1 ms,
-//! `STANDBY_LAG_NS`, up to 16 ms on a machine that wakes the driver later than that), that
-//! is when another timer has been due that long while the callbacks still run;
-//! `CALL_GRACE_NS` (0.5 ms) after a call started while other calls of the batch wait
-//! behind it; and at the expiry of any arm earlier than the deadline (the arm rings the
-//! driver as usual, and the ring also moves the timerfd: `Standby::kick`). The timerfd
-//! stays armed after the callbacks, at the deadline plus the lag: the driver wakes at the
-//! deadline, before it fires, and moves it once for its next callbacks (`standby::FdPlan`);
-//! when it fires anyway (a driver that woke later than the lag), the spare finds nobody in
-//! callbacks, waits again, and the lag grows (`standby::Lag`). A spare that takes over
-//! leads (polls, sleeps, runs callbacks with a
+//! it takes the driver's place when it fires. It fires at that deadline, that is when
+//! another timer falls due while the callbacks still run; `CALL_GRACE_NS` (0.5 ms) after a
+//! call started while other calls of the batch wait behind it; and at the expiry of any arm
+//! earlier than the deadline (the arm rings the driver as usual, and the ring also moves
+//! the timerfd: `Standby::kick`). The spare then leads (polls, sleeps, runs callbacks with a
 //! spare of its own standing by); the driver, when its callback returns, finds it was
 //! replaced, runs what is left in the list below, and follows. Callbacks the driver
 //! collected and had not started are in a shared list that the new leader runs too. A
@@ -45,8 +39,7 @@
 //! refused a thread), the leader runs none: it leaves them in the shared list and goes on
 //! polling and sleeping as if it had no callbacks, so queue, none and signal timers (fired
 //! inside the poll) never wait for a callback. Wake-ups of async tasks (a queue event's
-//! receiver, a sleep) never reach the list: the poll runs them itself, as a waker must not
-//! block (`Core::poll_collect`).
+//! receiver, a sleep) are not left: the leader runs them itself, as a waker must not block.
 //! A thread returning from a callback runs the list before it follows again (it checks the
 //! list, and the leader checks for a follower, under the list's lock, so no call is left
 //! behind with every thread idle: `standby::Crew`, loom-checked there).
@@ -54,8 +47,7 @@
 //! The bounds, per driver, while callbacks block:
 //!
 //! - A queue, none or signal timer, a sleep, and an arm's ring: delayed by no callback, however
-//!   many block, beyond the lag and the thread wake-up of a hand-over (an arm's ring: the
-//!   wake-up only; the tests
+//!   many block, beyond the thread wake-up of a hand-over (the tests
 //!   `a_blocked_callback_delays_no_other_timer_beyond_the_bound`,
 //!   `ten_blocked_callbacks_stop_no_other_timer` and
 //!   `past_the_spare_cap_blocked_callbacks_delay_only_callbacks` hold a bound well under the
@@ -89,12 +81,10 @@
 //! `SIGEV_THREAD` functions block at once (the glibc habit: one thread each) still has every
 //! callback on time, low enough that a bug making every callback block cannot exhaust the
 //! process's threads through tempora; idle spares cost a parked thread each (its stack
-//! mapped, a few pages touched), no CPU. Costs on the fire path: one `timerfd_settime` per
-//! wake-up that runs callbacks (the timerfd moved from the last deadline's lag to the next
-//! one's; one more per half grace a batch runs with calls queued, and one to disarm it on
-//! the first wake-up that runs none), none on the wake-ups that run none (queue timers),
-//! and no wake-up of anyone unless a callback outlives the deadline and the lag, an earlier
-//! arm's expiry, or the grace, or the driver itself wakes later than the lag.
+//! mapped, a few pages touched), no CPU. Costs on the fire path: two `timerfd_settime`
+//! calls per wake-up that runs callbacks (and one more per half grace a batch runs with
+//! calls queued), none when it runs none (queue timers), and no wake-up of anyone unless a
+//! callback outlives the deadline, an earlier arm's expiry, or the grace.
 //!
 //! The hand-over is decided by one word (`standby::Handover`: a generation and an
 //! "in callbacks" bit): the leader sets the bit before its callbacks and clears it after with
@@ -106,8 +96,8 @@
 //! so one of them sees the other and the timerfd is moved by one of them (loom:
 //! `standby.rs`). Where the timerfd fires is kept with it under one lock
 //! (`standby::FdPlan`): only the current leader moves it (a leader replaced meanwhile
-//! would otherwise move the fd its successor armed), and never past a ring's kick while it
-//! runs callbacks (a re-arm discards a firing nobody has read yet). The standby's state lives in
+//! would otherwise disarm the fd its successor armed), and never past a ring's kick (a
+//! re-arm discards a firing nobody has read yet). The standby's state lives in
 //! `standby.rs`; this module runs the protocol.
 
 use super::core::Core;
@@ -255,8 +245,7 @@ fn lead(core: &Arc<Core>, k: usize, n: usize) -> bool {
 }
 
 /// Runs the callbacks a driver's poll collected, with a spare standing by (when the service
-/// has spares) to take over a lag after `deadline` or at an earlier arm's ring. `false` if
-/// one did.
+/// has spares) to take over at `deadline` or at an earlier arm's ring. `false` if one did.
 fn run_calls(core: &Arc<Core>, k: usize, calls: &mut Vec<Call>, token: u64, deadline: u64) -> bool {
     #[cfg(not(loom))]
     if let Some(s) = core.wake.standby.get(k) {
@@ -295,27 +284,10 @@ fn set_timer_slack() {
 const CALL_GRACE_NS: u64 = 500_000;
 
 #[cfg(not(loom))]
-/// How long past the leader's next deadline the standby's fd fires ("Callbacks that
-/// block"). The fd stays there between wake-ups, so that a wake-up moves it once (to the
-/// next deadline plus this) rather than arming it and disarming it: the lag must exceed how
-/// late the leader's own wake-up usually is (the fd firing while the leader polls wakes a
-/// spare for nothing, a wake-up of its own), and it adds to how long a blocking callback
-/// delays the timers due after it. The least lag: each firing for nothing doubles it, up to
-/// `STANDBY_LAG_CAP_NS`, and quiet wake-ups bring it back (`standby::Lag`), as a loaded
-/// machine wakes a driver late often enough that a fixed lag costs more in those firings
-/// than the arm it saves (BENCHMARKS.md, "Design measurements").
-const STANDBY_LAG_NS: u64 = 2 * CALL_GRACE_NS;
-
-#[cfg(not(loom))]
-/// The most `STANDBY_LAG_NS` grows to.
-const STANDBY_LAG_CAP_NS: u64 = 16_000_000;
-
-#[cfg(not(loom))]
 /// The leader runs `calls` (and any left by a leader before it) with a follower standing
-/// by, armed to take over the lag (`standby::Lag`) after `deadline` (monotonic ns;
-/// `NO_EXPIRY`: only if rung), or `CALL_GRACE_NS` after a call starts while others wait
-/// behind it. `false` if one took over (the caller follows from now on). The fd stays armed
-/// after the calls, the lag after the next deadline (`standby::FdPlan`).
+/// by, armed to take over at `deadline` (monotonic ns; `NO_EXPIRY`: only if rung), or
+/// `CALL_GRACE_NS` after a call starts while others wait behind it. `false` if one took
+/// over (the caller follows from now on).
 ///
 /// With no follower to stand by (every spare runs a callback and no more may start, or the
 /// OS refused a thread), the leader runs no callback: it leaves them in the shared list for
@@ -333,9 +305,7 @@ fn lead_calls(
     deadline: u64,
 ) -> bool {
     use std::sync::atomic::Ordering::Relaxed;
-    let rest = deadline.saturating_add(s.lag.next(STANDBY_LAG_NS, STANDBY_LAG_CAP_NS));
     if calls.is_empty() && s.pending().is_empty() {
-        s.idle(rest);
         return true;
     }
     s.pending().extend(calls.drain(..));
@@ -346,18 +316,17 @@ fn lead_calls(
         if held.is_none() && (s.crew.following.load(Relaxed) > 0 || start_spare(s, core, k)) {
             held = Some(s.begin(&core.wake.bells[k], token));
         }
-        let (call, more) = match s.crew.next(held, &s.state) {
+        let (call, more) = match s.crew.next(held, &s.state, |c| matches!(c, Call::Wake(_))) {
             Next::Run(call, more) => (call, more),
             // A thread back from its callbacks follows now: stand it by.
             Next::StandBy => continue,
             Next::Leave => {
                 s.deferred.fetch_add(1, Relaxed);
-                s.idle(rest);
                 return true;
             }
             Next::Done(kept) => {
                 if kept && held.is_some() {
-                    s.end(rest);
+                    s.end();
                 }
                 return kept;
             }
@@ -365,9 +334,9 @@ fn lead_calls(
         if let Some(held) = held {
             let now = crate::clock::OsClock.now(ClockId::Monotonic);
             let want = if more {
-                rest.min(now.saturating_add(CALL_GRACE_NS))
+                deadline.min(now.saturating_add(CALL_GRACE_NS))
             } else {
-                rest
+                deadline
             };
             s.cover(held, want, now.saturating_add(CALL_GRACE_NS / 2));
         }
@@ -390,7 +359,6 @@ fn follow_standby(s: &Standby, core: &Arc<Core>) -> bool {
             return true;
         }
         // The leader finished first (a stale expiry): wait again.
-        s.lag.stale();
     }
 }
 

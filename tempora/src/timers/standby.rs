@@ -82,20 +82,12 @@ impl Handover {
 /// fd does is what this says. Its rules are apart from the system call so that loom can
 /// check them (`loom_fd_*` below).
 ///
-/// A session (the leader's callbacks of one wake-up, `begin` to `end`) wants the fd at its
-/// next deadline plus a lag (`driver.rs`, "Callbacks that block"), and the fd stays there
-/// after the session: the leader wakes by that deadline, before the fd fires, and its next
-/// session moves the fd once, from the old rest to the new one. A session therefore costs
-/// one arm, not an arm and a disarm. A firing nobody needs (a leader that woke later than
-/// the lag) finds nobody in callbacks: the spare waits again.
-///
-/// - Only the leader moves the fd: in a session, checked against the hand-over word under
-///   the lock (`cover`), so a leader replaced meanwhile cannot move the fd its successor
-///   armed; outside one (`end`, `idle`), only the thread that still leads calls it.
+/// - Only the leader of the current session moves the fd (`cover`, checked against the
+///   hand-over word under the lock): a leader replaced meanwhile cannot move the fd its
+///   successor armed.
 /// - A kick (a ring while the leader runs callbacks) lowers `floor`, and no arm of the
 ///   session goes later than `floor`: re-arming a timerfd discards a firing nobody has read
-///   yet, so the leader's own arms must never undo a kick. Once the leader is out of its
-///   callbacks (`end`), its own sleep answers the ring, and the fd may move past the kick.
+///   yet, so the leader's own arms must never undo a kick.
 /// - `begin` resets `floor` before the leader sets its "in callbacks" flag, so a kick that
 ///   sees the flag is recorded after the reset (the lock orders them).
 pub(crate) struct FdPlan {
@@ -105,9 +97,6 @@ pub(crate) struct FdPlan {
     armed: u64,
     /// The earliest kick of this session.
     floor: u64,
-    /// `armed` was set before this session (the rest an earlier one left): the session's
-    /// first `cover` moves it to what this one wants, later as well as earlier.
-    stale: bool,
 }
 
 impl Default for FdPlan {
@@ -116,7 +105,6 @@ impl Default for FdPlan {
             stopped: false,
             armed: NO_EXPIRY,
             floor: NO_EXPIRY,
-            stale: false,
         }
     }
 }
@@ -125,7 +113,6 @@ impl FdPlan {
     /// A leader starts a session (before `Handover::enter`).
     pub(crate) fn begin(&mut self) {
         self.floor = NO_EXPIRY;
-        self.stale = true;
     }
 
     /// A ring at `at` (monotonic ns; 1 for "now") while the leader runs callbacks. Where to
@@ -137,43 +124,24 @@ impl FdPlan {
 
     /// The leader (holding `held` as read under the lock: `current`) wants a follower woken
     /// by `want`, and not before `soon` unless something needs it: where to move the fd.
-    /// It moves earlier whenever it must, and later only if its place is an earlier
-    /// session's rest or it would otherwise fire before `soon` (a hand-over nobody needs),
-    /// never past a kick.
+    /// It moves earlier whenever it must, and later only if it would otherwise fire before
+    /// `soon` (a hand-over nobody needs), never past a kick.
     pub(crate) fn cover(&mut self, held: u64, current: u64, want: u64, soon: u64) -> Option<u64> {
         if held != current {
             return None;
         }
-        let stale = std::mem::take(&mut self.stale);
         let target = want.min(self.floor);
-        if self.armed > target || (self.armed < target && (stale || self.armed < soon)) {
+        if self.armed > target || (self.armed < soon && self.armed < target) {
             self.set(target)
         } else {
             None
         }
     }
 
-    /// The leader's session ended and it still leads; it sleeps until a deadline, and `rest`
-    /// is that deadline plus the lag: the fd stays where it is unless it would fire before
-    /// `rest` (a kick's place, a grace), where it moves to `rest`.
-    pub(crate) fn end(&mut self, rest: u64) -> Option<u64> {
-        if self.armed < rest {
-            self.set(rest)
-        } else {
-            None
-        }
-    }
-
-    /// The leader, outside any session, woke and runs no callbacks (`rest`: as for `end`):
-    /// a fd that would fire before `rest` is disarmed, so that a run of wake-ups without
-    /// callbacks moves it once, not once each.
-    #[cfg_attr(loom, allow(dead_code))] // the driver's (`lead_calls`), which loom does not build
-    pub(crate) fn idle(&mut self, rest: u64) -> Option<u64> {
-        if self.armed < rest {
-            self.set(NO_EXPIRY)
-        } else {
-            None
-        }
+    /// The leader's session ended and it still leads: disarm.
+    #[cfg_attr(loom, allow(dead_code))] // `Standby` is not modelled, its plan is
+    pub(crate) fn end(&mut self) -> Option<u64> {
+        self.set(NO_EXPIRY)
     }
 
     fn set(&mut self, at: u64) -> Option<u64> {
@@ -218,20 +186,6 @@ pub(crate) trait Steps {
         self.plan(&mut |p| p.cover(held, h.word(), want, soon));
     }
 
-    /// The leader's session ended and it still leads (`Handover::leave`): the fd rests, by
-    /// `rest` (monotonic ns: the deadline it sleeps until plus the lag) at the earliest
-    /// (`FdPlan::end`).
-    fn end(&self, rest: u64) {
-        self.plan(&mut |p| p.end(rest));
-    }
-
-    /// The leader woke and runs no callbacks, and sleeps next until `rest` less the lag
-    /// (`FdPlan::idle`).
-    #[cfg_attr(loom, allow(dead_code))] // the driver's (`lead_calls`), which loom does not build
-    fn idle(&self, rest: u64) {
-        self.plan(&mut |p| p.idle(rest));
-    }
-
     /// An arm at `at` (monotonic ns; 1: at once) rang the driver: if it is running
     /// callbacks, the fd fires by then, so a follower takes over if they still run.
     fn kick(&self, at: u64) {
@@ -240,57 +194,6 @@ pub(crate) trait Steps {
         if self.handover().in_callbacks() {
             self.plan(&mut |p| p.kick(at));
         }
-    }
-}
-
-/// How far past the leader's next deadline its standby's fd rests (`FdPlan`), fitted to how
-/// late the leader wakes: the fd firing while nobody runs callbacks (the leader woke later
-/// than the lag) wakes a spare for nothing, so each such firing doubles the lag, up to a
-/// cap; `QUIET_WAKE_UPS` wake-ups without one halve it, down to its least.
-///
-/// Only the leader of the moment calls `next` (once per wake-up, before its callbacks if
-/// any; a replaced leader never again), spares `stale`. Relaxed throughout: the lag is a tuning,
-/// and a stale count read late only changes it a wake-up later.
-#[cfg(not(loom))]
-#[derive(Default)]
-pub(crate) struct Lag {
-    /// The lag of the last wake-up (ns; 0: not set yet).
-    lag: AtomicU64,
-    /// Firings a spare found nobody in callbacks for (`stale`).
-    stale: AtomicU64,
-    /// `stale` as the leader last read it.
-    seen: AtomicU64,
-    /// Wake-ups since the lag last changed or a stale firing.
-    quiet: AtomicU64,
-}
-
-/// Wake-ups without a stale firing that halve a raised lag.
-#[cfg(not(loom))]
-const QUIET_WAKE_UPS: u64 = 256;
-
-#[cfg(not(loom))]
-impl Lag {
-    /// A spare's fd fired and nobody ran callbacks.
-    pub(crate) fn stale(&self) {
-        self.stale.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The lag for this wake-up, between `least` and `cap` (ns).
-    pub(crate) fn next(&self, least: u64, cap: u64) -> u64 {
-        let mut lag = self.lag.load(Ordering::Relaxed).clamp(least, cap);
-        let stale = self.stale.load(Ordering::Relaxed);
-        let mut quiet = self.quiet.load(Ordering::Relaxed) + 1;
-        if stale != self.seen.load(Ordering::Relaxed) {
-            self.seen.store(stale, Ordering::Relaxed);
-            lag = lag.saturating_mul(2).min(cap);
-            quiet = 0;
-        } else if quiet >= QUIET_WAKE_UPS {
-            lag = (lag / 2).max(least);
-            quiet = 0;
-        }
-        self.quiet.store(quiet, Ordering::Relaxed);
-        self.lag.store(lag, Ordering::Relaxed);
-        lag
     }
 }
 
@@ -333,7 +236,7 @@ pub(crate) enum Next<C> {
     /// (The leader, unguarded.) A thread follows now: stand it by, then ask again.
     StandBy,
     /// (The leader, unguarded.) Every spare is in a callback: leave the calls to them and
-    /// go on polling.
+    /// go on polling (after running the quick ones: `Crew::next`).
     Leave,
     /// The list is empty: `true` if the thread (still) leads, `false` if it was replaced and
     /// now counts as following.
@@ -347,9 +250,16 @@ impl<C> Crew<C> {
     }
 
     /// What the leader (`held`: the hand-over word it runs callbacks under, `None` while
-    /// nobody stands by for it) or a replaced leader does next. (The list holds callbacks
-    /// only: a poll runs the wake-ups of async tasks itself, `Core::poll_collect`.)
-    pub(crate) fn next(&self, held: Option<u64>, handover: &Handover) -> Next<C> {
+    /// nobody stands by for it) or a replaced leader does next. A leader about to leave the
+    /// list to the threads in callbacks first runs the calls that are `quick` (wake-ups: a
+    /// waker must not block, and it is how an async task learns of a queue event or a sleep's
+    /// end, which no callback may delay), unguarded.
+    pub(crate) fn next(
+        &self,
+        held: Option<u64>,
+        handover: &Handover,
+        quick: impl Fn(&C) -> bool,
+    ) -> Next<C> {
         // Relaxed: `following` is read, and written by a returning thread, under the list's
         // lock, which orders them; `started` is changed only by the leader of the moment.
         let mut pending = self.pending();
@@ -358,7 +268,14 @@ impl<C> Crew<C> {
                 return Next::StandBy;
             }
             if self.started.load(Ordering::Relaxed) > 0 {
-                return Next::Leave;
+                let Some(call) = pending
+                    .iter()
+                    .position(quick)
+                    .and_then(|i| pending.remove(i))
+                else {
+                    return Next::Leave;
+                };
+                return Next::Run(call, !pending.is_empty());
             }
             // No other thread (the OS refused every spare): the leader runs it, unguarded.
         }
@@ -390,11 +307,8 @@ pub(crate) struct Standby {
     /// Times a leader with no follower to stand by left its callbacks in the list for the
     /// threads in callbacks to run as they return (`driver.rs`, "Callbacks that block").
     pub(crate) deferred: std::sync::atomic::AtomicU64,
-    /// How far past the leader's next deadline `fd` rests.
-    pub(super) lag: Lag,
-    /// A blocking timerfd on `CLOCK_MONOTONIC`, armed while the leader runs callbacks and
-    /// left at the leader's next deadline plus the lag after (`FdPlan`); a follower blocked
-    /// reading it takes over when it fires while the leader still runs callbacks.
+    /// A blocking timerfd on `CLOCK_MONOTONIC`, armed while the leader runs callbacks; a
+    /// follower blocked reading it takes over when it fires.
     pub(super) fd: OwnedFd,
     /// Where `fd` fires; every arm of it is made under this lock.
     plan: RankedMutex<FdPlan, { rank::PLAN }>,
@@ -425,10 +339,14 @@ impl Standby {
             state: Default::default(),
             crew: Crew::default(),
             deferred: Default::default(),
-            lag: Lag::default(),
             fd: fd::timerfd(libc::CLOCK_MONOTONIC, false)?,
             plan: Default::default(),
         })
+    }
+
+    /// The leader's callbacks returned and it still leads (`Handover::leave`): disarms the fd.
+    pub(crate) fn end(&self) {
+        self.plan(&mut FdPlan::end);
     }
 
     /// The service stops: every follower wakes (the fd fires every millisecond until closed).
@@ -440,120 +358,6 @@ impl Standby {
 
     pub(super) fn pending(&self) -> MutexGuard<'_, VecDeque<Call>, { rank::PENDING }> {
         self.crew.pending()
-    }
-}
-
-/// The fd's moves over a driver's wake-ups, in the order `lead_calls` (`driver.rs`) takes
-/// the steps, one thread: what each wake-up costs in `timerfd_settime`, and where the fd
-/// rests while the leader sleeps.
-#[cfg(all(test, not(loom)))]
-mod plan_tests {
-    use super::*;
-    use std::cell::{Cell, RefCell};
-
-    const LAG: u64 = 500;
-
-    #[derive(Default)]
-    struct Counted {
-        bell: Doorbell,
-        h: Handover,
-        plan: RefCell<FdPlan>,
-        moves: Cell<u32>,
-    }
-
-    impl Steps for Counted {
-        fn handover(&self) -> &Handover {
-            &self.h
-        }
-        fn plan(&self, f: &mut dyn FnMut(&mut FdPlan) -> Option<u64>) {
-            if f(&mut self.plan.borrow_mut()).is_some() {
-                self.moves.set(self.moves.get() + 1);
-            }
-        }
-    }
-
-    impl Counted {
-        /// A wake-up at `now` whose poll published `next` and collected `calls` callbacks
-        /// (each run at once): the fd's moves, and asserts it rests no earlier than `next`
-        /// plus the lag.
-        fn wake_up(&self, now: u64, next: u64, calls: usize) -> u32 {
-            let before = self.moves.get();
-            let rest = next + LAG;
-            if calls == 0 {
-                self.idle(rest);
-            } else {
-                let held = self.begin(&self.bell, self.bell.token());
-                for i in 0..calls {
-                    let more = i + 1 < calls;
-                    let want = if more { rest.min(now + 2 * LAG) } else { rest };
-                    self.cover(held, want, now + LAG);
-                }
-                assert!(self.h.leave(held));
-                self.end(rest);
-            }
-            let armed = self.plan.borrow().armed;
-            assert!(
-                armed >= rest,
-                "the fd fires at {armed} before the leader wakes at {next}"
-            );
-            self.moves.get() - before
-        }
-    }
-
-    /// Every wake-up runs one callback: one move each (the session's first `cover`, from
-    /// the last rest to the next), none at the end of the session.
-    #[test]
-    fn a_wake_up_with_a_callback_moves_the_standby_fd_once() {
-        let c = Counted::default();
-        for i in 1..=100 {
-            assert_eq!(c.wake_up(i * 5_000, (i + 1) * 5_000, 1), 1, "wake-up {i}");
-        }
-        // Deadlines closer together than the lag: still one.
-        for i in 0..100 {
-            let now = 600_000 + i * 100;
-            assert_eq!(c.wake_up(now, now + 100, 1), 1, "close wake-up {i}");
-        }
-    }
-
-    /// A stale firing doubles the lag at the next wake-up, up to the cap; quiet wake-ups
-    /// bring it back down to its least.
-    #[test]
-    fn the_standby_lag_grows_with_stale_firings_and_shrinks_without() {
-        let lag = Lag::default();
-        assert_eq!(lag.next(1_000, 16_000), 1_000);
-        lag.stale();
-        assert_eq!(lag.next(1_000, 16_000), 2_000);
-        assert_eq!(lag.next(1_000, 16_000), 2_000);
-        for _ in 0..10 {
-            lag.stale();
-            lag.next(1_000, 16_000);
-        }
-        assert_eq!(lag.next(1_000, 16_000), 16_000);
-        let mut at = 16_000;
-        for _ in 0..5 * QUIET_WAKE_UPS {
-            at = lag.next(1_000, 16_000);
-        }
-        assert_eq!(at, 1_000);
-    }
-
-    /// Wake-ups with and without callbacks in turn, and batches: at most one move per
-    /// wake-up with at most one call, none for a run of wake-ups without callbacks after
-    /// the first.
-    #[test]
-    fn wake_ups_without_callbacks_leave_the_standby_fd_alone() {
-        let c = Counted::default();
-        let mut now = 5_000;
-        for calls in [1, 0, 1, 0, 0, 0, 1, 1, 0] {
-            let moved = c.wake_up(now, now + 5_000, calls);
-            assert!(moved <= 1, "{moved} moves for a wake-up with {calls} calls");
-            now += 5_000;
-        }
-        for _ in 0..10 {
-            assert_eq!(c.wake_up(now, now + 5_000, 0), 0);
-            now += 5_000;
-        }
-        // A batch of three quick calls: the grace once, then the rest.
-        assert_eq!(c.wake_up(now, now + 5_000, 3), 2);
     }
 }
 
@@ -635,7 +439,7 @@ mod tests {
             let returning = loom::thread::spawn(move || {
                 let mut ran = 0;
                 loop {
-                    match crew2.next(Some(held), &h2) {
+                    match crew2.next(Some(held), &h2, |_| false) {
                         Next::Run(_, _) => ran += 1,
                         Next::Done(kept) => {
                             assert!(!kept, "a replaced leader kept the lead");
@@ -647,7 +451,7 @@ mod tests {
             });
             crew.pending().push_back(7);
             let stood_by = loop {
-                match crew.next(None, &h) {
+                match crew.next(None, &h, |_| false) {
                     Next::StandBy => break true,
                     Next::Leave => break false,
                     other => panic!("the leader told {other:?} with a spare in a callback"),
@@ -720,10 +524,9 @@ mod tests {
     }
 
     /// A leader replaced by a spare (which arms the fd at 50 for its own callbacks) goes on
-    /// with its next call and asks for the fd at 200, then ends its session, resting the fd
-    /// at 300 if it still leads: it must not move the fd its successor armed. (A replaced
-    /// leader that disarmed the fd made a timer wait for a blocked call; dropping the check
-    /// of who leads, or resting the fd after a failed `leave`, fails this model.)
+    /// with its next call and asks for the fd at 200: it must not move the fd its successor
+    /// armed. (A replaced leader that disarmed the fd made a timer wait for a blocked call;
+    /// dropping the check of who leads fails this model.)
     #[test]
     fn loom_fd_a_replaced_leader_does_not_move_the_fd() {
         loom::model(|| {
@@ -742,47 +545,12 @@ mod tests {
             });
             // Its next call starts at 150 with nothing queued behind it.
             m.cover(held, 200, 175);
-            let kept = m.h.leave(held);
-            if kept {
-                m.end(300);
-            }
             let took = spare.join().unwrap();
-            assert!(kept != took, "kept {kept}, took {took}");
             if took {
                 assert_eq!(m.armed(), 50, "the replaced leader moved the fd");
             } else {
-                assert_eq!(m.armed(), 300, "the fd does not rest at the next deadline");
+                assert_eq!(m.armed(), 200);
             }
-        });
-    }
-
-    /// The fd left armed by the leader's last wake-up (resting at 60) while its next
-    /// session, due to end by 100, starts and races an arm due at 10 that rings it. The
-    /// session's first `cover` moves the fd later, from the old rest to 100, but never past
-    /// the kick: while the leader is in callbacks the fd fires by 10. Once it is out (its
-    /// sleep answers the ring), the fd rests at its next deadline plus the lag (150).
-    /// Removing the kick's floor from that first move fails this model: the timer due at 10
-    /// would wait for the callbacks.
-    #[test]
-    fn loom_fd_a_rest_moved_later_never_undoes_a_kick() {
-        loom::model(|| {
-            let m = Model::new();
-            m.plan(&mut |p| p.end(60));
-            let token = m.bell.token();
-            let m2 = m.clone();
-            let ringer = loom::thread::spawn(move || {
-                m2.bell.ring();
-                m2.kick(10);
-            });
-            let held = m.begin(&m.bell, token);
-            // Its call starts at 0 with nothing queued behind it.
-            m.cover(held, 100, 20);
-            ringer.join().unwrap();
-            assert!(m.armed() <= 10, "the fd fires at {}", m.armed());
-            assert!(m.h.leave(held));
-            m.end(150);
-            assert_eq!(m.armed(), 150, "the fd does not rest at the next deadline");
-            assert_ne!(m.bell.token(), token, "the leader's sleep misses the ring");
         });
     }
 }
