@@ -151,19 +151,22 @@ impl Unmarked {
     /// stays in the counter it entered, and each counter reaches zero after the call began,
     /// so each walk open then has closed; new walks take the other counter, so each wait ends.
     pub(crate) fn wait_out(&self) {
+        use super::primitives::backoff;
         use super::primitives::Ordering::{AcqRel, Acquire, Relaxed, Release};
+        let mut spins = 0;
         while self
             .flipping
             .compare_exchange(false, true, Acquire, Relaxed)
             .is_err()
         {
-            yield_now();
+            backoff(&mut spins);
         }
         for _ in 0..2 {
             // AcqRel: one flip after the other, in one order for every free.
             let old = self.phase.fetch_xor(1, AcqRel) & 1;
+            let mut spins = 0;
             while self.count[old].load(Acquire) != 0 {
-                yield_now();
+                backoff(&mut spins);
             }
         }
         self.flipping.store(false, Release);
@@ -177,13 +180,6 @@ impl Unmarked {
         self.count[1].store(own[1], Relaxed);
         self.flipping.store(false, Relaxed);
     }
-}
-
-fn yield_now() {
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(not(loom))]
-    std::thread::yield_now();
 }
 
 /// Registers (once per process; a child inherits it) the fork handler that closes, in the
