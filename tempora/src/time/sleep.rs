@@ -94,9 +94,9 @@ impl Sleep {
         forked_panic(core);
         // SAFETY: `Pin<&mut Self>`: the holder, alone.
         unsafe {
-            if this.cell.phase(None) == Phase::Done {
+            if this.cell.phase() == Phase::Done {
                 // Completed: placed again below, so an entry and a waker may exist again.
-                this.cell.phase(Some(Phase::Polled));
+                this.cell.set_phase(Phase::Polled);
             }
             this.cell.holder(|s| {
                 let later = deadline >= s.body.deadline;
@@ -153,7 +153,7 @@ impl Future for Sleep {
         forked_panic(core);
         let waker = cx.waker();
         // SAFETY: `Pin<&mut Self>`: the holder, alone.
-        let phase = unsafe { this.cell.phase(None) };
+        let phase = unsafe { this.cell.phase() };
         if phase == Phase::Done {
             // Completed, not reset since: `fired` stands and nothing else touches the cell.
             return Poll::Ready(());
@@ -161,7 +161,7 @@ impl Future for Sleep {
         let first = phase == Phase::New;
         if first {
             // SAFETY: as above.
-            unsafe { this.cell.phase(Some(Phase::Polled)) };
+            unsafe { this.cell.set_phase(Phase::Polled) };
         }
         // A first poll has no waker stored: clone it before taking the lock, which is then
         // taken once.
@@ -193,7 +193,7 @@ impl Future for Sleep {
                     // the cell when it released the lock this poll then took. The drop that
                     // usually follows needs no lock.
                     // SAFETY: `Pin<&mut Self>`: the holder, alone.
-                    unsafe { this.cell.phase(Some(Phase::Done)) };
+                    unsafe { this.cell.set_phase(Phase::Done) };
                     return Poll::Ready(());
                 }
                 Some(false) => return Poll::Pending,
@@ -211,7 +211,7 @@ impl Drop for Sleep {
             return;
         }
         // SAFETY: `&mut self`: the holder, alone.
-        if unsafe { self.cell.phase(None) } != Phase::Polled {
+        if unsafe { self.cell.phase() } != Phase::Polled {
             // Never polled: no waker, no entry (a reset before the first poll only moved the
             // deadline). A timeout whose future was ready at once costs its sleep nothing.
             // Completed and not reset since: no waker, no entry, no delivery in flight.
@@ -286,12 +286,19 @@ mod loom_tests {
         (clock, timers)
     }
 
-    /// A registered sleep, due: its holder polls and drops it while a poll delivers it.
-    fn due(clock: &ManualClock, timers: &Timers) -> Held {
+    /// A registered sleep, due, that its holder polls while another thread's poll fires it
+    /// (the poller, to join).
+    fn racing() -> (ManualClock, Timers, Held, loom::thread::JoinHandle<()>) {
+        let (clock, timers) = service();
         let mut s = Box::pin(ManuallyDrop::new(timers.sleep(Duration::from_millis(1))));
         assert!(!ready(&mut s));
         clock.advance(Duration::from_millis(1));
-        s
+        let t = timers.clone();
+        let poller = loom::thread::spawn(move || {
+            t.poll();
+        });
+        let _ = ready(&mut s);
+        (clock, timers, s, poller)
     }
 
     /// A due sleep's poll, a reset to later or none, and its drop race the poll that fires
@@ -302,13 +309,7 @@ mod loom_tests {
     fn loom_a_sleep_dropped_as_it_fires() {
         for reset in [false, true] {
             loom::model(move || {
-                let (clock, timers) = service();
-                let mut s = due(&clock, &timers);
-                let t = timers.clone();
-                let poller = loom::thread::spawn(move || {
-                    t.poll();
-                });
-                let _ = ready(&mut s);
+                let (_clock, timers, mut s, poller) = racing();
                 if reset {
                     let later = timers.now() + Duration::from_millis(1);
                     pinned(&mut s).reset(later);
@@ -331,13 +332,7 @@ mod loom_tests {
     fn loom_a_sleep_reset_as_it_fires_completes_at_its_new_deadline() {
         for later in [false, true] {
             loom::model(move || {
-                let (clock, timers) = service();
-                let mut s = due(&clock, &timers);
-                let t = timers.clone();
-                let poller = loom::thread::spawn(move || {
-                    t.poll();
-                });
-                let _ = ready(&mut s);
+                let (clock, timers, mut s, poller) = racing();
                 let deadline = timers.now() + Duration::from_millis(u64::from(later));
                 pinned(&mut s).reset(deadline);
                 let _ = ready(&mut s);

@@ -140,21 +140,25 @@ impl SleepCell {
         }
     }
 
-    /// The holder's [`Phase`]; `set` replaces it (`None`: unchanged). Returns the phase before.
+    /// The holder's [`Phase`].
     ///
     /// # Safety
-    /// Only the future's holder calls it, one call at a time (it has `Pin<&mut Sleep>`); no
-    /// delivery touches the phase.
+    /// Only the future's holder calls it or [`SleepCell::set_phase`], one call at a time (it
+    /// has `Pin<&mut Sleep>`); no delivery touches the phase.
     #[inline]
-    pub(crate) unsafe fn phase(&self, set: Option<Phase>) -> Phase {
+    pub(crate) unsafe fn phase(&self) -> Phase {
         // SAFETY: the caller's promise: the holder is the phase's one accessor.
-        self.phase.with_mut(|p| unsafe {
-            let was = *p;
-            if let Some(set) = set {
-                *p = set;
-            }
-            was
-        })
+        self.phase.with(|p| unsafe { *p })
+    }
+
+    /// Replaces the holder's [`Phase`].
+    ///
+    /// # Safety
+    /// As [`SleepCell::phase`].
+    #[inline]
+    pub(crate) unsafe fn set_phase(&self, phase: Phase) {
+        // SAFETY: as in `phase`.
+        self.phase.with_mut(|p| unsafe { *p = phase })
     }
 
     /// Runs `f` on the state with the lock held (a delivery); [`Poisoned`] if a holder panicked.
