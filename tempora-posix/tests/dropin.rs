@@ -217,6 +217,11 @@ fn sig_blocked_prints_the_same() {
 }
 
 #[test]
+fn sig_consumed_prints_the_same() {
+    prints("sig_consumed", same);
+}
+
+#[test]
 fn sig_ignored_prints_the_same() {
     prints("sig_ignored", same);
 }

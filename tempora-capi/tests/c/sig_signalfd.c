@@ -4,7 +4,7 @@
  *   read the signalfd, timer not armed: -1 EAGAIN
  *   one-shot: ssi_signo SIGRTMIN, ssi_code SI_TIMER, ssi_tid matches, ssi_int 99, ssi_overrun 0
  *   periodic N: ssi_signo SIGRTMIN, ssi_code SI_TIMER, ssi_tid matches, ssi_int 99, ssi_overrun >= 0
- *   periodic N: getoverrun == ssi_overrun: yes          (N = 1, 2, 3)
+ *   periodic N: getoverrun >= ssi_overrun: yes          (N = 1, 2, 3)
  *   delete: 0 */
 #define _GNU_SOURCE
 #include "sig.h"
@@ -63,8 +63,14 @@ int main(void)
         ssi = next();
         int overrun = timer_getoverrun(t);
         print_ssi(what, &ssi, t, 0);
-        printf("%s: getoverrun == ssi_overrun: %s\n", what,
-               overrun == (int)ssi.ssi_overrun ? "yes" : "no");
+        /* Equal on the kernel, which computes both at the dequeue; with tempora only for a
+         * signal taken within its period (a loaded machine may take it later): the periods
+         * that pass while it is pending are in getoverrun and the next signal's ssi_overrun,
+         * never in this one's (the timers module's divergence table). */
+        printf("%s: getoverrun >= ssi_overrun: %s\n", what,
+               overrun >= (int)ssi.ssi_overrun ? "yes" : "no");
+        fprintf(stderr, "sig_signalfd: %s: getoverrun %d, ssi_overrun %u\n", what, overrun,
+                ssi.ssi_overrun);
     }
     arm(t, 0, 0);
     SHOW("delete", timer_delete(t));

@@ -30,7 +30,7 @@ use super::itimer::{Arm, Consumed};
 use super::object::{callback_of, popped_here, sink_of, EventQueue, EventRef, Itimer, LockedTimer};
 use super::serial::Call;
 use super::sleep::SleepCell;
-use super::types::NotifyKind;
+use super::types::{NotifyKind, Status};
 use crate::clock::{ClockId, LazyNow, ALL_CLOCKS, CLOCKS};
 use crate::registry::{Timer, TIMER_POISONED};
 use crate::stats::Counter;
@@ -359,9 +359,13 @@ impl Core {
             }
             l.state.set_wheel(0);
             let clock = ALL_CLOCKS[w];
-            // A signal timer's retry of an owed signal is due whenever it was placed.
+            // A signal timer's retry of an owed signal is due whenever it was placed, and so
+            // is a look at an outstanding one (placed before the period it would count:
+            // `sigdeliver.rs`; a look counts only the periods already passed).
             if l.state.notify() == NotifyKind::Signal
-                && (now.get(clock) >= l.state.expiry || l.state.owed())
+                && (now.get(clock) >= l.state.expiry
+                    || l.state.owed()
+                    || l.state.queued() && l.state.status() == Status::RequeuePending)
             {
                 let expiry = l.state.expiry;
                 let fired = self.signal_pop(&mut l, b, clock, now);

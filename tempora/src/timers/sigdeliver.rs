@@ -35,6 +35,34 @@
 //! room is retried, doubling from [`RETRY_BASE`] up to [`RETRY_CAP`], until it goes: it is
 //! never dropped, and the periods meanwhile are its `si_overrun`.
 //!
+//! # Which side of an expiry a consumption fell
+//!
+//! The kernel re-arms a periodic timer at the dequeue: an expiry before the dequeue is an
+//! overrun of the pending signal, one after it sends the next signal. tempora sees a
+//! consumption only at its next look, and decides by one rule: **an expiry scheduled before
+//! the look that finds the signal gone counts as an overrun of that signal; the first one
+//! after that look sends the next**. For the rule to place a consumption on the right side of
+//! an expiry, the look must come between the two:
+//!
+//! * A signal taken within its period (the common case: a handler, a `sigwaitinfo` loop) is
+//!   looked at *at* the next period, which finds it gone and sends the next signal: no look
+//!   of its own, and an expiry at the very moment of a look sends.
+//! * A signal that a look has found still pending (blocked, or a receiver a period behind) is
+//!   looked at [`LOOK_LEAD`] (or half a period, if shorter) *before* the period it would count,
+//!   without a wake-up more: the look replaces the one at the period. Gone there, it was taken
+//!   before the period, which sends the next signal; still pending there, the period is its
+//!   overrun, even if the signal is taken between that look and the period (the one window
+//!   where tempora counts an overrun that the kernel would not).
+//! * `getoverrun` is a look of its own, at its call.
+//!
+//! ```text
+//!   pending ──────────────────────────────┐ taken
+//!   look (pending)        look (pending)  │       look (gone)
+//!   ─────┼───────────────────┼──|─────────┼─────────┼──|────►
+//!        5 s                   8 s                     11 s
+//!                              └ an overrun: it preceded the consumption; 11 s sends
+//! ```
+//!
 //! What a program can observe differently from the kernel's timers is the table in the
 //! `timers` module's doc ("Signals: where tempora differs from the kernel").
 
@@ -54,6 +82,10 @@ pub(crate) const PROBE_CAP: u64 = 10_000_000;
 pub(crate) const RETRY_BASE: u64 = 100_000;
 /// The longest wait between two retries of a refused signal.
 pub(crate) const RETRY_CAP: u64 = 100_000_000;
+/// How long before a period a signal seen pending is looked at (at most half the period):
+/// more than a driver's usual wake-up latency, so that the look comes before the period
+/// (module doc, "Which side of an expiry a consumption fell").
+pub(crate) const LOOK_LEAD: u64 = 1_000_000;
 
 /// A restored signal timer's signal, as its snapshot recorded it (`checkpoint`, "Signal
 /// timers").
@@ -156,13 +188,25 @@ impl Core {
         let Some(cell) = signal_of(l) else {
             return false;
         };
+        let counted = fresh > 0;
+        let mut fresh = fresh;
         // Whether this pop saw the number not pending (a standard signal is sent only then).
         let mut clear = false;
         if l.state.queued() {
             if self.still_pending(cell) {
                 l.state.overrun = add(l.state.overrun, fresh);
+                cell.saw_pending();
                 self.signal_park(l, cell, b, clock, t, PROBE_CAP);
-                return fresh > 0;
+                return counted;
+            }
+            if cell.seen_pending() && fresh > 0 {
+                // Looked at a little before its periods: the ones before this look preceded
+                // the consumption (module doc, "Which side of an expiry a consumption fell");
+                // one at the very moment of the look did not, and sends the next signal.
+                let at_look = l.state.expiry - l.state.interval == t;
+                let before = fresh - u64::from(at_look);
+                l.state.overrun = add(l.state.overrun, before);
+                fresh -= before;
             }
             clear = true;
             self.settle_or_flush(l, cell);
@@ -183,7 +227,7 @@ impl Core {
             cell.set_lateness(add(cell.lateness(), fresh));
         }
         self.signal_send(l, cell, b, clock, t, clear);
-        fresh > 0
+        counted
     }
 
     /// Forwards a periodic timer's expiry past `t`: the periods that passed (not counted
@@ -214,7 +258,8 @@ impl Core {
             self.signal_park(l, cell, b, clock, t, PROBE_CAP);
             return;
         }
-        if self.disposition_ignores(cell.signo()) && self.signals.ignored(cell.tid, cell.signo()) {
+        let ignores = self.disposition_ignores(cell.signo());
+        if ignores && self.signals.ignored(cell.tid, cell.signo()) {
             if periodic {
                 // Parked until the signal is handled again, retried as a refused one is
                 // (doubling, up to the probes' cap: a program waits for its handler's return
@@ -255,7 +300,7 @@ impl Core {
                 l.state.sigqueue_seq = l.state.signal_seq;
                 cell.set_carried(l.state.overrun.max(0));
                 l.state.overrun = 0;
-                cell.reset_tries();
+                cell.queued(ignores);
                 if periodic {
                     self.signal_park(l, cell, b, clock, t, PROBE_CAP);
                 }
@@ -299,9 +344,25 @@ impl Core {
             // kernel's timer, re-armed at the dequeue, would fire next).
             let cap = (PROBE_CAP / interval).max(1);
             let periods = (l.state.overrun.max(0) as u64).clamp(1, cap);
-            l.state
+            let grid = l
+                .state
                 .expiry
-                .saturating_add((periods - 1).saturating_mul(interval))
+                .saturating_add((periods - 1).saturating_mul(interval));
+            if cell.seen_pending() {
+                // A signal seen pending is looked at a little before the period it would
+                // count, so that a consumption before that period is seen before it (module
+                // doc, "Which side of an expiry a consumption fell"); a lead already passed
+                // (this look was late) moves the look to the period after.
+                let lead = (interval / 2).min(LOOK_LEAD);
+                let grid = if grid - lead <= t {
+                    grid.saturating_add(interval)
+                } else {
+                    grid
+                };
+                grid - lead
+            } else {
+                grid
+            }
         };
         if interval != 0 {
             l.state.set_status(Status::RequeuePending);
@@ -418,7 +479,9 @@ impl Core {
     /// and missed, as the kernel parks its timer on the ignored list to queue it when the
     /// signal is handled again; a one-shot's is dropped, as the kernel drops it.
     fn settle_or_flush(&self, l: &mut LockedTimer<'_>, cell: &SignalCell) {
-        if !self.disposition_ignores(cell.signo()) {
+        // Queued while its disposition ignored it (its target blocked it): gone, it was taken
+        // at the unblock, which the kernel counts as a delivery before discarding it.
+        if cell.queued_ignored() || !self.disposition_ignores(cell.signo()) {
             settle(l, cell);
             return;
         }

@@ -48,8 +48,9 @@ pub(crate) struct SignalCell {
     signo: u8,
     /// `si_value` is the timer's ID (a NULL sigevent's meaning).
     pub(crate) value_is_id: bool,
-    /// Sends refused (no room, or the signal ignored) in a row: the backoff of the next
-    /// retry. Written under the timer's lock.
+    /// The low six bits: sends refused (no room, or the signal ignored) in a row, the backoff
+    /// of the next retry (saturating at 63; the backoff stops doubling long before). The high
+    /// two: [`QUEUED_IGNORED`] and [`SEEN_PENDING`]. Written under the timer's lock.
     tries: AtomicU8,
     /// Unconfirmed probes of the outstanding signal (`Pending::Unconfirmed`), counted to
     /// confirm the first, second, fourth, ... and then every 128th. Under the timer's lock.
@@ -112,18 +113,44 @@ impl SignalCell {
     }
 
     pub(crate) fn tries(&self) -> u32 {
-        u32::from(self.tries.load(Ordering::Relaxed))
+        u32::from(self.tries.load(Ordering::Relaxed) & TRIES)
     }
 
     /// One more refused send (saturating: the backoff is capped long before).
     pub(crate) fn tried(&self) {
         let t = self.tries.load(Ordering::Relaxed);
-        self.tries.store(t.saturating_add(1), Ordering::Relaxed);
+        if t & TRIES != TRIES {
+            self.tries.store(t + 1, Ordering::Relaxed);
+        }
     }
 
-    pub(crate) fn reset_tries(&self) {
-        self.tries.store(0, Ordering::Relaxed);
+    /// A signal was queued: no refused sends, no look at it yet; `ignored`: its disposition
+    /// ignored it as it was queued ([`QUEUED_IGNORED`]).
+    pub(crate) fn queued(&self, ignored: bool) {
+        let bits = if ignored { QUEUED_IGNORED } else { 0 };
+        self.tries.store(bits, Ordering::Relaxed);
         self.hits.store(0, Ordering::Relaxed);
+    }
+
+    /// Forgets the refused sends and the outstanding signal's bits (settime, a restore).
+    pub(crate) fn reset_tries(&self) {
+        self.queued(false);
+    }
+
+    /// Whether the outstanding signal was queued while its disposition ignored it.
+    pub(crate) fn queued_ignored(&self) -> bool {
+        self.tries.load(Ordering::Relaxed) & QUEUED_IGNORED != 0
+    }
+
+    /// Whether a look found the outstanding signal pending after its first period.
+    pub(crate) fn seen_pending(&self) -> bool {
+        self.tries.load(Ordering::Relaxed) & SEEN_PENDING != 0
+    }
+
+    /// A look found the outstanding signal pending after its first period.
+    pub(crate) fn saw_pending(&self) {
+        let t = self.tries.load(Ordering::Relaxed);
+        self.tries.store(t | SEEN_PENDING, Ordering::Relaxed);
     }
 
     /// One more unconfirmed probe: whether this one should be confirmed (the 1st, 2nd, 4th,
@@ -136,6 +163,19 @@ impl SignalCell {
         n.is_power_of_two()
     }
 }
+
+/// [`SignalCell`]'s `tries` bit: the outstanding signal was queued while its disposition
+/// ignored it (queued only because its target blocked it). Found gone with the disposition
+/// still ignoring, it was taken at the unblock and discarded there, as the kernel dequeues it
+/// (and settles its overrun) before its default action or `SIG_IGN` discards it; without the
+/// bit, gone under an ignoring disposition means a `sigaction` discarded it unseen.
+const QUEUED_IGNORED: u8 = 0x80;
+/// [`SignalCell`]'s `tries` bit: a look found the outstanding signal still pending after its
+/// first period, so the next looks come a little before the periods they would count
+/// (`sigdeliver.rs`, "Which side of an expiry a consumption fell").
+const SEEN_PENDING: u8 = 0x40;
+/// The refused sends' count in `tries`.
+const TRIES: u8 = 0x3f;
 
 /// A timer's signal, as queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

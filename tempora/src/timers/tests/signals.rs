@@ -107,7 +107,10 @@ fn a_blocked_signal_is_found_delivered_at_the_next_period() {
     }
     f.advance(ms(50));
     assert_eq!(port.take(), Some(sig(t, 0, 0)));
-    f.advance(ms(50));
+    // Seen pending, it is looked at a little before each period (1.099 s), not at it.
+    f.advance(ms(49));
+    assert_eq!(port.queued(), 0);
+    f.advance(ms(1));
     assert_eq!(port.queued(), 1);
     assert_eq!(
         f.owner.getoverrun(t).unwrap(),
@@ -495,4 +498,95 @@ fn set_precision_keeps_an_owed_signals_retry() {
         1,
         "the retry went at once, not at the next period"
     );
+}
+
+/// A periodic signal blocked from the start while its disposition ignores it (`SIG_IGN`, or
+/// `SIG_DFL` of a signal whose default is to ignore, as `SIGCONT`'s): the kernel queues it
+/// (a blocked signal is never ignored), and the unblock dequeues it before discarding it, which
+/// settles its overrun as a delivery does. `getoverrun` right after the unblock reads the 9
+/// periods it missed, as with a handler; then each expiry finds the signal ignored and
+/// unblocked, and parks. A signal queued while handled and discarded by a `SIG_IGN` is the
+/// other case: no delivery, `getoverrun` stays 0 (`a_signal_discarded_by_sig_ign_...`).
+#[test]
+fn a_blocked_signal_its_disposition_ignores_is_taken_at_the_unblock_with_its_overruns() {
+    for ask_at_once in [true, false] {
+        let (f, port) = with_port();
+        port.set_blocked(true);
+        port.set_ignored(true);
+        let t = signal_timer(&f, 0);
+        f.arm(t, ms(100), ms(100));
+        for _ in 0..10 {
+            f.advance(ms(100));
+        }
+        assert_eq!(port.queued(), 1, "blocked: queued although ignored");
+        f.advance(ms(50));
+        // The unblock at 1.05 s takes it and discards it.
+        port.set_blocked(false);
+        assert_eq!(port.take(), Some(sig(t, 0, 0)));
+        if ask_at_once {
+            assert_eq!(f.owner.getoverrun(t).unwrap(), 9, "asked at the unblock");
+        }
+        for _ in 0..5 {
+            f.advance(ms(10));
+        }
+        for _ in 0..5 {
+            f.advance(ms(100));
+        }
+        assert_eq!(port.queued(), 0, "ignored and not blocked: nothing queued");
+        assert_eq!(
+            f.owner.getoverrun(t).unwrap(),
+            9,
+            "ask_at_once {ask_at_once}"
+        );
+    }
+}
+
+/// Which side of an expiry a consumption fell (`sigdeliver.rs`): a timer at 2 s, then every
+/// 3 s, its signal blocked from the start. The look at 5 s finds the signal pending, so the
+/// next look comes `LOOK_LEAD` before 8 s. Taken after that look (a program that unblocks as
+/// the expiry at 8 s passes), the expiry at 8 s preceded the consumption: an overrun of that
+/// signal, no signal of its own (one handler call, overrun 2, as on Linux). Taken before that
+/// look, the consumption preceded 8 s: the look finds it gone and 8 s sends the next signal.
+#[test]
+fn an_expiry_before_the_consumption_is_an_overrun_and_one_after_it_sends() {
+    use crate::timers::sigdeliver::LOOK_LEAD;
+    let lead = Duration::from_nanos(LOOK_LEAD);
+    let start = |f: &Manual, port: &TestSignals| {
+        let t = signal_timer(f, 0);
+        f.arm(t, ms(2000), ms(3000));
+        f.advance(ms(2000));
+        assert_eq!(port.queued(), 1);
+        f.advance(ms(3000));
+        assert_eq!(port.sent(), 1, "pending at 5 s: an overrun");
+        t
+    };
+    // Taken just after the look before 8 s.
+    let (f, port) = with_port();
+    let t = start(&f, &port);
+    f.advance(ms(3000) - lead);
+    assert_eq!(port.sent(), 1);
+    // The program takes it as 8 s passes, before the driver's poll at 8 s.
+    f.clock.advance(lead);
+    assert_eq!(port.take(), Some(sig(t, 0, 0)), "taken at 8 s");
+    f.timers.poll();
+    f.advance(ms(3000) - lead - Duration::from_micros(1));
+    assert_eq!(
+        port.sent(),
+        1,
+        "8 s sent nothing: an overrun of the signal taken"
+    );
+    assert_eq!(f.owner.getoverrun(t).unwrap(), 2, "5 s and 8 s");
+    f.advance(lead + Duration::from_micros(1));
+    assert_eq!(port.take(), Some(sig(t, 2, 0)), "11 s, carrying the two");
+
+    // Taken just before the look before 8 s.
+    let (f, port) = with_port();
+    let t = start(&f, &port);
+    f.advance(ms(3000) - lead - Duration::from_micros(1));
+    assert_eq!(port.take(), Some(sig(t, 0, 0)), "taken just before 8 s");
+    f.advance(Duration::from_micros(1));
+    assert_eq!(port.sent(), 1, "the look found it gone, before 8 s");
+    assert_eq!(f.owner.getoverrun(t).unwrap(), 1, "5 s");
+    f.advance(lead);
+    assert_eq!(port.take(), Some(sig(t, 1, 0)), "8 s sends the next");
 }
