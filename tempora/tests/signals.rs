@@ -287,6 +287,109 @@ fn a_million_signal_timers_under_a_low_sigpending_limit(timers: &Timers) {
     );
 }
 
+/// The user's signals queued now (the first number of `SigQ` in `/proc/self/status`).
+fn signals_queued() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("SigQ:"))
+        .expect("SigQ");
+    line[5..].trim().split('/').next().unwrap().parse().unwrap()
+}
+
+/// Another part of the process holds the whole of `RLIMIT_SIGPENDING` (here: signals it
+/// queued to itself and has not taken): tempora's signals find no room (`EAGAIN`), wait, and
+/// are each delivered once room returns, with the periods they waited as their overrun.
+/// Nothing is lost, nothing hangs.
+fn signals_wait_while_another_part_holds_the_whole_limit(timers: &Timers) {
+    let (filler, signo) = (sigrtmin() + 6, sigrtmin() + 7);
+    block(&[filler, signo]);
+    let mut old = MaybeUninit::<libc::rlimit>::uninit();
+    // SAFETY: reads the limit, then lowers the soft limit of this process to 32 above what
+    // the user holds now (other processes of the same user keep their room).
+    unsafe {
+        assert_eq!(
+            libc::getrlimit(libc::RLIMIT_SIGPENDING, old.as_mut_ptr()),
+            0
+        );
+        let limit = libc::rlimit {
+            rlim_cur: signals_queued() + 32,
+            rlim_max: old.assume_init().rlim_max,
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_SIGPENDING, &limit), 0);
+    }
+    // Fill the room.
+    let mut held = 0;
+    loop {
+        // SAFETY: sigqueue(3) to this process, on a signal every thread blocks.
+        let r = unsafe {
+            libc::sigqueue(
+                libc::getpid(),
+                filler,
+                libc::sigval {
+                    sival_ptr: std::ptr::null_mut(),
+                },
+            )
+        };
+        if r != 0 {
+            assert_eq!(
+                std::io::Error::last_os_error().raw_os_error(),
+                Some(libc::EAGAIN)
+            );
+            break;
+        }
+        held += 1;
+        assert!(held < 10_000, "the limit did not hold");
+    }
+    let owner = timers.owner();
+    let n = 8;
+    let ids: Vec<_> = (0..n)
+        .map(|i| {
+            let id = owner
+                .create(ClockId::Monotonic, Notify::Signal { signo, value: i })
+                .unwrap();
+            let (ms, every) = if i == 0 {
+                (Duration::from_millis(1), Duration::from_millis(1)) // periodic
+            } else {
+                (Duration::from_millis(1), Duration::ZERO)
+            };
+            owner.settime(id, SetFlags::RELATIVE, ms, every).unwrap();
+            id
+        })
+        .collect();
+    // Due, refused, waiting: none can be queued while the room is held.
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        wait(&[signo], Duration::ZERO).is_none(),
+        "a signal was queued with no room"
+    );
+    // Room returns: take the filler's signals.
+    for _ in 0..held {
+        wait(&[filler], Duration::from_secs(1)).expect("a filler signal");
+    }
+    let mut got = std::collections::HashSet::new();
+    let mut periodic_overrun = 0;
+    while got.len() < n {
+        // Retries back off to at most 100 ms: 10 s is a loaded machine's margin.
+        let info = wait(&[signo], Duration::from_secs(10)).expect("a waiting timer's signal");
+        let (id, overrun, value) = timer_fields(&info);
+        assert_eq!(ids[value].get(), id);
+        if value == 0 {
+            periodic_overrun = periodic_overrun.max(overrun);
+        }
+        got.insert(value);
+    }
+    assert!(
+        periodic_overrun >= 40,
+        "the periodic timer's first signal counts the periods it waited: {periodic_overrun}"
+    );
+    owner.destroy();
+    while wait(&[signo], Duration::from_millis(20)).is_some() {}
+    // SAFETY: puts back the limit read above.
+    unsafe { libc::setrlimit(libc::RLIMIT_SIGPENDING, old.as_ptr()) };
+    println!("ok: {n} timers' signals waited while {held} other signals held the limit, then came");
+}
+
 /// A signal left pending on a driver thread for good (a `SIGEV_THREAD` callback that raises
 /// it: the driver blocks every signal) must not hide the process-wide signal of a timer on the
 /// same number: that timer keeps sending, one signal per period. (The probe read the driver's
@@ -345,6 +448,8 @@ fn main() {
         r + 3,
         r + 4,
         r + 5,
+        r + 6,
+        r + 7,
         libc::SIGALRM,
         libc::SIGUSR2,
     ]);
@@ -356,4 +461,5 @@ fn main() {
     tempora_threads_block_every_signal(&timers);
     a_signal_stuck_on_a_driver_thread_hides_no_delivery(&timers);
     a_million_signal_timers_under_a_low_sigpending_limit(&timers);
+    signals_wait_while_another_part_holds_the_whole_limit(&timers);
 }

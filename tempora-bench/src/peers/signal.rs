@@ -280,7 +280,8 @@ pub(crate) trait SignalTimers {
     fn name(&self) -> &'static str;
     /// The signal number its timers queue.
     fn signo(&self) -> i32;
-    /// Creates `n` disarmed timers on `CLOCK_MONOTONIC`, the `i`th's signal carrying `i`.
+    /// Creates `n` disarmed timers on `CLOCK_MONOTONIC`, the `i`th's signal carrying `i`. On
+    /// failure every timer is deleted at once (those made before this call too).
     fn create(&mut self, n: usize) -> Result<(), String>;
     /// Arms every timer to expire at `at` (monotonic ns), then every `period` ns (0: once).
     fn arm_all(&mut self, at: u64, period: u64) -> Result<(), String>;
@@ -323,10 +324,13 @@ impl SignalTimers for TemporaSignals {
                 signo: self.signo(),
                 value: i,
             };
-            let id = self
-                .owner
-                .create(ClockId::Monotonic, notify)
-                .map_err(|e| format!("Owner::create: {e}"))?;
+            let id = match self.owner.create(ClockId::Monotonic, notify) {
+                Ok(id) => id,
+                Err(e) => {
+                    self.delete_all();
+                    return Err(format!("Owner::create: {e}"));
+                }
+            };
             self.ids.push(id);
         }
         Ok(())
@@ -394,6 +398,10 @@ impl SignalTimers for KernelSignals {
                 let e = std::io::Error::last_os_error();
                 let limit = tempora_kernel::rlimit_sigpending()
                     .map_or_else(|| "unknown".into(), |l| l.to_string());
+                // Each of the timers made holds a unit of RLIMIT_SIGPENDING until deleted: kept
+                // until the step ends, they would leave the other side no room to queue one
+                // signal.
+                self.delete_all();
                 return Err(format!(
                     "timer_create: {e} after {i} timers (RLIMIT_SIGPENDING {limit})"
                 ));
@@ -419,5 +427,88 @@ impl SignalTimers for KernelSignals {
 impl Drop for KernelSignals {
     fn drop(&mut self) {
         self.delete_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{KernelSignals, SignalTimers};
+
+    /// The kernel side at a size past `RLIMIT_SIGPENDING` (the service suite's
+    /// `deliver-signal` at 100k): its create fails part-way, and the timers it made are
+    /// deleted at once. Kept until the step ended, each held a unit of the limit, and
+    /// tempora's side, measured next, found no room to queue a single signal ("0 of 100000
+    /// signals delivered"). Run in a child whose limit is lowered to 64 above what the user
+    /// holds now (`SigQ` of `/proc/self/status`), so that no other process or test loses its
+    /// room.
+    #[test]
+    fn a_kernel_create_that_fails_part_way_leaves_no_timer() {
+        let held: u64 = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                let line = s.lines().find(|l| l.starts_with("SigQ:"))?.to_owned();
+                line[5..].trim().split('/').next()?.parse().ok()
+            })
+            .expect("SigQ in /proc/self/status");
+        let limit = held + 64;
+        // SAFETY: fork(2). The child makes system calls and allocates (glibc's allocator is
+        // usable in a forked child), then `_exit`s without running the parent's destructors.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            let code = (|| {
+                let low = libc::rlimit {
+                    rlim_cur: limit,
+                    rlim_max: limit,
+                };
+                // SAFETY: setrlimit(2) with a valid struct; this child's limit alone.
+                if unsafe { libc::setrlimit(libc::RLIMIT_SIGPENDING, &low) } != 0 {
+                    return 10;
+                }
+                let mut side = KernelSignals::default();
+                if side.create(limit as usize + 1).is_ok() {
+                    return 11; // the limit did not hold: nothing tested
+                }
+                if !side.ids.is_empty() {
+                    return 12;
+                }
+                // The room came back: another user of the limit can make a timer (retried:
+                // other processes of this user may hold some of it for a moment).
+                for _ in 0..100 {
+                    let mut other = KernelSignals::default();
+                    if other.create(1).is_ok() {
+                        return 0;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                13
+            })();
+            // SAFETY: ends the child at once.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        let start = std::time::Instant::now();
+        loop {
+            // SAFETY: our own child; `status` is writable.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == pid {
+                break;
+            }
+            if start.elapsed() > std::time::Duration::from_secs(60) {
+                // SAFETY: our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                panic!("the child did not finish in 60 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(libc::WIFEXITED(status), "child status {status}");
+        let code = libc::WEXITSTATUS(status);
+        assert_ne!(
+            code,
+            11,
+            "RLIMIT_SIGPENDING = {limit} let {} timers be made",
+            limit + 1
+        );
+        assert_eq!(code, 0, "10: setrlimit, 12: timers left, 13: no room after");
     }
 }
