@@ -29,8 +29,20 @@
 //! kernel's parks (no re-arm until the dequeue); tempora's probes whether its signal is still
 //! pending at periods spaced as long as it has been pending, up to `PROBE_CAP` (10 ms) apart
 //! (`timers/sigdeliver.rs`). `fired` is the signals taken after the window (1 on both sides).
+//!
+//! `parked-signals` (n = 100k; `--quick` 10k): n periodic timers (1 ms) whose signals wait
+//! for a window (2 s; `--quick` 1 s, `--full` 5 s), never taken: `ns_per_op` is the process's
+//! CPU time per second of the window. `tempora`: `SIGEV_THREAD_ID` timers to the measuring
+//! thread, which blocks the signal; `tempora-owed`: process-directed timers whose signals find
+//! no room (the soft `RLIMIT_SIGPENDING` lowered to what the user holds for the window);
+//! `kernel`: process-directed timers, the signal blocked, which the kernel parks at no cost
+//! (it refuses past `RLIMIT_SIGPENDING`, about 96k here: an `ok:false` row at 100k).
 
+use std::mem::MaybeUninit;
 use std::time::Duration;
+
+use tempora::clock::ClockId;
+use tempora::timers::{Notify, SetFlags, Timers};
 
 use crate::peers::signal::{
     self, cannot_run, drain, now_ns, process_cpu_ns, spin_until, KernelSignals, Pinned,
@@ -43,6 +55,10 @@ pub(crate) const CASE: &str = "deliver-signal";
 
 /// The case of a fast periodic timer whose signal stays blocked.
 pub(crate) const CASE_BLOCKED: &str = "blocked-signal";
+
+/// The case of many periodic timers whose signals wait (blocked, or refused for want of
+/// room).
+pub(crate) const CASE_PARKED: &str = "parked-signals";
 
 /// The blocked timer's period.
 const BLOCKED_PERIOD_NS: u64 = 1_000;
@@ -365,6 +381,133 @@ fn blocked_step(settings: &Settings) -> Vec<Row> {
     rows
 }
 
+/// The parked timers' period.
+const PARKED_PERIOD_NS: u64 = 1_000_000;
+
+/// How a `parked-signals` row's timers wait.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Parked {
+    /// tempora: `SIGEV_THREAD_ID` timers to the measuring thread, which blocks the signal.
+    Thread,
+    /// tempora: process-directed timers whose signals find no room: the soft
+    /// `RLIMIT_SIGPENDING` is lowered to what the user holds for the window.
+    Owed,
+    /// The kernel: process-directed `SIGEV_SIGNAL` timers, the signal blocked.
+    Kernel,
+}
+
+/// The user's signals queued now (`SigQ` of `/proc/self/status`).
+fn signals_queued() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("SigQ:"))?;
+    line[5..].trim().split('/').next()?.parse().ok()
+}
+
+/// n periodic timers (1 ms) whose signals wait for `window`, never taken: the process's CPU
+/// ns per second of it.
+fn parked(kind: Parked, n: usize, window: Duration) -> Result<f64, String> {
+    let mut old = MaybeUninit::<libc::rlimit>::uninit();
+    let mut lowered = false;
+    let mut kernel = KernelSignals::default();
+    let mut tempora = None;
+    let signo = match kind {
+        Parked::Kernel => {
+            kernel.create(n)?;
+            kernel.arm_all(now_ns() + 1_000_000, PARKED_PERIOD_NS)?;
+            kernel.signo()
+        }
+        Parked::Thread | Parked::Owed => {
+            let timers = Timers::builder()
+                .drivers(1)
+                .build()
+                .map_err(|e| format!("Timers::build: {e}"))?;
+            let owner = timers.owner();
+            let signo = signal::tempora_signo();
+            if kind == Parked::Owed {
+                let held = signals_queued().ok_or("no SigQ in /proc/self/status")?;
+                // SAFETY: reads the limit, then lowers this process's soft limit to what the
+                // user holds: no room for one more signal until it is put back below.
+                unsafe {
+                    if libc::getrlimit(libc::RLIMIT_SIGPENDING, old.as_mut_ptr()) != 0 {
+                        return Err("getrlimit".into());
+                    }
+                    let l = libc::rlimit {
+                        rlim_cur: held,
+                        rlim_max: old.assume_init().rlim_max,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_SIGPENDING, &l) != 0 {
+                        return Err("setrlimit".into());
+                    }
+                }
+                lowered = true;
+            }
+            // SAFETY: gettid(2) has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            let every = Duration::from_nanos(PARKED_PERIOD_NS);
+            for i in 0..n {
+                let notify = match kind {
+                    Parked::Thread => Notify::ThreadSignal {
+                        tid,
+                        signo,
+                        value: i,
+                    },
+                    _ => Notify::Signal { signo, value: i },
+                };
+                let id = owner
+                    .create(ClockId::Monotonic, notify)
+                    .map_err(|e| format!("Owner::create: {e}"))?;
+                owner
+                    .settime(id, SetFlags::RELATIVE, every, every)
+                    .map_err(|e| format!("Owner::settime: {e}"))?;
+            }
+            tempora = Some((timers, owner));
+            signo
+        }
+    };
+    // Every first signal queued (or refused) and the looks' spacing grown before the window.
+    std::thread::sleep(Duration::from_millis(100));
+    let c0 = process_cpu_ns();
+    std::thread::sleep(window);
+    let c1 = process_cpu_ns();
+    if let Some((_timers, owner)) = tempora {
+        owner.destroy();
+    }
+    kernel.delete_all();
+    if lowered {
+        // SAFETY: puts back the limit read above.
+        unsafe { libc::setrlimit(libc::RLIMIT_SIGPENDING, old.as_ptr()) };
+    }
+    drain(signo);
+    Ok((c1 - c0) as f64 / window.as_secs_f64())
+}
+
+/// The `parked-signals` step: each way of waiting, one after the other.
+fn parked_step(n: usize, settings: &Settings) -> Vec<Row> {
+    let window = Duration::from_secs(settings.pick(1, 2, 5));
+    let ways = [
+        ("tempora", Parked::Thread),
+        ("tempora-owed", Parked::Owed),
+        ("kernel", Parked::Kernel),
+    ];
+    let row = |imp: &str, m: Measured| Row::new(CASE_PARKED, imp, n, 1, m);
+    if let Some(why) = cannot_run() {
+        return ways
+            .iter()
+            .map(|(i, _)| row(i, Measured::failed(why.clone())))
+            .collect();
+    }
+    ways.iter()
+        .filter(|(imp, _)| settings.wants_impl(imp))
+        .map(|&(imp, kind)| {
+            let m = match parked(kind, n, window) {
+                Ok(cpu) => Measured::per_op(cpu, 1, Fields::default().with(Field::Runs, 1)),
+                Err(e) => Measured::failed(e),
+            };
+            row(imp, m)
+        })
+        .collect()
+}
+
 /// Each side's row at n, the sides in turn: the periodic timer's chunks at n = 1, bursts
 /// otherwise (the measuring thread pinned). Shared with the capi suite's C loops.
 pub(crate) fn measure_sides<S: ?Sized>(
@@ -418,6 +561,21 @@ pub fn plan<'a>(plan: &mut Plan<'a>) {
             2.0 * 1e3 * (window + 0.06),
             move || blocked_step(settings),
         )
+        .also("kernel"),
+    );
+    let parked_n = settings.pick(10_000, 100_000, 100_000);
+    let parked_window = settings.pick(1.0, 2.0, 5.0);
+    plan.add(
+        Step::new(
+            Suite::Service,
+            &[CASE_PARKED],
+            "tempora",
+            parked_n,
+            1,
+            3.0 * 1e3 * (parked_window + 0.1) + parked_n as f64 * 2e-3,
+            move || parked_step(parked_n, settings),
+        )
+        .also("tempora-owed")
         .also("kernel"),
     );
     let reps = settings.reps(3, 5);
