@@ -98,12 +98,12 @@ fn signal_record(l: &LockedTimer<'_>) -> Option<SignalRecord> {
         },
         (false, 0) => SignalTarget::Process {
             signo: cell.signo(),
-            value: cell.value,
+            value: cell.value(),
         },
         (false, tid) => SignalTarget::Thread {
             tid,
             signo: cell.signo(),
-            value: cell.value,
+            value: cell.value(),
         },
     };
     let st = &*l.state;

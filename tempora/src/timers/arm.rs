@@ -40,7 +40,7 @@ impl Core {
     /// [`Error::Poisoned`] if the base is (the service has then failed: `Health::fail`).
     #[inline]
     pub(crate) fn apply(&self, l: &mut LockedTimer<'_>, arm: Arm) -> Result<(), Error> {
-        self.place(l, arm, 0, || self.my_base())
+        self.place(l, arm, 0, None, || self.my_base())
     }
 
     /// `apply` for an expiry computed from a clock reading up to `spent` ns after the time
@@ -54,7 +54,7 @@ impl Core {
         spent: u64,
     ) -> Result<(), Error> {
         l.state.set_coarse(spent != 0);
-        self.place(l, arm, spent, || self.my_base())
+        self.place(l, arm, spent, None, || self.my_base())
     }
 
     /// `apply`, arming on base `b` (a delivery re-arms on the base it popped the timer from:
@@ -66,7 +66,20 @@ impl Core {
         arm: Arm,
         b: usize,
     ) -> Result<(), Error> {
-        self.place(l, arm, 0, || b)
+        self.place(l, arm, 0, Some(placement_of(l)), || b)
+    }
+
+    /// `apply_on` with `slack` whatever the timer's precision: for an entry that is no
+    /// expiry of the timer's own (a signal timer's backstop, `watch.rs`), placed where it
+    /// is never moved again before it falls due.
+    pub(super) fn apply_on_slack(
+        &self,
+        l: &mut LockedTimer<'_>,
+        arm: Arm,
+        b: usize,
+        slack: u64,
+    ) -> Result<(), Error> {
+        self.place(l, arm, 0, Some(Placement::Slack(slack)), || b)
     }
 
     /// Where an arming at `expiry` (ns) goes: the wheel tick, the entry's mode, and the tick
@@ -115,6 +128,7 @@ impl Core {
         l: &mut LockedTimer<'_>,
         arm: Arm,
         spent: u64,
+        placement: Option<Placement>,
         base: impl FnOnce() -> usize,
     ) -> Result<(), Error> {
         let Arm::At { clock, expiry } = arm else {
@@ -129,7 +143,8 @@ impl Core {
         } else {
             spent
         };
-        let (tick, mode, fires_at) = self.placed(placement_of(l), expiry, spent);
+        let placement = placement.unwrap_or_else(|| placement_of(l));
+        let (tick, mode, fires_at) = self.placed(placement, expiry, spent);
         let node = l.links();
         // `node.tick()` is stable under the timer's lock while the timer names a wheel (the
         // base's node contract, `base.rs`), linked or popped.

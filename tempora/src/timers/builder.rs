@@ -7,6 +7,7 @@ use super::health::Health;
 use super::object::Itimer;
 use super::signal::{OsSignals, SignalPort};
 use super::wake::Wakeups;
+use super::watch::Watches;
 use super::Timers;
 use crate::clock::{duration_nanos, ClockSource, OsClock, Resolution, ALL_CLOCKS};
 use crate::error::Error;
@@ -248,6 +249,7 @@ impl Builder {
             },
             stats: Hub::new(self.stats),
             signals: self.signals.clone(),
+            watches: Watches::default(),
             max_deferral: duration_nanos(self.max_deferral),
             coarse_lags: crate::clock::ALL_CLOCKS.map(|c| self.clock.coarse_lag(c)),
             #[cfg(test)]

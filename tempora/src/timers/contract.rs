@@ -11,14 +11,32 @@ use super::core::Core;
 use super::itimer::{ItimerPublished, ItimerState};
 use super::notify::CLOSED_OWNER;
 use super::object::{
-    callback_of, Attached, EventQueue, Itimer, ItimerFixed, ItimerInit, LockedTimer,
+    callback_of, signal_of, Attached, EventQueue, Itimer, ItimerFixed, ItimerInit, LockedTimer,
 };
 use super::types::NotifyKind;
+use super::watch::{Key, Member};
 use crate::registry::Service;
 use crate::stats::Counter;
 use crate::sync::Ordering;
 use crate::wheel::intrusive::Node;
 use std::sync::Arc;
+
+/// What the delete hook hands back, dropped by the registry once it holds no lock: the
+/// timer's callback or signal cell (a callback's `Drop` is user code), and for a signal timer
+/// that looked for others of its watch, the hand-over of their looks (`watch.rs`).
+pub(crate) struct Released {
+    attached: Option<Box<Attached>>,
+    hand_over: Option<(Arc<Core>, Key)>,
+}
+
+impl Drop for Released {
+    fn drop(&mut self) {
+        drop(self.attached.take());
+        if let Some((core, key)) = self.hand_over.take() {
+            core.hand_over(key);
+        }
+    }
+}
 
 /// The service's part of each owner.
 pub(crate) struct OwnerPart {
@@ -34,7 +52,7 @@ impl Service for Itimer {
     type State = ItimerState;
     type Init = ItimerInit;
     type Owner = OwnerPart;
-    type Released = Option<Box<Attached>>;
+    type Released = Released;
 
     fn init(
         fixed: &ItimerFixed,
@@ -50,7 +68,7 @@ impl Service for Itimer {
         state.create(published, init.clock, init.notify);
     }
 
-    fn on_delete(owner: &OwnerPart, l: &mut LockedTimer<'_>) -> Option<Box<Attached>> {
+    fn on_delete(owner: &OwnerPart, l: &mut LockedTimer<'_>) -> Released {
         let tally = &owner.sink.tally;
         tally.add(Counter::Deleted, 1);
         tally.group.uncharge();
@@ -60,6 +78,18 @@ impl Service for Itimer {
         // A poisoned base fails the service; the timer is deleted all the same (its node, if
         // still linked there, is never reached again).
         let _ = owner.core.disarm(l);
+        let mut hand_over = None;
+        if let Some(cell) = signal_of(l) {
+            // Out of its watch before its cell is freed (`watch.rs`).
+            let key = Key::of(cell);
+            if owner
+                .core
+                .watches
+                .leave(key, Member::new(l.timer, cell), cell)
+            {
+                hand_over = Some((owner.core.clone(), key));
+            }
+        }
         l.state.delete();
         if let Some(cell) = callback_of(l) {
             // Expiries folded into a running call are stale now (`serial.rs`).
@@ -72,7 +102,11 @@ impl Service for Itimer {
             .swap(std::ptr::null_mut(), Ordering::Relaxed);
         // SAFETY: `attached` is null or a `Box<Attached>` leaked at create (`init`), taken
         // out exactly once, here, under the lock.
-        (!cb.is_null()).then(|| unsafe { Box::from_raw(cb) })
+        let attached = (!cb.is_null()).then(|| unsafe { Box::from_raw(cb) });
+        Released {
+            attached,
+            hand_over,
+        }
     }
 
     fn on_destroy(owner: &OwnerPart) {

@@ -289,6 +289,7 @@ pub(crate) mod sleep;
 mod standby;
 pub(crate) mod types;
 pub(crate) mod wake;
+pub(crate) mod watch;
 
 #[cfg(all(test, not(loom)))]
 mod blocking_tests;

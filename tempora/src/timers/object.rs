@@ -215,7 +215,11 @@ mod tests {
     /// A signal timer's heap block beside its object stays one 32-byte allocation.
     #[test]
     fn a_signal_timers_attached_block_is_32_bytes() {
-        assert_eq!(size_of::<SignalCell>(), 24);
+        assert_eq!(
+            (size_of::<SignalCell>(), align_of::<SignalCell>()),
+            (28, 4),
+            "the cell"
+        );
         assert_eq!(size_of::<Attached>(), 32);
     }
 

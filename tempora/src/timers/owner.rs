@@ -261,13 +261,18 @@ impl Owner {
             }
             let (state, published) = l.state_and_published();
             let (old, arm) = state.settime(published, &now, flags.is_abstime(), value, interval);
+            let mut orphans = None;
             if l.state.notify() == NotifyKind::Signal {
-                core.signal_settime(&mut l);
+                orphans = core.signal_settime(&mut l);
             }
-            core.apply_spent(&mut l, arm, now.spent()).map(|()| old)
+            core.apply_spent(&mut l, arm, now.spent())
+                .map(|()| (old, orphans))
         });
         core.health.flush_halt();
-        let old = old??;
+        let (old, orphans) = old??;
+        if let Some(key) = orphans {
+            core.hand_over(key);
+        }
         let what = if value == 0 {
             Counter::Disarmed
         } else {
@@ -395,12 +400,16 @@ impl Owner {
         // (`sigdeliver.rs`): under the lock.
         let core = self.core();
         let now = core.lazy_now();
+        // Pinned across the look and the release of the followers it may find gone
+        // (`watch.rs`).
+        let _pin = sync::pin();
         let r = self.reg.with_timer(id, |mut l| {
             if l.state.notify() == NotifyKind::Signal {
                 core.signal_check(&mut l, &now);
             }
             itimer::overrun_last(l.published())
         });
+        core.release_followers(core.my_base(), &now);
         core.health.flush_halt();
         r
     }

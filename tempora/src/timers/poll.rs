@@ -353,6 +353,7 @@ impl Core {
         // timer addresses"); it holds a `Timer` (slots are type-stable), whose identity is
         // checked under its lock below.
         let timer: &Timer<Itimer> = unsafe { timer.as_ref() };
+        let mut signal = false;
         let delivered = timer.lock_visible(|mut l| {
             if !popped_here(&l, b, w) {
                 return false;
@@ -368,6 +369,7 @@ impl Core {
                     || l.state.queued() && l.state.status() == Status::RequeuePending)
             {
                 let expiry = l.state.expiry;
+                signal = true;
                 let fired = self.signal_pop(&mut l, b, clock, now);
                 if fired {
                     sink_of(&l)
@@ -415,6 +417,10 @@ impl Core {
             }
             true
         });
+        if signal {
+            // A looker that found its number gone released its followers (`watch.rs`).
+            self.release_followers(b, now);
+        }
         match delivered {
             Ok(fired) => usize::from(fired == Some(true)),
             Err(Poisoned) => {

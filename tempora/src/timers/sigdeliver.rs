@@ -53,6 +53,9 @@
 //!   before the period, which sends the next signal; still pending there, the period is its
 //!   overrun, even if the signal is taken between that look and the period (the one window
 //!   where tempora counts an overrun that the kernel would not).
+//! * A look is where it was placed, not when a loaded driver got to it: a look placed before
+//!   a period that runs after it still finds the consumption before the period (a signal
+//!   taken between the period and the late look is the window the other way).
 //! * `getoverrun` is a look of its own, at its call.
 //!
 //! ```text
@@ -71,8 +74,10 @@ use super::itimer::{add_periods, forward, set_look, set_overrun_last, Arm};
 use super::object::{signal_of, sink_of, LockedTimer};
 use super::signal::{Pending, Sent, SignalCell, TimerSignal};
 use super::types::Status;
+use super::watch::{self, Key, Member, Role, BACKSTOP, BACKSTOP_GRAIN, DETACHED};
 use crate::clock::{ClockId, LazyNow};
-use std::cell::Cell;
+use crate::registry::TIMER_POISONED;
+use std::cell::{Cell, RefCell};
 
 /// The longest a periodic timer waits between two probes of a signal that stays pending
 /// (or the period, if longer).
@@ -99,7 +104,19 @@ pub(crate) enum Restored {
     Outstanding { stale: bool },
 }
 
+/// Whether a signal timer shares its looks through a watch (`watch.rs`): a periodic one
+/// whose looks come at the capped spacing, `PROBE_CAP` or shorter.
+fn watchable(l: &LockedTimer<'_>) -> bool {
+    l.state.interval != 0 && l.state.interval <= PROBE_CAP
+}
+
+const _: () = assert!(watch::STALE == 3 * PROBE_CAP);
+
 thread_local! {
+    /// The followers released by a look on this thread, for the caller to look at once it
+    /// has let go of the looker's lock (`Core::release_followers`).
+    static RELEASED: RefCell<Vec<Member>> = const { RefCell::new(Vec::new()) };
+
     /// The dispositions read during the delivery of the current poll batch on this thread
     /// (`None` outside one): signal numbers whose disposition was read (bit `signo - 1`), and
     /// of those the ones that ignore. A burst of timers on one number reads it once per
@@ -171,6 +188,13 @@ impl Core {
         now: &LazyNow<'_>,
     ) -> bool {
         let t = now.get(clock);
+        // The first period not counted yet, and when this look was placed to happen (a late
+        // driver aside): the node keeps the tick it was placed at until it is placed again.
+        let first = l.state.expiry;
+        let scheduled = match l.links().tick() {
+            u64::MAX => t,
+            tick => tick.saturating_mul(self.res.nanos()).min(t),
+        };
         let fresh = match l.state.status() {
             Status::Armed => {
                 if l.state.expire().is_none() {
@@ -193,24 +217,87 @@ impl Core {
         // Whether this pop saw the number not pending (a standard signal is sent only then).
         let mut clear = false;
         if l.state.queued() {
+            let member = watchable(l).then(|| Member::new(l.timer, cell));
+            let mono = now.get(ClockId::Monotonic);
+            if let Some(m) = member {
+                // Another timer of its target and number looks for it (`watch.rs`): a
+                // follower's backstop while its looker looks within `STALE`, or a first look
+                // after a send that the looker has found pending since.
+                let since = if cell.slot() < watch::LOOKER {
+                    0
+                } else {
+                    let sent = first.saturating_sub(l.state.interval);
+                    mono.saturating_sub(t.saturating_sub(sent))
+                };
+                if self.watches.answers(Key::of(cell), m, cell, since, mono) {
+                    l.state.overrun = add(l.state.overrun, fresh);
+                    cell.saw_pending();
+                    self.follower_park(l, b, clock, t);
+                    return counted;
+                }
+            }
             if self.still_pending(cell) {
                 l.state.overrun = add(l.state.overrun, fresh);
                 cell.saw_pending();
-                self.signal_park(l, cell, b, clock, t, PROBE_CAP);
+                let role =
+                    member.and_then(|m| self.watches.found_pending(Key::of(cell), m, cell, mono));
+                if role == Some(Role::Follow) {
+                    self.follower_park(l, b, clock, t);
+                } else {
+                    self.signal_park(l, cell, b, clock, t, PROBE_CAP);
+                }
                 return counted;
             }
-            if cell.seen_pending() && fresh > 0 {
-                // Looked at a little before its periods: the ones before this look preceded
-                // the consumption (module doc, "Which side of an expiry a consumption fell");
-                // one at the very moment of the look did not, and sends the next signal.
-                let at_look = l.state.expiry - l.state.interval == t;
-                let before = fresh - u64::from(at_look);
-                l.state.overrun = add(l.state.overrun, before);
-                fresh -= before;
+            if let Some(m) = member {
+                RELEASED.with(|r| {
+                    self.watches
+                        .found_gone(Key::of(cell), m, cell, &mut r.borrow_mut())
+                });
             }
+            fresh = self.found_gone(l, cell, first, scheduled, fresh);
             clear = true;
-            self.settle_or_flush(l, cell);
         }
+        self.signal_next(l, cell, b, clock, t, fresh, clear);
+        counted
+    }
+
+    /// The outstanding signal was found gone by a look placed at `scheduled`, which counted
+    /// `fresh` periods from `first` on: those scheduled before the look are that signal's
+    /// overruns if a look had seen it pending (module doc, "Which side of an expiry a
+    /// consumption fell": one at the look's moment, or after it when the look ran late, is
+    /// not); it is settled (or, discarded, owed again). The periods left to send.
+    fn found_gone(
+        &self,
+        l: &mut LockedTimer<'_>,
+        cell: &SignalCell,
+        first: u64,
+        scheduled: u64,
+        fresh: u64,
+    ) -> u64 {
+        let mut fresh = fresh;
+        if cell.seen_pending() && fresh > 0 && scheduled > first {
+            let interval = l.state.interval.max(1);
+            let before = ((scheduled - 1 - first) / interval + 1).min(fresh);
+            l.state.overrun = add(l.state.overrun, before);
+            fresh -= before;
+        }
+        self.settle_or_flush(l, cell);
+        fresh
+    }
+
+    /// After a pop or a release, with no signal outstanding: sends what is owed and the
+    /// `fresh` periods' signal, or re-arms a periodic timer at its next period.
+    #[allow(clippy::too_many_arguments, reason = "the pop's context, passed on")]
+    fn signal_next(
+        &self,
+        l: &mut LockedTimer<'_>,
+        cell: &SignalCell,
+        b: usize,
+        clock: ClockId,
+        t: u64,
+        fresh: u64,
+        clear: bool,
+    ) {
         if !l.state.owed() {
             if fresh == 0 {
                 // A probe that found the signal gone and no period due: wait for the next.
@@ -219,7 +306,7 @@ impl Core {
                     let expiry = l.state.expiry;
                     let _ = self.apply_on(l, Arm::At { clock, expiry }, b);
                 }
-                return false;
+                return;
             }
             l.state.set_owed(true);
             cell.set_lateness(add(0, fresh - 1));
@@ -227,7 +314,58 @@ impl Core {
             cell.set_lateness(add(cell.lateness(), fresh));
         }
         self.signal_send(l, cell, b, clock, t, clear);
-        counted
+    }
+
+    /// Parks a follower at its backstop (`watch.rs`), on its period grid's status, with
+    /// `BACKSTOP_GRAIN` of slack: placed coarse, never moved again before it falls due, at an
+    /// instant it shares with the other followers' backstops, one wake-up for many.
+    fn follower_park(&self, l: &mut LockedTimer<'_>, b: usize, clock: ClockId, t: u64) {
+        l.state.set_status(Status::RequeuePending);
+        let at = t.saturating_add(BACKSTOP);
+        // A poisoned base fails the service.
+        let _ = self.apply_on_slack(l, Arm::At { clock, expiry: at }, b, BACKSTOP_GRAIN);
+    }
+
+    /// Looks at the followers that a look on this thread released (their looker found their
+    /// number gone: `watch.rs`), each under its own lock, re-arming them on base `b`. The
+    /// caller has been pinned in the epoch since before the release.
+    pub(crate) fn release_followers(&self, b: usize, now: &LazyNow<'_>) {
+        let list = RELEASED.with(|r| std::mem::take(&mut *r.borrow_mut()));
+        if list.is_empty() {
+            RELEASED.with(|r| *r.borrow_mut() = list);
+            return;
+        }
+        for m in &list {
+            // SAFETY: a timer object is type-stable while the caller is pinned, and it was
+            // pinned before the release took the follower out of its list (module doc of
+            // `watch.rs`); the timer's identity is checked under its lock below.
+            let timer = unsafe { m.timer.as_ref() };
+            let r = timer.lock_visible(|mut l| {
+                let Some(cell) = signal_of(&l) else {
+                    return;
+                };
+                if cell.slot() != DETACHED {
+                    // Deleted and made again, or it looked on its own since.
+                    return;
+                }
+                cell.set_slot(watch::NONE);
+                if !l.state.queued() || l.state.status() != Status::RequeuePending {
+                    return;
+                }
+                let clock = l.state.expiry_clock();
+                let t = now.get(clock);
+                let first = l.state.expiry;
+                let fresh = self.count_periods(&mut l, t);
+                let fresh = self.found_gone(&mut l, cell, first, t, fresh);
+                self.signal_next(&mut l, cell, b, clock, t, fresh, true);
+            });
+            if r.is_err() {
+                self.health.fail(TIMER_POISONED);
+            }
+        }
+        let mut list = list;
+        list.clear();
+        RELEASED.with(|r| *r.borrow_mut() = list);
     }
 
     /// Forwards a periodic timer's expiry past `t`: the periods that passed (not counted
@@ -282,7 +420,7 @@ impl Core {
             value: if cell.value_is_id {
                 id as u32 as usize
             } else {
-                cell.value
+                cell.value()
             },
         };
         // `getoverrun` must look from before the signal can be taken (a handler may run on
@@ -376,15 +514,63 @@ impl Core {
     /// arming's expiries send their own signals (a pending number is no proof that this
     /// timer's signal is the one pending: treating it as one lost signals of timers sharing a
     /// number). An owed one is void.
-    pub(crate) fn signal_settime(&self, l: &mut LockedTimer<'_>) {
-        let Some(cell) = signal_of(l) else {
-            return;
-        };
+    ///
+    /// `Some(key)`: it looked for other timers of its watch, which [`Core::hand_over`] must
+    /// give a new looker once the caller has let go of the lock.
+    #[must_use = "a looker that leaves hands its followers over"]
+    pub(crate) fn signal_settime(&self, l: &mut LockedTimer<'_>) -> Option<Key> {
+        let cell = signal_of(l)?;
+        let key = Key::of(cell);
+        let orphans = self.watches.leave(key, Member::new(l.timer, cell), cell);
         l.state.set_queued(false);
         set_look(l.published(), false);
         cell.set_lateness(0);
         cell.set_carried(0);
         cell.reset_tries();
+        orphans.then_some(key)
+    }
+
+    /// Gives `key`'s watch a new looker after its looker left (`watch.rs`): its followers, last
+    /// first, each looked at under its own lock until one looks for the others or finds the
+    /// number gone (and releases them). With no lock held.
+    pub(crate) fn hand_over(&self, key: Key) {
+        // Pinned before each candidate is taken out of the list (`Watches::successor`).
+        let _pin = crate::sync::pin();
+        let b = self.my_base();
+        let now = self.lazy_now();
+        while let Some(m) = self.watches.successor(key) {
+            // SAFETY: a timer object is type-stable while pinned, and this thread pinned
+            // before `successor` took it out of its list (`watch.rs`); its identity is checked
+            // under its lock below.
+            let timer = unsafe { m.timer.as_ref() };
+            let looked = timer.lock_visible(|mut l| {
+                let Some(cell) = signal_of(&l) else {
+                    return false;
+                };
+                if cell.slot() != DETACHED {
+                    return false;
+                }
+                cell.set_slot(watch::NONE);
+                if !l.state.queued() || l.state.status() != Status::RequeuePending {
+                    return false;
+                }
+                let clock = l.state.expiry_clock();
+                self.signal_pop(&mut l, b, clock, &now);
+                if signal_of(&l).is_some_and(|c| c.slot() != watch::LOOKER) {
+                    // Found gone: the others' signals were taken too.
+                    RELEASED.with(|r| self.watches.release_orphans(key, &mut r.borrow_mut()));
+                }
+                true
+            });
+            self.release_followers(b, &now);
+            match looked {
+                Ok(Some(true)) => return,
+                Ok(_) => {}
+                Err(_) => {
+                    self.health.fail(TIMER_POISONED);
+                }
+            }
+        }
     }
 
     /// `getoverrun`'s look at a signal timer whose signal is outstanding: if it is no longer
@@ -405,6 +591,13 @@ impl Core {
         }
         if self.still_pending(cell) {
             return;
+        }
+        if cell.slot() != watch::NONE {
+            let m = Member::new(l.timer, cell);
+            RELEASED.with(|r| {
+                self.watches
+                    .found_gone(Key::of(cell), m, cell, &mut r.borrow_mut())
+            });
         }
         self.settle_or_flush(l, cell);
         if parked && !l.state.owed() {

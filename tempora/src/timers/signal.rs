@@ -24,7 +24,7 @@
 
 use super::types::Notify;
 use crate::error::Error;
-use crate::sync::{AtomicI32, AtomicU8, Ordering};
+use crate::sync::{AtomicI32, AtomicU32, AtomicU8, Ordering};
 
 /// The highest signal number the kernel accepts (`_NSIG`): `timer_create` refuses
 /// `sigev_signo` outside `1..=64` with `EINVAL`.
@@ -34,8 +34,9 @@ pub(crate) const SIGNO_MAX: i32 = 64;
 /// bytes, one heap block per signal timer beside its object).
 #[derive(Debug)]
 pub(crate) struct SignalCell {
-    /// `si_value` (ignored when `value_is_id`).
-    pub(crate) value: usize,
+    /// `si_value` (ignored when `value_is_id`), as two halves (low, high): 4-byte aligned, the
+    /// cell packs into the 32-byte `Attached` block with its watch slot.
+    value: [u32; 2],
     /// The target thread's ID; 0 for the process.
     pub(crate) tid: i32,
     /// The periods the outstanding (or owed) signal's own expiry was late by: reported in its
@@ -52,9 +53,14 @@ pub(crate) struct SignalCell {
     /// of the next retry (saturating at 63; the backoff stops doubling long before). The high
     /// two: [`QUEUED_IGNORED`] and [`SEEN_PENDING`]. Written under the timer's lock.
     tries: AtomicU8,
-    /// Unconfirmed probes of the outstanding signal (`Pending::Unconfirmed`), counted to
-    /// confirm the first, second, fourth, ... and then every 128th. Under the timer's lock.
-    hits: AtomicU8,
+    /// The low 8 bits: unconfirmed probes of the outstanding signal (`Pending::Unconfirmed`),
+    /// counted to confirm the first, second, fourth, ... and then every 128th; under the
+    /// timer's lock. The high 24: where the timer is in its target's and number's watch
+    /// (`watch.rs`): `NONE`, its looker, its index in the followers' list, or detached by a
+    /// release; under the timer's lock or the watches' lock, as `watch.rs` says. Two holders
+    /// of different locks may update it at once: every write is a read-modify-write of its
+    /// own part.
+    hits_slot: AtomicU32,
 }
 
 impl SignalCell {
@@ -76,16 +82,22 @@ impl SignalCell {
         if !(1..=SIGNO_MAX).contains(&signo) {
             return Err(Error::InvalidSignal("the signal number is outside 1..=64"));
         }
+        let value = value as u64;
         Ok(SignalCell {
-            value,
+            value: [value as u32, (value >> 32) as u32],
             tid,
             lateness: AtomicI32::new(0),
             carried: AtomicI32::new(0),
             signo: signo as u8,
             value_is_id,
             tries: AtomicU8::new(0),
-            hits: AtomicU8::new(0),
+            hits_slot: AtomicU32::new(super::watch::NONE << 8),
         })
+    }
+
+    /// `si_value` (ignored when `value_is_id`).
+    pub(crate) fn value(&self) -> usize {
+        (u64::from(self.value[0]) | u64::from(self.value[1]) << 32) as usize
     }
 
     /// `lateness` (under the timer's lock).
@@ -129,12 +141,43 @@ impl SignalCell {
     pub(crate) fn queued(&self, ignored: bool) {
         let bits = if ignored { QUEUED_IGNORED } else { 0 };
         self.tries.store(bits, Ordering::Relaxed);
-        self.hits.store(0, Ordering::Relaxed);
+        self.set_hits(0);
+    }
+
+    /// The unconfirmed probes' count.
+    fn hits(&self) -> u8 {
+        self.hits_slot.load(Ordering::Relaxed) as u8
+    }
+
+    fn set_hits(&self, hits: u8) {
+        // Relaxed: the count is under the timer's lock; the RMW keeps the slot a watch's
+        // holder may write meanwhile.
+        let _ = self
+            .hits_slot
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some(v & !0xff | u32::from(hits))
+            });
     }
 
     /// Forgets the refused sends and the outstanding signal's bits (settime, a restore).
     pub(crate) fn reset_tries(&self) {
         self.queued(false);
+    }
+
+    /// Where the timer is in its watch (`watch.rs`).
+    pub(crate) fn slot(&self) -> u32 {
+        // Relaxed (both): under the timer's lock or the watches' lock (`watch.rs`).
+        self.hits_slot.load(Ordering::Relaxed) >> 8
+    }
+
+    /// Sets the watch slot (24 bits: `watch.rs` keeps its lists shorter).
+    pub(crate) fn set_slot(&self, slot: u32) {
+        debug_assert!(slot <= super::watch::NONE);
+        let _ = self
+            .hits_slot
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some(v & 0xff | slot << 8)
+            });
     }
 
     /// Whether the outstanding signal was queued while its disposition ignored it.
@@ -157,9 +200,9 @@ impl SignalCell {
     /// ..., 128th, then every 128th: a blocked signal costs a `/proc` read a second or so, a
     /// signal left on a driver thread is seen through within a few probes).
     pub(crate) fn hit_needs_confirming(&self) -> bool {
-        let n = self.hits.load(Ordering::Relaxed).wrapping_add(1);
+        let n = self.hits().wrapping_add(1);
         let n = if n == 0 { 128 } else { n };
-        self.hits.store(n, Ordering::Relaxed);
+        self.set_hits(n);
         n.is_power_of_two()
     }
 }
