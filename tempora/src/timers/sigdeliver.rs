@@ -31,7 +31,8 @@
 //!
 //! A periodic timer whose signal stays pending is probed at periods spaced as long as it has
 //! been pending (doubling), up to [`PROBE_CAP`], so a blocked 1 µs timer costs at most
-//! `1 / PROBE_CAP` probes a second (BENCHMARKS.md measures it). A signal refused for want of
+//! `1 / PROBE_CAP` probes a second (BENCHMARKS.md measures it), and the timers of one target
+//! and signal number share those probes: one looks for all (`watch.rs`). A signal refused for want of
 //! room is retried, doubling from [`RETRY_BASE`] up to [`RETRY_CAP`], until it goes: it is
 //! never dropped, and the periods meanwhile are its `si_overrun`.
 //!

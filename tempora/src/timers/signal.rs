@@ -30,8 +30,8 @@ use crate::sync::{AtomicI32, AtomicU32, AtomicU8, Ordering};
 /// `sigev_signo` outside `1..=64` with `EINVAL`.
 pub(crate) const SIGNO_MAX: i32 = 64;
 
-/// Where a signal timer's signal goes, and what it carries (the timer's `Attached` part: 24
-/// bytes, one heap block per signal timer beside its object).
+/// Where a signal timer's signal goes, and what it carries (the timer's `Attached` part: 28
+/// bytes, one 32-byte heap block per signal timer beside its object).
 #[derive(Debug)]
 pub(crate) struct SignalCell {
     /// `si_value` (ignored when `value_is_id`), as two halves (low, high): 4-byte aligned, the
@@ -91,7 +91,7 @@ impl SignalCell {
             signo: signo as u8,
             value_is_id,
             tries: AtomicU8::new(0),
-            hits_slot: AtomicU32::new(super::watch::NONE << 8),
+            hits_slot: AtomicU32::new(SLOT_NONE << 8),
         })
     }
 
@@ -172,7 +172,7 @@ impl SignalCell {
 
     /// Sets the watch slot (24 bits: `watch.rs` keeps its lists shorter).
     pub(crate) fn set_slot(&self, slot: u32) {
-        debug_assert!(slot <= super::watch::NONE);
+        debug_assert!(slot <= SLOT_NONE);
         let _ = self
             .hits_slot
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
@@ -219,6 +219,13 @@ const QUEUED_IGNORED: u8 = 0x80;
 const SEEN_PENDING: u8 = 0x40;
 /// The refused sends' count in `tries`.
 const TRIES: u8 = 0x3f;
+
+/// `SignalCell::slot` (24 bits): in no watch (`watch.rs`).
+pub(crate) const SLOT_NONE: u32 = (1 << 24) - 1;
+/// `SignalCell::slot`: taken out of its watch's list by a release, not yet looked at.
+pub(crate) const SLOT_DETACHED: u32 = SLOT_NONE - 1;
+/// `SignalCell::slot`: its watch's looker (unless another took its role when it went quiet).
+pub(crate) const SLOT_LOOKER: u32 = SLOT_NONE - 2;
 
 /// A timer's signal, as queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -52,12 +52,9 @@ pub(crate) const BACKSTOP_GRAIN: u64 = 100_000_000;
 /// (`sigdeliver.rs`'s `PROBE_CAP`, which asserts this), for a late driver.
 pub(crate) const STALE: u64 = 30_000_000;
 
-/// `SignalCell::slot` (24 bits): in no watch.
-pub(crate) const NONE: u32 = (1 << 24) - 1;
-/// `SignalCell::slot`: taken out of its list by a release, not yet looked at.
-pub(crate) const DETACHED: u32 = NONE - 1;
-/// `SignalCell::slot`: its watch's looker (unless another took its role when it went quiet).
-pub(crate) const LOOKER: u32 = NONE - 2;
+pub(crate) use super::signal::{
+    SLOT_DETACHED as DETACHED, SLOT_LOOKER as LOOKER, SLOT_NONE as NONE,
+};
 /// The most followers a watch lists; past it, a timer looks on its own.
 const MAX_FOLLOWERS: usize = LOOKER as usize;
 
