@@ -372,6 +372,7 @@ fn plan_suites<'a>(plan: &mut Plan<'a>, suites: &[Suite], wheel_inputs: &'a whee
             Suite::Async => crate::suites::r#async::plan(plan),
             Suite::Capi => capi::plan(plan),
             Suite::Stats => stats::plan(plan),
+            Suite::Server => crate::suites::server::plan(plan),
         }
     }
 }

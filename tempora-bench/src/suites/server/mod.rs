@@ -1,0 +1,148 @@
+//! The server suite: a hyper HTTP/1 server end to end, on hyper-util's `TokioTimer`
+//! (`tokio-timer`) and on `tempora::compat::hyper::Timer` (`tempora`), measured in one step
+//! run by run in turn (the first of each pair alternates), so the machine's drift between
+//! them cancels.
+//!
+//! Each run (`load.rs`) builds a server (a tokio runtime with one worker, hyper's HTTP/1 with
+//! a 60 s header-read timeout on the timer under test, a "hello" for every request) and a
+//! client (another one-worker runtime, hyper's HTTP/1 client: the load generator, in this
+//! process so the suite needs nothing installed, bounded by its window and stopping by
+//! itself), on 127.0.0.1 only. The client opens n keep-alive connections, each sends one
+//! request and goes idle, then every connection sends requests back to back for the window.
+//! Every request re-arms the server's header-read timeout: hyper makes a new sleep for each
+//! request head (and drops it once the head is read), so an idle connection holds one.
+//!
+//! - `requests`: `ns_per_op` is the wall time per request (the inverse of `req_per_s`, the
+//!   requests answered in the window per second); `p50_us`, `p99_us`: a request's time from
+//!   send to its whole response; `cpu_ns_per_req`: the process's CPU time per request.
+//! - `idle`: `bytes_per_conn`, heap bytes per idle keep-alive connection (counted by the
+//!   process's allocator), and `rss_per_conn`, resident bytes, the connections made after
+//!   the server started and before the load.
+//!
+//! Both ends are in this process, so every figure holds the client's share too, the same
+//! code whatever the server's timer: the difference between the rows is the server's timer.
+//! On a 2-core machine the server's worker and the client's each have a core, shared with
+//! tempora's driver thread and tokio's time driver (in the server's worker) and with whatever
+//! else runs: requests per second and latency measure that contention, not a server alone.
+//!
+//! A size whose fds cannot be had (two per connection; `RLIMIT_NOFILE` is raised to its hard
+//! limit, and past it where the process may) gets `ok:false` rows saying so.
+
+mod load;
+
+use std::time::Duration;
+
+use load::Kind;
+
+use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+
+/// The cases every step records.
+const CASES: [&str; 2] = ["requests", "idle"];
+
+/// The median of `f` over `runs`.
+fn med(runs: &[load::RunResult], f: impl Fn(&load::RunResult) -> f64) -> f64 {
+    let mut v: Vec<f64> = runs.iter().map(f).collect();
+    median(&mut v)
+}
+
+/// The rows of one implementation: its runs' medians, or the first failure.
+fn rows(kind: Kind, n: usize, runs: Result<Vec<load::RunResult>, String>) -> Vec<Row> {
+    let name = kind.name();
+    let runs = match runs {
+        Ok(r) if !r.is_empty() => r,
+        Ok(_) => return failed(kind, n, "no run".into()),
+        Err(e) => return failed(kind, n, e),
+    };
+    let rps = med(&runs, |r| r.req_per_s);
+    let requests = Fields::default()
+        .with(Field::ReqPerS, rps)
+        .with(Field::P50Us, med(&runs, |r| r.p50_us))
+        .with(Field::P99Us, med(&runs, |r| r.p99_us))
+        .with(Field::CpuNsPerReq, med(&runs, |r| r.cpu_ns_per_req))
+        .with(Field::Runs, runs.len());
+    let idle = Fields::default()
+        .with(Field::BytesPerConn, med(&runs, |r| r.bytes_per_conn))
+        .with(Field::RssPerConn, med(&runs, |r| r.rss_per_conn))
+        .with(Field::Runs, runs.len());
+    let per_request = Measured {
+        ns_per_op: 1e9 / rps,
+        total_ms: 0.0,
+        error: None,
+        fields: requests,
+    };
+    vec![
+        Row::new("requests", name, n, 1, per_request),
+        Row::new("idle", name, n, 1, Measured::fields_only(idle)),
+    ]
+}
+
+fn failed(kind: Kind, n: usize, e: String) -> Vec<Row> {
+    CASES
+        .iter()
+        .map(|c| Row::new(c, kind.name(), n, 1, Measured::failed(e.clone())))
+        .collect()
+}
+
+/// One step at n: `reps` runs of each selected implementation, in turn.
+fn step(n: usize, reps: usize, settings: &Settings) -> Vec<Row> {
+    let kinds: Vec<Kind> = [Kind::Tempora, Kind::Tokio]
+        .into_iter()
+        .filter(|k| settings.wants_impl(k.name()))
+        .collect();
+    if let Err(e) = load::ensure_fds(load::fds_for(n)) {
+        return kinds
+            .iter()
+            .flat_map(|&k| failed(k, n, e.clone()))
+            .collect();
+    }
+    let warmup = settings.pick(
+        Duration::from_millis(100),
+        Duration::from_millis(200),
+        Duration::from_millis(500),
+    );
+    let window = settings.pick(
+        Duration::from_millis(300),
+        Duration::from_millis(1000),
+        Duration::from_secs(3),
+    );
+    let mut results: Vec<Result<Vec<load::RunResult>, String>> =
+        kinds.iter().map(|_| Ok(Vec::new())).collect();
+    for run in 0..reps {
+        // tokio first in even runs, tempora first in odd ones.
+        let mut order: Vec<usize> = (0..kinds.len()).collect();
+        if run % 2 == 0 {
+            order.reverse();
+        }
+        for i in order {
+            if let Ok(v) = &mut results[i] {
+                match load::run(kinds[i], n, warmup, window) {
+                    Ok(r) => v.push(r),
+                    Err(e) => results[i] = Err(e),
+                }
+            }
+        }
+    }
+    kinds
+        .into_iter()
+        .zip(results)
+        .flat_map(|(k, r)| rows(k, n, r))
+        .collect()
+}
+
+/// The suite's steps: one per size, both implementations in it.
+pub fn plan<'a>(plan: &mut Plan<'a>) {
+    let settings: &Settings = plan.settings;
+    let sizes = settings.sizes(&[1_000], &[1_000, 10_000], &[1_000, 10_000, 50_000]);
+    let reps = settings.reps(1, 2);
+    let window_ms = settings.pick(300.0, 1000.0, 3000.0);
+    for n in sizes {
+        // A run: connecting (about 100 µs per connection), warm-up and window, the end.
+        let cost = 2.0 * reps as f64 * (window_ms + 500.0 + n as f64 * 0.1);
+        plan.add(
+            Step::new(Suite::Server, &CASES, "tempora", n, 1, cost, move || {
+                step(n, reps, settings)
+            })
+            .also("tokio-timer"),
+        );
+    }
+}
