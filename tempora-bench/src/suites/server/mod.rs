@@ -146,3 +146,41 @@ pub fn plan<'a>(plan: &mut Plan<'a>) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A size that cannot run leaves a failed row for each case and implementation, never a
+    /// gap.
+    #[test]
+    fn a_failed_size_has_a_row_for_every_case() {
+        let r = rows(Kind::Tokio, 50_000, Err("no fds".into()));
+        let cases: Vec<&str> = r.iter().map(|r| r.case.as_str()).collect();
+        assert_eq!(cases, CASES);
+        assert!(r.iter().all(|r| r.imp == "tokio-timer"));
+        assert!(r
+            .iter()
+            .all(|r| r.measured.error.as_deref() == Some("no fds")));
+    }
+
+    /// A small run on each timer answers requests on every connection and measures each
+    /// figure (no speed is asserted: only that the load ran and its rows were filled).
+    #[test]
+    fn a_small_run_answers_requests_on_both_timers() {
+        for kind in [Kind::Tempora, Kind::Tokio] {
+            let r = load::run(
+                kind,
+                8,
+                Duration::from_millis(20),
+                Duration::from_millis(100),
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
+            assert!(r.req_per_s > 0.0 && r.p99_us >= r.p50_us, "{r:?}");
+            assert!(r.bytes_per_conn > 0.0 && r.cpu_ns_per_req > 0.0, "{r:?}");
+            let rows = rows(kind, 8, Ok(vec![r]));
+            assert!(rows.iter().all(|r| r.measured.error.is_none()));
+            assert!(rows[0].measured.ns_per_op > 0.0);
+        }
+    }
+}
