@@ -155,6 +155,8 @@ pub enum Field {
     BytesPerConn,
     /// server idle: resident bytes per idle keep-alive connection.
     RssPerConn,
+    /// server requests: the load generator's CPU time per request, ns.
+    ClientCpuNsPerReq,
 }
 
 impl Field {
@@ -422,6 +424,7 @@ mod tests {
             "cpu_ns_per_req",
             "bytes_per_conn",
             "rss_per_conn",
+            "client_cpu_ns_per_req",
         ];
         assert_eq!(keys, saved);
         let names: Vec<&str> = Suite::ALL.iter().map(|s| s.name()).collect();

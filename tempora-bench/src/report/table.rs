@@ -110,8 +110,12 @@ fn note(r: &Record) -> String {
         f.num(Field::P99Us),
         f.num(Field::CpuNsPerReq),
     ) {
+        let client = f
+            .num(Field::ClientCpuNsPerReq)
+            .map_or(String::new(), |c| format!(" (client {:.1})", c / 1e3));
         return format!(
-            "{rps:.0} req/s, latency p50 {p50:.0} µs, p99 {p99:.0} µs, CPU {:.1} µs/req",
+            "{rps:.0} req/s, latency p50 {p50:.0} µs, p99 {p99:.0} µs, \
+             server CPU {:.1} µs/req{client}",
             cpu / 1e3
         );
     }

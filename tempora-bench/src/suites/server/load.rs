@@ -1,10 +1,20 @@
-//! One run of the server suite: a hyper HTTP/1 server on one timer, n keep-alive connections
-//! from an in-process hyper client, the memory of the connections while idle, then requests
-//! on all of them for a timed window. Both ends are in this process, each on a tokio runtime of
-//! its own with one worker thread, so each has a core of the machine's two when nothing else
-//! runs (`suites/server/mod.rs` says what that means for the figures).
+//! One run of the server suite: a hyper HTTP/1 server on one timer in this process, n
+//! keep-alive connections from a hyper client in a child process (this binary's hidden `bench
+//! load-client`), the server's memory while they are idle, then requests on all of them for a
+//! timed window. Server and client each run a tokio runtime with one worker thread, so each has
+//! a core of the machine's two when nothing else runs (`suites/server/mod.rs` says what that
+//! means for the figures).
+//!
+//! The two talk over the child's stdin and stdout, one line each way per step: the client
+//! says `ready` once every connection has sent its first request, the server answers `go`
+//! with the warm-up and the window, the client says `measure` and `stop` at the window's ends
+//! (the server reads its CPU time at each) and `done` with the requests, their latencies and
+//! its own CPU time. The client stops by itself after the window, and after `PATIENCE` at
+//! any step.
 
+use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -67,14 +77,17 @@ pub(super) struct RunResult {
     /// Requests answered in the window, per second (all connections).
     pub req_per_s: f64,
     /// A request's time from send to its whole response, µs: median and 99th percentile of
-    /// every request answered in the window.
+    /// every request answered in the window (one sent in the warm-up included).
     pub p50_us: f64,
     pub p99_us: f64,
-    /// The process's CPU time (server, client, timer threads) in the window, per request.
+    /// The server process's CPU time (its runtime, the timer's threads) in the window, per
+    /// request.
     pub cpu_ns_per_req: f64,
-    /// Heap bytes per idle keep-alive connection (both ends, the server's sleep included).
+    /// The client process's, per request.
+    pub client_cpu_ns_per_req: f64,
+    /// The server's heap bytes per idle keep-alive connection (its sleep included).
     pub bytes_per_conn: f64,
-    /// Resident bytes per idle keep-alive connection (both ends, kernel socket memory not
+    /// The server's resident bytes per idle keep-alive connection (kernel socket memory not
     /// included).
     pub rss_per_conn: f64,
 }
@@ -108,15 +121,15 @@ pub(super) fn ensure_fds(need: u64) -> Result<(), String> {
     // SAFETY: as above. Raising the soft limit to the hard one needs no privilege.
     unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &soft) };
     Err(format!(
-        "{need} fds needed (two per connection, both ends in this process), RLIMIT_NOFILE's \
-         hard limit is {} and this process may not raise it",
+        "{need} fds needed (one per connection, and {FD_SPARE} more), RLIMIT_NOFILE's hard \
+         limit is {} and this process may not raise it",
         lim.rlim_max
     ))
 }
 
-/// The fds `n` connections need.
+/// The fds `n` connections need in each process.
 pub(super) fn fds_for(n: usize) -> u64 {
-    2 * n as u64 + FD_SPARE
+    n as u64 + FD_SPARE
 }
 
 /// A tokio runtime with one worker thread named `name`, time and I/O enabled.
@@ -197,6 +210,10 @@ impl Client {
         self.error.lock().unwrap().get_or_insert(e);
         self.failed.fetch_add(1, Ordering::SeqCst);
     }
+
+    fn error(&self) -> String {
+        self.error.lock().unwrap().clone().unwrap_or_default()
+    }
 }
 
 /// A client connection from a source address of its own range (127.1.x.y), lingering 0 on
@@ -229,7 +246,8 @@ async fn request(send: &mut Sender) -> Result<(), String> {
 }
 
 /// One keep-alive connection: connects, sends one request, waits for the load to start, then
-/// sends requests one after another until the run stops. Its latencies in the window, µs.
+/// sends requests one after another until the run stops. The latencies of its requests
+/// answered in the window (sent in it or in the warm-up before), µs.
 async fn connection(client: Arc<Client>, mut go: watch::Receiver<u8>) -> Vec<u32> {
     let setup = async {
         let permit = client.connects.acquire().await.map_err(|e| e.to_string())?;
@@ -257,8 +275,7 @@ async fn connection(client: Arc<Client>, mut go: watch::Receiver<u8>) -> Vec<u32
     }
     let mut late = Vec::new();
     loop {
-        let phase = client.phase.load(Ordering::Relaxed);
-        if phase == STOP {
+        if client.phase.load(Ordering::Relaxed) == STOP {
             break;
         }
         let t = Instant::now();
@@ -266,8 +283,8 @@ async fn connection(client: Arc<Client>, mut go: watch::Receiver<u8>) -> Vec<u32
             client.fail(e);
             break;
         }
-        // Counted if it was sent and answered inside the window.
-        if phase == MEASURE && client.phase.load(Ordering::Relaxed) == MEASURE {
+        // Counted if it was answered inside the window.
+        if client.phase.load(Ordering::Relaxed) == MEASURE {
             late.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
         }
     }
@@ -286,16 +303,201 @@ fn wait_until(limit: Duration, done: impl Fn() -> bool) -> bool {
     true
 }
 
+/// Writes one protocol line and flushes it.
+fn say(out: &mut impl Write, line: &str) -> Result<(), String> {
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("server suite: writing {line:?}: {e}"))
+}
+
+/// Reads one protocol line; an error at the end of input.
+fn hear(input: &mut impl BufRead) -> Result<String, String> {
+    let mut line = String::new();
+    match input.read_line(&mut line) {
+        Ok(0) => Err("server suite: the other side ended".into()),
+        Ok(_) => Ok(line.trim_end().to_string()),
+        Err(e) => Err(format!("server suite: reading: {e}")),
+    }
+}
+
+/// The client side of a run (`bench load-client`, or a thread in the tests): n connections
+/// to `server`, the load when told, its figures reported on `output`.
+pub fn client(
+    server: SocketAddr,
+    n: usize,
+    mut input: impl BufRead,
+    mut output: impl Write,
+) -> Result<(), String> {
+    ensure_fds(fds_for(n))?;
+    let rt = runtime("bench-client")?;
+    let client = Arc::new(Client {
+        server,
+        ready: AtomicUsize::new(0),
+        failed: AtomicUsize::new(0),
+        error: std::sync::Mutex::new(None),
+        phase: AtomicU8::new(IDLE),
+        connects: Semaphore::new(CONNECT_WAVE),
+    });
+    let (go_tx, go_rx) = watch::channel(IDLE);
+    let tasks: Vec<_> = (0..n)
+        .map(|_| rt.spawn(connection(client.clone(), go_rx.clone())))
+        .collect();
+    let settled = wait_until(PATIENCE, || {
+        client.ready.load(Ordering::SeqCst) + client.failed.load(Ordering::SeqCst) == n
+    });
+    let ready = client.ready.load(Ordering::SeqCst);
+    let outcome = if !settled {
+        Err(format!(
+            "{ready} of {n} connections ready after {PATIENCE:?}"
+        ))
+    } else if ready < n {
+        Err(format!(
+            "{} of {n} connections failed: {}",
+            n - ready,
+            client.error()
+        ))
+    } else {
+        Ok(())
+    };
+    say(
+        &mut output,
+        &match &outcome {
+            Ok(()) => "ready".to_string(),
+            Err(e) => format!("failed {e}"),
+        },
+    )?;
+    let mut run = || -> Result<(Duration, u64), String> {
+        outcome.clone()?;
+        let go = hear(&mut input)?;
+        let mut words = go.split(' ').skip(1).map(|w| w.parse::<u64>());
+        let (Some(Ok(warmup)), Some(Ok(window))) = (words.next(), words.next()) else {
+            return Err(format!(
+                "server suite: expected `go WARMUP_US WINDOW_US`: {go:?}"
+            ));
+        };
+        client.phase.store(WARM, Ordering::SeqCst);
+        let _ = go_tx.send(WARM);
+        std::thread::sleep(Duration::from_micros(warmup));
+        say(&mut output, "measure")?;
+        let (t0, cpu0) = (Instant::now(), process_cpu_ns());
+        client.phase.store(MEASURE, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_micros(window));
+        client.phase.store(STOP, Ordering::SeqCst);
+        let (t1, cpu1) = (Instant::now(), process_cpu_ns());
+        say(&mut output, "stop")?;
+        Ok((t1 - t0, cpu1.saturating_sub(cpu0)))
+    };
+    let measured = run();
+    client.phase.store(STOP, Ordering::SeqCst);
+    let _ = go_tx.send(STOP);
+    let joined = rt.block_on(async {
+        tokio::time::timeout(PATIENCE, async {
+            let mut all = Vec::new();
+            for t in tasks {
+                all.extend(t.await.unwrap_or_default());
+            }
+            all
+        })
+        .await
+    });
+    // The connections end with the runtime: reset by their linger-0 close.
+    rt.shutdown_timeout(Duration::from_secs(5));
+    let (elapsed, cpu) = measured?;
+    let mut late = joined.map_err(|_| format!("connections not done within {PATIENCE:?}"))?;
+    if client.failed.load(Ordering::SeqCst) > 0 {
+        return say(
+            &mut output,
+            &format!("failed a connection failed under load: {}", client.error()),
+        );
+    }
+    late.sort_unstable();
+    let q = |q: f64| crate::stats::quantile(&late, q).unwrap_or(0);
+    say(
+        &mut output,
+        &format!(
+            "done {} {} {cpu} {} {}",
+            late.len(),
+            elapsed.as_nanos(),
+            q(0.5),
+            q(0.99)
+        ),
+    )
+}
+
+/// Where a run's client runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ClientAt {
+    /// A child process: this binary, `bench load-client ADDR N` (the suite).
+    Process,
+    /// A thread of this process (the tests, whose binary has no `bench` command).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Thread,
+}
+
+/// The client of a run, started: its lines in, ours out, and how to wait for its end.
+struct Started {
+    input: Box<dyn BufRead>,
+    output: Box<dyn Write>,
+    end: Box<dyn FnOnce() -> Result<(), String>>,
+}
+
+fn start_client(at: ClientAt, server: SocketAddr, n: usize) -> Result<Started, String> {
+    match at {
+        ClientAt::Process => {
+            let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+            let mut child = Command::new(exe)
+                .args(["bench", "load-client", &server.to_string(), &n.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("starting the load client: {e}"))?;
+            let input = BufReader::new(child.stdout.take().expect("piped"));
+            let output = child.stdin.take().expect("piped");
+            Ok(Started {
+                input: Box::new(input),
+                output: Box::new(output),
+                end: Box::new(move || match child.wait() {
+                    Ok(s) if s.success() => Ok(()),
+                    Ok(s) => Err(format!("the load client ended with {s}")),
+                    Err(e) => Err(format!("waiting for the load client: {e}")),
+                }),
+            })
+        }
+        ClientAt::Thread => {
+            let (ours, theirs) =
+                std::os::unix::net::UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+            let theirs_in = theirs.try_clone().map_err(|e| e.to_string())?;
+            let ours_in = ours.try_clone().map_err(|e| e.to_string())?;
+            let thread = std::thread::spawn(move || {
+                let r = client(server, n, BufReader::new(theirs_in), &theirs);
+                if let Err(e) = &r {
+                    let _ = say(&mut &theirs, &format!("failed {e}"));
+                }
+                r
+            });
+            Ok(Started {
+                input: Box::new(BufReader::new(ours_in)),
+                output: Box::new(ours),
+                end: Box::new(move || {
+                    thread
+                        .join()
+                        .map_err(|_| "the client panicked".to_string())?
+                }),
+            })
+        }
+    }
+}
+
 /// One run of `kind` at n connections: `warmup`, then the measured `window`.
 pub(super) fn run(
     kind: Kind,
     n: usize,
     warmup: Duration,
     window: Duration,
+    at: ClientAt,
 ) -> Result<RunResult, String> {
     ensure_fds(fds_for(n))?;
     let server_rt = runtime("bench-server")?;
-    let client_rt = runtime("bench-client")?;
     let timers = match kind {
         Kind::Tokio => None,
         Kind::Tempora => Some(
@@ -321,87 +523,62 @@ pub(super) fn run(
             tempora::compat::hyper::Timer::with_timers(t.clone()),
         )),
     };
-    let client = Arc::new(Client {
-        server,
-        ready: AtomicUsize::new(0),
-        failed: AtomicUsize::new(0),
-        error: std::sync::Mutex::new(None),
-        phase: AtomicU8::new(IDLE),
-        connects: Semaphore::new(CONNECT_WAVE),
-    });
-    let (go_tx, go_rx) = watch::channel(IDLE);
-    let mut tasks = Vec::with_capacity(n);
-
-    // The connections, idle: memory before and after, each having sent one request (the
-    // server then holds its next header-read sleep).
     std::thread::sleep(Duration::from_millis(20));
     let (heap0, rss0) = (allocated_bytes(), resident_bytes());
-    for _ in 0..n {
-        tasks.push(client_rt.spawn(connection(client.clone(), go_rx.clone())));
-    }
-    let settled = wait_until(PATIENCE, || {
-        client.ready.load(Ordering::SeqCst) + client.failed.load(Ordering::SeqCst) == n
-    });
-    // Let the server's tasks reach their next read (and arm its sleep).
-    std::thread::sleep(Duration::from_millis(50));
-    let (heap1, rss1) = (allocated_bytes(), resident_bytes());
-    let outcome = if !settled {
-        Err(format!(
-            "{} of {n} connections ready after {PATIENCE:?}",
-            client.ready.load(Ordering::SeqCst)
-        ))
-    } else if client.failed.load(Ordering::SeqCst) > 0 {
-        Err(format!(
-            "{} of {n} connections failed: {}",
-            client.failed.load(Ordering::SeqCst),
-            client.error.lock().unwrap().clone().unwrap_or_default()
-        ))
-    } else {
-        // The load: every connection sends requests back to back.
-        client.phase.store(WARM, Ordering::SeqCst);
-        let _ = go_tx.send(WARM);
-        std::thread::sleep(warmup);
-        let (t0, cpu0) = (Instant::now(), process_cpu_ns());
-        client.phase.store(MEASURE, Ordering::SeqCst);
-        std::thread::sleep(window);
-        client.phase.store(STOP, Ordering::SeqCst);
-        let (t1, cpu1) = (Instant::now(), process_cpu_ns());
-        Ok((t1 - t0, cpu1.saturating_sub(cpu0)))
-    };
-    client.phase.store(STOP, Ordering::SeqCst);
-    let _ = go_tx.send(STOP);
-    let joined = client_rt.block_on(async {
-        tokio::time::timeout(PATIENCE, async {
-            let mut all = Vec::new();
-            for t in tasks {
-                all.extend(t.await.unwrap_or_default());
+    let result = start_client(at, server, n).and_then(|mut c| {
+        let talk = (|| {
+            // The connections, idle: each has sent one request, and the server holds its next
+            // header-read sleep once its task reached the next read.
+            let ready = hear(&mut c.input)?;
+            if ready != "ready" {
+                return Err(ready.trim_start_matches("failed ").to_string());
             }
-            all
-        })
-        .await
+            std::thread::sleep(Duration::from_millis(50));
+            let (heap1, rss1) = (allocated_bytes(), resident_bytes());
+            say(
+                &mut c.output,
+                &format!("go {} {}", warmup.as_micros(), window.as_micros()),
+            )?;
+            let measure = hear(&mut c.input)?;
+            let cpu0 = process_cpu_ns();
+            let stop = hear(&mut c.input)?;
+            let cpu1 = process_cpu_ns();
+            if (measure.as_str(), stop.as_str()) != ("measure", "stop") {
+                return Err(format!(
+                    "server suite: expected measure, stop: {measure:?} {stop:?}"
+                ));
+            }
+            let done = hear(&mut c.input)?;
+            let Some(figures) = done.strip_prefix("done ") else {
+                return Err(done.trim_start_matches("failed ").to_string());
+            };
+            let f: Vec<f64> = figures.split(' ').filter_map(|w| w.parse().ok()).collect();
+            let [count, elapsed_ns, client_cpu, p50, p99] = f[..] else {
+                return Err(format!("server suite: a malformed report: {done:?}"));
+            };
+            if count == 0.0 {
+                return Err(format!("no request answered in {window:?}"));
+            }
+            Ok(RunResult {
+                req_per_s: count / (elapsed_ns / 1e9),
+                p50_us: p50,
+                p99_us: p99,
+                cpu_ns_per_req: cpu1.saturating_sub(cpu0) as f64 / count,
+                client_cpu_ns_per_req: client_cpu / count,
+                bytes_per_conn: heap1.saturating_sub(heap0) as f64 / n as f64,
+                rss_per_conn: rss1.saturating_sub(rss0) as f64 / n as f64,
+            })
+        })();
+        // Its end closes our ends of the pipes first, so a client still waiting for `go`
+        // stops.
+        let Started { input, output, end } = c;
+        drop((input, output));
+        let ended = end();
+        let r = talk?;
+        ended.map(|()| r)
     });
     accept.abort();
-    // The client's connections and then the server's: reset by the client's linger-0 close.
-    client_rt.shutdown_timeout(Duration::from_secs(5));
     server_rt.shutdown_timeout(Duration::from_secs(5));
     drop(timers);
-    let (elapsed, cpu) = outcome?;
-    let mut late = joined.map_err(|_| format!("connections not done within {PATIENCE:?}"))?;
-    if let Some(e) = client.error.lock().unwrap().clone() {
-        return Err(format!("a connection failed under load: {e}"));
-    }
-    if late.is_empty() {
-        return Err(format!("no request answered in {window:?}"));
-    }
-    late.sort_unstable();
-    let count = late.len() as f64;
-    let q = |q: f64| crate::stats::quantile(&late, q).unwrap_or(0) as f64;
-    Ok(RunResult {
-        req_per_s: count / elapsed.as_secs_f64(),
-        p50_us: q(0.5),
-        p99_us: q(0.99),
-        cpu_ns_per_req: cpu as f64 / count,
-        bytes_per_conn: heap1.saturating_sub(heap0) as f64 / n as f64,
-        rss_per_conn: rss1.saturating_sub(rss0) as f64 / n as f64,
-    })
+    result
 }

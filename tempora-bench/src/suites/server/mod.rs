@@ -3,30 +3,34 @@
 //! run by run in turn (the first of each pair alternates), so the machine's drift between
 //! them cancels.
 //!
-//! Each run (`load.rs`) builds a server (a tokio runtime with one worker, hyper's HTTP/1 with
-//! a 60 s header-read timeout on the timer under test, a "hello" for every request) and a
-//! client (another one-worker runtime, hyper's HTTP/1 client: the load generator, in this
-//! process so the suite needs nothing installed, bounded by its window and stopping by
-//! itself), on 127.0.0.1 only. The client opens n keep-alive connections, each sends one
-//! request and goes idle, then every connection sends requests back to back for the window.
-//! Every request re-arms the server's header-read timeout: hyper makes a new sleep for each
-//! request head (and drops it once the head is read), so an idle connection holds one.
+//! Each run (`load.rs`) builds a server in this process (a tokio runtime with one worker,
+//! hyper's HTTP/1 with a 60 s header-read timeout on the timer under test, a "hello" for every
+//! request) and starts its load generator: hyper's HTTP/1 client on a one-worker runtime in a
+//! child process (this binary's hidden `bench load-client`: nothing to install, bounded by its
+//! window and stopping by itself), on 127.0.0.1 only. A process of its own gives the client
+//! its own fds and keeps its memory and CPU out of the server's figures. The client opens n
+//! keep-alive connections, each sends one request and goes idle, then every connection sends
+//! requests back to back for the window. Every request re-arms the server's header-read
+//! timeout: hyper makes a new sleep for each request head (and drops it once the head is
+//! read), so an idle connection holds one.
 //!
 //! - `requests`: `ns_per_op` is the wall time per request (the inverse of `req_per_s`, the
 //!   requests answered in the window per second); `p50_us`, `p99_us`: a request's time from
-//!   send to its whole response; `cpu_ns_per_req`: the process's CPU time per request.
-//! - `idle`: `bytes_per_conn`, heap bytes per idle keep-alive connection (counted by the
-//!   process's allocator), and `rss_per_conn`, resident bytes, the connections made after
-//!   the server started and before the load.
+//!   send to its whole response, as the client saw it; `cpu_ns_per_req`: the server
+//!   process's CPU time per request (its runtime and the timer's threads), and
+//!   `client_cpu_ns_per_req` the client's.
+//! - `idle`: `bytes_per_conn`, the server's heap bytes per idle keep-alive connection
+//!   (counted by its allocator), and `rss_per_conn`, its resident bytes, over the connections
+//!   made after the server started and before the load.
 //!
-//! Both ends are in this process, so every figure holds the client's share too, the same
-//! code whatever the server's timer: the difference between the rows is the server's timer.
 //! On a 2-core machine the server's worker and the client's each have a core, shared with
 //! tempora's driver thread and tokio's time driver (in the server's worker) and with whatever
 //! else runs: requests per second and latency measure that contention, not a server alone.
+//! CPU per request and memory per connection are the server's own.
 //!
-//! A size whose fds cannot be had (two per connection; `RLIMIT_NOFILE` is raised to its hard
-//! limit, and past it where the process may) gets `ok:false` rows saying so.
+//! A size whose fds cannot be had (one per connection in each process; `RLIMIT_NOFILE` is
+//! raised to its hard limit, and past it where the process may) gets `ok:false` rows saying
+//! so.
 
 mod load;
 
@@ -35,6 +39,19 @@ use std::time::Duration;
 use load::Kind;
 
 use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+
+/// `tempora bench load-client ADDR N`: a run's client, in the process the suite started
+/// (stdin and stdout are its lines to the server); the exit status.
+pub(crate) fn load_client(server: std::net::SocketAddr, n: usize) -> i32 {
+    let stdin = std::io::stdin().lock();
+    match load::client(server, n, stdin, std::io::stdout().lock()) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("tempora bench load-client: {e}");
+            1
+        }
+    }
+}
 
 /// The cases every step records.
 const CASES: [&str; 2] = ["requests", "idle"];
@@ -59,6 +76,10 @@ fn rows(kind: Kind, n: usize, runs: Result<Vec<load::RunResult>, String>) -> Vec
         .with(Field::P50Us, med(&runs, |r| r.p50_us))
         .with(Field::P99Us, med(&runs, |r| r.p99_us))
         .with(Field::CpuNsPerReq, med(&runs, |r| r.cpu_ns_per_req))
+        .with(
+            Field::ClientCpuNsPerReq,
+            med(&runs, |r| r.client_cpu_ns_per_req),
+        )
         .with(Field::Runs, runs.len());
     let idle = Fields::default()
         .with(Field::BytesPerConn, med(&runs, |r| r.bytes_per_conn))
@@ -115,7 +136,7 @@ fn step(n: usize, reps: usize, settings: &Settings) -> Vec<Row> {
         }
         for i in order {
             if let Ok(v) = &mut results[i] {
-                match load::run(kinds[i], n, warmup, window) {
+                match load::run(kinds[i], n, warmup, window, load::ClientAt::Process) {
                     Ok(r) => v.push(r),
                     Err(e) => results[i] = Err(e),
                 }
@@ -133,7 +154,7 @@ fn step(n: usize, reps: usize, settings: &Settings) -> Vec<Row> {
 pub fn plan<'a>(plan: &mut Plan<'a>) {
     let settings: &Settings = plan.settings;
     let sizes = settings.sizes(&[1_000], &[1_000, 10_000], &[1_000, 10_000, 50_000]);
-    let reps = settings.reps(1, 2);
+    let reps = settings.reps(1, 3);
     let window_ms = settings.pick(300.0, 1000.0, 3000.0);
     for n in sizes {
         // A run: connecting (about 100 µs per connection), warm-up and window, the end.
@@ -174,6 +195,7 @@ mod tests {
                 8,
                 Duration::from_millis(20),
                 Duration::from_millis(100),
+                load::ClientAt::Thread,
             )
             .unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
             assert!(r.req_per_s > 0.0 && r.p99_us >= r.p50_us, "{r:?}");
