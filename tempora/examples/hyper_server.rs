@@ -148,10 +148,12 @@ async fn slow(addr: SocketAddr) -> Result<(StatusCode, Duration), String> {
     Ok((res.status(), start.elapsed()))
 }
 
-/// A connection that sends `head` and then nothing: how long until the server closed it.
+/// A connection that sends `head` and then nothing: how long until the server closed it,
+/// from before the connect (the server's timeout starts once it has accepted the connection,
+/// which may be before this task runs again after the connect).
 async fn stalled(addr: SocketAddr, head: &'static [u8]) -> Result<Duration, String> {
-    let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
     let start = Instant::now();
+    let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
     stream.write_all(head).await.map_err(|e| e.to_string())?;
     let mut buf = [0u8; 512];
     loop {
