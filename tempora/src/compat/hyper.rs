@@ -23,7 +23,7 @@
 //! hyper boxes every sleep it asks for (`Pin<Box<dyn hyper::rt::Sleep>>`): one allocation per
 //! sleep, whatever the timer. [`Timer`]'s `reset` moves a sleep this timer made in place
 //! ([`Sleep::reset`]), with no new box and no new wheel entry when the deadline moves later;
-//! a sleep another timer made is replaced. hyper's HTTP/1 server (1.4 and later) starts the
+//! a sleep another timer made is replaced. hyper's HTTP/1 server (1.12) starts the
 //! header-read timeout when it begins reading a request head, idle keep-alive connections
 //! included, and drops that sleep once the head is read: a keep-alive connection makes one
 //! sleep per request and holds one while idle.
