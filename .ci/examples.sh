@@ -9,5 +9,8 @@ for example in epoll tokio_timeouts readme_blocking readme_tokio; do
   printf -- '--- example %s\n' "$example"
   cargo run --release -p tempora --example "$example"
 done
+# hyper's header-read timeout and a tower request timeout on tempora (features hyper, tower).
+printf -- '--- example hyper_server\n'
+cargo run --release -p tempora --example hyper_server --features hyper,tower
 printf -- '--- examples/c (make)\n'
 make -C examples/c

@@ -11,6 +11,11 @@ cargo clippy -p tempora --all-targets -- -D warnings
 # without the feature.
 cargo clippy -p tempora --all-targets --features serde -- -D warnings
 cargo test -q -p tempora --features serde --lib -- stats::tests::json
+# And with `hyper` and `tower` alone (the workspace build turns them on through tempora-bench,
+# with `bench-internals`): the compat module as a user builds it, its tests, the example.
+cargo clippy -p tempora --all-targets --features hyper,tower -- -D warnings
+cargo test -q -p tempora --features hyper,tower --lib -- compat::
+cargo test -q -p tempora --features hyper --test hyper_timer
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 # The library's private docs carry its invariants and their arguments: their links must hold.
 RUSTDOCFLAGS="-D warnings" cargo doc -p tempora --no-deps --document-private-items

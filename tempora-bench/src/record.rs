@@ -41,11 +41,13 @@ pub enum Suite {
     Capi,
     /// Statistics: their cost on arm+cancel, and a flush's lock holds against the naive flush.
     Stats,
+    /// A hyper server end to end on tempora's hyper timer, against hyper-util's tokio timer.
+    Server,
 }
 
 impl Suite {
     /// Every suite, in the order a run takes them.
-    pub const ALL: [Suite; 7] = [
+    pub const ALL: [Suite; 8] = [
         Suite::Seed,
         Suite::Wheel,
         Suite::Service,
@@ -53,6 +55,7 @@ impl Suite {
         Suite::Async,
         Suite::Capi,
         Suite::Stats,
+        Suite::Server,
     ];
 
     /// The JSON name (and `--suite` value).
@@ -112,9 +115,10 @@ pub enum Field {
     P99Ns,
     /// service lateness: 99.9th percentile, ns.
     P999Ns,
-    /// async fire: a task's wake-up after the deadline, median, µs.
+    /// async fire: a task's wake-up after the deadline, median, µs; server requests: a
+    /// request's latency, send to whole response, median, µs.
     P50Us,
-    /// async fire: 99th percentile, µs.
+    /// async fire, server requests: 99th percentile, µs.
     P99Us,
     /// stats flush: the longest list-lock hold of any flush, ns.
     MaxHoldNs,
@@ -143,6 +147,16 @@ pub enum Field {
     /// service server-timeouts: the timer threads' CPU time per wake-up, ns (`cpu_ms_per_s`
     /// over `wakeups_per_s`: a figure that rows of different sizes share).
     CpuNsPerWakeup,
+    /// server requests: requests answered per second.
+    ReqPerS,
+    /// server requests: the process's CPU time per request, ns.
+    CpuNsPerReq,
+    /// server idle: heap bytes per idle keep-alive connection.
+    BytesPerConn,
+    /// server idle: resident bytes per idle keep-alive connection.
+    RssPerConn,
+    /// server requests: the load generator's CPU time per request, ns.
+    ClientCpuNsPerReq,
 }
 
 impl Field {
@@ -406,6 +420,11 @@ mod tests {
             "dequeue_ns",
             "overruns",
             "cpu_ns_per_wakeup",
+            "req_per_s",
+            "cpu_ns_per_req",
+            "bytes_per_conn",
+            "rss_per_conn",
+            "client_cpu_ns_per_req",
         ];
         assert_eq!(keys, saved);
         let names: Vec<&str> = Suite::ALL.iter().map(|s| s.name()).collect();
@@ -417,6 +436,7 @@ mod tests {
             "async",
             "capi",
             "stats",
+            "server",
         ];
         assert_eq!(names, saved);
         for f in Field::iter() {

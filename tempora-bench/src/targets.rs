@@ -722,7 +722,7 @@ mod tests {
 
     #[test]
     fn every_target_has_a_goal_a_known_unit_and_a_known_distribution() {
-        assert_eq!(TARGETS.len(), 57);
+        assert_eq!(TARGETS.len(), 61);
         for t in TARGETS.iter() {
             assert!(t.goal > 0.0, "{}", t.what);
             assert!(

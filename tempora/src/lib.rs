@@ -45,6 +45,10 @@
 //! - `serde` (off by default): `serde::Serialize` on the [`stats`] snapshot types
 //!   ([`Stats`] and the types in it) and `Stats::to_json`. Nothing else needs serde, so
 //!   without it neither serde nor serde_json is compiled.
+//! - `hyper` (off by default): `compat::hyper::Timer`, hyper 1's timer trait
+//!   (`hyper::rt::Timer`) on tempora's sleeps, for hyper's header-read timeout and keep-alive.
+//! - `tower` (off by default): `compat::tower::TimeoutLayer`, a per-request deadline for a
+//!   tower service (axum's, tonic's) on tempora's sleeps, in the shape of tower's own.
 
 // Linux only: timerfd, eventfd, CLOCK_BOOTTIME, the coarse clocks and `membarrier` are
 // Linux's, and the semantics copied are Linux's.
@@ -53,6 +57,8 @@ compile_error!("tempora supports Linux only (it uses timerfd, eventfd and Linux'
 
 pub mod checkpoint;
 pub mod clock;
+#[cfg(any(feature = "hyper", feature = "tower"))]
+pub mod compat;
 
 mod alloc;
 mod error;

@@ -104,6 +104,24 @@ fn note(r: &Record) -> String {
     if let Some(e) = &r.error {
         return e.clone();
     }
+    if let (Some(rps), Some(p50), Some(p99), Some(cpu)) = (
+        f.num(Field::ReqPerS),
+        f.num(Field::P50Us),
+        f.num(Field::P99Us),
+        f.num(Field::CpuNsPerReq),
+    ) {
+        let client = f
+            .num(Field::ClientCpuNsPerReq)
+            .map_or(String::new(), |c| format!(" (client {:.1})", c / 1e3));
+        return format!(
+            "{rps:.0} req/s, latency p50 {p50:.0} µs, p99 {p99:.0} µs, \
+             server CPU {:.1} µs/req{client}",
+            cpu / 1e3
+        );
+    }
+    if let (Some(b), Some(rss)) = (f.num(Field::BytesPerConn), f.num(Field::RssPerConn)) {
+        return format!("per idle connection: heap {b:.0} B, resident {rss:.0} B");
+    }
     if let (Some(w), Some(i)) = (f.num(Field::WakeupsPerS), f.num(Field::InstantsPerS)) {
         return format!("{w:.1} wake-ups/s, {i:.1} expiry instants/s");
     }

@@ -64,6 +64,13 @@ pub(crate) enum Command {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
+    /// The server suite's load generator, which the suite starts as a child process: hyper
+    /// client connections to ADDR, driven by lines on stdin (`suites/server/load.rs`).
+    #[command(hide = true)]
+    LoadClient {
+        addr: std::net::SocketAddr,
+        n: usize,
+    },
 }
 
 /// `--suite`'s parser: `all` (`None`), or a suite by its name (`Suite`'s `ValueEnum`).
@@ -372,6 +379,7 @@ fn plan_suites<'a>(plan: &mut Plan<'a>, suites: &[Suite], wheel_inputs: &'a whee
             Suite::Async => crate::suites::r#async::plan(plan),
             Suite::Capi => capi::plan(plan),
             Suite::Stats => stats::plan(plan),
+            Suite::Server => crate::suites::server::plan(plan),
         }
     }
 }
@@ -477,6 +485,7 @@ pub fn main(opts: &Opts) -> i32 {
                 }
             }
         }
+        Some(Command::LoadClient { addr, n }) => crate::suites::server::load_client(*addr, *n),
         None => run(&opts.run),
     }
 }

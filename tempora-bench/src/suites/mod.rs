@@ -6,6 +6,7 @@ pub(crate) mod r#async;
 pub(crate) mod capi;
 pub(crate) mod checkpoint;
 pub(crate) mod seed;
+pub(crate) mod server;
 pub(crate) mod service;
 pub(crate) mod stats;
 pub(crate) mod wheel;
