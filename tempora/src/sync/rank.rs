@@ -55,8 +55,8 @@ pub(crate) const PENDING: u8 = 9;
 pub(crate) const PLAN: u8 = 9;
 /// An owner's slot-page directory grow lock (`registry/slots.rs`).
 pub(crate) const PAGE_GROW: u8 = 9;
-/// The service's signal watches (`timers/watch.rs`; taken under TIMER).
-pub(crate) const WATCH: u8 = 9;
+/// The service's signal lookouts (`timers/lookout.rs`; taken under TIMER).
+pub(crate) const LOOKOUT: u8 = 9;
 
 /// The naive-flush lock's rank, for [`TABLE`], which lists it whether or not the feature
 /// is on (so that ARCHITECTURE.md has one table).
@@ -204,9 +204,9 @@ pub(crate) const TABLE: &[Lock] = &[
         held_while_taking: "nothing",
     },
     Lock {
-        rank: WATCH,
-        lock: "the service's signal watches",
-        at: "`timers/watch.rs`",
+        rank: LOOKOUT,
+        lock: "the service's signal lookouts",
+        at: "`timers/lookout.rs`",
         held_while_taking: "nothing (a release takes the followers out, then lets go)",
     },
 ];

@@ -70,7 +70,7 @@ impl Core {
     }
 
     /// `apply_on` with `slack` whatever the timer's precision: for an entry that is no
-    /// expiry of the timer's own (a signal timer's backstop, `watch.rs`), placed where it
+    /// expiry of the timer's own (a signal timer's backstop, `lookout.rs`), placed where it
     /// is never moved again before it falls due.
     pub(super) fn apply_on_slack(
         &self,

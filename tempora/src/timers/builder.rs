@@ -4,10 +4,10 @@ use super::base::Base;
 use super::core::{Core, DriverCounts};
 use super::driver::Drivers;
 use super::health::Health;
+use super::lookout::Lookouts;
 use super::object::Itimer;
 use super::signal::{OsSignals, SignalPort};
 use super::wake::Wakeups;
-use super::watch::Watches;
 use super::Timers;
 use crate::clock::{duration_nanos, ClockSource, OsClock, Resolution, ALL_CLOCKS};
 use crate::error::Error;
@@ -249,7 +249,7 @@ impl Builder {
             },
             stats: Hub::new(self.stats),
             signals: self.signals.clone(),
-            watches: Watches::default(),
+            lookouts: Lookouts::default(),
             max_deferral: duration_nanos(self.max_deferral),
             coarse_lags: crate::clock::ALL_CLOCKS.map(|c| self.clock.coarse_lag(c)),
             #[cfg(test)]
@@ -275,7 +275,7 @@ impl Timers {
     ///
     /// # Panics
     /// If the service cannot start: the default configuration always validates, but building
-    /// asks the OS for a driver thread (and a thread to watch the wall clock) and for the
+    /// asks the OS for a driver thread (and a thread to lookout the wall clock) and for the
     /// spare drivers' timerfds, which it may refuse (a thread or fd limit reached). The panic
     /// message says so, with the error and its OS text ("tempora: Timers::new could not start
     /// the service: I/O error: ..."). [`Timers::builder`]`().build()` is the fallible form.

@@ -9,12 +9,12 @@
 
 use super::core::Core;
 use super::itimer::{ItimerPublished, ItimerState};
+use super::lookout::{Key, Member};
 use super::notify::CLOSED_OWNER;
 use super::object::{
     callback_of, signal_of, Attached, EventQueue, Itimer, ItimerFixed, ItimerInit, LockedTimer,
 };
 use super::types::NotifyKind;
-use super::watch::{Key, Member};
 use crate::registry::Service;
 use crate::stats::Counter;
 use crate::sync::Ordering;
@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 /// What the delete hook hands back, dropped by the registry once it holds no lock: the
 /// timer's callback or signal cell (a callback's `Drop` is user code), and for a signal timer
-/// that looked for others of its watch, the hand-over of their looks (`watch.rs`).
+/// that looked for others of its lookout, the hand-over of their looks (`lookout.rs`).
 pub(crate) struct Released {
     attached: Option<Box<Attached>>,
     hand_over: Option<(Arc<Core>, Key)>,
@@ -80,11 +80,11 @@ impl Service for Itimer {
         let _ = owner.core.disarm(l);
         let mut hand_over = None;
         if let Some(cell) = signal_of(l) {
-            // Out of its watch before its cell is freed (`watch.rs`).
+            // Out of its lookout before its cell is freed (`lookout.rs`).
             let key = Key::of(cell);
             if owner
                 .core
-                .watches
+                .lookouts
                 .leave(key, Member::new(l.timer, cell), cell)
             {
                 hand_over = Some((owner.core.clone(), key));

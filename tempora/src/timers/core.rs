@@ -10,10 +10,10 @@
 
 use super::base::Base;
 use super::health::Health;
+use super::lookout::Lookouts;
 use super::object::Itimer;
 use super::signal::SignalPort;
 use super::wake::Wakeups;
-use super::watch::Watches;
 use crate::clock::{ClockSource, Resolution, ALL_CLOCKS, CLOCKS};
 use crate::registry::Registry;
 use crate::stats::tally::Hub;
@@ -55,8 +55,8 @@ pub(crate) struct Core {
     pub(crate) stats: Arc<Hub>,
     /// Where signal timers' signals go (`signal.rs`): the OS, or a test's port.
     pub(crate) signals: Arc<dyn SignalPort>,
-    /// The looks signal timers share (`watch.rs`).
-    pub(crate) watches: Watches,
+    /// The looks signal timers share (`lookout.rs`).
+    pub(crate) lookouts: Lookouts,
     /// Test hook: the next driver loop iteration panics (a driver dying outside a callback).
     #[cfg(test)]
     pub(crate) crash_driver: AtomicBool,

@@ -91,7 +91,7 @@
 //! | changes a signal's disposition to or from ignored within a probe interval (a period, at most 10 ms) of its delivery, or of its discard by `SIG_IGN` | each event is seen as it happens | a signal no longer pending is taken for discarded if the disposition ignores it when tempora looks (and did not when it was queued), for delivered otherwise: a delivery followed by `SIG_IGN` counts its periods again in the next signal, a discard followed by a handler loses that expiry from the counts, and a signal queued while ignored (because blocked) and discarded by setting `SIG_IGN` again before the unblock counts as delivered | see a dequeue, or a `sigaction` call |
 //! | targets a thread that exits, and its ID is reused by a new thread | the timer keeps a reference to the thread that exited: nothing is sent | the signal goes to the new thread of that ID | hold a reference to a thread |
 //! | takes the signal in a handler on a thread that polls tempora itself (`Timers::poll` in a loop, no driver) | the handler runs outside the timer code | the handler may run on return from the system call that queued it, inside that poll: a timer call on the same timer from that handler waits for ever (async-signal-safety is not yet tempora's) | queue a signal with no lock held yet |
-//! | blocks a fast periodic timer's signal for long | no work at all | at most one look (`sigpending`, or a `/proc` read for a thread's signal) per 10 ms for all the periodic timers of one target and signal number (`watch.rs`), and one wake-up per 10 s per timer (its backstop) | see the unblock |
+//! | blocks a fast periodic timer's signal for long | no work at all | at most one look (`sigpending`, or a `/proc` read for a thread's signal) per 10 ms for all the periodic timers of one target and signal number (`lookout.rs`), and one wake-up per 10 s per timer (its backstop) | see the unblock |
 //! | calls `exec` with a timer's signal queued | the signal is flushed with the timers | the signal stays queued for the new program, like any signal queued with `sigqueue` | flush another sender's queued signal |
 //!
 //! # Firing
@@ -277,6 +277,7 @@ pub(crate) mod fd;
 mod handle;
 pub(crate) mod health;
 pub(crate) mod itimer;
+pub(crate) mod lookout;
 mod notify;
 pub(crate) mod object;
 mod owner;
@@ -289,7 +290,6 @@ pub(crate) mod sleep;
 mod standby;
 pub(crate) mod types;
 pub(crate) mod wake;
-pub(crate) mod watch;
 
 #[cfg(all(test, not(loom)))]
 mod blocking_tests;

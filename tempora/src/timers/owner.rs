@@ -401,7 +401,7 @@ impl Owner {
         let core = self.core();
         let now = core.lazy_now();
         // Pinned across the look and the release of the followers it may find gone
-        // (`watch.rs`).
+        // (`lookout.rs`).
         let _pin = sync::pin();
         let r = self.reg.with_timer(id, |mut l| {
             if l.state.notify() == NotifyKind::Signal {

@@ -418,7 +418,7 @@ impl Core {
             true
         });
         if signal {
-            // A looker that found its number gone released its followers (`watch.rs`).
+            // A looker that found its number gone released its followers (`lookout.rs`).
             self.release_followers(b, now);
         }
         match delivered {

@@ -32,7 +32,7 @@
 //! A periodic timer whose signal stays pending is probed at periods spaced as long as it has
 //! been pending (doubling), up to [`PROBE_CAP`], so a blocked 1 µs timer costs at most
 //! `1 / PROBE_CAP` probes a second (BENCHMARKS.md measures it), and the timers of one target
-//! and signal number share those probes: one looks for all (`watch.rs`). A signal refused for want of
+//! and signal number share those probes: one looks for all (`lookout.rs`). A signal refused for want of
 //! room is retried, doubling from [`RETRY_BASE`] up to [`RETRY_CAP`], until it goes: it is
 //! never dropped, and the periods meanwhile are its `si_overrun`.
 //!
@@ -72,10 +72,10 @@
 
 use super::core::Core;
 use super::itimer::{add_periods, forward, set_look, set_overrun_last, Arm};
+use super::lookout::{self, Key, Member, Role, BACKSTOP, BACKSTOP_GRAIN, DETACHED};
 use super::object::{signal_of, sink_of, LockedTimer};
 use super::signal::{Pending, Sent, SignalCell, TimerSignal};
 use super::types::Status;
-use super::watch::{self, Key, Member, Role, BACKSTOP, BACKSTOP_GRAIN, DETACHED};
 use crate::clock::{ClockId, LazyNow};
 use crate::registry::TIMER_POISONED;
 use std::cell::{Cell, RefCell};
@@ -105,13 +105,13 @@ pub(crate) enum Restored {
     Outstanding { stale: bool },
 }
 
-/// Whether a signal timer shares its looks through a watch (`watch.rs`): a periodic one
+/// Whether a signal timer shares its looks through a lookout (`lookout.rs`): a periodic one
 /// whose looks come at the capped spacing, `PROBE_CAP` or shorter.
-fn watchable(l: &LockedTimer<'_>) -> bool {
+fn shares_looks(l: &LockedTimer<'_>) -> bool {
     l.state.interval != 0 && l.state.interval <= PROBE_CAP
 }
 
-const _: () = assert!(watch::STALE == 3 * PROBE_CAP);
+const _: () = assert!(lookout::STALE == 3 * PROBE_CAP);
 
 thread_local! {
     /// The followers released by a look on this thread, for the caller to look at once it
@@ -218,19 +218,19 @@ impl Core {
         // Whether this pop saw the number not pending (a standard signal is sent only then).
         let mut clear = false;
         if l.state.queued() {
-            let member = watchable(l).then(|| Member::new(l.timer, cell));
+            let member = shares_looks(l).then(|| Member::new(l.timer, cell));
             let mono = now.get(ClockId::Monotonic);
             if let Some(m) = member {
-                // Another timer of its target and number looks for it (`watch.rs`): a
+                // Another timer of its target and number looks for it (`lookout.rs`): a
                 // follower's backstop while its looker looks within `STALE`, or a first look
                 // after a send that the looker has found pending since.
-                let since = if cell.slot() < watch::LOOKER {
+                let since = if cell.slot() < lookout::LOOKER {
                     0
                 } else {
                     let sent = first.saturating_sub(l.state.interval);
                     mono.saturating_sub(t.saturating_sub(sent))
                 };
-                if self.watches.answers(Key::of(cell), m, cell, since, mono) {
+                if self.lookouts.answers(Key::of(cell), m, cell, since, mono) {
                     l.state.overrun = add(l.state.overrun, fresh);
                     cell.saw_pending();
                     self.follower_park(l, b, clock, t);
@@ -241,7 +241,7 @@ impl Core {
                 l.state.overrun = add(l.state.overrun, fresh);
                 cell.saw_pending();
                 let role =
-                    member.and_then(|m| self.watches.found_pending(Key::of(cell), m, cell, mono));
+                    member.and_then(|m| self.lookouts.found_pending(Key::of(cell), m, cell, mono));
                 if role == Some(Role::Follow) {
                     self.follower_park(l, b, clock, t);
                 } else {
@@ -251,7 +251,7 @@ impl Core {
             }
             if let Some(m) = member {
                 RELEASED.with(|r| {
-                    self.watches
+                    self.lookouts
                         .found_gone(Key::of(cell), m, cell, &mut r.borrow_mut())
                 });
             }
@@ -317,7 +317,7 @@ impl Core {
         self.signal_send(l, cell, b, clock, t, clear);
     }
 
-    /// Parks a follower at its backstop (`watch.rs`), on its period grid's status, with
+    /// Parks a follower at its backstop (`lookout.rs`), on its period grid's status, with
     /// `BACKSTOP_GRAIN` of slack: placed coarse, never moved again before it falls due, at an
     /// instant it shares with the other followers' backstops, one wake-up for many.
     fn follower_park(&self, l: &mut LockedTimer<'_>, b: usize, clock: ClockId, t: u64) {
@@ -328,7 +328,7 @@ impl Core {
     }
 
     /// Looks at the followers that a look on this thread released (their looker found their
-    /// number gone: `watch.rs`), each under its own lock, re-arming them on base `b`. The
+    /// number gone: `lookout.rs`), each under its own lock, re-arming them on base `b`. The
     /// caller has been pinned in the epoch since before the release.
     pub(crate) fn release_followers(&self, b: usize, now: &LazyNow<'_>) {
         let list = RELEASED.with(|r| std::mem::take(&mut *r.borrow_mut()));
@@ -339,7 +339,7 @@ impl Core {
         for m in &list {
             // SAFETY: a timer object is type-stable while the caller is pinned, and it was
             // pinned before the release took the follower out of its list (module doc of
-            // `watch.rs`); the timer's identity is checked under its lock below.
+            // `lookout.rs`); the timer's identity is checked under its lock below.
             let timer = unsafe { m.timer.as_ref() };
             let r = timer.lock_visible(|mut l| {
                 let Some(cell) = signal_of(&l) else {
@@ -349,7 +349,7 @@ impl Core {
                     // Deleted and made again, or it looked on its own since.
                     return;
                 }
-                cell.set_slot(watch::NONE);
+                cell.set_slot(lookout::NONE);
                 if !l.state.queued() || l.state.status() != Status::RequeuePending {
                     return;
                 }
@@ -516,13 +516,13 @@ impl Core {
     /// timer's signal is the one pending: treating it as one lost signals of timers sharing a
     /// number). An owed one is void.
     ///
-    /// `Some(key)`: it looked for other timers of its watch, which [`Core::hand_over`] must
+    /// `Some(key)`: it looked for other timers of its lookout, which [`Core::hand_over`] must
     /// give a new looker once the caller has let go of the lock.
     #[must_use = "a looker that leaves hands its followers over"]
     pub(crate) fn signal_settime(&self, l: &mut LockedTimer<'_>) -> Option<Key> {
         let cell = signal_of(l)?;
         let key = Key::of(cell);
-        let orphans = self.watches.leave(key, Member::new(l.timer, cell), cell);
+        let orphans = self.lookouts.leave(key, Member::new(l.timer, cell), cell);
         l.state.set_queued(false);
         set_look(l.published(), false);
         cell.set_lateness(0);
@@ -531,17 +531,17 @@ impl Core {
         orphans.then_some(key)
     }
 
-    /// Gives `key`'s watch a new looker after its looker left (`watch.rs`): its followers, last
+    /// Gives `key`'s lookout a new looker after its looker left (`lookout.rs`): its followers, last
     /// first, each looked at under its own lock until one looks for the others or finds the
     /// number gone (and releases them). With no lock held.
     pub(crate) fn hand_over(&self, key: Key) {
-        // Pinned before each candidate is taken out of the list (`Watches::successor`).
+        // Pinned before each candidate is taken out of the list (`Lookouts::successor`).
         let _pin = crate::sync::pin();
         let b = self.my_base();
         let now = self.lazy_now();
-        while let Some(m) = self.watches.successor(key) {
+        while let Some(m) = self.lookouts.successor(key) {
             // SAFETY: a timer object is type-stable while pinned, and this thread pinned
-            // before `successor` took it out of its list (`watch.rs`); its identity is checked
+            // before `successor` took it out of its list (`lookout.rs`); its identity is checked
             // under its lock below.
             let timer = unsafe { m.timer.as_ref() };
             let looked = timer.lock_visible(|mut l| {
@@ -551,15 +551,15 @@ impl Core {
                 if cell.slot() != DETACHED {
                     return false;
                 }
-                cell.set_slot(watch::NONE);
+                cell.set_slot(lookout::NONE);
                 if !l.state.queued() || l.state.status() != Status::RequeuePending {
                     return false;
                 }
                 let clock = l.state.expiry_clock();
                 self.signal_pop(&mut l, b, clock, &now);
-                if signal_of(&l).is_some_and(|c| c.slot() != watch::LOOKER) {
+                if signal_of(&l).is_some_and(|c| c.slot() != lookout::LOOKER) {
                     // Found gone: the others' signals were taken too.
-                    RELEASED.with(|r| self.watches.release_orphans(key, &mut r.borrow_mut()));
+                    RELEASED.with(|r| self.lookouts.release_orphans(key, &mut r.borrow_mut()));
                 }
                 true
             });
@@ -593,10 +593,10 @@ impl Core {
         if self.still_pending(cell) {
             return;
         }
-        if cell.slot() != watch::NONE {
+        if cell.slot() != lookout::NONE {
             let m = Member::new(l.timer, cell);
             RELEASED.with(|r| {
-                self.watches
+                self.lookouts
                     .found_gone(Key::of(cell), m, cell, &mut r.borrow_mut())
             });
         }

@@ -35,7 +35,7 @@ pub(crate) const SIGNO_MAX: i32 = 64;
 #[derive(Debug)]
 pub(crate) struct SignalCell {
     /// `si_value` (ignored when `value_is_id`), as two halves (low, high): 4-byte aligned, the
-    /// cell packs into the 32-byte `Attached` block with its watch slot.
+    /// cell packs into the 32-byte `Attached` block with its lookout slot.
     value: [u32; 2],
     /// The target thread's ID; 0 for the process.
     pub(crate) tid: i32,
@@ -55,9 +55,9 @@ pub(crate) struct SignalCell {
     tries: AtomicU8,
     /// The low 8 bits: unconfirmed probes of the outstanding signal (`Pending::Unconfirmed`),
     /// counted to confirm the first, second, fourth, ... and then every 128th; under the
-    /// timer's lock. The high 24: where the timer is in its target's and number's watch
-    /// (`watch.rs`): `NONE`, its looker, its index in the followers' list, or detached by a
-    /// release; under the timer's lock or the watches' lock, as `watch.rs` says. Two holders
+    /// timer's lock. The high 24: where the timer is in its target's and number's lookout
+    /// (`lookout.rs`): `NONE`, its looker, its index in the followers' list, or detached by a
+    /// release; under the timer's lock or the lookouts' lock, as `lookout.rs` says. Two holders
     /// of different locks may update it at once: every write is a read-modify-write of its
     /// own part.
     hits_slot: AtomicU32,
@@ -150,7 +150,7 @@ impl SignalCell {
     }
 
     fn set_hits(&self, hits: u8) {
-        // Relaxed: the count is under the timer's lock; the RMW keeps the slot a watch's
+        // Relaxed: the count is under the timer's lock; the RMW keeps the slot a lookout's
         // holder may write meanwhile.
         let _ = self
             .hits_slot
@@ -164,13 +164,13 @@ impl SignalCell {
         self.queued(false);
     }
 
-    /// Where the timer is in its watch (`watch.rs`).
+    /// Where the timer is in its lookout (`lookout.rs`).
     pub(crate) fn slot(&self) -> u32 {
-        // Relaxed (both): under the timer's lock or the watches' lock (`watch.rs`).
+        // Relaxed (both): under the timer's lock or the lookouts' lock (`lookout.rs`).
         self.hits_slot.load(Ordering::Relaxed) >> 8
     }
 
-    /// Sets the watch slot (24 bits: `watch.rs` keeps its lists shorter).
+    /// Sets the lookout slot (24 bits: `lookout.rs` keeps its lists shorter).
     pub(crate) fn set_slot(&self, slot: u32) {
         debug_assert!(slot <= SLOT_NONE);
         let _ = self
@@ -220,11 +220,11 @@ const SEEN_PENDING: u8 = 0x40;
 /// The refused sends' count in `tries`.
 const TRIES: u8 = 0x3f;
 
-/// `SignalCell::slot` (24 bits): in no watch (`watch.rs`).
+/// `SignalCell::slot` (24 bits): in no lookout (`lookout.rs`).
 pub(crate) const SLOT_NONE: u32 = (1 << 24) - 1;
-/// `SignalCell::slot`: taken out of its watch's list by a release, not yet looked at.
+/// `SignalCell::slot`: taken out of its lookout's list by a release, not yet looked at.
 pub(crate) const SLOT_DETACHED: u32 = SLOT_NONE - 1;
-/// `SignalCell::slot`: its watch's looker (unless another took its role when it went quiet).
+/// `SignalCell::slot`: its lookout's looker (unless another took its role when it went quiet).
 pub(crate) const SLOT_LOOKER: u32 = SLOT_NONE - 2;
 
 /// A timer's signal, as queued.

@@ -604,7 +604,7 @@ fn an_expiry_before_the_consumption_is_an_overrun_and_one_after_it_sends() {
     );
 }
 
-/// Timers whose signals share a target and a number share one look (`watch.rs`): 1000
+/// Timers whose signals share a target and a number share one look (`lookout.rs`): 1000
 /// blocked 1 ms timers look at most a few times per 10 ms between them, where each would look
 /// every 10 ms on its own (100 000 looks a second).
 #[test]
@@ -619,7 +619,7 @@ fn blocked_timers_sharing_a_number_share_one_look() {
     }
     assert_eq!(port.sent(), 1000, "one signal each, blocked");
     assert_eq!(
-        f.timers.core.watches.followers(),
+        f.timers.core.lookouts.followers(),
         999,
         "one looks for the others"
     );
@@ -645,7 +645,7 @@ fn a_looker_finding_the_number_gone_releases_every_follower() {
     for _ in 0..200 {
         f.advance(ms(1));
     }
-    assert_eq!(f.timers.core.watches.followers(), 99);
+    assert_eq!(f.timers.core.lookouts.followers(), 99);
     assert_eq!(port.take_all().len(), 100, "all taken at 200 ms");
     let queries = port.queries();
     // The looker looks within 10 ms and releases them all; each sends its next signal with
@@ -676,16 +676,16 @@ fn getoverrun_on_the_looker_releases_its_followers() {
     for _ in 0..50 {
         f.advance(ms(1));
     }
-    assert_eq!(f.timers.core.watches.followers(), 9);
+    assert_eq!(f.timers.core.lookouts.followers(), 9);
     port.take_all();
     // The looker is the one that looked first: the first armed.
     f.owner.getoverrun(ids[0]).unwrap();
-    assert_eq!(f.timers.core.watches.followers(), 0, "released");
+    assert_eq!(f.timers.core.lookouts.followers(), 0, "released");
     f.advance(ms(1));
     assert_eq!(port.take_all().len(), 10, "each sent at its next period");
 }
 
-/// A looker that leaves hands its role over at once (`watch.rs`): deleted, its last follower
+/// A looker that leaves hands its role over at once (`lookout.rs`): deleted, its last follower
 /// looks and becomes the looker; re-armed by `settime`, the same. The followers go on
 /// costing one look, and a signal taken afterwards is still found. Deleted followers leave
 /// the list.
@@ -699,8 +699,8 @@ fn a_looker_that_leaves_hands_its_followers_over() {
     for _ in 0..50 {
         f.advance(ms(1));
     }
-    assert_eq!(f.timers.core.watches.followers(), 9);
-    let w = &f.timers.core.watches;
+    assert_eq!(f.timers.core.lookouts.followers(), 9);
+    let w = &f.timers.core.lookouts;
     // The first armed looks for the others, who follow in their order.
     f.owner.delete(ids[0]).unwrap();
     assert_eq!(
@@ -733,7 +733,7 @@ fn a_looker_that_leaves_hands_its_followers_over() {
     for &t in &ids[1..] {
         f.owner.delete(t).unwrap();
     }
-    assert_eq!(f.timers.core.watches.followers(), 0);
+    assert_eq!(f.timers.core.lookouts.followers(), 0);
 }
 
 /// Thread-directed timers to one thread share a look as process-directed ones do.
@@ -759,5 +759,5 @@ fn thread_signals_to_one_thread_share_one_look() {
     for _ in 0..100 {
         f.advance(ms(1));
     }
-    assert_eq!(f.timers.core.watches.followers(), 99);
+    assert_eq!(f.timers.core.lookouts.followers(), 99);
 }

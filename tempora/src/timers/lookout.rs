@@ -1,26 +1,26 @@
-//! Watches: one look at a signal number's pending state, shared by every timer whose signal
+//! Lookouts: one look at a signal number's pending state, shared by every timer whose signal
 //! waits on it.
 //!
 //! A periodic signal timer whose signal stays pending (its target blocks it) looks whether it
 //! is still pending every `PROBE_CAP` at most (`sigdeliver.rs`). One look answers for every
 //! timer of the same target and signal number: a number is pending for its target while any
 //! of their signals is (the `timers` module's table). So the timers of one (target, number)
-//! share a [`Watch`]: one of them, the *looker*, keeps looking on its own schedule; the others,
+//! share a [`Lookout`]: one of them, the *looker*, keeps looking on its own schedule; the others,
 //! *followers*, leave their looks to it and wait far out in their wheel (`BACKSTOP`). When the
 //! looker finds the number gone, it takes the followers' list (their signals were all taken)
 //! and the poll that found it has each of them look at once (their periods counted then, the
 //! rule of `sigdeliver.rs`), so that 100k blocked timers cost one look every 10 ms, not 100k.
 //!
-//! Only timers whose period is at most `PROBE_CAP` join a watch: theirs are the looks at the
+//! Only timers whose period is at most `PROBE_CAP` join a lookout: theirs are the looks at the
 //! capped spacing, which the looker's match; a slower timer looks at its own periods, each at
 //! most once a period (and `LOOK_LEAD` before it).
 //!
 //! # Who may touch a follower
 //!
-//! A watch holds its followers' addresses (`Member`): the timer object and its signal cell.
+//! A lookout holds its followers' addresses (`Member`): the timer object and its signal cell.
 //! A member's cell names where it is (`SignalCell::slot`): `NONE` (in no list), its index in
-//! the list, or `DETACHED` (taken by a release). Under the watch's lock, a member in the list
-//! is alive: it leaves the list (under its own lock, then the watch's) before it is deleted
+//! the list, or `DETACHED` (taken by a release). Under the lookout's lock, a member in the list
+//! is alive: it leaves the list (under its own lock, then the lookout's) before it is deleted
 //! and its cell freed (the delete hook), so a removal may move the last member into the
 //! freed index and write that member's cell. A released member is touched only under its own
 //! lock, within the epoch pin of the poll or call that released it (timer objects are
@@ -33,7 +33,7 @@
 //! it finds the number pending, or releases the others if it finds it gone. A looker settled
 //! by `getoverrun` found the number gone and releases them all. Should a looker go quiet
 //! anyway (a stalled driver), each follower looks on its own at its backstop, and the first
-//! to find the number pending becomes the looker. Lock order: a timer, then the watches
+//! to find the number pending becomes the looker. Lock order: a timer, then the lookouts
 //! (`sync::rank`).
 
 use super::object::Itimer;
@@ -55,10 +55,10 @@ pub(crate) const STALE: u64 = 30_000_000;
 pub(crate) use super::signal::{
     SLOT_DETACHED as DETACHED, SLOT_LOOKER as LOOKER, SLOT_NONE as NONE,
 };
-/// The most followers a watch lists; past it, a timer looks on its own.
+/// The most followers a lookout lists; past it, a timer looks on its own.
 const MAX_FOLLOWERS: usize = LOOKER as usize;
 
-/// What a watch is for: a signal number's pending state for one target.
+/// What a lookout is for: a signal number's pending state for one target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     /// The target thread; 0 for the process.
@@ -75,7 +75,7 @@ impl Key {
     }
 }
 
-/// A member of a watch: a timer object and its signal cell.
+/// A member of a lookout: a timer object and its signal cell.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Member {
     pub(crate) timer: NonNull<Timer<Itimer>>,
@@ -101,7 +101,7 @@ impl Member {
     /// The member's cell.
     ///
     /// # Safety
-    /// The member is in the list of the watch whose lock the caller holds (so not deleted:
+    /// The member is in the list of the lookout whose lock the caller holds (so not deleted:
     /// module doc).
     unsafe fn cell(&self) -> &SignalCell {
         // SAFETY: the caller's contract.
@@ -109,9 +109,9 @@ impl Member {
     }
 }
 
-/// One (target, signal number)'s watch.
+/// One (target, signal number)'s lookout.
 #[derive(Debug, Default)]
-struct Watch {
+struct Lookout {
     /// The looker's address; 0: none.
     looker: usize,
     /// When it last looked (monotonic ns).
@@ -119,12 +119,12 @@ struct Watch {
     followers: Vec<Member>,
 }
 
-impl Watch {
+impl Lookout {
     /// Takes the member at `i` out of the list, moving the last member to `i`.
     fn remove(&mut self, i: usize) {
         self.followers.swap_remove(i);
         if let Some(moved) = self.followers.get(i) {
-            // SAFETY: `moved` is in the list, whose watch's lock the caller holds.
+            // SAFETY: `moved` is in the list, whose lookout's lock the caller holds.
             unsafe { moved.cell() }.set_slot(i as u32);
         }
     }
@@ -137,21 +137,21 @@ impl Watch {
 /// What a look that found its signal pending makes of its timer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Role {
-    /// It looks for the watch: on its own schedule.
+    /// It looks for the lookout: on its own schedule.
     Look,
     /// Its looker looks for it: it waits at its backstop.
     Follow,
 }
 
-/// The service's watches.
+/// The service's lookouts.
 #[derive(Debug, Default)]
-pub(crate) struct Watches {
-    map: RankedMutex<HashMap<Key, Watch>, { rank::WATCH }>,
+pub(crate) struct Lookouts {
+    map: RankedMutex<HashMap<Key, Lookout>, { rank::LOOKOUT }>,
 }
 
-impl Watches {
+impl Lookouts {
     /// `me`'s look found its signal pending at `t` (monotonic ns), under its lock: whether it
-    /// looks for the watch (there was no looker, or one that went quiet, or it is the looker)
+    /// looks for the lookout (there was no looker, or one that went quiet, or it is the looker)
     /// or follows. `None`: no room to record either (memory exhaustion): it looks on its own.
     pub(crate) fn found_pending(
         &self,
@@ -187,7 +187,7 @@ impl Watches {
         Some(Role::Follow)
     }
 
-    /// Whether the watch answers `me`'s look at `t` (monotonic ns) without a look of its own:
+    /// Whether the lookout answers `me`'s look at `t` (monotonic ns) without a look of its own:
     /// another timer looks for it, and found the number pending at or after `since` (for a
     /// follower's backstop: within [`STALE`]; for a first look: since `me`'s signal was
     /// sent). Then `me` follows (listed now if it was not), as if it had found its signal
@@ -224,7 +224,7 @@ impl Watches {
         true
     }
 
-    /// `me`'s look found its number gone, under its lock: `me` leaves the watch, and if it was
+    /// `me`'s look found its number gone, under its lock: `me` leaves the lookout, and if it was
     /// the looker, its followers are detached into `released` (their signals were taken too),
     /// for the caller to look at once it has let go of `me`'s lock.
     pub(crate) fn found_gone(
@@ -235,7 +235,7 @@ impl Watches {
         released: &mut Vec<Member>,
     ) {
         if cell.slot() != LOOKER {
-            // A follower, or in no watch: no looker leaves.
+            // A follower, or in no lookout: no looker leaves.
             let _ = self.leave(key, me, cell);
             return;
         }
@@ -261,13 +261,13 @@ impl Watches {
         }
     }
 
-    /// `me` leaves its watch, if it is in one (settime, delete, a settle by `getoverrun`),
+    /// `me` leaves its lookout, if it is in one (settime, delete, a settle by `getoverrun`),
     /// under its lock; a looker gives up its role. Whether its followers need a new looker
     /// (`Core::hand_over`, once the caller has let go of `me`'s lock).
     #[must_use = "a looker that leaves hands its followers over"]
     pub(crate) fn leave(&self, key: Key, me: Member, cell: &SignalCell) -> bool {
         // NONE and DETACHED are written for this member under its own lock, or before the
-        // list it was in let go of it: no watch writes them again.
+        // list it was in let go of it: no lookout writes them again.
         let slot = cell.slot();
         if slot == NONE || slot == DETACHED {
             cell.set_slot(NONE);
@@ -333,7 +333,7 @@ impl Watches {
         Some(m)
     }
 
-    /// The watches with a looker (tests).
+    /// The lookouts with a looker (tests).
     #[cfg(test)]
     pub(crate) fn lookers(&self) -> usize {
         self.map
@@ -343,7 +343,7 @@ impl Watches {
             .count()
     }
 
-    /// The followers of every watch (tests).
+    /// The followers of every lookout (tests).
     #[cfg(test)]
     pub(crate) fn followers(&self) -> usize {
         self.map
