@@ -341,6 +341,8 @@ pub(crate) struct TestSignals {
 struct SignalQueue {
     queued: Vec<crate::timers::signal::TimerSignal>,
     sent: usize,
+    /// Sends asked for, queued or refused.
+    attempts: usize,
     queries: usize,
     ignored: bool,
     blocked: bool,
@@ -380,6 +382,11 @@ impl TestSignals {
     /// Signals the service queued, in all.
     pub(crate) fn sent(&self) -> usize {
         self.state.lock().unwrap().sent
+    }
+
+    /// Sends the service asked for, queued or not.
+    pub(crate) fn attempts(&self) -> usize {
+        self.state.lock().unwrap().attempts
     }
 
     /// Times the service asked whether a signal is pending.
@@ -422,6 +429,7 @@ impl crate::timers::signal::SignalPort for TestSignals {
     fn send(&self, sig: &crate::timers::signal::TimerSignal) -> crate::timers::signal::Sent {
         use crate::timers::signal::Sent;
         let mut s = self.state.lock().unwrap();
+        s.attempts += 1;
         if s.gone.contains(&sig.tid) {
             return Sent::Gone;
         }

@@ -81,7 +81,7 @@ impl Service for Itimer {
         let mut hand_over = None;
         if let Some(cell) = signal_of(l) {
             // Out of its lookout before its cell is freed (`lookout.rs`).
-            let key = Key::of(cell);
+            let key = Key::slot_of(cell);
             if owner
                 .core
                 .lookouts

@@ -11,6 +11,12 @@
 //! and the poll that found it has each of them look at once (their periods counted then, the
 //! rule of `sigdeliver.rs`), so that 100k blocked timers cost one look every 10 ms, not 100k.
 //!
+//! Signals refused for want of room (`EAGAIN`: the user's `RLIMIT_SIGPENDING` is held) share
+//! the service's retry lookout (`Key::RETRY`) the same way: one owed timer retries on its
+//! backoff, the others follow, and when its signal goes (room came back) it releases them and
+//! each sends; once one of them is refused again, the rest follow again without trying. A
+//! timer's cell says which lookout its slot is in (`SignalCell::in_retry`).
+//!
 //! Only timers whose period is at most `PROBE_CAP` join a lookout: theirs are the looks at the
 //! capped spacing, which the looker's match; a slower timer looks at its own periods, each at
 //! most once a period (and `LOOK_LEAD` before it).
@@ -67,10 +73,26 @@ pub(crate) struct Key {
 }
 
 impl Key {
+    /// The service's retry lookout: signals refused for want of room (`EAGAIN`), which one
+    /// timer retries for all. Room is the user's `RLIMIT_SIGPENDING`, whatever the target.
+    pub(crate) const RETRY: Key = Key {
+        tid: i32::MIN,
+        signo: 0,
+    };
+
     pub(crate) fn of(cell: &SignalCell) -> Key {
         Key {
             tid: cell.tid,
             signo: cell.signo(),
+        }
+    }
+
+    /// The lookout `cell`'s slot is in: the retry lookout, or its target's and number's.
+    pub(crate) fn slot_of(cell: &SignalCell) -> Key {
+        if cell.in_retry() {
+            Key::RETRY
+        } else {
+            Key::of(cell)
         }
     }
 }
@@ -160,6 +182,11 @@ impl Lookouts {
         cell: &SignalCell,
         t: u64,
     ) -> Option<Role> {
+        let slot = cell.slot();
+        if slot < DETACHED && Key::slot_of(cell) != key {
+            // In the other lookout (a cell's slot is in one at a time): it looks on its own.
+            return None;
+        }
         let mut map = self.map.lock_or_recover();
         if !map.contains_key(&key) {
             map.try_reserve(1).ok()?;
@@ -172,6 +199,9 @@ impl Lookouts {
                 w.remove(slot as usize);
             }
             cell.set_slot(LOOKER);
+            if key == Key::RETRY {
+                cell.set_in_retry();
+            }
             w.looker = me.addr();
             w.last_look = t;
             return Some(Role::Look);
@@ -182,6 +212,9 @@ impl Lookouts {
                 return None;
             }
             cell.set_slot(w.followers.len() as u32);
+            if key == Key::RETRY {
+                cell.set_in_retry();
+            }
             w.followers.push(me);
         }
         Some(Role::Follow)
@@ -200,7 +233,8 @@ impl Lookouts {
         since: u64,
         t: u64,
     ) -> bool {
-        if cell.slot() == LOOKER {
+        let slot = cell.slot();
+        if slot == LOOKER || slot < DETACHED && Key::slot_of(cell) != key {
             return false;
         }
         let mut map = self.map.lock_or_recover();
@@ -220,6 +254,9 @@ impl Lookouts {
             return false;
         }
         cell.set_slot(w.followers.len() as u32);
+        if key == Key::RETRY {
+            cell.set_in_retry();
+        }
         w.followers.push(me);
         true
     }

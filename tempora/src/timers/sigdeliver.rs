@@ -118,6 +118,10 @@ thread_local! {
     /// has let go of the looker's lock (`Core::release_followers`).
     static RELEASED: RefCell<Vec<Member>> = const { RefCell::new(Vec::new()) };
 
+    /// The lookouts whose looker left under a lock on this thread (its target thread gone),
+    /// for the caller to hand over once it has let go (`Core::hand_over`).
+    static HANDOVERS: RefCell<Vec<Key>> = const { RefCell::new(Vec::new()) };
+
     /// The dispositions read during the delivery of the current poll batch on this thread
     /// (`None` outside one): signal numbers whose disposition was read (bit `signo - 1`), and
     /// of those the ones that ignore. A burst of timers on one number reads it once per
@@ -215,6 +219,16 @@ impl Core {
         };
         let counted = fresh > 0;
         let mut fresh = fresh;
+        if l.state.owed() && cell.in_retry() && cell.slot() < lookout::LOOKER {
+            // A follower of the retry lookout at its backstop, while its looker retries.
+            let mono = now.get(ClockId::Monotonic);
+            let m = Member::new(l.timer, cell);
+            if self.lookouts.answers(Key::RETRY, m, cell, 0, mono) {
+                cell.set_lateness(add(cell.lateness(), fresh));
+                self.follower_park(l, b, clock, t);
+                return counted;
+            }
+        }
         // Whether this pop saw the number not pending (a standard signal is sent only then).
         let mut clear = false;
         if l.state.queued() {
@@ -252,7 +266,7 @@ impl Core {
             if let Some(m) = member {
                 RELEASED.with(|r| {
                     self.lookouts
-                        .found_gone(Key::of(cell), m, cell, &mut r.borrow_mut())
+                        .found_gone(Key::slot_of(cell), m, cell, &mut r.borrow_mut())
                 });
             }
             fresh = self.found_gone(l, cell, first, scheduled, fresh);
@@ -321,7 +335,9 @@ impl Core {
     /// `BACKSTOP_GRAIN` of slack: placed coarse, never moved again before it falls due, at an
     /// instant it shares with the other followers' backstops, one wake-up for many.
     fn follower_park(&self, l: &mut LockedTimer<'_>, b: usize, clock: ClockId, t: u64) {
-        l.state.set_status(Status::RequeuePending);
+        if l.state.interval != 0 {
+            l.state.set_status(Status::RequeuePending);
+        }
         let at = t.saturating_add(BACKSTOP);
         // A poisoned base fails the service.
         let _ = self.apply_on_slack(l, Arm::At { clock, expiry: at }, b, BACKSTOP_GRAIN);
@@ -332,10 +348,12 @@ impl Core {
     /// caller has been pinned in the epoch since before the release.
     pub(crate) fn release_followers(&self, b: usize, now: &LazyNow<'_>) {
         let list = RELEASED.with(|r| std::mem::take(&mut *r.borrow_mut()));
-        if list.is_empty() {
+        if list.is_empty() && HANDOVERS.with(|h| h.borrow().is_empty()) {
             RELEASED.with(|r| *r.borrow_mut() = list);
             return;
         }
+        // Once a released retry follower is refused again, the others follow again untried.
+        let mut full = false;
         for m in &list {
             // SAFETY: a timer object is type-stable while the caller is pinned, and it was
             // pinned before the release took the follower out of its list (module doc of
@@ -350,11 +368,35 @@ impl Core {
                     return;
                 }
                 cell.set_slot(lookout::NONE);
+                let clock = l.state.expiry_clock();
+                let t = now.get(clock);
+                if l.state.owed() {
+                    // The retry lookout's: room came back.
+                    let fresh = if l.state.status() == Status::RequeuePending {
+                        self.count_periods(&mut l, t)
+                    } else {
+                        0
+                    };
+                    cell.set_lateness(add(cell.lateness(), fresh));
+                    if full {
+                        let mono = now.get(ClockId::Monotonic);
+                        let m = Member::new(l.timer, cell);
+                        if self.lookouts.found_pending(Key::RETRY, m, cell, mono)
+                            == Some(Role::Follow)
+                        {
+                            self.follower_park(&mut l, b, clock, t);
+                        } else {
+                            self.signal_park(&mut l, cell, b, clock, t, RETRY_CAP);
+                        }
+                        return;
+                    }
+                    self.signal_send(&mut l, cell, b, clock, t, false);
+                    full = cell.in_retry();
+                    return;
+                }
                 if !l.state.queued() || l.state.status() != Status::RequeuePending {
                     return;
                 }
-                let clock = l.state.expiry_clock();
-                let t = now.get(clock);
                 let first = l.state.expiry;
                 let fresh = self.count_periods(&mut l, t);
                 let fresh = self.found_gone(&mut l, cell, first, t, fresh);
@@ -367,6 +409,10 @@ impl Core {
         let mut list = list;
         list.clear();
         RELEASED.with(|r| *r.borrow_mut() = list);
+        let keys = HANDOVERS.with(|h| std::mem::take(&mut *h.borrow_mut()));
+        for key in keys {
+            self.hand_over(key);
+        }
     }
 
     /// Forwards a periodic timer's expiry past `t`: the periods that passed (not counted
@@ -433,6 +479,14 @@ impl Core {
         }
         match sent {
             Sent::Queued => {
+                if cell.slot() != lookout::NONE {
+                    // Room came back: a retry lookout's looker releases its followers.
+                    let m = Member::new(l.timer, cell);
+                    RELEASED.with(|r| {
+                        self.lookouts
+                            .found_gone(Key::slot_of(cell), m, cell, &mut r.borrow_mut())
+                    });
+                }
                 sink_of(l).tally.delivered(sig.overrun);
                 l.state.set_queued(true);
                 l.state.set_owed(false);
@@ -446,12 +500,30 @@ impl Core {
             }
             Sent::Full => {
                 cell.tried();
-                self.signal_park(l, cell, b, clock, t, RETRY_CAP);
+                // One timer retries for all that find no room (`lookout.rs`).
+                let mono = self.clock.now(ClockId::Monotonic);
+                let m = Member::new(l.timer, cell);
+                if self.lookouts.found_pending(Key::RETRY, m, cell, mono) == Some(Role::Follow) {
+                    self.follower_park(l, b, clock, t);
+                } else {
+                    self.signal_park(l, cell, b, clock, t, RETRY_CAP);
+                }
             }
             Sent::Gone => {
                 // The target thread exited: nothing can be delivered again. The kernel's
                 // timer stays requeue-pending for ever; so does this one (in no wheel).
                 l.state.set_owed(false);
+                if cell.slot() != lookout::NONE {
+                    let key = Key::slot_of(cell);
+                    if self.lookouts.leave(key, Member::new(l.timer, cell), cell) {
+                        HANDOVERS.with(|h| {
+                            let mut h = h.borrow_mut();
+                            if h.try_reserve(1).is_ok() {
+                                h.push(key);
+                            }
+                        });
+                    }
+                }
             }
         }
     }
@@ -521,7 +593,7 @@ impl Core {
     #[must_use = "a looker that leaves hands its followers over"]
     pub(crate) fn signal_settime(&self, l: &mut LockedTimer<'_>) -> Option<Key> {
         let cell = signal_of(l)?;
-        let key = Key::of(cell);
+        let key = Key::slot_of(cell);
         let orphans = self.lookouts.leave(key, Member::new(l.timer, cell), cell);
         l.state.set_queued(false);
         set_look(l.published(), false);
@@ -552,7 +624,8 @@ impl Core {
                     return false;
                 }
                 cell.set_slot(lookout::NONE);
-                if !l.state.queued() || l.state.status() != Status::RequeuePending {
+                let parked = l.state.queued() && l.state.status() == Status::RequeuePending;
+                if !parked && !l.state.owed() {
                     return false;
                 }
                 let clock = l.state.expiry_clock();
@@ -597,7 +670,7 @@ impl Core {
             let m = Member::new(l.timer, cell);
             RELEASED.with(|r| {
                 self.lookouts
-                    .found_gone(Key::of(cell), m, cell, &mut r.borrow_mut())
+                    .found_gone(Key::slot_of(cell), m, cell, &mut r.borrow_mut())
             });
         }
         self.settle_or_flush(l, cell);

@@ -49,9 +49,10 @@ pub(crate) struct SignalCell {
     signo: u8,
     /// `si_value` is the timer's ID (a NULL sigevent's meaning).
     pub(crate) value_is_id: bool,
-    /// The low six bits: sends refused (no room, or the signal ignored) in a row, the backoff
-    /// of the next retry (saturating at 63; the backoff stops doubling long before). The high
-    /// two: [`QUEUED_IGNORED`] and [`SEEN_PENDING`]. Written under the timer's lock.
+    /// The low five bits: sends refused (no room, or the signal ignored) in a row, the backoff
+    /// of the next retry (saturating at 31; the backoff stops doubling long before). The high
+    /// three: [`QUEUED_IGNORED`], [`SEEN_PENDING`] and [`IN_RETRY`]. Written under the
+    /// timer's lock.
     tries: AtomicU8,
     /// The low 8 bits: unconfirmed probes of the outstanding signal (`Pending::Unconfirmed`),
     /// counted to confirm the first, second, fourth, ... and then every 128th; under the
@@ -170,9 +171,25 @@ impl SignalCell {
         self.hits_slot.load(Ordering::Relaxed) >> 8
     }
 
-    /// Sets the lookout slot (24 bits: `lookout.rs` keeps its lists shorter).
+    /// Whether its lookout slot is in the service's retry lookout.
+    pub(crate) fn in_retry(&self) -> bool {
+        self.tries.load(Ordering::Relaxed) & IN_RETRY != 0
+    }
+
+    /// Its lookout slot is in the service's retry lookout now (under the timer's lock).
+    pub(crate) fn set_in_retry(&self) {
+        let t = self.tries.load(Ordering::Relaxed);
+        self.tries.store(t | IN_RETRY, Ordering::Relaxed);
+    }
+
+    /// Sets the lookout slot (24 bits: `lookout.rs` keeps its lists shorter). `SLOT_NONE` is
+    /// set only under the timer's lock, and leaves the retry lookout too.
     pub(crate) fn set_slot(&self, slot: u32) {
         debug_assert!(slot <= SLOT_NONE);
+        if slot == SLOT_NONE {
+            let t = self.tries.load(Ordering::Relaxed);
+            self.tries.store(t & !IN_RETRY, Ordering::Relaxed);
+        }
         let _ = self
             .hits_slot
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
@@ -217,8 +234,11 @@ const QUEUED_IGNORED: u8 = 0x80;
 /// first period, so the next looks come a little before the periods they would count
 /// (`sigdeliver.rs`, "Which side of an expiry a consumption fell").
 const SEEN_PENDING: u8 = 0x40;
+/// [`SignalCell`]'s `tries` bit: its lookout slot is in the service's retry lookout
+/// (`lookout.rs`, `Key::RETRY`), not its target's and number's.
+const IN_RETRY: u8 = 0x20;
 /// The refused sends' count in `tries`.
-const TRIES: u8 = 0x3f;
+const TRIES: u8 = 0x1f;
 
 /// `SignalCell::slot` (24 bits): in no lookout (`lookout.rs`).
 pub(crate) const SLOT_NONE: u32 = (1 << 24) - 1;

@@ -761,3 +761,56 @@ fn thread_signals_to_one_thread_share_one_look() {
     }
     assert_eq!(f.timers.core.lookouts.followers(), 99);
 }
+
+/// Signals refused for want of room share one retrier (`lookout.rs`, the retry lookout):
+/// 1000 owed periodic signals make a handful of sends a second between them, not one per
+/// timer per backoff; when room comes back, its send goes, it releases the others, and each
+/// sends in turn until one is refused again, after which the rest follow untried.
+#[test]
+fn signals_refused_for_want_of_room_share_one_retrier() {
+    let (f, port) = with_port();
+    port.set_room(Some(0));
+    let ids: Vec<_> = (0..1000).map(|i| signal_timer(&f, i)).collect();
+    for &t in &ids {
+        f.arm(t, ms(1), ms(1));
+    }
+    for _ in 0..200 {
+        f.advance(ms(1));
+    }
+    assert_eq!(
+        f.timers.core.lookouts.followers(),
+        999,
+        "one retries for the others"
+    );
+    let attempts = port.attempts();
+    for _ in 0..1000 {
+        f.advance(ms(1));
+    }
+    let tries = port.attempts() - attempts;
+    assert!(tries <= 20, "{tries} sends refused in a second");
+    // Room for 10: the retrier's goes, and 9 of the released others; the 11th is refused
+    // and the rest follow it again, untried. (It then retries on its own backoff, from the
+    // start: a dozen more in the rest of these 110 ms.)
+    port.set_room(Some(10));
+    let before = port.attempts();
+    for _ in 0..110 {
+        f.advance(ms(1));
+    }
+    assert_eq!(port.sent(), 10);
+    assert!(
+        port.attempts() - before <= 11 + 12,
+        "{} sends tried, not one per owed timer",
+        port.attempts() - before
+    );
+    assert_eq!(
+        f.timers.core.lookouts.followers(),
+        989 + 9,
+        "989 follow the retrier; the 10 that went are pending, and 9 of them follow the 10th"
+    );
+    // All the room back: every owed signal goes.
+    port.set_room(None);
+    for _ in 0..120 {
+        f.advance(ms(1));
+    }
+    assert_eq!(port.sent(), 1000, "every owed signal went");
+}
