@@ -8,8 +8,8 @@
  *   SIGCONT SIG_DFL: consumed by its default action (nothing): 9
  *   SIG_IGN before: ignored throughout, queued only because blocked, discarded at the unblock: 9
  *   SIG_IGN while blocked: queued while handled, then SIG_IGN discards it unseen: 0
- * and 250 ms later (the signal now ignored and unblocked, or handled) the same counts, but the
- * handler's: its timer's later signals are delivered.
+ * and 250 ms later (the signal now ignored and unblocked, or handled) the same counts, but for
+ * the handler's timer, whose later signals are delivered.
  *
  * Part 2: a timer at 200 ms, then every 300 ms, its signal (SIGALRM) blocked until just after
  * the expiry at 800 ms: the expiries at 500 and 800 ms came while the first signal was
@@ -22,7 +22,7 @@
  *   SIGCONT SIG_DFL: getoverrun 9
  *   SIG_IGN before: getoverrun 9
  *   SIG_IGN while blocked: getoverrun 0
- *   later: handler 0 (it sent more), SIGCONT SIG_DFL 9, SIG_IGN before 9, SIG_IGN while blocked 0
+ *   later: handler calls went on: yes, SIGCONT SIG_DFL 9, SIG_IGN before 9, SIG_IGN while blocked 0
  *   at the expiry: 1 handler call, getoverrun 2
  *   before the next period: 1 handler call
  * A part held up past its window (so that a count could differ by one) starts again, up to 5
@@ -99,6 +99,7 @@ int main(void)
         int later[4];
         for (int i = 0; i < 4; i++)
             later[i] = timer_getoverrun(t[i]);
+        int later_calls = atomic_load(&calls_rt);
         for (int i = 0; i < 4; i++)
             CHECK(timer_delete(t[i]) == 0);
         /* Every step of the unblock within the 11th period of every arming. */
@@ -112,9 +113,12 @@ int main(void)
         printf("SIGCONT SIG_DFL: getoverrun %d\n", o[1]);
         printf("SIG_IGN before: getoverrun %d\n", o[2]);
         printf("SIG_IGN while blocked: getoverrun %d\n", o[3]);
-        printf("later: handler %d (it sent more), SIGCONT SIG_DFL %d, SIG_IGN before %d, "
+        /* The handler's timer's later count depends on how promptly its handler ran (the
+         * timers module's table, first row): only that it went on is printed. */
+        printf("later: handler calls went on: %s, SIGCONT SIG_DFL %d, SIG_IGN before %d, "
                "SIG_IGN while blocked %d\n",
-               later[0], later[1], later[2], later[3]);
+               later_calls > n ? "yes" : "no", later[1], later[2], later[3]);
+        fprintf(stderr, "sig_consumed: the handler's timer's getoverrun later: %d\n", later[0]);
         break;
     }
 
