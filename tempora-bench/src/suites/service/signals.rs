@@ -132,16 +132,30 @@ fn burst(side: &mut dyn SignalTimers, n: usize) -> Result<BurstCost, String> {
     })
 }
 
-/// A burst run, tried again (up to 3 times) when the spin would have started late.
+/// How many times a burst that would have started late is tried before the row fails: a
+/// sleep that overshoots by 1 ms is common on a loaded machine, ten in a row (each after a
+/// longer pause, `LATE_BACK_OFF` times its number) are not.
+pub(crate) const LATE_TRIES: u32 = 10;
+/// The pause before try k + 1 is k times this.
+pub(crate) const LATE_BACK_OFF: Duration = Duration::from_millis(20);
+
+/// A burst run, tried again (up to `LATE_TRIES` times in all) when the spin would have
+/// started late.
 fn burst_retrying(side: &mut (dyn SignalTimers + 'static), n: usize) -> Result<BurstCost, String> {
     let mut r = burst(side, n);
-    for _ in 0..2 {
+    for k in 1..LATE_TRIES {
         match &r {
-            Err(e) if e.starts_with("late") => r = burst(side, n),
+            Err(e) if e.starts_with("late") => {
+                std::thread::sleep(LATE_BACK_OFF * k);
+                r = burst(side, n);
+            }
             _ => break,
         }
     }
-    r
+    r.map_err(|e| match e.starts_with("late") {
+        true => format!("{e}, {LATE_TRIES} times"),
+        false => e,
+    })
 }
 
 /// The row of a burst's runs: the median run's cost.
