@@ -150,7 +150,7 @@ struct Run {
 }
 
 #[test]
-fn a_blocked_callback_delays_no_other_timer() {
+fn a_blocked_callback_delays_no_other_timer_beyond_the_bound() {
     let r = run(4);
     eprintln!(
         "with spares: max lateness {} µs, {} takeovers",
