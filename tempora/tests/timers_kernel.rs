@@ -102,9 +102,19 @@ impl Soak {
     }
 
     fn create(&self, i: usize) -> Pair {
+        // EAGAIN: the user's queued signals are at RLIMIT_SIGPENDING, which every process of
+        // the same user shares (another test's signal timers): wait for room, up to 60 s.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let kernel = loop {
+            match k::timer_create_signal(CLOCKS[i] as i32, self.signo, i as i32, self.tid) {
+                Err(libc::EAGAIN) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                r => break r.expect("timer_create"),
+            }
+        };
         Pair {
-            kernel: k::timer_create_signal(CLOCKS[i] as i32, self.signo, i as i32, self.tid)
-                .unwrap(),
+            kernel,
             tempora: self.owner.create(CLOCKS[i], Notify::Queue).unwrap(),
             clock: CLOCKS[i],
         }
