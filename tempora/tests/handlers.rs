@@ -7,10 +7,15 @@
 //! Its own `main` (no test harness): a sender thread signals the main thread, whose handler
 //! calls tempora, while the main thread loops on calls of its own on the same timer, with a
 //! driver firing it meanwhile. `TEMPORA_HANDLER_SIGNALS` sets the signals of the first case
-//! (default 30 000, a second or two; the second case sends a third; the soak runs 300 000); a
-//! watchdog (`alarm`) ends a run that hangs with SIGALRM.
+//! (default 30 000, a second or two; the second case sends a third; the soak runs 300 000).
+//! The sender sleeps until each signal was handled (the handler wakes it through an eventfd)
+//! rather than spinning beside the main thread for its CPU. A case ends after its signals or
+//! after `CASE_BUDGET`, whichever comes first (on a starved machine each signal waits for the
+//! main thread's turn on a CPU), having handled at least `MIN_SIGNALS`. A hang is the failure
+//! looked for: a watchdog (`alarm`, re-armed at every signal handled) ends with SIGALRM a run
+//! in which no signal was handled for `STALL` seconds.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use tempora::clock::ClockId;
@@ -33,6 +38,14 @@ static WRONG: AtomicU64 = AtomicU64::new(0);
 static WRONG_ERRNO: AtomicU64 = AtomicU64::new(0);
 
 const PERIOD: Duration = Duration::from_micros(200);
+/// How long a case sends signals at most.
+const CASE_BUDGET: Duration = Duration::from_secs(30);
+/// How many signals a case must have handled, budget or not.
+const MIN_SIGNALS: u64 = 1000;
+/// Seconds without a handled signal that count as a hang.
+const STALL: u32 = 60;
+/// The eventfd the handler writes once per signal handled, read by the sender.
+static HANDLED_FD: AtomicI32 = AtomicI32::new(-1);
 
 fn tally<T>(r: Result<T, Error>) {
     match r {
@@ -59,24 +72,49 @@ extern "C" fn on_signal(_: libc::c_int) {
         }
     }
     HANDLED.fetch_add(1, Ordering::Release);
+    let one = 1u64;
+    // SAFETY: write(2) is async-signal-safe; `one` is 8 readable bytes, an eventfd's unit.
+    unsafe {
+        libc::write(
+            HANDLED_FD.load(Ordering::Relaxed),
+            (&one as *const u64).cast(),
+            8,
+        )
+    };
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
 }
 
-/// Sends `n` signals to `target`, each once the previous one was handled.
-fn send(target: libc::pthread_t, n: u64) {
-    let start = HANDLED.load(Ordering::Acquire);
-    for i in 0..n {
+/// Sends up to `n` signals to `target`, each once the previous one was handled, for at most
+/// `CASE_BUDGET`; how many it sent (all handled).
+fn send(target: libc::pthread_t, n: u64) -> u64 {
+    let fd = HANDLED_FD.load(Ordering::Relaxed);
+    let began = Instant::now();
+    let mut sent = 0;
+    while sent < n && (sent < MIN_SIGNALS || began.elapsed() < CASE_BUDGET) {
         // SAFETY: `target` is the main thread, alive until this thread is joined.
         assert_eq!(unsafe { libc::pthread_kill(target, libc::SIGUSR1) }, 0);
-        while HANDLED.load(Ordering::Acquire) < start + i + 1 {
-            std::thread::yield_now();
-        }
+        sent += 1;
+        let mut count = 0u64;
+        // SAFETY: reads 8 bytes into `count`; blocks until the handler has written.
+        let r = unsafe { libc::read(fd, (&mut count as *mut u64).cast(), 8) };
+        assert_eq!(r, 8, "read the eventfd");
+        assert_eq!(count, 1, "one signal handled per signal sent");
+        // The signal was handled: a hang is a stall from here on.
+        // SAFETY: `alarm` has no preconditions.
+        unsafe { libc::alarm(STALL) };
     }
+    sent
 }
 
-/// Runs one case: `n` signals while the main thread runs `main_loop` on the shared timer.
-fn case(name: &str, mode: u8, n: u64, mut main_loop: impl FnMut(&Owner, TimerId)) -> (u64, u64) {
+/// Runs one case: up to `n` signals while the main thread runs `main_loop` on the shared
+/// timer; (signals handled, handler calls completed, refused).
+fn case(
+    name: &str,
+    mode: u8,
+    n: u64,
+    mut main_loop: impl FnMut(&Owner, TimerId),
+) -> (u64, u64, u64) {
     MODE.store(mode, Ordering::Relaxed);
     for c in [&COMPLETED, &REFUSED] {
         c.store(0, Ordering::Relaxed);
@@ -87,10 +125,15 @@ fn case(name: &str, mode: u8, n: u64, mut main_loop: impl FnMut(&Owner, TimerId)
     let start = HANDLED.load(Ordering::Acquire);
     let sender = std::thread::spawn(move || send(me as libc::pthread_t, n));
     let began = Instant::now();
-    while HANDLED.load(Ordering::Acquire) < start + n {
+    while !sender.is_finished() {
         main_loop(owner, *id);
     }
-    sender.join().expect("the sender");
+    let n = sender.join().expect("the sender");
+    assert_eq!(
+        HANDLED.load(Ordering::Acquire),
+        start + n,
+        "{name}: signals handled"
+    );
     let (done, refused) = (
         COMPLETED.load(Ordering::Relaxed),
         REFUSED.load(Ordering::Relaxed),
@@ -105,7 +148,7 @@ fn case(name: &str, mode: u8, n: u64, mut main_loop: impl FnMut(&Owner, TimerId)
         "{name}: a handler call failed with errno {}",
         WRONG_ERRNO.load(Ordering::Relaxed)
     );
-    (done, refused)
+    (n, done, refused)
 }
 
 fn main() {
@@ -113,9 +156,14 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(30_000);
-    // A hang is the failure this test looks for: end the run with SIGALRM instead.
+    // A hang is the failure this test looks for: end the run with SIGALRM instead (the sender
+    // re-arms the watchdog at every signal handled).
     // SAFETY: `alarm` has no preconditions.
-    unsafe { libc::alarm(120) };
+    unsafe { libc::alarm(STALL) };
+    // SAFETY: eventfd(2) with valid flags; checked below.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+    assert!(fd >= 0, "eventfd");
+    HANDLED_FD.store(fd, Ordering::Relaxed);
     let timers = Timers::new();
     let owner = timers.owner();
     let id = owner
@@ -145,20 +193,21 @@ fn main() {
 
     // The program: the handler re-arms the timer while the main thread reads it.
     // `gettime` holds no lock, so every re-arm completes.
-    let (done, refused) = case("re-arm in a handler, gettime in main", REARM, n, |o, id| {
-        let s = o.gettime(id).expect("gettime in main");
-        assert_eq!(s.interval, PERIOD.into(), "a re-arm sets the same period");
-    });
+    let (handled, done, refused) =
+        case("re-arm in a handler, gettime in main", REARM, n, |o, id| {
+            let s = o.gettime(id).expect("gettime in main");
+            assert_eq!(s.interval, PERIOD.into(), "a re-arm sets the same period");
+        });
     assert_eq!(
         (done, refused),
-        (n, 0),
+        (handled, 0),
         "every re-arm from the handler completes"
     );
 
     // The reverse: the main thread re-arms (holding the timer's and a base's lock for part of
     // each call) while the handler reads and re-arms. Each handler call completes or is
     // refused at once; none hangs.
-    let (done, _refused) = case(
+    let (_, done, _refused) = case(
         "gettime, getoverrun and settime in a handler, settime in main",
         READ,
         n / 3,

@@ -21,7 +21,8 @@
 //! A step in which an expiry fell within either phase's calls, or the kernel had not yet
 //! fired a timer that was due, or that began too late, was disturbed by the scheduler: its
 //! findings are dropped, every pair is disarmed and drained, and the run goes on from a new
-//! grid. A run fails if more steps were disturbed than compared.
+//! grid after a back-off that doubles with each disturbed step in a row. A run fails only on a
+//! comparison that differs; it reports how many steps were disturbed.
 //!
 //! # What must agree, and what is checked where tempora cannot agree
 //!
@@ -768,11 +769,14 @@ impl Run {
         }
     }
 
-    /// Compares `steps` undisturbed steps.
+    /// Compares `steps` undisturbed steps. After a disturbed step the grid restarts after a
+    /// back-off that doubles with each disturbed step in a row (2 ms to 1.28 s), so a burst of
+    /// load passes before the next try; disturbed steps never fail the run.
     fn run(mut self, steps: u64) -> Tally {
         let mut grid = Instant::now() + Duration::from_millis(5);
         let mut n = 0;
         let mut step = 0;
+        let mut in_a_row = 0u32;
         while self.tally.compared_steps < steps {
             let start = grid + Duration::from_nanos(n * Q);
             step += 1;
@@ -796,19 +800,16 @@ impl Run {
                         panic!("stream {}: {:#?}", self.stream, self.failures);
                     }
                     self.tally.compared_steps += 1;
+                    in_a_row = 0;
                 }
                 Err(why) => {
                     self.tally.disturbed_steps += 1;
                     if self.tally.disturbed_steps <= 5 {
                         eprintln!("stream {}: disturbed, {why}", self.stream);
                     }
-                    assert!(
-                        self.tally.disturbed_steps <= steps.max(20),
-                        "stream {}: the scheduler disturbed more steps than were compared",
-                        self.stream
-                    );
                     self.resync();
-                    grid = Instant::now() + Duration::from_millis(2);
+                    grid = Instant::now() + Duration::from_millis(2 << in_a_row.min(9));
+                    in_a_row += 1;
                     n = 0;
                 }
             }

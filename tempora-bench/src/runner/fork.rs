@@ -158,6 +158,60 @@ pub fn in_children<C, R: Copy + Default>(
     }
 }
 
+/// A one-use barrier for the children of one [`in_children`] call, in a shared mapping made
+/// before the fork: each child's [`ChildrenBarrier::wait`] returns once all `count` arrived, so
+/// a second phase of their work starts together as the first did. A child that never arrives
+/// (it panicked) holds the others at most 30 s. Waiting only reads and writes the mapping,
+/// yields and reads the clock: what a forked child may do.
+pub struct ChildrenBarrier {
+    arrived: *mut AtomicU32,
+    count: u32,
+}
+
+impl ChildrenBarrier {
+    /// A barrier for `count` children; `None` if the mapping cannot be made.
+    pub fn new(count: usize) -> Option<ChildrenBarrier> {
+        // SAFETY: an anonymous shared mapping of one page, checked for failure below; the
+        // children inherit it shared.
+        let mem = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        (mem != libc::MAP_FAILED).then(|| ChildrenBarrier {
+            arrived: mem.cast(),
+            count: u32::try_from(count).unwrap_or(u32::MAX),
+        })
+    }
+
+    /// Arrives, then waits until every child has (or 30 s have passed).
+    pub fn wait(&self) {
+        // SAFETY: the mapping is page aligned and zeroed, so its first 4 bytes are a valid
+        // zero atomic, only ever accessed atomically; it lives until `self` is dropped.
+        let arrived = unsafe { &*self.arrived };
+        arrived.fetch_add(1, Ordering::AcqRel);
+        let start = Instant::now();
+        while arrived.load(Ordering::Acquire) < self.count
+            && start.elapsed() < Duration::from_secs(30)
+        {
+            // SAFETY: sched_yield(2) has no preconditions.
+            unsafe { libc::sched_yield() };
+        }
+    }
+}
+
+impl Drop for ChildrenBarrier {
+    fn drop(&mut self) {
+        // SAFETY: unmaps the page mapped in `new`; no reference into it outlives `self`.
+        unsafe { libc::munmap(self.arrived.cast(), 4096) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +235,26 @@ mod tests {
         let err =
             in_children(1, |_| (), |_, _| std::hint::black_box(vec![1u8; 100]).len()).unwrap_err();
         assert!(err.contains("allocated"), "{err}");
+    }
+
+    /// Each child reads, after the barrier, how many arrived: all of them, though child 0
+    /// arrives 50 ms after the others.
+    #[test]
+    fn the_children_barrier_holds_each_child_until_all_arrived() {
+        let barrier = ChildrenBarrier::new(3).unwrap();
+        let got = in_children(
+            3,
+            |_| (),
+            |i, _| {
+                if i == 0 {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                barrier.wait();
+                // SAFETY: as in `wait`: the mapping holds a valid atomic while `barrier` lives.
+                unsafe { &*barrier.arrived }.load(Ordering::Acquire)
+            },
+        )
+        .unwrap();
+        assert_eq!(got, vec![3; 3]);
     }
 }

@@ -73,7 +73,7 @@ use tempora_capi::{tempora_config, tempora_owner_t, tempora_t};
 
 use crate::peers::signal::{cannot_run, kernel_signo, tempora_signo};
 use crate::suites::service::signals::{
-    self, lead_ns, window_ns, BurstCost, Chunk, PERIOD_NS, SPIN_AHEAD_NS,
+    self, lead_ns, window_ns, BurstCost, Chunk, LATE_BACK_OFF, LATE_TRIES, PERIOD_NS, SPIN_AHEAD_NS,
 };
 use crate::workload::spread_nsec;
 use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
@@ -619,14 +619,18 @@ trait SignalLoop {
     fn periodic(&mut self, count: usize) -> Result<Chunk, String>;
 }
 
-/// One burst of n on `side`, tried again (up to 3 times) when it started late.
+/// One burst of n on `side`, tried again (up to `LATE_TRIES` times in all, with the service
+/// suite's back-off) when it started late.
 fn c_burst(side: &mut (dyn SignalLoop + 'static), n: usize) -> Result<BurstCost, String> {
-    for _ in 0..3 {
+    for k in 0..LATE_TRIES {
+        std::thread::sleep(LATE_BACK_OFF * k);
         if let Some(cost) = side.burst_once(n)? {
             return Ok(cost);
         }
     }
-    Err("late: the spin would have started less than 1 ms before the expiry, 3 times".into())
+    Err(format!(
+        "late: the spin would have started less than 1 ms before the expiry, {LATE_TRIES} times"
+    ))
 }
 
 /// A burst's figures from `capi.c`, checked: every signal came once.

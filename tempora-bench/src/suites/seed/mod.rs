@@ -6,9 +6,10 @@
 //!   overrun count (Tests 1-3 are N = 20k, 50k, 100k; 1M and 10M show whether it stays flat).
 //!   `worst_call_us` is the slowest single create in a separate timed-per-call pass: what a
 //!   table resize costs the unlucky caller.
-//! - `t4-*`: T threads, after a barrier, each create 20k timers then getoverrun each, all in one
-//!   shared owner (the benchmark's threaded case). `t5-*`: the same with an owner per thread
-//!   (the benchmark's forked case; for the kernel, real forked processes). `ns_per_op` is the mean
+//! - `t4-*`: T threads, after a barrier, each create 20k timers then, after a second barrier
+//!   (so each phase runs side by side), getoverrun each, all in one shared owner (the
+//!   benchmark's threaded case). `t5-*`: the same with an owner per thread (the benchmark's
+//!   forked case; for the kernel, real forked processes, with the barriers in shared memory). `ns_per_op` is the mean
 //!   per-thread time per timer; `vs_one_thread` divides it by the time of the same work on one
 //!   thread alone, measured in the same run (the target is <= 1.5 at T = 2).
 //! - `loop`: T threads in one owner each create and delete a timer 100k times; ns per pair.
@@ -19,10 +20,11 @@
 //! parallel scaling.
 
 use std::hint::black_box;
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use crate::peers::registry::{Dash, Errno, GlobalLock, Kernel, Registry, SparseArray, Tempora};
-use crate::runner::fork::in_children;
+use crate::runner::fork::{in_children, ChildrenBarrier};
 use crate::{
     allocated_bytes, median, on_threads, settle_reclamation, Field, Fields, Measured, Plan, Row,
     Settings, Step, Suite,
@@ -193,15 +195,21 @@ fn threads_round<R: Registry>(reg: &R, threads: usize, shared_owner: bool) -> Ro
         .map(|_| reg.owner())
         .collect();
     type ThreadResult = Result<(Duration, Duration, Vec<i32>), (Errno, usize, Vec<i32>)>;
+    // The threads start each phase together (`on_threads` the creates, this barrier the
+    // getoverruns), so a phase's figure is the threads' work side by side, not one thread's
+    // creates beside another's lookups or alone after it.
+    let between = Barrier::new(threads);
     let results: Vec<ThreadResult> = on_threads(threads, |i| {
         let o = &owners[if shared_owner { 0 } else { i }];
         let mut ids = Vec::with_capacity(PER_THREAD);
         let t0 = Instant::now();
-        if let Err(e) = create_n(reg, o, PER_THREAD, &mut ids) {
+        let created = create_n(reg, o, PER_THREAD, &mut ids);
+        let c = t0.elapsed();
+        between.wait();
+        if let Err(e) = created {
             let made = ids.len();
             return Err((e, made, ids));
         }
-        let c = t0.elapsed();
         let t1 = Instant::now();
         black_box(getoverrun_all(reg, o, &ids));
         Ok((c, t1.elapsed(), ids))
@@ -326,6 +334,8 @@ struct ForkedT5 {
 
 /// T5 for the kernel: `threads` forked processes, each its own owner of POSIX timers.
 fn kernel_forks(threads: usize) -> Round {
+    // As `threads_round`'s threads, the processes start each phase together.
+    let between = ChildrenBarrier::new(threads).ok_or("mmap failed")?;
     let results = in_children(
         threads,
         |_| Vec::<i32>::with_capacity(PER_THREAD),
@@ -342,6 +352,7 @@ fn kernel_forks(threads: usize) -> Round {
                 }
             }
             let create_ns = t0.elapsed().as_nanos() as u64;
+            between.wait();
             let t1 = Instant::now();
             black_box(getoverrun_all(&Kernel, &(), ids));
             let get_ns = t1.elapsed().as_nanos() as u64;

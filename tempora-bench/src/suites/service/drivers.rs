@@ -29,7 +29,10 @@ use tempora::{Notify, SetFlags, Timers};
 use crate::peers::service::{arm_lateness_probe, monotonic_now, wait_for_samples};
 use crate::stats::quantile;
 use crate::workload::rng;
-use crate::{median, on_threads, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use crate::{
+    median, on_threads, settle_reclamation, Field, Fields, Measured, Plan, Row, Settings, Step,
+    Suite,
+};
 use rand::Rng;
 
 const PERIODS_MS: [u64; 4] = [100, 200, 250, 400];
@@ -64,6 +67,8 @@ fn kernel_create_failed(e: i32, made: usize) -> String {
 }
 
 fn wakeups_tempora(n: usize, per_base: bool, secs: f64) -> Result<Measured, String> {
+    // What earlier cases left to free is freed first, not on a thread beside the driver.
+    settle_reclamation();
     let bases = cpus();
     let timers = Timers::builder()
         .bases(bases)
@@ -112,6 +117,7 @@ fn wakeups_tempora(n: usize, per_base: bool, secs: f64) -> Result<Measured, Stri
 }
 
 fn wakeups_kernel(n: usize, secs: f64) -> Result<Measured, String> {
+    settle_reclamation();
     let signo = libc::SIGRTMIN() + 5;
     // The kernel's timers signal a thread of their own that only waits and drains.
     let ready = Arc::new(std::sync::Barrier::new(2));

@@ -116,19 +116,23 @@ pub(crate) fn take_burst(signo: i32, seen: &mut [bool]) -> (usize, usize) {
     (got, bad)
 }
 
-/// One burst of n (module doc); the calling thread must be pinned.
-fn burst(side: &mut dyn SignalTimers, n: usize) -> Result<BurstCost, String> {
+/// One burst of n (module doc), its spin starting `ahead` ns before the expiry (normally
+/// [`SPIN_AHEAD_NS`]); the calling thread must be pinned.
+fn burst(side: &mut dyn SignalTimers, n: usize, ahead: u64) -> Result<BurstCost, String> {
     let signo = side.signo();
     let mut seen = vec![false; n];
     side.create(n)?;
-    let at = now_ns() + lead_ns(n);
+    let at = now_ns() + lead_ns(n) + ahead.saturating_sub(SPIN_AHEAD_NS);
     side.arm_all(at, 0)?;
-    let start = at - SPIN_AHEAD_NS;
+    let start = at - ahead;
     std::thread::sleep(Duration::from_nanos(start.saturating_sub(now_ns())));
-    if now_ns() + SPIN_AHEAD_NS / 2 > at {
+    if now_ns() + ahead / 2 > at {
         side.delete_all();
         drain(signo);
-        return Err("late: the spin would have started less than 1 ms before the expiry".into());
+        return Err(format!(
+            "late: the spin would have started less than {} ms before the expiry",
+            ahead / 2_000_000
+        ));
     }
     let spin = spin_until(at + window_ns(n));
     let p0 = process_cpu_ns();
@@ -148,16 +152,32 @@ fn burst(side: &mut dyn SignalTimers, n: usize) -> Result<BurstCost, String> {
     })
 }
 
-/// A burst run, tried again (up to 3 times) when the spin would have started late.
+/// How many times a burst that would have started late is tried before the row fails: a
+/// sleep that overshoots by 1 ms is common on a loaded machine, ten in a row (each after a
+/// longer pause, `LATE_BACK_OFF` times its number) are not. On the Rust side each try also
+/// starts its spin twice as far ahead (up to 32 x [`SPIN_AHEAD_NS`]): a longer spin before
+/// the expiry has nothing taken from it on a quiet machine, so it adds nothing there.
+pub(crate) const LATE_TRIES: u32 = 10;
+/// The pause before try k + 1 is k times this.
+pub(crate) const LATE_BACK_OFF: Duration = Duration::from_millis(20);
+
+/// A burst run, tried again (up to `LATE_TRIES` times in all) when the spin would have
+/// started late.
 fn burst_retrying(side: &mut (dyn SignalTimers + 'static), n: usize) -> Result<BurstCost, String> {
-    let mut r = burst(side, n);
-    for _ in 0..2 {
+    let mut r = burst(side, n, SPIN_AHEAD_NS);
+    for k in 1..LATE_TRIES {
         match &r {
-            Err(e) if e.starts_with("late") => r = burst(side, n),
+            Err(e) if e.starts_with("late") => {
+                std::thread::sleep(LATE_BACK_OFF * k);
+                r = burst(side, n, SPIN_AHEAD_NS << k.min(5));
+            }
             _ => break,
         }
     }
-    r
+    r.map_err(|e| match e.starts_with("late") {
+        true => format!("{e}, {LATE_TRIES} times"),
+        false => e,
+    })
 }
 
 /// The row of a burst's runs: the median run's cost.
