@@ -134,7 +134,9 @@
 //!   just before, which glibc's per-thread cache hands straight back to it; with another
 //!   allocator this is a probe, not a reservation);
 //! * for a `Queue` timer, its entry's room on the owner's queue, so that its expiries never
-//!   allocate (`notify.rs`, "Memory");
+//!   allocate and never find the queue full: a deleted timer's entry still on the queue
+//!   keeps its timer's room until it is consumed, so no event is lost for want of memory
+//!   (`notify.rs`, "Memory");
 //! * the hash table's growth: a table that cannot get its larger table is not grown and
 //!   keeps working at a higher load (longer chains); the next check tries again. A split
 //!   that cannot collect a chain walks it instead.
@@ -164,10 +166,6 @@
 //!   into the owner's shared overflow slot, and only if that cannot be made either is the
 //!   count lost; a lateness sample that finds no memory for its histogram is not recorded
 //!   (the expiration is counted). Statistics lose counts then, never abort;
-//! * a `Queue` timer's event past its reserved room: only entries of deleted timers still on
-//!   the queue take that room; the queue then grows fallibly, and an event it has no memory
-//!   for is not queued (the timer's next expiry queues it; a one-shot timer's is lost), never
-//!   an abort;
 //! * an owner's end: the callbacks and slot pages it lets go are released without a
 //!   fallible-path allocation (a list that cannot be made is skipped: its callbacks are
 //!   dropped at once, its pages kept by the dead owner rather than pooled); the epoch

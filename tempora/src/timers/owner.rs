@@ -552,6 +552,12 @@ impl Owner {
             });
         match got {
             Ok(Some(Some(overrun))) => Some(Event::new(entry.id, overrun)),
+            // The entry's timer was deleted with it on the queue: the entry kept the timer's
+            // room (`contract.rs`, `on_delete`), given back now that it is gone.
+            Ok(None) => {
+                self.sink().unreserve();
+                None
+            }
             _ => None,
         }
     }

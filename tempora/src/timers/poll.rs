@@ -134,7 +134,7 @@ impl Pushes {
                     .map(|&(_, e)| e)
             };
             match queue.push_many(mine(), |w| calls.push(Call::Wake(w))) {
-                Ok(pushed) => mine().skip(pushed).for_each(|e| unqueue(core, e)),
+                Ok(pushed) => mine().skip(pushed).for_each(|e| unqueue(core, queue, e)),
                 Err(Poisoned) => {
                     core.health.fail(QUEUE_POISONED);
                 }
@@ -151,20 +151,27 @@ impl Pushes {
 }
 
 /// Clears the `queued` flag of an event's timer that its queue had no room for, if the timer
-/// is still that incarnation.
+/// is still that incarnation; if it was deleted meanwhile, its delete left its room to this
+/// entry (`contract.rs`, `on_delete`), which gives it back instead.
 #[cold]
-fn unqueue(core: &Core, event: EventRef) {
+fn unqueue(core: &Core, queue: &EventQueue, event: EventRef) {
     // SAFETY: the caller holds the epoch pin it held when the timer was popped (`flush`), so
     // the address is still a timer object (`timers/mod.rs`, "Safety of the timer
     // addresses"); its identity is checked under its lock.
     let timer = unsafe { event.timer.as_ref() };
     let r = timer.lock_visible(|l| {
-        if l.id() == event.id && l.generation() == event.generation {
+        let same = l.id() == event.id && l.generation() == event.generation;
+        if same {
             l.state.set_queued(false);
         }
+        same
     });
-    if r.is_err() {
-        core.health.fail(TIMER_POISONED);
+    match r {
+        Ok(Some(true)) => {}
+        Ok(_) => queue.unreserve(),
+        Err(_) => {
+            core.health.fail(TIMER_POISONED);
+        }
     }
 }
 
@@ -518,8 +525,8 @@ fn mark_queued(l: &mut LockedTimer<'_>, seq: u32) -> Option<EventRef> {
 fn push_marked(core: &Core, l: &mut LockedTimer<'_>, event: EventRef, wake: impl FnMut(Waker)) {
     match sink_of(l).push(event, wake) {
         Ok(true) => {}
-        // No room (only stale entries of deleted timers can take it: `notify.rs`, "Memory"):
-        // the event is not queued, and the timer's next expiry tries again.
+        // No room (the reservation makes room for every entry: `notify.rs`, "Memory"; kept
+        // as a fallback): the event is not queued, and the timer's next expiry tries again.
         Ok(false) => l.state.set_queued(false),
         Err(_) => {
             core.health.fail(QUEUE_POISONED);

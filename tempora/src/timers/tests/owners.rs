@@ -320,12 +320,13 @@ fn a_batch_queues_each_owners_events_in_pop_order() {
     }
 }
 
-/// A batch's held events that find their queue full, and no memory to grow it, are not
-/// queued, and their timers are left unqueued, so that their next expiry queues them (as a
-/// refused push at once leaves them): the queue's room is taken by stale entries of deleted
-/// timers (`notify.rs`, "Memory").
+/// A deleted timer's entry still on the queue keeps the room its timer reserved until it is
+/// consumed, so live timers created meanwhile reserve room of their own: with every
+/// allocation refused, each live one-shot timer's event is queued (none is lost to a stale
+/// entry), and the room comes back to one entry per live timer once the stale entries are
+/// dropped and to none once the live timers are deleted (`notify.rs`, "Memory").
 #[test]
-fn held_events_refused_by_a_full_queue_are_queued_by_the_next_expiry() {
+fn stale_entries_never_take_a_live_one_shots_room() {
     let f = Manual::new();
     let fire = |ids: &[TimerId]| {
         for &id in ids {
@@ -339,24 +340,58 @@ fn held_events_refused_by_a_full_queue_are_queued_by_the_next_expiry() {
     for &id in &gone {
         f.owner.delete(id).unwrap();
     }
-    // As many live timers as the queue has room for beside the 40 stale entries, and 8 more.
+    assert_eq!(
+        f.owner.sink().reserved(),
+        40,
+        "the stale entries keep their room"
+    );
+    // As many live timers as the queue had room for beside the 40 stale entries, and 8 more:
+    // their creates make room for them.
     let room = capacity - 40;
     let live: Vec<_> = (0..room + 8).map(|_| f.queue(ClockId::Monotonic)).collect();
+    assert!(f.owner.sink().capacity() >= 40 + live.len());
     let fired = crate::alloc::refusing_allocations(0, || fire(&live));
     assert_eq!(fired, live.len());
     assert_eq!(
         f.owner.queued(),
-        capacity,
-        "the 8 past the room are not queued"
+        40 + live.len(),
+        "every one-shot event queued"
     );
-    let first: Vec<_> = f.drain().into_iter().map(|e| e.id).collect();
-    assert_eq!(first.len(), room);
-    // Every timer fires again; those refused before are queued now, the others too.
-    assert_eq!(fire(&live), live.len());
-    let mut second: Vec<_> = f.drain().into_iter().map(|e| e.id).collect();
-    second.sort();
+    let mut got: Vec<_> = f.drain().into_iter().map(|e| e.id).collect();
+    got.sort();
+    assert_eq!(got, live, "every one-shot event delivered once");
     assert_eq!(
-        second, live,
-        "no timer left flagged queued without an entry"
+        f.owner.sink().reserved(),
+        live.len(),
+        "stale entries' room given back"
     );
+    // Deleted with their entries consumed: their room is given back at once.
+    for &id in &live {
+        f.owner.delete(id).unwrap();
+    }
+    assert_eq!(f.owner.sink().reserved(), 0);
+}
+
+/// A timer deleted with its event queued, or re-set and then deleted, gives its room back
+/// once, when the entry is consumed; a slot reused by a new `Queue` timer meanwhile has room
+/// of its own.
+#[test]
+fn a_deleted_timers_entry_gives_its_room_back_once() {
+    let f = Manual::new();
+    let a = f.queue(ClockId::Monotonic);
+    let b = f.queue(ClockId::Monotonic);
+    f.arm(a, Duration::from_micros(1), Duration::ZERO);
+    f.arm(b, Duration::from_micros(1), Duration::from_micros(1));
+    assert_eq!(f.advance(ms(1)), 2);
+    // `b` re-set while queued (its entry is stale, but it is still `b`'s), then deleted.
+    f.arm(b, ms(10), Duration::ZERO);
+    f.owner.delete(a).unwrap();
+    f.owner.delete(b).unwrap();
+    assert_eq!(f.owner.sink().reserved(), 2);
+    let c = f.queue(ClockId::Monotonic);
+    assert_eq!(f.owner.sink().reserved(), 3);
+    assert!(f.drain().is_empty(), "stale entries delivered");
+    assert_eq!(f.owner.sink().reserved(), 1, "only `c`'s room is left");
+    f.owner.delete(c).unwrap();
+    assert_eq!(f.owner.sink().reserved(), 0);
 }
