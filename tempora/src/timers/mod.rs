@@ -49,8 +49,10 @@
 //!   through its owner held weakly), so it captures no [`Owner`]. One that captures its owner
 //!   (or a [`TimerHandle`]) keeps the owner alive as long as the timer exists, and dropping
 //!   every other handle then ends nothing: the owner, its timers and its closures stay until
-//!   [`Owner::destroy`]. To reach another owner from a closure, capture a [`WeakOwner`]
-//!   ([`Owner::downgrade`]). (`handle.rs`, "No capture cycles".)
+//!   [`Owner::destroy`]. To reach another timer or owner from a closure, capture a
+//!   [`WeakTimer`] ([`TimerHandle::downgrade`]) or a [`WeakOwner`] ([`Owner::downgrade`]),
+//!   and a task the owner wakes takes [`WeakOwner::events`]. (`handle.rs`, "No capture
+//!   cycles".)
 //!
 //! * `Signal`, `ThreadSignal`, `SignalWithId` (`SIGEV_SIGNAL`, `SIGEV_THREAD_ID`, a NULL
 //!   sigevent): a real signal, queued to the process or to one of its threads with the
@@ -297,7 +299,7 @@ mod tests;
 
 pub use crate::registry::TimerId;
 pub use builder::Builder;
-pub use handle::TimerHandle;
+pub use handle::{TimerHandle, WeakTimer};
 pub use notify::Event;
 pub use owner::{Events, Owner, Recv};
 
