@@ -146,7 +146,10 @@
 //! A restore sizes its lists of the snapshot's callbacks fallibly before it makes anything,
 //! and a create that fails part-way is rolled back as any failed restore is. Arming
 //! ([`Owner::settime`]) allocates nothing: a timer is linked into its wheel through its own
-//! node.
+//! node. A driver's poll collects the callbacks it finds due into a buffer that grows only
+//! fallibly: a poll that finds several batches of callbacks due together and no memory for
+//! the next batch's room stops there, and the driver's next poll, at once, takes the rest
+//! (`Core::poll_collect`); nothing is lost.
 //!
 //! What can still abort the process on a failed allocation, and why each is bounded:
 //! * building a service ([`Timers::new`], its threads and tables) and an owner
@@ -159,10 +162,8 @@
 //!   calls for its standby as it starts. All once per thread, none per timer;
 //! * starting a thread: std's spawn allocates its handle and name infallibly (a stack that
 //!   cannot be mapped is an error, not an abort). A spare driver is started when a driver
-//!   first runs callbacks with none standing by, at most [`Builder::spare_drivers`] per
-//!   driver over the service's life. A poll that collects more than a batch of calls
-//!   at once (several full batches of callbacks due together) grows its buffer to that
-//!   peak, infallibly: bounded by the most callbacks ever due at one poll;
+//!   runs callbacks with none standing by, at most [`Builder::spare_drivers`] per driver
+//!   at once (idle ones retire: a later burst starts them again, `driver.rs`);
 //! * statistics: a thread's slot in an owner's tally, and its lateness histogram, are
 //!   allocated fallibly on its first count there; a thread whose slot cannot be made counts
 //!   into the owner's shared overflow slot, and only if that cannot be made either is the
