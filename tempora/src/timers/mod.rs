@@ -152,8 +152,14 @@
 //! (`Core::poll_collect`); nothing is lost.
 //!
 //! What can still abort the process on a failed allocation, and why each is bounded:
-//! * building a service ([`Timers::new`], its threads and tables) and an owner
-//!   ([`Timers::owner`]): a fixed size each, once, not per timer;
+//! * building a service ([`Timers::new`], [`Builder::build`]: its threads and tables): a
+//!   fixed size, once, not per timer;
+//! * an owner made by [`Timers::owner`] or [`Group::owner`]: a fixed size each (its queue,
+//!   statistics and ID namespace), once, not per timer. [`Timers::try_owner`] and
+//!   [`Group::try_owner`] make the same owner fallibly: each of its allocations, and its
+//!   `Arc`s as a callback's (a block of the size allocated fallibly and freed just before,
+//!   which glibc hands back), fail with [`Error::OutOfMemory`](crate::Error::OutOfMemory)
+//!   and leave nothing listed;
 //! * a thread's first call of some kinds: its first blocking wait (the parking data that the
 //!   `parking_lot` crate registers with glibc's thread-exit list; glibc ends the process if
 //!   that small allocation fails), a poller's buffers of popped entries, of the events it

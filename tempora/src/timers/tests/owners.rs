@@ -505,3 +505,47 @@ fn a_weak_timer_acts_while_its_owner_lives() {
     assert_eq!(weak.gettime(), Err(Error::OwnerDeleted));
     assert_eq!(weak.delete(), Err(Error::OwnerDeleted));
 }
+
+/// `try_owner` reports an owner it cannot allocate as `OutOfMemory` instead of aborting,
+/// whichever of its allocations fails (requests from each size up refused in turn, so that
+/// each allocation is in turn the first to fail), leaves the service as it was, and makes
+/// a working owner once memory is back.
+#[test]
+fn try_owner_fails_with_out_of_memory_and_leaves_nothing() {
+    let f = Manual::new();
+    let group = f.timers.group("g").unwrap();
+    // This thread's first owner made, and dropped: the lists have room.
+    drop(f.timers.try_owner().unwrap());
+    let owners = f.timers.stats().root.owners.len();
+    assert_eq!(
+        crate::alloc::refusing_allocations(0, || f.timers.try_owner().err()),
+        Some(Error::OutOfMemory)
+    );
+    assert_eq!(
+        crate::alloc::refusing_allocations(0, || group.try_owner().err()),
+        Some(Error::OutOfMemory)
+    );
+    let mut failed = 0;
+    for from in (1..=4096).rev() {
+        match crate::alloc::refusing_allocations(from, || f.timers.try_owner()) {
+            Ok(owner) => drop(owner),
+            Err(e) => {
+                assert_eq!(e, Error::OutOfMemory);
+                failed += 1;
+            }
+        }
+    }
+    assert!(failed > 0);
+    assert_eq!(
+        f.timers.stats().root.owners.len(),
+        owners,
+        "a failed owner is listed"
+    );
+    let owner = f.timers.try_owner().unwrap();
+    let t = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner
+        .settime(t, SetFlags::RELATIVE, ms(1), Duration::ZERO)
+        .unwrap();
+    assert_eq!(f.advance(ms(1)), 1);
+    assert_eq!(owner.try_recv(), Some(Event::new(t, 0)));
+}
