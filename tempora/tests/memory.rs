@@ -2,8 +2,7 @@
 //! fails the create with `Error::OutOfMemory` (`EAGAIN`, as the kernel's `timer_create`), never
 //! aborts the process, and leaves the service whole: the count and statistics as before the
 //! failed create, a restore that cannot get memory makes nothing, timers made earlier still
-//! fire, deletes work, and creates succeed again once timers are deleted; and making owners
-//! (`Timers::try_owner`) until memory runs out fails with `Error::OutOfMemory`, never aborts.
+//! fire, deletes work, and creates succeed again once timers are deleted.
 //!
 //! First, in this process, each allocation of a create is made to fail on demand (a global
 //! allocator that refuses this thread's requests while told to, `Refuse`): every kind of
@@ -33,8 +32,6 @@ const HEADROOM: u64 = 24 << 20;
 /// Creates after which a child that has not run out of memory fails (far more than
 /// `HEADROOM` holds).
 const MAX_CREATES: i32 = 4_000_000;
-/// Owners after which a child that has not run out of memory fails.
-const MAX_OWNERS: usize = 1_000_000;
 /// How long a child may run before the parent kills it.
 const STUCK: Duration = Duration::from_secs(120);
 
@@ -278,13 +275,8 @@ fn child() -> Result<(), String> {
     let first = early_cb.get() + 1;
     let before = timers.timer_count();
 
-    // The lists of the timers and owners made after exhaustion, sized now.
+    // The list of the timers made after exhaustion, sized now.
     let mut again = Vec::with_capacity(3000);
-    let mut owners = Vec::with_capacity(MAX_OWNERS);
-    // Memory to give back once owners have used up the rest: an owner's end defers frees to
-    // the epoch collector, whose node of deferred frees is allocated infallibly (the
-    // `timers` module doc, "Memory").
-    let ballast = vec![1u8; 4 << 20];
     set_limit(vm_size() + HEADROOM);
 
     // Every kind of create (its own allocations differ: a callback's box, a queue's room).
@@ -390,31 +382,6 @@ fn child() -> Result<(), String> {
         Ok(Some(e)) if e.id == late => {}
         other => return Err(format!("the new queue timer: {other:?}")),
     }
-    // Owners until memory runs out: `try_owner` fails with OutOfMemory, never aborts, and
-    // succeeds again once owners are dropped.
-    let owner_failure = loop {
-        if owners.len() == MAX_OWNERS {
-            return Err(format!("{MAX_OWNERS} owners and no failure"));
-        }
-        match timers.try_owner() {
-            Ok(o) => owners.push(o),
-            Err(e) => break e,
-        }
-    };
-    if owner_failure != Error::OutOfMemory {
-        return Err(format!(
-            "after {} owners: {owner_failure:?}, not OutOfMemory",
-            owners.len()
-        ));
-    }
-    eprintln!("out of memory after {} owners", owners.len());
-    drop(ballast);
-    owners.truncate(owners.len() / 2);
-    let o = timers
-        .try_owner()
-        .map_err(|e| format!("an owner after dropping half: {e:?}"))?;
-    drop(o);
-    drop(owners);
     let stats = owner.stats();
     let created = 2 + made as u64 + u64::from(remade as u32);
     if stats.counts.created < created {

@@ -48,10 +48,11 @@ impl Timers {
         new_owner(&self.core, &self.core.stats.root)
     }
 
-    /// [`Timers::owner`], or [`Error::OutOfMemory`] if the owner's memory (a few hundred
-    /// bytes to a few KiB, fixed: its queue, statistics and ID namespace) cannot be
-    /// allocated, where `owner` aborts the process as a failed allocation does (the `timers`
-    /// module doc, "Memory"). Nothing is left half-made.
+    /// [`Timers::owner`], or [`Error::OutOfMemory`] if the owner's memory (a KiB or two,
+    /// fixed: its queue, statistics and ID namespace) cannot be allocated, where `owner`
+    /// aborts the process as a failed allocation does. Nothing is left half-made. One
+    /// allocation is checked by a probe only (the `timers` module doc, "Memory", says which
+    /// and when it can still abort).
     ///
     /// # Errors
     /// [`Error::OutOfMemory`] (`EAGAIN`).
