@@ -81,5 +81,5 @@ pub use error::{Error, IoError};
 pub use stats::Stats;
 pub use timers::{
     Builder, Event, Fired, Group, ItimerSpec, Notify, NotifyKind, Owner, Precision, SetFlags,
-    Status, TimerHandle, TimerId, TimerInfo, Timers, WeakOwner,
+    Status, TimerHandle, TimerId, TimerInfo, Timers, WeakOwner, WeakTimer,
 };

@@ -262,9 +262,19 @@ impl<S: Service> Registry<S> {
     }
 
     /// A new owner (an empty ID namespace, restore mode off, next ID 0) whose service part is
-    /// `service`.
+    /// `service`; aborts, as a failed allocation does, if its memory cannot be had (the
+    /// tests' door: the service's is [`Registry::try_owner`]).
+    #[cfg(any(test, feature = "bench-internals"))]
     pub(crate) fn owner(&self, service: S::Owner) -> Owner<S> {
-        Owner::new(&self.shared, service)
+        self.try_owner(service).unwrap_or_else(|_| {
+            std::alloc::handle_alloc_error(std::alloc::Layout::new::<Owner<S>>())
+        })
+    }
+
+    /// A new owner (an empty ID namespace, restore mode off, next ID 0) whose service part is
+    /// `service`, or [`Error::OutOfMemory`] if its memory cannot be allocated.
+    pub(crate) fn try_owner(&self, service: S::Owner) -> Result<Owner<S>, Error> {
+        Owner::try_new(&self.shared, service)
     }
 
     /// Buckets in the current table.

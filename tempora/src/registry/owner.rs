@@ -29,7 +29,7 @@ use super::slots::{PagePool, Slots, NONE, SLOT_BLOCK, SLOT_BLOCK_MAX};
 use super::table::growth::Tables;
 use super::table::{self, Table};
 use super::timer::{visible, Locked, Service, Timer, PENDING};
-use crate::alloc::try_box;
+use crate::alloc::{probe_arc, try_box, try_boxed_slice};
 use crate::error::Error;
 use crate::sync::{
     self, fence, rank, thread_index, AtomicBool, AtomicPtr, Ordering, Poisoned, Unreadable,
@@ -138,9 +138,17 @@ struct OwnerInner<S: Service> {
 impl<S: Service> Owner<S> {
     /// A new owner of the registry `shared` (an empty ID namespace, restore mode off, next
     /// ID 0).
-    pub(crate) fn new(shared: &Arc<Shared<S>>, service: S::Owner) -> Owner<S> {
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] if its memory cannot be allocated (its directory and shard
+    /// table fallibly; the `Arc` after [`probe_arc`] checked that its block can be had: the
+    /// `timers` module doc, "Memory").
+    pub(crate) fn try_new(shared: &Arc<Shared<S>>, service: S::Owner) -> Result<Owner<S>, Error> {
+        let slots = Slots::try_new()?;
+        let shards = try_boxed_slice(shared.shards, || AtomicPtr::new(std::ptr::null_mut()))?;
+        probe_arc::<OwnerInner<S>>()?;
         let key = shared.next_owner.fetch_add(1, Ordering::Relaxed);
-        Owner {
+        Ok(Owner {
             inner: Arc::new(OwnerInner {
                 key,
                 seed: table::owner_seed(shared.salt, key),
@@ -150,13 +158,11 @@ impl<S: Service> Owner<S> {
                 exclusive: AtomicBool::new(false),
                 opened: WaitQueue::default(),
                 poisoned: AtomicBool::new(false),
-                slots: Slots::new(),
-                shards: (0..shared.shards)
-                    .map(|_| AtomicPtr::new(std::ptr::null_mut()))
-                    .collect(),
+                slots,
+                shards,
                 service,
             }),
-        }
+        })
     }
 
     /// The service's part of the owner.

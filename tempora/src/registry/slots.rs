@@ -75,14 +75,14 @@ pub(crate) struct Slots<S: Service> {
 }
 
 impl<S: Service> Slots<S> {
-    pub(crate) fn new() -> Slots<S> {
-        Slots {
-            // A new owner's few bytes: allocated infallibly, as the owner itself is (`timers`
-            // module doc, "Memory").
-            dir: Atomic::new(Dir::with_capacity(4).expect("a four-page directory")),
+    /// A new owner's slots: a four-page directory, or [`Error::OutOfMemory`].
+    pub(crate) fn try_new() -> Result<Slots<S>, Error> {
+        let dir = try_box(Dir::with_capacity(4)?)?;
+        Ok(Slots {
+            dir: Atomic::from(Owned::from(dir)),
             grow: RankedLock::new(),
             claimed: crossbeam_utils::CachePadded::new(AtomicU32::new(0)),
-        }
+        })
     }
 
     /// The current page directory.
@@ -340,7 +340,7 @@ mod tests {
 
     #[test]
     fn slot_exhaustion_is_sticky() {
-        let slots = Slots::<()>::new();
+        let slots = Slots::<()>::try_new().unwrap();
         let n = SLOT_BLOCK_MAX;
         // As after the last claim that fits (base u32::MAX - 2 * PAGE_SLOTS, the highest base
         // `claim` grants): every slot below is handed out. Set directly: claiming 2^32 slots

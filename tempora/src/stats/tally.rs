@@ -55,6 +55,8 @@
 use super::group::GroupNode;
 use super::hist::{Buckets, Cells};
 use super::totals::{Counter, Totals, COUNTERS};
+use crate::alloc::{probe_arc, try_boxed_slice};
+use crate::error::Error;
 #[cfg(feature = "bench-internals")]
 use crate::sync::RankedLock;
 use crate::sync::{
@@ -408,29 +410,47 @@ unsafe impl Sync for Tally {}
 
 impl Tally {
     /// A tally for owner `key` in `group` (listed in the hub's members, for the tree).
+    #[cfg_attr(not(loom), allow(dead_code))] // the loom models'; the service's is `try_new`
     pub(crate) fn new(hub: &Arc<Hub>, group: &Arc<GroupNode>, key: u64) -> Arc<Tally> {
-        let tally = Tally::unlisted(hub, group, key);
+        Tally::try_new(hub, group, key).expect("memory for a tally")
+    }
+
+    /// [`Tally::new`], or [`Error::OutOfMemory`] (nothing listed) if its memory cannot be
+    /// allocated.
+    pub(crate) fn try_new(
+        hub: &Arc<Hub>,
+        group: &Arc<GroupNode>,
+        key: u64,
+    ) -> Result<Arc<Tally>, Error> {
         let mut members = hub.members.lock_or_recover();
         if members.len() == members.capacity() {
             members.retain(|o| o.strong_count() > 0);
+            members.try_reserve(1).map_err(|_| Error::OutOfMemory)?;
         }
+        let tally = Tally::try_unlisted(hub, group, key)?;
         members.push(Arc::downgrade(&tally));
         drop(members);
-        tally
+        Ok(tally)
     }
 
     /// A tally in no member list: an owner made in a forked child of a service built before
     /// the fork, whose lists' locks may be held for ever (`timers/mod.rs`, "Fork").
-    pub(crate) fn unlisted(hub: &Arc<Hub>, group: &Arc<GroupNode>, key: u64) -> Arc<Tally> {
+    /// [`Error::OutOfMemory`] if its memory cannot be allocated (its slot table fallibly, the
+    /// `Arc` after [`probe_arc`] checked its block).
+    pub(crate) fn try_unlisted(
+        hub: &Arc<Hub>,
+        group: &Arc<GroupNode>,
+        key: u64,
+    ) -> Result<Arc<Tally>, Error> {
+        let slots = try_boxed_slice(SLOTS + 1, || AtomicPtr::new(ptr::null_mut()))?;
+        probe_arc::<Tally>()?;
         let tally = Arc::new(Tally {
             on: hub.enabled,
             key,
             fences: hub.fences,
             hub: Arc::downgrade(hub),
             group: group.clone(),
-            slots: (0..=SLOTS)
-                .map(|_| AtomicPtr::new(ptr::null_mut()))
-                .collect(),
+            slots,
             totals: RankedMutex::new(Totals::default()),
         });
         // The shared overflow slot now, so that `add_without_allocating` has a slot to count
@@ -438,7 +458,7 @@ impl Tally {
         if tally.on {
             let _ = tally.new_slot(SLOTS);
         }
-        tally
+        Ok(tally)
     }
 
     /// The owner's key.

@@ -124,8 +124,9 @@ impl Builder {
     /// callback that blocks delays no queue, none or signal timer, whatever the number
     /// blocked; with `n` of one driver's callbacks blocked at once (its `n + 1` threads, one
     /// polling), other callbacks wait for the first of them to return (never the timers of
-    /// other kinds). Spares wait on a timerfd, costing no wake-ups, and stay until the
-    /// service drops. 0: the driver runs callbacks itself with nobody standing by, and one
+    /// other kinds). Spares wait on a timerfd; one idle for 1 s while another waits too
+    /// retires, so that each driver keeps one spare standing by once a burst is over. 0: the
+    /// driver runs callbacks itself with nobody standing by, and one
     /// that blocks stops every timer it serves. See the `driver` module doc, "Callbacks that
     /// block".
     pub fn spare_drivers(&mut self, n: usize) -> &mut Self {

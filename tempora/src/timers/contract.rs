@@ -72,7 +72,10 @@ impl Service for Itimer {
         let tally = &owner.sink.tally;
         tally.add(Counter::Deleted, 1);
         tally.group.uncharge();
-        if l.state.notify() == NotifyKind::Queue {
+        // A `Queue` timer's room on the queue is given back here, unless its entry is on the
+        // queue (or held for it by a poll): the entry, stale now, keeps the room until its
+        // consume drops it and gives it back (`notify.rs`, "Memory").
+        if l.state.notify() == NotifyKind::Queue && !l.state.queued() {
             owner.sink.unreserve();
         }
         // A poisoned base fails the service; the timer is deleted all the same (its node, if

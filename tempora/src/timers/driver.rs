@@ -74,14 +74,23 @@
 //! grow on demand keep that cheap path (a spare is started only when the leader has calls and
 //! nobody stands by) and leave the cap as the one configuration. Leaving the calls in the
 //! list when no spare can stand by is what makes the rule hold at the cap and when thread
-//! creation fails, where a leader running them itself would stop the poll. Spares, once
-//! started, stay (blocked on the fd, no wake-ups) until the service drops.
+//! creation fails, where a leader running them itself would stop the poll.
+//!
+//! **Idle spares retire.** A thread following waits on the fd for at most `SPARE_IDLE`
+//! (1 s) while another thread follows too; if no hand-over came meanwhile, it retires: it
+//! ends, counted neither as following nor as started (`standby::Crew::retire`, decided under
+//! the list's lock, and only while another thread still follows, so a leader that counted a
+//! follower keeps one: loom-checked there). The last follower waits without a limit. So
+//! about `SPARE_IDLE` after a burst of blocked callbacks has returned, each driver is back
+//! to itself and one spare standing by (the test `tests/spares.rs` holds the thread count
+//! to that), and a later burst starts spares again, up to the cap. Idle, a driver's
+//! threads make no wake-ups: a follower with company wakes once, to retire.
 //!
 //! The default cap (64 per driver): high enough that a program whose few dozen
 //! `SIGEV_THREAD` functions block at once (the glibc habit: one thread each) still has every
 //! callback on time, low enough that a bug making every callback block cannot exhaust the
-//! process's threads through tempora; idle spares cost a parked thread each (its stack
-//! mapped, a few pages touched), no CPU. Costs on the fire path: two `timerfd_settime`
+//! process's threads through tempora; spares idle for a second retire, down to one per
+//! driver (its stack mapped, a few pages touched, no CPU). Costs on the fire path: two `timerfd_settime`
 //! calls per wake-up that runs callbacks (and one more per half grace a batch runs with
 //! calls queued), none when it runs none (queue timers), and no wake-up of anyone unless a
 //! callback outlives the deadline, an earlier arm's expiry, or the grace.
@@ -345,12 +354,29 @@ fn lead_calls(
 }
 
 #[cfg(not(loom))]
-/// Blocks until the fd fires while the leader runs callbacks, then takes over: `true`;
-/// `false` once the service stops.
+/// How long a follower waits with no hand-over before it retires, if another thread follows
+/// still ("Idle spares retire").
+const SPARE_IDLE: Duration = Duration::from_secs(1);
+
+#[cfg(not(loom))]
+/// Waits until the fd fires while the leader runs callbacks, then takes over: `true`;
+/// `false` once the service stops, or once this thread retires (idle for `SPARE_IDLE` with
+/// another thread following: `Crew::retire`). The only follower waits without a limit.
 fn follow_standby(s: &Standby, core: &Arc<Core>) -> bool {
     use std::sync::atomic::Ordering::Relaxed;
     loop {
-        if !fd::wait(&s.fd) || core.health.shutdown.load(Ordering::Acquire) {
+        let idle = (s.crew.following.load(Relaxed) > 1).then_some(SPARE_IDLE);
+        match fd::wait_for(&s.fd, idle) {
+            fd::Waited::Fired => {}
+            fd::Waited::Idle => {
+                if s.crew.retire() {
+                    return false;
+                }
+                continue;
+            }
+            fd::Waited::Failed => return false,
+        }
+        if core.health.shutdown.load(Ordering::Acquire) {
             return false;
         }
         if s.state.take_over() {
@@ -377,6 +403,9 @@ fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
         s.crew.started.fetch_sub(1, Relaxed);
         return false;
     }
+    // Retired spares' handles (their threads ended): dropped, so that the list holds at
+    // most the spares alive and those ending, however often spares come and go.
+    spares.retain(|t| !t.is_finished());
     s.crew.following.fetch_add(1, Relaxed);
     let c = core.clone();
     let n = core.wake.bells.len();

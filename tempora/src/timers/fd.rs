@@ -1,6 +1,6 @@
 //! The file descriptors an event loop waits on: an eventfd (an owner's readiness fd) and a
 //! timerfd (the service's deadline fd, the realtime-clock watch), as thin calls on `OwnedFd`.
-//! Every call but `wait` is non-blocking and none allocates.
+//! Every call but `wait_for` is non-blocking and none allocates.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -81,18 +81,56 @@ pub(crate) fn arm_every(fd: &OwnedFd, interval_ns: u64) -> bool {
     unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) == 0 }
 }
 
-/// Blocks until a blocking timerfd expires (retrying on `EINTR`); false on any other error.
+/// What [`wait_for`] saw.
 #[cfg_attr(loom, allow(dead_code))] // the spares' (`driver.rs`)
-pub(crate) fn wait(fd: &OwnedFd) -> bool {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waited {
+    /// This thread read an expiry.
+    Fired,
+    /// `idle` passed with no expiry for this thread.
+    Idle,
+    /// An error other than `EINTR`.
+    Failed,
+}
+
+/// Waits until this thread reads an expiry of a non-blocking timerfd, or `idle` passes
+/// (`None`: no limit). Threads waiting on the same fd all wake at an expiry and one reads it;
+/// the others wait again (retrying on `EINTR`, and for the rest of `idle`).
+#[cfg_attr(loom, allow(dead_code))] // the spares' (`driver.rs`)
+pub(crate) fn wait_for(fd: &OwnedFd, idle: Option<std::time::Duration>) -> Waited {
+    let until = idle.map(|d| std::time::Instant::now() + d);
     let mut buf = [0u8; 8];
     loop {
-        // SAFETY: reads at most 8 bytes into `buf`, which lives for the call.
+        // SAFETY: reads at most 8 bytes into `buf`, which lives for the call; the fd is
+        // non-blocking, so one with no expiry returns EAGAIN at once.
         let r = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         if r >= 0 {
-            return true;
+            return Waited::Fired;
         }
-        if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return false;
+        match io::Error::last_os_error().raw_os_error() {
+            Some(libc::EAGAIN | libc::EINTR) => {}
+            _ => return Waited::Failed,
+        }
+        let ms = match until {
+            None => -1,
+            Some(until) => {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    return Waited::Idle;
+                }
+                // Rounded up: a poll that returns before `until` would spin.
+                left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int
+            }
+        };
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd that lives for the call.
+        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return Waited::Failed;
         }
     }
 }

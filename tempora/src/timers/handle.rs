@@ -1,20 +1,29 @@
 //! [`TimerHandle`]: a timer that deletes itself when dropped, for callers who want RAII beside
 //! the POSIX-style IDs; and the handles that reach an owner without keeping it alive: a
-//! [`WeakOwner`], and the [`Fired`] a callback is handed, whose calls act on its own timer.
+//! [`WeakOwner`], a [`WeakTimer`], and the [`Fired`] a callback is handed, whose calls act on
+//! its own timer.
 //!
 //! # No capture cycles
-//! A timer holds its callback, and an owner its timers. A callback that holds a strong
-//! handle of its own owner ([`Owner`], or a [`TimerHandle`], which holds one) closes a
-//! circle: the owner's other handles can all be dropped and nothing ends. So a callback
-//! reaches its owner weakly: [`Notify::on_fire`] hands it a [`Fired`] (its timer's calls,
-//! through a weak handle the timer keeps), and [`Owner::downgrade`] gives a [`WeakOwner`] to
-//! capture for any other owner. Each call upgrades for its own length only, so the owner ends
-//! when its last user handle is dropped, even while a call runs (that call's calls then fail
-//! with [`Error::OwnerDeleted`]; the teardown runs on the thread that drops the last handle,
+//! A timer holds its callback, and an owner its timers and the wakers of the tasks waiting
+//! for its events. A callback that holds a strong handle of its own owner ([`Owner`], or a
+//! [`TimerHandle`] or an [`Events`] stream, which hold one), or a task waiting on the
+//! owner's events that holds one, closes a circle: the owner's other handles can all be
+//! dropped and nothing ends. So each strong handle has a weak one to capture instead, with
+//! the same calls:
+//! * a callback's own timer: [`Notify::on_fire`] hands it a [`Fired`] (its timer's calls,
+//!   through a weak handle the timer keeps); any other timer: [`TimerHandle::downgrade`]
+//!   gives a [`WeakTimer`];
+//! * an owner: [`Owner::downgrade`] gives a [`WeakOwner`];
+//! * an owner's events: [`WeakOwner::events`] gives an [`Events`] stream that ends when the
+//!   owner does, instead of keeping it ([`Owner::events`]).
+//!
+//! Each call upgrades for its own length only, so the owner ends when its last user handle
+//! is dropped, even while a call runs (that call's calls then fail with
+//! [`Error::OwnerDeleted`]; the teardown runs on the thread that drops the last handle,
 //! which may be the call's).
 
 use super::object::Itimer;
-use super::owner::Owner;
+use super::owner::{Events, Owner};
 use super::types::{Fired, ItimerSpec, Notify, SetFlags, WeakOwner};
 use crate::clock::{ClockId, TimeSpec};
 use crate::error::Error;
@@ -26,6 +35,10 @@ use std::mem::ManuallyDrop;
 /// one: its ID works with the owner's calls, appears in listings and checkpoints, and its
 /// events arrive on the owner's queue. [`TimerHandle::into_id`] gives the timer up to the
 /// owner, undeleted.
+///
+/// A strong handle: it keeps the owner alive. What a closure of the owner's own timers (or a
+/// task waiting on its events) captures is the [`WeakTimer`] of [`TimerHandle::downgrade`]
+/// (the module doc, "No capture cycles").
 ///
 /// ```
 /// use std::time::Duration;
@@ -124,6 +137,120 @@ impl TimerHandle {
     }
 }
 
+impl TimerHandle {
+    /// A handle to this timer that does not keep its owner alive, nor delete the timer when
+    /// dropped: what a closure the owner's timers hold, or a task waiting on the owner's
+    /// events, captures to act on this timer (a captured `TimerHandle` would keep the owner,
+    /// its timers and the closure alive for good: the module doc, "No capture cycles").
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tempora::clock::{ClockId, ManualClock};
+    /// use tempora::{Notify, SetFlags, Timers};
+    ///
+    /// let clock = ManualClock::new();
+    /// let timers = Timers::builder().clock(clock.clone()).build().unwrap();
+    /// let owner = timers.owner();
+    /// let tick = owner.timer(ClockId::Monotonic, Notify::Queue).unwrap();
+    /// let weak = tick.downgrade();
+    /// // Another timer's callback re-arms `tick`, holding no owner.
+    /// let kick = owner
+    ///     .timer(
+    ///         ClockId::Monotonic,
+    ///         Notify::callback(move |_, _| {
+    ///             let _ = weak.settime(SetFlags::RELATIVE, Duration::from_millis(1), Duration::ZERO);
+    ///         }),
+    ///     )
+    ///     .unwrap();
+    /// kick.settime(SetFlags::RELATIVE, Duration::from_millis(1), Duration::ZERO).unwrap();
+    /// clock.advance(Duration::from_millis(1));
+    /// timers.poll();
+    /// clock.advance(Duration::from_millis(1));
+    /// timers.poll();
+    /// assert_eq!(owner.try_recv().map(|e| e.id), Some(tick.id()));
+    /// ```
+    pub fn downgrade(&self) -> WeakTimer {
+        WeakTimer {
+            owner: self.owner.downgrade(),
+            id: self.id,
+        }
+    }
+}
+
+/// A timer reached through its owner held weakly ([`TimerHandle::downgrade`]): its calls
+/// act on the timer while a strong handle of the owner is alive, and fail with
+/// [`Error::OwnerDeleted`] once the last one was dropped (which deleted the timer). Dropping
+/// it does nothing: the [`TimerHandle`] decides when the timer is deleted.
+#[derive(Debug, Clone)]
+pub struct WeakTimer {
+    owner: WeakOwner,
+    id: TimerId,
+}
+
+impl WeakTimer {
+    /// The timer's ID in its owner.
+    pub fn id(&self) -> TimerId {
+        self.id
+    }
+
+    /// The timer's owner, while a strong handle of it is alive ([`WeakOwner::upgrade`]).
+    /// Drop it before the closure that holds this handle returns: kept in the closure's
+    /// state, it closes the circle this handle avoids.
+    pub fn owner(&self) -> Option<Owner> {
+        self.owner.upgrade()
+    }
+
+    /// A weak handle to the timer's owner.
+    pub fn weak_owner(&self) -> &WeakOwner {
+        &self.owner
+    }
+
+    /// [`Owner::settime`] on this timer.
+    ///
+    /// # Errors
+    /// As [`Owner::settime`]; [`Error::OwnerDeleted`] once the owner's last handle was
+    /// dropped.
+    pub fn settime(
+        &self,
+        flags: SetFlags,
+        value: impl Into<TimeSpec>,
+        interval: impl Into<TimeSpec>,
+    ) -> Result<ItimerSpec, Error> {
+        self.alive()?.settime(self.id, flags, value, interval)
+    }
+
+    /// [`Owner::gettime`] on this timer.
+    ///
+    /// # Errors
+    /// As [`Owner::gettime`]; [`Error::OwnerDeleted`] once the owner's last handle was
+    /// dropped.
+    pub fn gettime(&self) -> Result<ItimerSpec, Error> {
+        self.alive()?.gettime(self.id)
+    }
+
+    /// [`Owner::getoverrun`] on this timer.
+    ///
+    /// # Errors
+    /// As [`Owner::getoverrun`]; [`Error::OwnerDeleted`] once the owner's last handle was
+    /// dropped.
+    pub fn getoverrun(&self) -> Result<i32, Error> {
+        self.alive()?.getoverrun(self.id)
+    }
+
+    /// [`Owner::delete`] on this timer (its [`TimerHandle`]'s drop then finds it gone).
+    ///
+    /// # Errors
+    /// As [`Owner::delete`]; [`Error::OwnerDeleted`] once the owner's last handle was
+    /// dropped (which deleted the timer).
+    pub fn delete(&self) -> Result<(), Error> {
+        self.alive()?.delete(self.id)
+    }
+
+    fn alive(&self) -> Result<Owner, Error> {
+        self.owner().ok_or(Error::OwnerDeleted)
+    }
+}
+
 impl Drop for TimerHandle {
     fn drop(&mut self) {
         if self.owns {
@@ -154,6 +281,17 @@ impl WeakOwner {
         Some(Owner {
             reg: ManuallyDrop::new(self.reg.upgrade::<Itimer>()?),
         })
+    }
+}
+
+impl WeakOwner {
+    /// The owner's events as a stream ([`Owner::events`]) that does not keep the owner
+    /// alive: it ends (`None`) once the owner's last strong handle is dropped, as it ends when
+    /// the owner is destroyed. What a task that the owner's callbacks or events wake holds,
+    /// so that dropping the owner's other handles ends the owner, and with it the task's wait
+    /// (the module doc, "No capture cycles").
+    pub fn events(&self) -> Events {
+        Events::weak(self.clone())
     }
 }
 

@@ -123,16 +123,23 @@ impl Health {
 
     /// Adds a new owner's queue to those a halt closes; closes it at once if the service has
     /// already failed.
-    pub(crate) fn register(&self, sink: &Arc<EventQueue>) {
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] if the list cannot grow (nothing registered).
+    pub(crate) fn register(&self, sink: &Arc<EventQueue>) -> Result<(), crate::error::Error> {
         let mut owners = self.owners();
         if owners.len() == owners.capacity() {
             owners.retain(|o| o.strong_count() > 0);
+            owners
+                .try_reserve(1)
+                .map_err(|_| crate::error::Error::OutOfMemory)?;
         }
         owners.push(Arc::downgrade(sink));
         drop(owners);
         if self.failure.get().is_some() {
             sink.close(notify::CLOSED_SERVICE);
         }
+        Ok(())
     }
 
     /// The owners' queues. A panic never happens under this mutex (a push, a prune), but it

@@ -49,8 +49,10 @@
 //!   through its owner held weakly), so it captures no [`Owner`]. One that captures its owner
 //!   (or a [`TimerHandle`]) keeps the owner alive as long as the timer exists, and dropping
 //!   every other handle then ends nothing: the owner, its timers and its closures stay until
-//!   [`Owner::destroy`]. To reach another owner from a closure, capture a [`WeakOwner`]
-//!   ([`Owner::downgrade`]). (`handle.rs`, "No capture cycles".)
+//!   [`Owner::destroy`]. To reach another timer or owner from a closure, capture a
+//!   [`WeakTimer`] ([`TimerHandle::downgrade`]) or a [`WeakOwner`] ([`Owner::downgrade`]),
+//!   and a task the owner wakes takes [`WeakOwner::events`]. (`handle.rs`, "No capture
+//!   cycles".)
 //!
 //! * `Signal`, `ThreadSignal`, `SignalWithId` (`SIGEV_SIGNAL`, `SIGEV_THREAD_ID`, a NULL
 //!   sigevent): a real signal, queued to the process or to one of its threads with the
@@ -134,7 +136,9 @@
 //!   just before, which glibc's per-thread cache hands straight back to it; with another
 //!   allocator this is a probe, not a reservation);
 //! * for a `Queue` timer, its entry's room on the owner's queue, so that its expiries never
-//!   allocate (`notify.rs`, "Memory");
+//!   allocate and never find the queue full: a deleted timer's entry still on the queue
+//!   keeps its timer's room until it is consumed, so no event is lost for want of memory
+//!   (`notify.rs`, "Memory");
 //! * the hash table's growth: a table that cannot get its larger table is not grown and
 //!   keeps working at a higher load (longer chains); the next check tries again. A split
 //!   that cannot collect a chain walks it instead.
@@ -142,11 +146,23 @@
 //! A restore sizes its lists of the snapshot's callbacks fallibly before it makes anything,
 //! and a create that fails part-way is rolled back as any failed restore is. Arming
 //! ([`Owner::settime`]) allocates nothing: a timer is linked into its wheel through its own
-//! node.
+//! node. A driver's poll collects the callbacks it finds due into a buffer that grows only
+//! fallibly: a poll that finds several batches of callbacks due together and no memory for
+//! the next batch's room stops there, and the driver's next poll, at once, takes the rest
+//! (`Core::poll_collect`); nothing is lost.
 //!
 //! What can still abort the process on a failed allocation, and why each is bounded:
-//! * building a service ([`Timers::new`], its threads and tables) and an owner
-//!   ([`Timers::owner`]): a fixed size each, once, not per timer;
+//! * building a service ([`Timers::new`], [`Builder::build`]: its threads and tables): a
+//!   fixed size, once, not per timer;
+//! * an owner made by [`Timers::owner`] or [`Group::owner`]: a fixed size each (its queue,
+//!   statistics and ID namespace), once, not per timer. [`Timers::try_owner`] and
+//!   [`Group::try_owner`] make the same owner fallibly: each of its allocations fails with
+//!   [`Error::OutOfMemory`](crate::Error::OutOfMemory) and leaves nothing listed, its `Arc`s
+//!   after a probe as a callback's. One probe is weaker: the owner's ID namespace is
+//!   128-byte aligned, and glibc allocates such a block through its aligned path, which
+//!   does not take the probe's freed block back from the per-thread cache; so under real
+//!   exhaustion that last allocation can still abort (a test that made owners until
+//!   `RLIMIT_AS` ran out aborted there in 1 of 65 release runs);
 //! * a thread's first call of some kinds: its first blocking wait (the parking data that the
 //!   `parking_lot` crate registers with glibc's thread-exit list; glibc ends the process if
 //!   that small allocation fails), a poller's buffers of popped entries, of the events it
@@ -155,19 +171,13 @@
 //!   calls for its standby as it starts. All once per thread, none per timer;
 //! * starting a thread: std's spawn allocates its handle and name infallibly (a stack that
 //!   cannot be mapped is an error, not an abort). A spare driver is started when a driver
-//!   first runs callbacks with none standing by, at most [`Builder::spare_drivers`] per
-//!   driver over the service's life. A poll that collects more than a batch of calls
-//!   at once (several full batches of callbacks due together) grows its buffer to that
-//!   peak, infallibly: bounded by the most callbacks ever due at one poll;
+//!   runs callbacks with none standing by, at most [`Builder::spare_drivers`] per driver
+//!   at once (idle ones retire: a later burst starts them again, `driver.rs`);
 //! * statistics: a thread's slot in an owner's tally, and its lateness histogram, are
 //!   allocated fallibly on its first count there; a thread whose slot cannot be made counts
 //!   into the owner's shared overflow slot, and only if that cannot be made either is the
 //!   count lost; a lateness sample that finds no memory for its histogram is not recorded
 //!   (the expiration is counted). Statistics lose counts then, never abort;
-//! * a `Queue` timer's event past its reserved room: only entries of deleted timers still on
-//!   the queue take that room; the queue then grows fallibly, and an event it has no memory
-//!   for is not queued (the timer's next expiry queues it; a one-shot timer's is lost), never
-//!   an abort;
 //! * an owner's end: the callbacks and slot pages it lets go are released without a
 //!   fallible-path allocation (a list that cannot be made is skipped: its callbacks are
 //!   dropped at once, its pages kept by the dead owner rather than pooled); the epoch
@@ -300,7 +310,7 @@ mod tests;
 
 pub use crate::registry::TimerId;
 pub use builder::Builder;
-pub use handle::TimerHandle;
+pub use handle::{TimerHandle, WeakTimer};
 pub use notify::Event;
 pub use owner::{Events, Owner, Recv};
 

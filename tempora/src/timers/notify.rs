@@ -11,14 +11,19 @@
 //!
 //! # Memory
 //!
-//! A firing timer's push never allocates while the queue holds no more entries than the
-//! room reserved for it: every `Queue` timer's create makes room for one entry
-//! ([`Sink::reserve`], fallible: the create fails with `Error::OutOfMemory` if it cannot),
-//! and its delete gives the reservation back ([`Sink::unreserve`]; the capacity itself stays,
-//! as the queue keeps its peak). Since the queue holds at most one entry per live timer, only
-//! entries of deleted timers not yet consumed (dropped as stale when they are) can take a
-//! live timer's room; a push then grows the queue fallibly, and one that finds no memory
-//! queues nothing (`Ok(false)`): the timer stays unqueued and its next expiry tries again.
+//! A firing timer's push never allocates: the queue has room reserved for every entry it can
+//! hold. Every `Queue` timer's create makes room for one entry ([`Sink::reserve`], fallible:
+//! the create fails with `Error::OutOfMemory` if it cannot). The room is given back
+//! ([`Sink::unreserve`]; the capacity itself stays, as the queue keeps its peak) when no entry
+//! can use it any more: by the timer's delete if its event is not queued, otherwise by the
+//! consume that meets the entry, stale now, and drops it (`Owner::consume`; a poll that held
+//! the entry and could not push it gives it back too). So the reservation counts the owner's
+//! live `Queue` timers plus the entries of deleted ones still on the queue, and since the
+//! queue holds at most one entry per timer incarnation, it never holds more entries than its
+//! reservation: a stale entry never takes a live timer's room, and no event, a one-shot
+//! timer's included, is lost for want of memory. A push past the reservation (none happens
+//! while the counts above hold) would grow the queue fallibly and queue nothing if that
+//! failed (`Ok(false)`).
 //!
 //! # The queue and its waiters
 //!
@@ -181,7 +186,8 @@ impl<E> Sink<E> {
         })
     }
 
-    /// Gives back one timer's room (its delete, or a create that failed after `reserve`).
+    /// Gives back one timer's room (its delete with no entry queued, the consume of its
+    /// entry after its delete, or a create that failed after `reserve`).
     /// The capacity stays: the queue keeps its peak.
     pub(crate) fn unreserve(&self) {
         let _ = self.locked(|s| s.reserved = s.reserved.saturating_sub(1));
@@ -190,8 +196,7 @@ impl<E> Sink<E> {
     /// Queues an event (called with the timer's lock held), wakes waiting threads, and hands
     /// the wakers of waiting tasks to `wake` (to be woken once the caller holds no lock).
     /// `Ok(false)`: no room for it, and none could be allocated; nothing changed (module
-    /// doc, "Memory": only entries of deleted timers still on the queue take the room a push
-    /// needs).
+    /// doc, "Memory": with the reservation kept exact, this does not happen).
     ///
     /// Allocation: none while the queue holds no more entries than its reserved room (one
     /// per `Queue` timer, made at create); past that, the queue grows fallibly under its
@@ -360,6 +365,12 @@ impl<E> Sink<E> {
             }
             *readable = want;
         }
+    }
+
+    /// Entries the queue has room reserved for (0 once the queue is poisoned).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn reserved(&self) -> usize {
+        self.locked(|s| s.reserved).unwrap_or(0)
     }
 
     /// Entries the queue holds without growing (0 once the queue is poisoned).

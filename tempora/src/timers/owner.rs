@@ -561,6 +561,12 @@ impl Owner {
             });
         match got {
             Ok(Some(Some(overrun))) => Some(Event::new(entry.id, overrun)),
+            // The entry's timer was deleted with it on the queue: the entry kept the timer's
+            // room (`contract.rs`, `on_delete`), given back now that it is gone.
+            Ok(None) => {
+                self.sink().unreserve();
+                None
+            }
             _ => None,
         }
     }
@@ -646,14 +652,17 @@ impl Owner {
     /// The owner's events as a [`Stream`](futures_core::Stream): each item as
     /// [`Owner::recv_async`] would return it; the stream ends when no event can come any more
     /// (the owner is destroyed, or its service stopped or failed). It holds a handle to the
-    /// owner, so it can move into a task of its own.
+    /// owner, so it can move into a task of its own; a task that must not keep the owner
+    /// alive (one that the owner's own callbacks reach, or that should end with the owner)
+    /// takes [`WeakOwner::events`](super::WeakOwner::events) instead, which ends once the
+    /// owner's last strong handle is dropped (`handle.rs`, "No capture cycles").
     ///
     /// # Cancel safety
     /// Cancel safe: `events.next()` dropped before it completes has taken no event; the next
     /// one gets it.
     pub fn events(&self) -> Events {
         Events {
-            owner: self.clone(),
+            owner: Held::Strong(self.clone()),
             token: 0,
         }
     }
@@ -823,9 +832,38 @@ impl Drop for Recv<'_> {
 #[derive(Debug)]
 #[must_use = "a stream does nothing unless polled"]
 pub struct Events {
-    owner: Owner,
+    owner: Held,
     /// The task's registration in the queue (0: none).
     token: u64,
+}
+
+/// How an [`Events`] holds its owner.
+#[derive(Debug)]
+enum Held {
+    /// [`Owner::events`]: the stream keeps the owner alive.
+    Strong(Owner),
+    /// [`WeakOwner::events`](super::WeakOwner::events): upgraded for each poll; the stream
+    /// ends once the owner has.
+    Weak(super::WeakOwner),
+}
+
+impl Held {
+    /// The owner for one call: `None` once a weakly held one has ended.
+    fn get(&self) -> Option<std::borrow::Cow<'_, Owner>> {
+        match self {
+            Held::Strong(owner) => Some(std::borrow::Cow::Borrowed(owner)),
+            Held::Weak(weak) => weak.upgrade().map(std::borrow::Cow::Owned),
+        }
+    }
+}
+
+impl Events {
+    pub(super) fn weak(owner: super::WeakOwner) -> Events {
+        Events {
+            owner: Held::Weak(owner),
+            token: 0,
+        }
+    }
 }
 
 impl futures_core::Stream for Events {
@@ -833,14 +871,24 @@ impl futures_core::Stream for Events {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
         let this = &mut *self;
-        this.owner.poll_recv(cx, &mut this.token).map(Result::ok)
+        let Some(owner) = this.owner.get() else {
+            // The owner ended: its teardown closed the queue and dropped every waker
+            // registered there, this task's too.
+            return Poll::Ready(None);
+        };
+        owner.poll_recv(cx, &mut this.token).map(Result::ok)
     }
 }
 
 impl Drop for Events {
     fn drop(&mut self) {
-        if self.token != 0 && !self.owner.core().health.forked() {
-            drop(self.owner.sink().deregister(self.token));
+        if self.token == 0 {
+            return;
+        }
+        if let Some(owner) = self.owner.get() {
+            if !owner.core().health.forked() {
+                drop(owner.sink().deregister(self.token));
+            }
         }
     }
 }

@@ -134,7 +134,7 @@ impl Pushes {
                     .map(|&(_, e)| e)
             };
             match queue.push_many(mine(), |w| calls.push(Call::Wake(w))) {
-                Ok(pushed) => mine().skip(pushed).for_each(|e| unqueue(core, e)),
+                Ok(pushed) => mine().skip(pushed).for_each(|e| unqueue(core, queue, e)),
                 Err(Poisoned) => {
                     core.health.fail(QUEUE_POISONED);
                 }
@@ -151,20 +151,27 @@ impl Pushes {
 }
 
 /// Clears the `queued` flag of an event's timer that its queue had no room for, if the timer
-/// is still that incarnation.
+/// is still that incarnation; if it was deleted meanwhile, its delete left its room to this
+/// entry (`contract.rs`, `on_delete`), which gives it back instead.
 #[cold]
-fn unqueue(core: &Core, event: EventRef) {
+fn unqueue(core: &Core, queue: &EventQueue, event: EventRef) {
     // SAFETY: the caller holds the epoch pin it held when the timer was popped (`flush`), so
     // the address is still a timer object (`timers/mod.rs`, "Safety of the timer
     // addresses"); its identity is checked under its lock.
     let timer = unsafe { event.timer.as_ref() };
     let r = timer.lock_visible(|l| {
-        if l.id() == event.id && l.generation() == event.generation {
+        let same = l.id() == event.id && l.generation() == event.generation;
+        if same {
             l.state.set_queued(false);
         }
+        same
     });
-    if r.is_err() {
-        core.health.fail(TIMER_POISONED);
+    match r {
+        Ok(Some(true)) => {}
+        Ok(_) => queue.unreserve(),
+        Err(_) => {
+            core.health.fail(TIMER_POISONED);
+        }
     }
 }
 
@@ -178,7 +185,10 @@ impl Core {
     }
 
     fn poll(&self, now: [u64; CLOCKS]) -> usize {
-        self.poll_then(now, &mut |calls| self.run_calls(calls))
+        self.poll_then(now, &mut |calls| {
+            self.run_calls(calls);
+            true
+        })
     }
 
     /// A poll that leaves the callbacks it would run in `out`, for the caller to run (a
@@ -186,22 +196,39 @@ impl Core {
     /// itself, after each batch: a waker must not block, so it needs no spare standing by,
     /// and a task woken while later batches are still popped runs beside the poll instead of
     /// after the last of them.
+    ///
+    /// `out` grows only fallibly: before each batch it has room for a batch's callbacks (a
+    /// batch makes at most one per entry), and when it cannot get that room the poll stops
+    /// there, leaving what is due and not popped yet in the wheels, where the caller's next
+    /// poll finds it (a driver that finds a timer due does not sleep). So a poll that finds
+    /// several batches of callbacks due together collects them all while memory allows, and
+    /// in as many polls as it takes otherwise; nothing is lost.
     pub(crate) fn poll_collect(&self, out: &mut Vec<Call>) -> usize {
-        // Room for a batch's calls from the driver's first poll on, as `poll_then` sizes its
-        // own buffers (the `timers` module doc, "Memory").
-        out.reserve(self.batch);
+        let room = |out: &mut Vec<Call>| out.try_reserve(self.batch).is_ok();
+        if !room(out) {
+            return 0;
+        }
         self.poll_then(self.now_all(), &mut |calls| {
             for call in calls.drain(..) {
                 match call {
                     Call::Wake(_) => self.run_call(call),
-                    Call::Callback(..) => out.push(call),
+                    Call::Callback(..) => {
+                        debug_assert!(out.len() < out.capacity(), "a batch's room");
+                        out.push(call);
+                    }
                 }
             }
+            room(out)
         })
     }
 
-    /// Polls every base, handing each batch's calls to `after` once no lock is held.
-    fn poll_then(&self, now: [u64; CLOCKS], after: &mut dyn FnMut(&mut Vec<Call>)) -> usize {
+    /// Polls every base, handing each batch's calls to `after` once no lock is held; stops
+    /// early (after that batch) if `after` returns `false`.
+    fn poll_then(
+        &self,
+        now: [u64; CLOCKS],
+        after: &mut dyn FnMut(&mut Vec<Call>) -> bool,
+    ) -> usize {
         let ticks = now.map(|n| self.res.ticks_floor(n));
         let lazy = LazyNow::from(&*self.clock, now);
         // The thread's batch and calls buffers, taken out for this poll (a callback that polls
@@ -224,7 +251,7 @@ impl Core {
         let n = self.bases.len();
         let first = self.my_base();
         let timed = self.stats.enabled;
-        for i in 0..n {
+        'bases: for i in 0..n {
             let b = (first + i) % n;
             let base = &self.bases[b];
             let mut counted = false;
@@ -301,7 +328,9 @@ impl Core {
                 drop(guard);
                 drop(delivering);
                 pushes.release();
-                after(&mut calls);
+                if !after(&mut calls) {
+                    break 'bases;
+                }
                 if complete {
                     break;
                 }
@@ -528,8 +557,8 @@ fn mark_queued(l: &mut LockedTimer<'_>, seq: u32) -> Option<EventRef> {
 fn push_marked(core: &Core, l: &mut LockedTimer<'_>, event: EventRef, wake: impl FnMut(Waker)) {
     match sink_of(l).push(event, wake) {
         Ok(true) => {}
-        // No room (only stale entries of deleted timers can take it: `notify.rs`, "Memory"):
-        // the event is not queued, and the timer's next expiry tries again.
+        // No room (the reservation makes room for every entry: `notify.rs`, "Memory"; kept
+        // as a fallback): the event is not queued, and the timer's next expiry tries again.
         Ok(false) => l.state.set_queued(false),
         Err(_) => {
             core.health.fail(QUEUE_POISONED);

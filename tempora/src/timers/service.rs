@@ -48,6 +48,18 @@ impl Timers {
         new_owner(&self.core, &self.core.stats.root)
     }
 
+    /// [`Timers::owner`], or [`Error::OutOfMemory`] if the owner's memory (a KiB or two,
+    /// fixed: its queue, statistics and ID namespace) cannot be allocated, where `owner`
+    /// aborts the process as a failed allocation does. Nothing is left half-made. One
+    /// allocation is checked by a probe only (the `timers` module doc, "Memory", says which
+    /// and when it can still abort).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] (`EAGAIN`).
+    pub fn try_owner(&self) -> Result<Owner, Error> {
+        try_new_owner(&self.core, &self.core.stats.root)
+    }
+
     /// The top-level group named `name`, made if it does not exist ([`crate::stats`]).
     ///
     /// # Errors
@@ -258,24 +270,35 @@ impl Timers {
 ///
 /// In a child forked after the service was built, an owner every call of which fails with
 /// [`Error::Forked`]: it joins none of the service's lists (their locks may be held for ever).
+/// `Timers::owner`, `Group::owner`: aborts, as an allocation failure does, if the owner's
+/// memory cannot be had.
 fn new_owner(core: &Arc<Core>, group: &Arc<GroupNode>) -> Owner {
+    try_new_owner(core, group)
+        .unwrap_or_else(|_| std::alloc::handle_alloc_error(std::alloc::Layout::new::<EventQueue>()))
+}
+
+/// `Timers::try_owner`, `Group::try_owner`: each of the owner's allocations fallible (its
+/// `Arc`s after `alloc::probe_arc`), and nothing left behind on failure but dead weak
+/// entries in the service's lists, pruned as they grow.
+fn try_new_owner(core: &Arc<Core>, group: &Arc<GroupNode>) -> Result<Owner, Error> {
     let forked = core.health.forked();
     let tally = if forked {
-        Tally::unlisted(&core.stats, group, core.stats.next_owner_id())
+        Tally::try_unlisted(&core.stats, group, core.stats.next_owner_id())?
     } else {
-        Tally::new(&core.stats, group, core.stats.next_owner_id())
+        Tally::try_new(&core.stats, group, core.stats.next_owner_id())?
     };
+    crate::alloc::probe_arc::<EventQueue>()?;
     let sink = Arc::new(EventQueue::new(tally));
     if !forked {
-        core.health.register(&sink);
+        core.health.register(&sink)?;
     }
     let part = OwnerPart {
         core: core.clone(),
         sink,
     };
-    Owner {
-        reg: std::mem::ManuallyDrop::new(core.registry.owner(part)),
-    }
+    Ok(Owner {
+        reg: std::mem::ManuallyDrop::new(core.registry.try_owner(part)?),
+    })
 }
 
 /// `Timers::stats`.
@@ -352,6 +375,14 @@ impl Group {
     /// A new owner in this group.
     pub fn owner(&self) -> Owner {
         new_owner(&self.core, &self.node)
+    }
+
+    /// [`Group::owner`], or [`Error::OutOfMemory`] as [`Timers::try_owner`].
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] (`EAGAIN`).
+    pub fn try_owner(&self) -> Result<Owner, Error> {
+        try_new_owner(&self.core, &self.node)
     }
 
     /// The names from the top-level group down to this one, joined by `/`.

@@ -208,11 +208,17 @@ pub(crate) trait Steps {
 /// all of them then in callbacks; a thread back from its callbacks finds the list empty and
 /// counts itself as following under the same lock. So the leader sees it following (and
 /// stands it by), or it sees the leader's calls (and runs them).
+///
+/// A follower idle for a while retires (`Crew::retire`) only if another thread still
+/// follows, deciding under the same lock: a leader that saw a follower still has one when
+/// the fd fires, and a leader that sees none counts in `started` only threads in callbacks,
+/// which will come back to the list.
 pub(crate) struct Crew<C> {
     /// Threads following (blocked on the fd, or about to be).
     pub(crate) following: AtomicUsize,
-    /// Spares started (at most `DriverCounts::spare_limit`); they stay until the service
-    /// stops. Changed only by the leader of the moment.
+    /// Spares started and not retired (at most `DriverCounts::spare_limit`): the threads of
+    /// the standby other than one. Raised only by the leader of the moment; lowered by a
+    /// retiring follower, under the list's lock (`Crew::retire`).
     pub(crate) started: AtomicUsize,
     /// Calls collected and not yet run.
     pending: RankedMutex<VecDeque<C>, { rank::PENDING }>,
@@ -247,6 +253,21 @@ impl<C> Crew<C> {
     /// The list, poisoned or not: nothing panics under its lock (a push, a pop).
     pub(crate) fn pending(&self) -> MutexGuard<'_, VecDeque<C>, { rank::PENDING }> {
         self.pending.lock_or_recover()
+    }
+
+    /// A follower that waited `SPARE_IDLE` with no hand-over (`driver.rs`) asks to end: `true`
+    /// (it no longer counts as following or started, and ends) if another thread follows
+    /// still, `false` (it follows on) if it is the only one. Decided under the list's lock,
+    /// which orders it with the leader's `next` (the struct's doc).
+    pub(crate) fn retire(&self) -> bool {
+        // Relaxed: as in `next`, under the list's lock.
+        let _list = self.pending();
+        if self.following.load(Ordering::Relaxed) < 2 {
+            return false;
+        }
+        self.following.fetch_sub(1, Ordering::Relaxed);
+        self.started.fetch_sub(1, Ordering::Relaxed);
+        true
     }
 
     /// What the leader (`held`: the hand-over word it runs callbacks under, `None` while
@@ -307,8 +328,8 @@ pub(crate) struct Standby {
     /// Times a leader with no follower to stand by left its callbacks in the list for the
     /// threads in callbacks to run as they return (`driver.rs`, "Callbacks that block").
     pub(crate) deferred: std::sync::atomic::AtomicU64,
-    /// A blocking timerfd on `CLOCK_MONOTONIC`, armed while the leader runs callbacks; a
-    /// follower blocked reading it takes over when it fires.
+    /// A non-blocking timerfd on `CLOCK_MONOTONIC`, armed while the leader runs callbacks; the
+    /// follower that reads its expiry takes over (`fd::wait_for`).
     pub(super) fd: OwnedFd,
     /// Where `fd` fires; every arm of it is made under this lock.
     plan: RankedMutex<FdPlan, { rank::PLAN }>,
@@ -339,7 +360,7 @@ impl Standby {
             state: Default::default(),
             crew: Crew::default(),
             deferred: Default::default(),
-            fd: fd::timerfd(libc::CLOCK_MONOTONIC, false)?,
+            fd: fd::timerfd(libc::CLOCK_MONOTONIC, true)?,
             plan: Default::default(),
         })
     }
@@ -466,6 +487,57 @@ mod tests {
             if !stood_by {
                 assert_eq!(left, 0, "a call left with every thread idle");
             }
+        });
+    }
+
+    /// Two followers grow idle and both ask to retire while the leader, with a call in the
+    /// list, decides what to do: one follower at most retires, so the leader always finds one
+    /// to stand by (a retirement that left none after the leader counted one would leave its
+    /// blocked call with nobody to take over), and `started` falls with each retirement.
+    /// Checking the count outside the list's lock, or letting the last follower retire, fails
+    /// this model.
+    #[test]
+    fn loom_crew_a_retiring_follower_never_leaves_the_leader_unguarded() {
+        loom::model(|| {
+            let crew = Arc::new(Crew::<u32>::default());
+            crew.started.store(2, Ordering::Relaxed);
+            crew.following.store(2, Ordering::Relaxed);
+            let h = Handover::default();
+            let retiring: Vec<_> = (0..2)
+                .map(|_| {
+                    let crew = crew.clone();
+                    loom::thread::spawn(move || crew.retire())
+                })
+                .collect();
+            crew.pending().push_back(7);
+            let next = crew.next(None, &h, |_| false);
+            assert!(matches!(next, Next::StandBy), "the leader told {next:?}");
+            let retired = retiring
+                .into_iter()
+                .map(|t| usize::from(t.join().unwrap()))
+                .sum::<usize>();
+            assert_eq!(retired, 1, "{retired} of two followers retired");
+            assert_eq!(crew.following.load(Ordering::Relaxed), 1);
+            assert_eq!(crew.started.load(Ordering::Relaxed), 1);
+        });
+    }
+
+    /// A follower that grows idle while the one other spare of the standby runs a callback
+    /// does not retire: the leader, seeing it follow, stands it by, and a retirement there
+    /// would leave nobody to take over.
+    #[test]
+    fn loom_crew_the_last_follower_does_not_retire() {
+        loom::model(|| {
+            let crew = Arc::new(Crew::<u32>::default());
+            crew.started.store(2, Ordering::Relaxed);
+            crew.following.store(1, Ordering::Relaxed);
+            let h = Handover::default();
+            let crew2 = crew.clone();
+            let retiring = loom::thread::spawn(move || crew2.retire());
+            crew.pending().push_back(7);
+            let next = crew.next(None, &h, |_| false);
+            assert!(matches!(next, Next::StandBy), "the leader told {next:?}");
+            assert!(!retiring.join().unwrap(), "the last follower retired");
         });
     }
 

@@ -440,3 +440,70 @@ fn owners_dropped_while_their_on_fire_callbacks_run_on_drivers_all_end() {
         assert!(weak.upgrade().is_none(), "the owner ended");
     }
 }
+
+/// A driver's poll collects callbacks into a buffer that grows only fallibly: with every
+/// allocation refused, a poll that finds three batches of callbacks due collects one batch
+/// (what its buffer has room for) and leaves the rest due in the wheel, and the next polls
+/// collect them; none is lost or run twice, and the buffer never grew. With memory, one poll
+/// collects all three batches. (It grew infallibly past a batch, aborting the process when
+/// memory ran out: the `timers` module doc, "Memory".)
+#[test]
+fn collected_callbacks_grow_their_buffer_only_fallibly() {
+    const BATCH: usize = 4;
+    let f = Manual::with(|b| {
+        b.batch(BATCH);
+    });
+    let core = &f.timers.core;
+    let ran = Arc::new(AtomicUsize::new(0));
+    let ids: Vec<_> = (0..3 * BATCH)
+        .map(|_| {
+            let r = ran.clone();
+            let cb = Notify::callback(move |_, _| {
+                r.fetch_add(1, Ordering::SeqCst);
+            });
+            f.owner.create(ClockId::Monotonic, cb).unwrap()
+        })
+        .collect();
+    let fire_all = || {
+        for &id in &ids {
+            f.arm(id, ms(1), Duration::ZERO);
+        }
+        f.clock.advance(ms(1));
+    };
+    // With memory: one poll collects every batch.
+    fire_all();
+    let mut out = Vec::new();
+    assert_eq!(core.poll_collect(&mut out), 3 * BATCH);
+    assert_eq!(out.len(), 3 * BATCH);
+    out.drain(..).for_each(|c| core.run_call(c));
+    assert_eq!(ran.load(Ordering::SeqCst), 3 * BATCH);
+    // With none: a batch per poll, into the room the buffer has.
+    let mut out = Vec::with_capacity(BATCH);
+    let capacity = out.capacity();
+    fire_all();
+    let mut polls = Vec::new();
+    loop {
+        let (fired, collected) = crate::alloc::refusing_allocations(0, || {
+            let fired = core.poll_collect(&mut out);
+            (fired, out.len())
+        });
+        assert_eq!(out.capacity(), capacity, "the buffer grew");
+        polls.push((fired, collected));
+        out.drain(..).for_each(|c| core.run_call(c));
+        if fired == 0 {
+            break;
+        }
+    }
+    assert_eq!(
+        polls,
+        [(BATCH, BATCH); 3]
+            .into_iter()
+            .chain([(0, 0)])
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        6 * BATCH,
+        "a callback lost or run twice"
+    );
+}
