@@ -6,10 +6,10 @@
 //! # Which timers go where
 //! A timer on a clock tempora times (`CLOCK_REALTIME`, `CLOCK_MONOTONIC`, `CLOCK_BOOTTIME`) is
 //! a timer of the process-wide default owner (`tempora_default_owner`), its sigevent mapped
-//! by [`crate::convert::notify_of_sigevent`]. Every other clock ID (the CPU-time clocks,
+//! by `convert.rs` (`notify_of_sigevent`). Every other clock ID (the CPU-time clocks,
 //! `pthread_getcpuclockid`'s and `clock_getcpuclockid`'s included, `CLOCK_TAI`, the alarm
 //! clocks, and IDs no kernel knows) goes to the C library's own `timer_create`
-//! ([`crate::kernel`]), so the program keeps its kernel timers and the kernel's errno for the
+//! (`kernel.rs`), so the program keeps its kernel timers and the kernel's errno for the
 //! clocks it refuses. The other four calls tell the two kinds apart by the `timer_t` alone:
 //!
 //! ```text
@@ -32,17 +32,16 @@
 //! never another timer.
 //!
 //! # The default owner, fork and signal handlers
-//! [`owner`] keeps `tempora_default_owner`'s answer in an atomic, since that call's own
-//! checks (the process-wide service, its fork generation, its `catch_unwind`) cost each call
-//! as much as the rest of the work. A `pthread_atfork` child handler forgets it, so a child's
-//! first create takes the child's own default owner: the parent's timers are `EINVAL` there,
-//! as the kernel's are. `timer_settime`, `_gettime`, `_getoverrun` and `_delete` take only an
-//! owner a create of this process made ([`made_owner`]): they never make a service, which a
-//! signal handler's call must not (it allocates and starts threads).
+//! A create takes `tempora_default_owner`, whose fork rule is the process-wide service's
+//! (`tempora::time::try_global`: a forked child's first call makes its own, so the parent's
+//! timers are `EINVAL` there, as the kernel's are). `timer_settime`, `_gettime`,
+//! `_getoverrun` and `_delete` take only an owner a create of this process made
+//! (`made_owner`): they never make a service, which a signal handler's call must not (it
+//! allocates and starts threads).
 
 use crate::convert::notify_of_sigevent;
 use crate::kernel;
-use crate::service::tempora_default_owner;
+use crate::service::{made_default_owner, tempora_default_owner};
 use crate::timers::{
     create_on, tempora_timer_delete, tempora_timer_getoverrun, tempora_timer_gettime,
     tempora_timer_settime,
@@ -50,7 +49,6 @@ use crate::timers::{
 use crate::types::{tempora_owner_t, tempora_timer_t};
 use libc::{c_int, clockid_t, itimerspec, sigevent, timer_t};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use tempora::clock::ClockId;
 
 #[cfg(not(target_pointer_width = "64"))]
@@ -89,65 +87,18 @@ pub fn tempora_id(maker: Maker, t: timer_t) -> Option<tempora_timer_t> {
         .then_some(low as tempora_timer_t)
 }
 
-/// The default owner, kept for the calls. NULL until the first create, and again in a forked
-/// child ([`forked`]).
-static OWNER: AtomicPtr<tempora_owner_t> = AtomicPtr::new(ptr::null_mut());
-
-/// Whether [`forked`] is registered (here or in a parent: `pthread_atfork`'s handlers are
-/// inherited). Not a `Once`: a fork while another thread ran one would leave it running for
-/// ever in the child.
-static WATCHED: AtomicBool = AtomicBool::new(false);
-
-/// `pthread_atfork`'s child handler: the parent's owner is no owner of the child's.
-extern "C" fn forked() {
-    // Relaxed: the child has one thread when this runs, before `fork` returns in it.
-    OWNER.store(ptr::null_mut(), Ordering::Relaxed);
-}
-
 /// The default owner, or NULL (with `errno`) if it cannot be made.
 #[inline]
 fn owner() -> *mut tempora_owner_t {
-    // Acquire: pairs with the Release in `owner_slow`, so the owner's fields are seen.
-    let o = OWNER.load(Ordering::Acquire);
-    if o.is_null() {
-        owner_slow()
-    } else {
-        o
-    }
+    tempora_default_owner()
 }
 
 /// The default owner as the calls after create need it: only one a create of this process
-/// made. None made yet (or a forked child's first call) is NULL, which those calls fail with
-/// `EINVAL` as the kernel does for a timer it does not have. Only if forks cannot be watched
-/// is the owner asked for.
+/// made (`service.rs`'s `made_default_owner`), NULL otherwise, which those calls fail with
+/// `EINVAL` as the kernel does for a timer it does not have.
 #[inline]
 fn made_owner() -> *mut tempora_owner_t {
-    // Acquire: as in `owner`.
-    let o = OWNER.load(Ordering::Acquire);
-    if o.is_null() && !WATCHED.load(Ordering::Relaxed) {
-        return owner_slow();
-    }
-    o
-}
-
-#[cold]
-#[inline(never)]
-fn owner_slow() -> *mut tempora_owner_t {
-    if !WATCHED.load(Ordering::Relaxed) {
-        // SAFETY: registers a child handler that only stores to an atomic.
-        if unsafe { libc::pthread_atfork(None, None, Some(forked)) } != 0 {
-            // No memory to watch forks with: not kept, asked each call.
-            return tempora_default_owner();
-        }
-        WATCHED.store(true, Ordering::Relaxed);
-    }
-    // The handler is registered before the owner is kept: a fork after this store clears it.
-    let o = tempora_default_owner();
-    if !o.is_null() {
-        // Release: pairs with the Acquire in `owner`.
-        OWNER.store(o, Ordering::Release);
-    }
-    o
+    made_default_owner()
 }
 
 /// `timer_create(2)`: a tempora timer on `CLOCK_REALTIME`, `CLOCK_MONOTONIC` or
