@@ -108,6 +108,7 @@ fn made_owner() -> *mut tempora_owner_t {
 ///
 /// # Safety
 /// The C library's contract: `sev` is NULL or a readable sigevent, `timerid` NULL or writable.
+#[inline]
 pub unsafe fn create(
     maker: Maker,
     clock: clockid_t,
@@ -146,6 +147,7 @@ pub unsafe fn create(
 ///
 /// # Safety
 /// The C library's contract: `new` NULL or readable, `old` NULL or writable.
+#[inline]
 pub unsafe fn settime(
     maker: Maker,
     timerid: timer_t,
@@ -166,6 +168,7 @@ pub unsafe fn settime(
 ///
 /// # Safety
 /// The C library's contract: `curr` NULL or writable.
+#[inline]
 pub unsafe fn gettime(maker: Maker, timerid: timer_t, curr: *mut itimerspec) -> c_int {
     match tempora_id(maker, timerid) {
         // SAFETY: as in `settime`.
@@ -179,6 +182,7 @@ pub unsafe fn gettime(maker: Maker, timerid: timer_t, curr: *mut itimerspec) -> 
 ///
 /// # Safety
 /// None beyond the C library's: any value may be passed.
+#[inline]
 pub unsafe fn getoverrun(maker: Maker, timerid: timer_t) -> c_int {
     match tempora_id(maker, timerid) {
         // SAFETY: the default owner is NULL (EINVAL) or lives for the process.
@@ -192,6 +196,7 @@ pub unsafe fn getoverrun(maker: Maker, timerid: timer_t) -> c_int {
 ///
 /// # Safety
 /// None beyond the C library's: any value may be passed.
+#[inline]
 pub unsafe fn delete(maker: Maker, timerid: timer_t) -> c_int {
     match tempora_id(maker, timerid) {
         // SAFETY: the default owner is NULL (EINVAL) or lives for the process.

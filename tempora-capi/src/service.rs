@@ -308,6 +308,7 @@ pub extern "C" fn tempora_default_owner() -> *mut tempora_owner_t {
 /// of a forked child since the fork), NULL otherwise, without making anything: no allocation,
 /// no lock, no `errno`. The POSIX calls after create take their owner so (`posix.rs`): a
 /// timer no create made is `EINVAL` there, and a signal handler's call makes no service.
+#[inline]
 pub(crate) fn made_default_owner() -> *mut tempora_owner_t {
     let Some(timers) = tempora::time::built_global() else {
         return ptr::null_mut();

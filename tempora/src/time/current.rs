@@ -138,6 +138,7 @@ pub fn try_global() -> Result<&'static Timers, crate::Error> {
 /// [`global`] if this process has built it, without building anything: no allocation, no
 /// lock, so a signal handler may call it. `None` before the first [`try_global`] of this
 /// process, and in a forked child before the child's own.
+#[inline]
 pub fn built_global() -> Option<&'static Timers> {
     Global::built()?.timers.get()
 }
@@ -159,6 +160,7 @@ struct Global {
 
 impl Global {
     /// The calling process's, if it made one: `current` without making it.
+    #[inline]
     fn built() -> Option<&'static Global> {
         // Acquire: as in `current`.
         // SAFETY: a published slot is leaked, never freed.
