@@ -32,7 +32,7 @@ check_tree() {
   readelf --dyn-syms -W "$so" | awk '$7 != "UND" && $8 != "" && $4 != "SECTION" && NR > 3 {print $8}' > "$work/exports"
   grep -v '^TEMPORA_0\(\.2\)\?$' "$work/exports" | grep -v '^tempora_[a-z_]*@@TEMPORA_0$' \
     | grep -v '^tempora_posix_timer_[a-z]*@@TEMPORA_0\.2$' && fail "exports other than tempora_*@@TEMPORA_0 (above)"
-  echo "$(grep -c '@@TEMPORA_0' "$work/exports") calls exported at TEMPORA_0, e.g. $(grep -m1 tempora_new@@ "$work/exports")"
+  echo "$(grep -c '@@TEMPORA_0$' "$work/exports") calls exported at TEMPORA_0, e.g. $(grep -m1 tempora_new@@ "$work/exports"), $(grep -c '@@TEMPORA_0\.2$' "$work/exports") at TEMPORA_0.2"
   readelf -S -W "$so" | grep -q '\.debug_info' && fail "$so is not stripped"
   for licence in LICENSE-MIT LICENSE-APACHE; do
     [ -n "$(find "$tree" -path "*share/doc/tempora/$licence")" ] || fail "no $licence"
