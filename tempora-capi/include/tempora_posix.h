@@ -11,9 +11,16 @@
  *     (or libtempora-posix.a). Every call of the program and of the libraries it loads is
  *     switched, and no recompiling. Leave this header out then.
  *
- * Either way the calls go to one process-wide tempora owner (tempora_default_owner(): the
- * default service, one driver thread), with the errno values Linux sets and none of the
- * kernel's per-user timer limit, and through the same mapping (tempora_posix_create_on).
+ * Either way the calls are one implementation (tempora-capi's src/posix.rs: this header's
+ * tempora_posix_timer_* calls in libtempora, the drop-in's exports in libtempora-posix), with
+ * the errno values Linux sets and none of the kernel's per-user timer limit. A timer on a
+ * clock tempora times (CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME) is one of the
+ * process-wide tempora owner's (tempora_default_owner(): the default service, one driver
+ * thread); a timer on any other clock (the CPU-time clocks, clock_getcpuclockid's and
+ * pthread_getcpuclockid's included, CLOCK_TAI, the alarm clocks) is the C library's own
+ * kernel timer, made by its timer_create (dlsym RTLD_NEXT; in a -static program the system
+ * call, so SIGEV_THREAD there is EINVAL), and so are the errno values of clocks the kernel
+ * refuses. The other calls go to whichever made the timer_t.
  *
  * What maps:
  *   timer_create     SIGEV_NONE, SIGEV_THREAD (sigev_notify_function, sigev_value),
@@ -33,26 +40,23 @@
  *                    low 32 bits and a tag in the high 32, so timer_t t = NULL,
  *                    if (t != NULL) and printf("%p", (void *)t) are everyday C, and
  *                    (int)(intptr_t)t is the si_timerid of its signals (and a NULL sigevent's
- *                    sival_int), as with glibc's kernel timers. This header's tag is
- *                    TEMPORA_POSIX_TIMER_TAG ("temp": %p prints 0x74656d70000000NN), the
- *                    drop-in's "tpos" (0x74706f73000000NN): a timer_t of one never names a
- *                    timer of the other. No kernel timer_t has either (glibc's are
- *                    0..INT_MAX, or have the sign bit set for SIGEV_THREAD); a timer_t without
- *                    this header's tag (NULL, a kernel timer's) is EINVAL here.
+ *                    sival_int), as with glibc's kernel timers. This header's tag is "temp"
+ *                    (%p prints 0x74656d70000000NN), the drop-in's "tpos" (0x74706f73000000NN):
+ *                    a program switched both ways holds two copies of tempora, and a timer_t
+ *                    of one never names a timer of the other. No kernel timer_t has either
+ *                    (glibc's are 0..INT_MAX, or have the sign bit set for SIGEV_THREAD); any
+ *                    timer_t without the tag goes to the C library, which answers for it.
  *                    tempora_posix_timer_id() gives a timer_t's tempora ID.
  *
- * Where a program sees tempora differ from the kernel's timers (glibc's calls), and why:
+ * Where a program sees tempora differ from the kernel's timers (glibc's calls), and why: the
+ * signals' differences (a periodic signal delayed, a queued signal of a re-armed or deleted
+ * timer, many signal timers, several timers sharing a signal number, a standard signal shared
+ * with kill, a thread ID reused, ...) are the tempora crate's `timers` module doc's table
+ * "Signals: where tempora differs from the kernel", which holds them for this header and the
+ * drop-in alike. The others:
  *
  *   a program ...              kernel (glibc)              tempora
  *   ------------------------   -------------------------   -----------------------------------
- *   creates a timer on a CPU-  times it                    header: EOPNOTSUPP (tempora times
- *   time clock (its own, a                                 CLOCK_REALTIME, _MONOTONIC and
- *   thread's from pthread_                                 _BOOTTIME only). Drop-in: the
- *   getcpuclockid), CLOCK_TAI                              kernel's timer, made by the C
- *   or an alarm clock                                      library's timer_create (dlsym
- *                                                          RTLD_NEXT; in a -static program the
- *                                                          system call, so SIGEV_THREAD there
- *                                                          is EINVAL): the kernel's behaviour
  *   creates a SIGEV_THREAD     glibc >= 2.34: a helper     the function runs on tempora's
  *   timer                      thread per timer, made      driver thread; one that blocks
  *                              with sigev_notify_          hands the driver to a spare thread,
@@ -77,16 +81,6 @@
  *   a SIGEV_THREAD call made   expiry                      not how many came (tempora.h's
  *   for expiries that came                                 tempora_callback_fn is told)
  *   while the previous ran
- *   delays a periodic signal   its si_overrun counts the   the periods count in the next
- *   (blocked, taken late)      periods                     signal's si_overrun (a queued
- *                                                          siginfo cannot be rewritten);
- *                                                          timer_getoverrun says them once
- *                                                          the signal is delivered
- *   re-arms, disarms or        the queued signal is        it is delivered all the same (user
- *   deletes a timer whose      discarded                   space cannot take back a queued
- *   signal is queued                                       signal)
- *   holds many signal timers   EAGAIN past RLIMIT_         any number (a queued signal counts
- *                              SIGPENDING                  against the limit, not a timer)
  *   reads a timer_t's value    a small int (or glibc's     the tagged value above: a program
  *   as a number                tagged pointer)             that indexes an array with it, or
  *                                                          prints it, sees another number
@@ -94,13 +88,9 @@
  *                              parent's timers             EINVAL in the child, whose own
  *                                                          timers start from ID 0
  *
- * The signals' other differences, which user space imposes (several timers sharing a signal
- * number, a standard signal shared with kill, a thread ID reused), are the tempora crate's
- * `timers` module doc's table "Signals: where tempora differs from the kernel".
- *
- * Everything here is a macro over a static inline function, so it works from C and C++
- * (warning free under -Wall -Wextra); take the header out and the same source builds against
- * the C library again.
+ * Everything here is a macro over a function, so it works from C and C++ (warning free under
+ * -Wall -Wextra); take the header out and the same source builds against the C library
+ * again.
  */
 #ifndef TEMPORA_POSIX_H
 #define TEMPORA_POSIX_H
@@ -118,123 +108,23 @@
 extern "C" {
 #endif
 
-/* Linux's value, where <signal.h> does not name it. */
-#ifdef SIGEV_THREAD_ID
-#define TEMPORA_POSIX_SIGEV_THREAD_ID SIGEV_THREAD_ID
-#else
-#define TEMPORA_POSIX_SIGEV_THREAD_ID 4
-#endif
-
-/* The target thread of a SIGEV_THREAD_ID sigevent: sigev_notify_thread_id where <signal.h>
- * names it (musl, newer glibc), glibc's union member otherwise. */
-#ifdef sigev_notify_thread_id
-#define TEMPORA_POSIX_SIGEV_TID(sev) ((sev)->sigev_notify_thread_id)
-#else
-#define TEMPORA_POSIX_SIGEV_TID(sev) ((sev)->_sigev_un._tid)
-#endif
-
 #if UINTPTR_MAX <= 0xffffffffu
 #error "tempora_posix.h tags a tempora ID in a timer_t's high 32 bits: it needs 64-bit pointers"
 #endif
 
-/* A tempora timer_t's high 32 bits ("temp"): above every kernel timer's (0..INT_MAX) and below
- * glibc's SIGEV_THREAD timers' (the sign bit set), so it names no timer of the C library. */
-#define TEMPORA_POSIX_TIMER_TAG 0x74656d70u
+/* The calls, in libtempora (tempora-capi's src/posix.rs, which the drop-in library shares):
+ * timer_create, timer_settime, timer_gettime, timer_getoverrun and timer_delete with the C
+ * library's types, routed as the comment above says. They are declared here, not in
+ * tempora.h, which does not need <signal.h>'s struct sigevent. */
+int tempora_posix_timer_create(clockid_t clock, struct sigevent *sev, timer_t *timerid);
+int tempora_posix_timer_settime(timer_t timerid, int flags, const struct itimerspec *new_value,
+                                struct itimerspec *old_value);
+int tempora_posix_timer_gettime(timer_t timerid, struct itimerspec *curr);
+int tempora_posix_timer_getoverrun(timer_t timerid);
+int tempora_posix_timer_delete(timer_t timerid);
 
-/* The timer_t of tempora timer `id`. */
-static inline timer_t tempora_posix_timer_of(tempora_timer_t id)
-{
-    return (timer_t)(uintptr_t)(((uint64_t)TEMPORA_POSIX_TIMER_TAG << 32) | (uint32_t)id);
-}
-
-/* The tempora ID of `t`, or -1 for a timer_t this header did not make. */
-static inline tempora_timer_t tempora_posix_timer_id(timer_t t)
-{
-    uint64_t v = (uint64_t)(uintptr_t)t;
-    if ((v >> 32) != TEMPORA_POSIX_TIMER_TAG || (uint32_t)v > INT32_MAX)
-        return -1;
-    return (tempora_timer_t)(uint32_t)v;
-}
-
-/* timer_create's mapping of a C library sigevent onto tempora's, on `owner` (NULL: the
- * default owner could not be made, and errno says why: EAGAIN if its driver thread cannot
- * start), with the ID as tempora gives it (timer_create below tags it; the drop-in library
- * shares this). */
-static inline int tempora_posix_create_on(tempora_owner_t *owner, clockid_t clock,
-                                          struct sigevent *sev, tempora_timer_t *timerid)
-{
-    struct tempora_sigevent tsev;
-    if (owner == NULL)
-        return -1;
-    /* memset, not `= {0}`: C++ warns of the members it leaves out (-Wextra). */
-    memset(&tsev, 0, sizeof tsev);
-    tsev.notify = TEMPORA_SIGEV_NONE;
-    if (sev == NULL) {
-        /* Linux's meaning: SIGEV_SIGNAL with SIGALRM, sival_int the timer's ID. */
-        tsev.notify = TEMPORA_SIGEV_SIGNAL_ID;
-        tsev.signo = SIGALRM;
-    } else if (sev->sigev_notify == SIGEV_SIGNAL ||
-               sev->sigev_notify == TEMPORA_POSIX_SIGEV_THREAD_ID) {
-        tsev.value = sev->sigev_value;
-        tsev.signo = sev->sigev_signo;
-        if (sev->sigev_notify == SIGEV_SIGNAL) {
-            tsev.notify = TEMPORA_SIGEV_SIGNAL;
-        } else {
-            tsev.notify = TEMPORA_SIGEV_THREAD_ID;
-            tsev.tid = TEMPORA_POSIX_SIGEV_TID(sev);
-        }
-    } else if (sev->sigev_notify == SIGEV_THREAD) {
-        tsev.notify = TEMPORA_SIGEV_THREAD;
-        tsev.value = sev->sigev_value;
-        tsev.notify_function = sev->sigev_notify_function;
-    } else if (sev->sigev_notify != SIGEV_NONE) {
-        /* Refused, but after the clock, which Linux checks first: given a NULL timerid,
-         * tempora_timer_create checks the clock, then fails with EFAULT and creates nothing. */
-        if (tempora_timer_create(owner, clock, &tsev, NULL) == -1 && errno != EFAULT)
-            return -1;
-        errno = EINVAL;
-        return -1;
-    }
-    /* tempora_timer_create checks the clock, then the sigevent (the thread, then the signal
-     * number), as Linux does. */
-    return tempora_timer_create(owner, clock, &tsev, timerid);
-}
-
-static inline int tempora_posix_timer_create(clockid_t clock, struct sigevent *sev,
-                                             timer_t *timerid)
-{
-    tempora_timer_t id;
-    /* A NULL timerid stays NULL: tempora_timer_create fails it with EFAULT in Linux's order. */
-    if (tempora_posix_create_on(tempora_default_owner(), clock, sev,
-                                timerid == NULL ? NULL : &id) == -1)
-        return -1;
-    *timerid = tempora_posix_timer_of(id);
-    return 0;
-}
-
-/* A negative ID names no timer: EINVAL, as for an unknown one. */
-static inline int tempora_posix_timer_settime(timer_t timerid, int flags,
-                                              const struct itimerspec *new_value,
-                                              struct itimerspec *old_value)
-{
-    return tempora_timer_settime(tempora_default_owner(), tempora_posix_timer_id(timerid), flags,
-                                 new_value, old_value);
-}
-
-static inline int tempora_posix_timer_gettime(timer_t timerid, struct itimerspec *curr)
-{
-    return tempora_timer_gettime(tempora_default_owner(), tempora_posix_timer_id(timerid), curr);
-}
-
-static inline int tempora_posix_timer_getoverrun(timer_t timerid)
-{
-    return tempora_timer_getoverrun(tempora_default_owner(), tempora_posix_timer_id(timerid));
-}
-
-static inline int tempora_posix_timer_delete(timer_t timerid)
-{
-    return tempora_timer_delete(tempora_default_owner(), tempora_posix_timer_id(timerid));
-}
+/* The tempora ID of a timer_t this header's timer_create made, or -1 for any other. */
+tempora_timer_t tempora_posix_timer_id(timer_t t);
 
 #ifdef __cplusplus
 }

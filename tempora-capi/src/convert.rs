@@ -5,9 +5,9 @@
 
 use crate::failure::Failure;
 use crate::types::{
-    tempora_owner_t, tempora_sigevent, tempora_t, tempora_timer_t, TEMPORA_SIGEV_NONE,
-    TEMPORA_SIGEV_QUEUE, TEMPORA_SIGEV_SIGNAL, TEMPORA_SIGEV_SIGNAL_ID, TEMPORA_SIGEV_THREAD,
-    TEMPORA_SIGEV_THREAD_ID,
+    tempora_notify_fn, tempora_owner_t, tempora_sigevent, tempora_t, tempora_timer_t,
+    TEMPORA_SIGEV_NONE, TEMPORA_SIGEV_QUEUE, TEMPORA_SIGEV_SIGNAL, TEMPORA_SIGEV_SIGNAL_ID,
+    TEMPORA_SIGEV_THREAD, TEMPORA_SIGEV_THREAD_ID,
 };
 use libc::{c_char, clockid_t, itimerspec, sigval, timespec};
 use std::ffi::{CStr, OsStr};
@@ -220,7 +220,9 @@ pub(crate) unsafe fn notify_of(
                 TEMPORA_SIGEV_THREAD_ID => Notify::ThreadSignal { tid, signo, value },
                 _ => Notify::SignalWithId { signo },
             };
-            check_signal(&notify)?;
+            // Here, before the create, so that a bad one is EINVAL before a NULL `timerid` is
+            // EFAULT, in Linux's order.
+            notify.check_signal()?;
             Ok(notify)
         }
         _ => Err(Failure::new(
@@ -230,31 +232,55 @@ pub(crate) unsafe fn notify_of(
     }
 }
 
-/// The highest signal number Linux takes (`_NSIG`, and tempora's bound).
-const SIGNO_MAX: i32 = 64;
-
-/// The checks tempora's create makes of a signal notification, made here too so that a bad
-/// one is `EINVAL` before a NULL `timerid` is `EFAULT`, in Linux's order (tempora checks it
-/// again at the create): a target thread outside this process, then a signal number outside
-/// `1..=64`, as the kernel's `timer_create` checks them. [`Error::InvalidSignal`]'s errno.
-fn check_signal(notify: &Notify) -> Result<(), Failure> {
-    let (tid, signo) = match *notify {
-        Notify::ThreadSignal { tid, signo, .. } => (Some(tid), signo),
-        Notify::Signal { signo, .. } | Notify::SignalWithId { signo } => (None, signo),
-        _ => return Ok(()),
-    };
-    if let Some(tid) = tid {
-        if tid <= 0 || !Path::new(&format!("/proc/self/task/{tid}")).exists() {
-            return Err(Error::InvalidSignal(
-                "TEMPORA_SIGEV_THREAD_ID's tid is not a thread of this process",
-            )
-            .into());
+/// The Rust notification for the C library's sigevent (`timer_create`'s, for
+/// `tempora_posix.h` and the drop-in), mapped onto a `tempora_sigevent` and checked as
+/// [`notify_of`] checks one: NULL is Linux's `SIGEV_SIGNAL` with `SIGALRM` and the timer's ID
+/// as `sival_int`; `SIGEV_SIGNAL`, `SIGEV_THREAD_ID` (to `sigev_notify_thread_id`),
+/// `SIGEV_THREAD` (`sigev_notify_function`; `sigev_notify_attributes` is not read) and
+/// `SIGEV_NONE` map to their tempora kinds; any other `sigev_notify` is `EINVAL`.
+///
+/// # Safety
+/// `sev` is NULL or points to a readable `struct sigevent`.
+pub(crate) unsafe fn notify_of_sigevent(sev: *const libc::sigevent) -> Result<Notify, Failure> {
+    // SAFETY: all-zero is a valid `tempora_sigevent` (NULL pointers and functions).
+    let mut t: tempora_sigevent = unsafe { std::mem::zeroed() };
+    // SAFETY: the caller's contract.
+    match unsafe { sev.as_ref() } {
+        None => {
+            t.notify = TEMPORA_SIGEV_SIGNAL_ID;
+            t.signo = libc::SIGALRM;
+        }
+        Some(sev) => {
+            t.value = sev.sigev_value;
+            t.signo = sev.sigev_signo;
+            t.notify = match sev.sigev_notify {
+                libc::SIGEV_NONE => TEMPORA_SIGEV_NONE,
+                libc::SIGEV_SIGNAL => TEMPORA_SIGEV_SIGNAL,
+                libc::SIGEV_THREAD_ID => {
+                    t.tid = sev.sigev_notify_thread_id;
+                    TEMPORA_SIGEV_THREAD_ID
+                }
+                libc::SIGEV_THREAD => {
+                    // `sigev_notify_function` shares its place with `sigev_notify_thread_id`
+                    // (the start of the sigevent's union, pointer-aligned).
+                    let function = (&raw const sev.sigev_notify_thread_id).cast::<tempora_notify_fn>();
+                    // SAFETY: inside the caller's sigevent, whose union is a pointer wide at
+                    // least; the C library's SIGEV_THREAD function has this signature.
+                    t.notify_function = unsafe { function.read_unaligned() };
+                    TEMPORA_SIGEV_THREAD
+                }
+                _ => {
+                    return Err(Failure::new(
+                        libc::EINVAL,
+                        "sigev_notify must be SIGEV_NONE, SIGEV_SIGNAL, SIGEV_THREAD or SIGEV_THREAD_ID",
+                    ))
+                }
+            };
         }
     }
-    if !(1..=SIGNO_MAX).contains(&signo) {
-        return Err(Error::InvalidSignal("signo is outside 1..=64").into());
-    }
-    Ok(())
+    // A SIGEV_THREAD sigevent without a function is refused there (EINVAL).
+    // SAFETY: a whole `tempora_sigevent` with a NULL name.
+    unsafe { notify_of(&t, None) }
 }
 
 pub(crate) fn path_of<'a>(path: *const c_char) -> Result<&'a Path, Failure> {

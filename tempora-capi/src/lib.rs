@@ -36,6 +36,13 @@ mod checkpoint;
 // The arguments' checks and conversions between their C and Rust forms (no call of its own).
 mod convert;
 
+// The C library's own timer calls, for the clocks tempora does not time (no call of its own).
+mod kernel;
+
+// The POSIX calls with the C library's types, for tempora_posix.h and the drop-in (their
+// C declarations are tempora_posix.h's, not tempora.h's).
+pub mod posix;
+
 // Failure, errno and the message; `entry`, the boundary each call runs inside; and
 // tempora_last_error, the header's last function.
 mod failure;

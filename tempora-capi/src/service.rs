@@ -304,15 +304,35 @@ pub extern "C" fn tempora_default_owner() -> *mut tempora_owner_t {
     })
 }
 
+/// The default owner if this process made it (a `tempora_default_owner` of this process, or
+/// of a forked child since the fork), NULL otherwise, without making anything: no allocation,
+/// no lock, no `errno`. The POSIX calls after create take their owner so (`posix.rs`): a
+/// timer no create made is `EINVAL` there, and a signal handler's call makes no service.
+#[inline]
+pub(crate) fn made_default_owner() -> *mut tempora_owner_t {
+    let Some(timers) = tempora::time::built_global() else {
+        return ptr::null_mut();
+    };
+    // Acquire: as in `default_of`.
+    // SAFETY: a published default is leaked, never freed.
+    match unsafe { DEFAULT.load(Ordering::Acquire).as_mut() } {
+        Some(d) if ptr::eq(d.timers, timers) => &mut d.owner,
+        _ => ptr::null_mut(),
+    }
+}
+
+/// The default owner and the service it was made of.
+struct Default {
+    timers: *const Timers,
+    owner: tempora_owner_t,
+}
+
+/// The latest default owner made, leaked (a parent's stays in a forked child, unused).
+static DEFAULT: AtomicPtr<Default> = AtomicPtr::new(ptr::null_mut());
+
 /// The default owner of `timers`, the process's global service: made on the first call of
 /// the process, and again in a forked child (whose global service is another one).
 fn default_of(timers: &'static Timers) -> *mut tempora_owner_t {
-    /// The owner and the service it was made of.
-    struct Default {
-        timers: *const Timers,
-        owner: tempora_owner_t,
-    }
-    static DEFAULT: AtomicPtr<Default> = AtomicPtr::new(ptr::null_mut());
     // Acquire: pairs with the Release of the compare-exchange that published it.
     let mut seen = DEFAULT.load(Ordering::Acquire);
     loop {

@@ -14,7 +14,7 @@ use crate::types::{
 };
 use libc::{c_int, clockid_t, itimerspec};
 use std::time::Duration;
-use tempora::{Precision, SetFlags};
+use tempora::{Notify, Precision, SetFlags};
 
 /// `timer_create`: a disarmed timer on `clock` (`CLOCK_REALTIME`, `CLOCK_MONOTONIC`,
 /// `CLOCK_BOOTTIME`) that notifies as `sev` says (NULL: `TEMPORA_SIGEV_QUEUE`). Its ID is
@@ -42,12 +42,29 @@ pub unsafe extern "C" fn tempora_timer_create(
     sev: *const tempora_sigevent,
     timerid: *mut tempora_timer_t,
 ) -> c_int {
+    // SAFETY: the caller's contract on `sev`.
+    let notify = || unsafe { notify_of(sev, None) };
+    // SAFETY: the caller's contract on `owner` and `timerid`.
+    unsafe { create_on(owner, clock, notify, timerid) }
+}
+
+/// `tempora_timer_create` with the sigevent read by `notify` (a `tempora_sigevent`, or the C
+/// library's for `tempora_posix.h` and the drop-in): the clock, then `notify()`, then
+/// `timerid` are checked, in Linux's order.
+///
+/// # Safety
+/// `owner` is NULL or live; `timerid` is NULL or readable and writable.
+pub(crate) unsafe fn create_on(
+    owner: *const tempora_owner_t,
+    clock: clockid_t,
+    notify: impl FnOnce() -> Result<Notify, Failure>,
+    timerid: *mut tempora_timer_t,
+) -> c_int {
     entry(-1, || {
         let owner = owner_of(owner)?;
         // Linux's order: the clock, the sigevent, then the ID's address.
         let clock = clock_of(clock)?;
-        // SAFETY: the caller's contract on `sev`.
-        let notify = unsafe { notify_of(sev, None) }?;
+        let notify = notify()?;
         not_null(timerid, "NULL timerid")?;
         let id = if owner.restore_ids() {
             // SAFETY: non-NULL and readable (the contract).

@@ -493,6 +493,24 @@ const SIGNAL_PROGRAMS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "sig_cpu_clocks",
+        &[
+            "create CLOCK_PROCESS_CPUTIME_ID SIGEV_NONE: 0",
+            "gettime: 0, armed: yes",
+            "delete: 0",
+            "create CLOCK_THREAD_CPUTIME_ID SIGEV_NONE: 0",
+            "create clock_getcpuclockid(getpid()) SIGEV_NONE: 0",
+            "create pthread_getcpuclockid(pthread_self()) SIGEV_NONE: 0",
+            "create CLOCK_MONOTONIC SIGEV_NONE: 0",
+            "create CLOCK_PROCESS_CPUTIME_ID SIGUSR1: 0",
+            "si_signo SIGUSR1, si_code SI_TIMER, si_timerid matches, sival_int 7",
+            "monotonic timer still armed: yes",
+            "delete: 0 0",
+            "create CLOCK_PROCESS_CPUTIME_ID sigev_notify 99: -1 EINVAL",
+            "create CLOCK_PROCESS_CPUTIME_ID signal 65: -1 EINVAL",
+        ],
+    ),
+    (
         "sig_million",
         &["kernel refuses past RLIMIT_SIGPENDING: EAGAIN"],
     ),
@@ -611,6 +629,13 @@ fn signal_delete_settime_differs_only_in_the_stale_signal() {
         tempora, expected,
         "\n--- libc\n{libc}--- tempora_posix.h\n{tempora}"
     );
+}
+
+/// Timers on the CPU-time clocks are the C library's through `tempora_posix.h`, as through the
+/// drop-in (`tempora-posix/tests/dropin.rs`), beside tempora's own.
+#[test]
+fn signal_cpu_clocks_prints_the_same_on_libc_and_on_tempora() {
+    prints_the_same("sig_cpu_clocks");
 }
 
 #[test]

@@ -227,6 +227,11 @@ fn sig_ignored_prints_the_same() {
 }
 
 #[test]
+fn sig_cpu_clocks_prints_the_same() {
+    prints("sig_cpu_clocks", same);
+}
+
+#[test]
 fn sig_null_sigevent_prints_the_same() {
     prints("sig_null_sigevent", same);
 }

@@ -88,8 +88,15 @@ fn child(
         Ok(Some(e)) if e.id == id => {}
         other => return Err(format!("the child's own timer: {other:?}")),
     }
-    // The global service, rebuilt in the child: none of the parent's timers.
+    // The global service, rebuilt in the child: none of the parent's timers. Until then the
+    // child has none built (the parent's is not the child's).
+    if tempora::time::built_global().is_some() {
+        return Err("built_global is the parent's in the child".into());
+    }
     let g = tempora::time::try_global().map_err(|e| format!("global: {e}"))?;
+    if !tempora::time::built_global().is_some_and(|b| std::ptr::eq(b, g)) {
+        return Err("built_global is not the child's global once built".into());
+    }
     let go = g.owner();
     let gid = go
         .create(ClockId::Monotonic, Notify::Queue)
@@ -146,7 +153,9 @@ fn main() {
         let owner = owner.clone();
         std::thread::spawn(move || while owner.recv().is_ok() {})
     };
+    assert!(tempora::time::built_global().is_none(), "nothing built yet");
     let global_owner = tempora::time::global().owner();
+    assert!(tempora::time::built_global().is_some_and(|b| std::ptr::eq(b, tempora::time::global())));
     let gid = global_owner
         .create(ClockId::Monotonic, Notify::Queue)
         .unwrap();

@@ -135,6 +135,17 @@ pub fn try_global() -> Result<&'static Timers, crate::Error> {
     Ok(slot.timers.get_or_init(|| timers))
 }
 
+/// [`global`] if this process has built it, without building anything: no allocation, no
+/// lock, so a signal handler may call it. `None` before the first [`try_global`] of this
+/// process, and in a forked child before the child's own.
+#[inline]
+pub fn built_global() -> Option<&'static Timers> {
+    Global::built()?.timers.get()
+}
+
+/// The process's [`Global`] (of the latest fork generation to ask), NULL until one asks.
+static SLOT: AtomicPtr<Global> = AtomicPtr::new(std::ptr::null_mut());
+
 /// The global service of one fork generation (`sync::fork`): a child replaces its parent's,
 /// whose build lock and `OnceLock` a thread of the parent may have held at the fork, with a
 /// fresh one. Each is leaked: the parent's, in the child, must not be dropped (its threads
@@ -148,9 +159,17 @@ struct Global {
 }
 
 impl Global {
+    /// The calling process's, if it made one: `current` without making it.
+    #[inline]
+    fn built() -> Option<&'static Global> {
+        // Acquire: as in `current`.
+        // SAFETY: a published slot is leaked, never freed.
+        let g = unsafe { SLOT.load(Ordering::Acquire).as_ref() }?;
+        (g.generation == crate::sync::fork::generation()).then_some(g)
+    }
+
     /// The calling process's, made on first use.
     fn current() -> &'static Global {
-        static SLOT: AtomicPtr<Global> = AtomicPtr::new(std::ptr::null_mut());
         crate::sync::fork::watch();
         let generation = crate::sync::fork::generation();
         // Acquire: pairs with the Release of the compare-exchange that published it.

@@ -96,7 +96,7 @@ mod sleep;
 mod timeout;
 
 pub use crate::instant::Instant;
-pub use current::{global, try_global, EnterGuard};
+pub use current::{built_global, global, try_global, EnterGuard};
 pub use interval::{Interval, MissedTickBehavior};
 pub use sleep::Sleep;
 pub use timeout::{Elapsed, Timeout};

@@ -64,25 +64,46 @@ pub(crate) struct SignalCell {
     hits_slot: AtomicU32,
 }
 
-impl SignalCell {
-    /// The cell of a `Notify::Signal`, `ThreadSignal` or `SignalWithId`, checked as the
+impl Notify {
+    /// Checks a signal notification (`Signal`, `ThreadSignal`, `SignalWithId`) as the
     /// kernel's `timer_create` checks a sigevent: a thread outside the process, then a signal
-    /// number outside `1..=64`, are [`Error::InvalidSignal`] (`EINVAL`).
+    /// number outside `1..=64`, are [`Error::InvalidSignal`] (`EINVAL`). Every other kind is
+    /// `Ok`. The create makes this check itself; a caller that must refuse a bad signal before
+    /// its own later checks (the C ABI's `timer_create`, in Linux's order) calls it first.
+    pub fn check_signal(&self) -> Result<(), Error> {
+        signal_target(self).map(drop)
+    }
+}
+
+/// A signal notification's `(tid, signo, value, value_is_id)` (`tid` 0: the process),
+/// checked as [`Notify::check_signal`] says; `None` for another kind.
+fn signal_target(notify: &Notify) -> Result<Option<(i32, i32, usize, bool)>, Error> {
+    let (tid, signo, value, value_is_id) = match *notify {
+        Notify::Signal { signo, value } => (0, signo, value, false),
+        Notify::ThreadSignal { tid, signo, value } => {
+            // The thread first, as the kernel checks it (0 and below are no thread).
+            if !is_our_thread(tid) {
+                return Err(Error::InvalidSignal(
+                    "the thread is not one of this process",
+                ));
+            }
+            (tid, signo, value, false)
+        }
+        Notify::SignalWithId { signo } => (0, signo, 0, true),
+        _ => return Ok(None),
+    };
+    if !(1..=SIGNO_MAX).contains(&signo) {
+        return Err(Error::InvalidSignal("the signal number is outside 1..=64"));
+    }
+    Ok(Some((tid, signo, value, value_is_id)))
+}
+
+impl SignalCell {
+    /// The cell of a `Notify::Signal`, `ThreadSignal` or `SignalWithId`, checked as
+    /// [`Notify::check_signal`] says.
     pub(crate) fn new(notify: &Notify) -> Result<SignalCell, Error> {
-        let (tid, signo, value, value_is_id) = match *notify {
-            Notify::Signal { signo, value } => (0, signo, value, false),
-            Notify::ThreadSignal { tid, signo, value } => (tid, signo, value, false),
-            Notify::SignalWithId { signo } => (0, signo, 0, true),
-            _ => unreachable!("only signal notifications have a signal cell"),
-        };
-        if tid != 0 && !is_our_thread(tid) {
-            return Err(Error::InvalidSignal(
-                "the thread is not one of this process",
-            ));
-        }
-        if !(1..=SIGNO_MAX).contains(&signo) {
-            return Err(Error::InvalidSignal("the signal number is outside 1..=64"));
-        }
+        let (tid, signo, value, value_is_id) =
+            signal_target(notify)?.expect("only signal notifications have a signal cell");
         let value = value as u64;
         Ok(SignalCell {
             value: [value as u32, (value >> 32) as u32],

@@ -270,6 +270,29 @@ fn the_id_as_value_and_invalid_sigevents() {
         )
         .unwrap_err();
     assert!(matches!(e, Error::InvalidSignal(_)), "{e}");
+    // Thread 0 and negative IDs are no thread (the kernel's EINVAL), and `check_signal`, which
+    // the C ABI calls before its own later checks, answers as the create does.
+    let me = crate::timers::signal::gettid();
+    for (tid, signo, ok) in [
+        (0, 10, false),
+        (-1, 10, false),
+        (1, 10, false),
+        (me, 65, false),
+        (me, 10, true),
+    ] {
+        let n = Notify::ThreadSignal {
+            tid,
+            signo,
+            value: 0,
+        };
+        assert_eq!(n.check_signal().is_ok(), ok, "{tid} {signo}");
+        assert_eq!(
+            f.owner.create(ClockId::Monotonic, n).is_ok(),
+            ok,
+            "{tid} {signo}"
+        );
+    }
+    assert!(Notify::Queue.check_signal().is_ok());
 }
 
 #[test]

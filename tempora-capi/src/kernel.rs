@@ -4,8 +4,8 @@
 //! where there are none to find (a fully static program), the system calls themselves.
 //!
 //! # The static case
-//! Linked from `libtempora-posix.a` into a dynamically linked program, `RTLD_NEXT` finds
-//! the C library's calls as it does from the shared library. In a `-static` program there is
+//! Linked from an archive (`libtempora.a`, `libtempora-posix.a`) into a dynamically linked
+//! program, `RTLD_NEXT` finds the C library's calls as it does from a shared library. In a `-static` program there is
 //! no dynamic loader to ask: the calls go to the kernel directly, `timer_t` being the kernel's
 //! ID, as glibc makes it for every sigevent but `SIGEV_THREAD`; a `SIGEV_THREAD` timer on a
 //! clock tempora does not time, which only the C library's helper thread can serve, is then
