@@ -117,12 +117,12 @@ up=..; rest=$libdir; while [ -n "$rest" ]; do up=$up/..; case "$rest" in */*) re
 for l in "${libraries[@]}"; do
   set -- $l
   name=$1 crate=$3 map=$root/$4
-  archive=$built/lib$crate.a
-  [ -f "$archive" ] || archive=$built/deps/lib$crate.a
-  # Built only as another package's dependency (a test run), the archive carries cargo's
-  # metadata hash in deps/: take the newest.
+  # `cargo build` leaves the archive in $built; built only as another package's dependency
+  # (a test run), it carries cargo's metadata hash in deps/. The newest of them: a test run
+  # after an older `cargo build` must not install that build's archive.
   # shellcheck disable=SC2012
-  [ -f "$archive" ] || archive=$(ls -t "$built/deps/lib$crate"-*.a 2>/dev/null | head -1)
+  archive=$( (ls -t "$built/lib$crate.a" "$built/deps/lib$crate.a" "$built/deps/lib$crate"-*.a \
+    2>/dev/null || true) | head -1)
   [ -n "$archive" ] && [ -f "$archive" ] || { echo "install.sh: lib$crate.a is missing in $built (build first)" >&2; exit 1; }
   so=lib$name.so.$version
   # --gc-sections drops what no exported call reaches (the archive holds all of std).
