@@ -271,15 +271,17 @@ fn new_owner(core: &Arc<Core>, group: &Arc<GroupNode>) -> Owner {
     }
     let part = OwnerPart {
         core: core.clone(),
-        sink,
+        sink: sink.clone(),
     };
+    let reg = core.registry.owner(part);
+    let _ = sink.owner.set(reg.downgrade());
     Owner {
-        reg: std::mem::ManuallyDrop::new(core.registry.owner(part)),
+        reg: std::mem::ManuallyDrop::new(reg),
     }
 }
 
 /// `Timers::stats`.
-fn stats_of(core: &Core) -> Stats {
+pub(crate) fn stats_of(core: &Core) -> Stats {
     if core.health.forked() {
         return Stats::default();
     }
