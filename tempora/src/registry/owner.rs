@@ -303,6 +303,7 @@ impl<S: Service> Owner<S> {
     /// lock. Returns the page to go on from (`None`: the walk is done) and whether a timer's
     /// lock was poisoned. A timer that exists for the whole walk is in one slot for the whole
     /// walk and is visited exactly once across the pieces.
+    #[cfg(not(loom))]
     pub(crate) fn for_each_locked_pages(
         &self,
         from: usize,

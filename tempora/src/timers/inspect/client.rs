@@ -134,7 +134,9 @@ pub fn ask(name: &str, request: Request, timeout: Duration) -> Result<Answer, In
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
-    stream.write_all(request.line().as_bytes())?;
+    // A refusal may close the connection before the request is written: the answer says
+    // why, so a failed write is not the error to report.
+    let _ = stream.write_all(request.line().as_bytes());
     let mut lines = BufReader::with_capacity(256 * 1024, stream).lines();
     let first = match lines.next() {
         Some(l) => l?,

@@ -52,4 +52,4 @@ pub(crate) mod endpoint;
 mod proto;
 
 pub use client::{ask, endpoints, list, stats, Answer, InspectError};
-pub use proto::{notify_name, status_name, Entry, Header, Request, MAX_REQUEST};
+pub use proto::{clock_name, notify_name, status_name, Entry, Header, Request, MAX_REQUEST};

@@ -140,7 +140,8 @@ pub struct Entry {
     pub callback: String,
 }
 
-pub(crate) fn clock_name(c: ClockId) -> &'static str {
+/// The name of a clock as a listing shows it.
+pub fn clock_name(c: ClockId) -> &'static str {
     match c {
         ClockId::Realtime => "realtime",
         ClockId::Monotonic => "monotonic",

@@ -1,0 +1,72 @@
+/* A program built against the C library alone: it makes N timers (argv[1], default 50000) of
+ * mixed kinds with timer_create, arms some, writes one line per timer to stdout
+ * ("<timer_t> <clock> <kind> <signo> <armed>"), then "ready", and waits until its stdin
+ * closes. Its timers never fire while it waits (an hour away): `tempora ls` lists them. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static void tick(union sigval v) { (void)v; }
+
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 50000;
+    const clockid_t clocks[3] = {CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME};
+    const char *clock_names[3] = {"realtime", "monotonic", "boottime"};
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    for (int i = 0; i < n; i++) {
+        struct sigevent sev;
+        memset(&sev, 0, sizeof sev);
+        const char *kind;
+        int signo = 0;
+        switch (i % 4) {
+        case 0:
+            sev.sigev_notify = SIGEV_NONE;
+            kind = "none";
+            break;
+        case 1:
+            sev.sigev_notify = SIGEV_SIGNAL;
+            sev.sigev_signo = signo = SIGRTMIN + (i % 5);
+            sev.sigev_value.sival_int = i;
+            kind = "signal";
+            break;
+        case 2:
+            sev.sigev_notify = SIGEV_THREAD;
+            sev.sigev_notify_function = tick;
+            kind = "callback";
+            break;
+        default:
+            sev.sigev_notify = SIGEV_THREAD_ID;
+            sev._sigev_un._tid = tid;
+            sev.sigev_signo = signo = SIGUSR1;
+            kind = "signal";
+            break;
+        }
+        timer_t t;
+        if (timer_create(clocks[i % 3], &sev, &t) != 0) {
+            perror("timer_create");
+            return 1;
+        }
+        int armed = i % 3 != 2 || i % 7 == 0;
+        if (armed) {
+            struct itimerspec its = {{i % 2, 0}, {3600, 0}};
+            if (timer_settime(t, 0, &its, NULL) != 0) {
+                perror("timer_settime");
+                return 1;
+            }
+        }
+        printf("%#jx %s %s %d %d\n", (uintmax_t)(uintptr_t)t, clock_names[i % 3], kind,
+               signo, armed);
+    }
+    printf("ready\n");
+    fflush(stdout);
+    char buf[64];
+    while (read(0, buf, sizeof buf) > 0) {
+    }
+    return 0;
+}
