@@ -35,18 +35,53 @@ fn dropin() -> PathBuf {
     .expect("libtempora_posix.so built beside the tempora binary")
 }
 
-/// `tests/c/many_timers.c`, compiled with the system's C compiler against the C library
-/// alone.
-fn program() -> PathBuf {
-    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("many_timers");
+/// How the program reaches tempora.
+#[derive(Clone, Copy, PartialEq)]
+enum Way {
+    /// Built against the C library alone, run with `LD_PRELOAD=libtempora-posix.so`.
+    Preload,
+    /// Built with `-DUSE_TEMPORA_H` against `tempora.h` and `libtempora.a`.
+    Header,
+}
+
+/// `libtempora_capi.a` as cargo built it for this run (the newest in `deps/`: the
+/// profile's own `libtempora_capi.a` is refreshed only by a build of that package).
+fn capi_archive() -> PathBuf {
+    let deps = Path::new(env!("CARGO_BIN_EXE_tempora"))
+        .parent()
+        .unwrap()
+        .join("deps");
+    std::fs::read_dir(&deps)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("libtempora_capi-") && name.ends_with(".a")
+        })
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+        .expect("libtempora_capi-*.a built for the CLI's dependencies")
+}
+
+/// `tests/c/many_timers.c`, compiled with the system's C compiler: against the C library
+/// alone, or against `tempora.h`.
+fn program(way: Way) -> PathBuf {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/many_timers.c");
-    let out = Command::new("cc")
-        .args(["-O1", "-Wall", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .arg("-lrt")
-        .output()
-        .expect("run cc");
+    let mut cc = Command::new("cc");
+    cc.args(["-O1", "-Wall", "-Werror"]).arg(&src);
+    let exe = match way {
+        Way::Preload => tmp.join("many_timers"),
+        Way::Header => {
+            let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tempora-capi/include");
+            cc.arg("-DUSE_TEMPORA_H")
+                .arg("-I")
+                .arg(include)
+                .arg(capi_archive())
+                .args(["-lgcc_s", "-lutil", "-lpthread", "-lm", "-ldl", "-lc"]);
+            tmp.join("many_timers_h")
+        }
+    };
+    let out = cc.arg("-lrt").arg("-o").arg(&exe).output().expect("run cc");
     assert!(
         out.status.success(),
         "compiling many_timers.c:\n{}",
@@ -67,9 +102,16 @@ struct Target {
 
 impl Target {
     fn start(n: usize) -> Target {
-        let mut child = Command::new(program())
+        Target::start_as(n, Way::Preload)
+    }
+
+    fn start_as(n: usize, way: Way) -> Target {
+        let mut cmd = Command::new(program(way));
+        if way == Way::Preload {
+            cmd.env("LD_PRELOAD", dropin());
+        }
+        let mut child = cmd
             .arg(n.to_string())
-            .env("LD_PRELOAD", dropin())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -183,6 +225,27 @@ fn ls_lists_exactly_the_dropins_timers_with_their_clocks_signals_and_states() {
         v["services"][0]["stats"]["root"]["counts"]["live"],
         N as u64
     );
+}
+
+#[test]
+fn ls_lists_a_tempora_h_programs_timers_by_their_ids() {
+    let target = Target::start_as(N, Way::Header);
+    let out = tempora(&["ls", &target.pid().to_string(), "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut listed = Made::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(v.get("timer_t").is_none(), "no drop-in here: {v}");
+        let armed = v["state"].as_str().unwrap() == "armed";
+        let entry = (
+            v["clock"].as_str().unwrap().to_owned(),
+            v["notify"].as_str().unwrap().to_owned(),
+            v["signo"].as_i64().unwrap(),
+            armed,
+        );
+        assert!(listed.insert(v["id"].to_string(), entry).is_none());
+    }
+    assert_eq!(listed, target.made);
 }
 
 #[test]

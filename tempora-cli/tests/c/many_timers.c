@@ -1,7 +1,9 @@
 /* A program built against the C library alone: it makes N timers (argv[1], default 50000) of
  * mixed kinds with timer_create, arms some, writes one line per timer to stdout
  * ("<timer_t> <clock> <kind> <signo> <armed>"), then "ready", and waits until its stdin
- * closes. Its timers never fire while it waits (an hour away): `tempora ls` lists them. */
+ * closes. Its timers never fire while it waits (an hour away): `tempora ls` lists them.
+ * Built with -DUSE_TEMPORA_H, the same through tempora.h's calls on the default owner (the
+ * IDs printed in decimal, and queue timers in place of a quarter of the none ones). */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdint.h>
@@ -11,6 +13,9 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef USE_TEMPORA_H
+#include <tempora.h>
+#endif
 
 static void tick(union sigval v) { (void)v; }
 
@@ -47,21 +52,46 @@ int main(int argc, char **argv) {
             kind = "signal";
             break;
         }
+        int armed = i % 3 != 2 || i % 7 == 0;
+        struct itimerspec its = {{i % 2, 0}, {3600, 0}};
+#ifdef USE_TEMPORA_H
+        struct tempora_owner_t *owner = tempora_default_owner();
+        tempora_sigevent tsev;
+        memset(&tsev, 0, sizeof tsev);
+        tsev.notify = sev.sigev_notify == SIGEV_NONE      ? TEMPORA_SIGEV_NONE
+                      : sev.sigev_notify == SIGEV_SIGNAL    ? TEMPORA_SIGEV_SIGNAL
+                      : sev.sigev_notify == SIGEV_THREAD    ? TEMPORA_SIGEV_THREAD
+                                                            : TEMPORA_SIGEV_THREAD_ID;
+        if (i % 16 == 0) {
+            tsev.notify = TEMPORA_SIGEV_QUEUE;
+            kind = "queue";
+        }
+        tsev.notify_function = sev.sigev_notify == SIGEV_THREAD ? tick : NULL;
+        tsev.signo = signo;
+        tsev.tid = tid;
+        tempora_timer_t t;
+        if (tempora_timer_create(owner, clocks[i % 3], &tsev, &t) != 0) {
+            perror("tempora_timer_create");
+            return 1;
+        }
+        if (armed && tempora_timer_settime(owner, t, 0, &its, NULL) != 0) {
+            perror("tempora_timer_settime");
+            return 1;
+        }
+        printf("%d %s %s %d %d\n", t, clock_names[i % 3], kind, signo, armed);
+#else
         timer_t t;
         if (timer_create(clocks[i % 3], &sev, &t) != 0) {
             perror("timer_create");
             return 1;
         }
-        int armed = i % 3 != 2 || i % 7 == 0;
-        if (armed) {
-            struct itimerspec its = {{i % 2, 0}, {3600, 0}};
-            if (timer_settime(t, 0, &its, NULL) != 0) {
-                perror("timer_settime");
-                return 1;
-            }
+        if (armed && timer_settime(t, 0, &its, NULL) != 0) {
+            perror("timer_settime");
+            return 1;
         }
         printf("%#jx %s %s %d %d\n", (uintmax_t)(uintptr_t)t, clock_names[i % 3], kind,
                signo, armed);
+#endif
     }
     printf("ready\n");
     fflush(stdout);
