@@ -45,7 +45,7 @@
 //! - **Off**: `TEMPORA_INSPECT=0` in the environment, or
 //!   [`Builder::inspect`](super::Builder::inspect)`(false)`.
 //!
-//! The format is in [`proto`](self) (the lines) and its module doc.
+//! The wire format (the request, the answer's lines) is in `proto.rs`'s module doc.
 
 mod client;
 pub(crate) mod endpoint;
