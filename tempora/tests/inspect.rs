@@ -313,3 +313,89 @@ fn a_service_without_an_endpoint_opens_none() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn an_execed_program_inherits_no_endpoint() {
+    let _serial = serial();
+    let t = Timers::new();
+    assert!(!inspect::endpoints(me()).unwrap().is_empty());
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ls -l /proc/$$/fd")
+        .output()
+        .unwrap();
+    let fds = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(!fds.contains("socket:"), "a socket crossed exec: {fds}");
+    drop(t);
+}
+
+#[test]
+fn a_forked_child_gets_its_own_endpoint_and_not_the_parents() {
+    let _serial = serial();
+    let t = Timers::new();
+    let parents = inspect::endpoints(me()).unwrap();
+    assert_eq!(parents.len(), 1);
+    let mut ready = [0; 2];
+    // SAFETY: pipe(2) into a two-int array.
+    assert_eq!(unsafe { libc::pipe(ready.as_mut_ptr()) }, 0);
+    // SAFETY: the child only builds a service (as `tests/fork.rs` children do), makes a
+    // timer, writes a byte and waits to be killed; it never returns into the harness.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0);
+    if child == 0 {
+        let ok = (|| {
+            let mine = Timers::new();
+            let o = mine.group("child").ok()?.owner();
+            o.create(ClockId::Boottime, Notify::Queue).ok()?;
+            Some((mine, o))
+        })();
+        let byte = [u8::from(ok.is_some())];
+        // SAFETY: writes one byte from a live buffer to the pipe.
+        unsafe { libc::write(ready[1], byte.as_ptr().cast(), 1) };
+        loop {
+            // SAFETY: pause(2) until killed.
+            unsafe { libc::pause() };
+        }
+    }
+    let mut byte = [0u8];
+    // SAFETY: reads one byte into a live buffer from the pipe.
+    assert_eq!(
+        unsafe { libc::read(ready[0], byte.as_mut_ptr().cast(), 1) },
+        1
+    );
+    let result = std::panic::catch_unwind(|| {
+        assert_eq!(byte[0], 1, "the child built its service");
+        let kid = child as u32;
+        let names = inspect::endpoints(kid).unwrap();
+        assert_eq!(names.len(), 1, "the child's own: {names:?}");
+        let mut seen = Vec::new();
+        inspect::list(kid, WAIT, |h, e| {
+            assert_eq!(h.pid, kid);
+            seen.push((e.group, e.clock));
+        })
+        .unwrap();
+        assert_eq!(seen, [("child".to_owned(), ClockId::Boottime)]);
+        // The parent's listening socket was closed in the child (the fork handler): the
+        // child holds one socket, its own endpoint's.
+        let sockets = std::fs::read_dir(format!("/proc/{kid}/fd"))
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|l| l.to_string_lossy().starts_with("socket:"))
+            .count();
+        assert_eq!(sockets, 1, "the child's sockets");
+        // The parent's endpoint is still the parent's, and answers for it.
+        assert_eq!(inspect::endpoints(me()).unwrap(), parents);
+    });
+    // SAFETY: kill(2) and waitpid(2) of our own child.
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        libc::waitpid(child, std::ptr::null_mut(), 0);
+        libc::close(ready[0]);
+        libc::close(ready[1]);
+    }
+    drop(t);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

@@ -3,7 +3,10 @@
  * ("<timer_t> <clock> <kind> <signo> <armed>"), then "ready", and waits until its stdin
  * closes. Its timers never fire while it waits (an hour away): `tempora ls` lists them.
  * Built with -DUSE_TEMPORA_H, the same through tempora.h's calls on the default owner (the
- * IDs printed in decimal, and queue timers in place of a quarter of the none ones). */
+ * IDs printed in decimal, and queue timers in place of a quarter of the none ones).
+ * argv[2] (default 0) more timers, not printed, fire every millisecond (SIGEV_THREAD, an
+ * empty function): a load whose lateness tempora's statistics record (BENCHMARKS.md's
+ * lateness during a listing). */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdint.h>
@@ -92,6 +95,19 @@ int main(int argc, char **argv) {
         printf("%#jx %s %s %d %d\n", (uintmax_t)(uintptr_t)t, clock_names[i % 3], kind,
                signo, armed);
 #endif
+    }
+    int periodic = argc > 2 ? atoi(argv[2]) : 0;
+    for (int i = 0; i < periodic; i++) {
+        struct sigevent sev;
+        memset(&sev, 0, sizeof sev);
+        sev.sigev_notify = SIGEV_THREAD;
+        sev.sigev_notify_function = tick;
+        timer_t t;
+        struct itimerspec its = {{0, 1000000}, {0, 1000000 + i * 1000}};
+        if (timer_create(CLOCK_MONOTONIC, &sev, &t) != 0 || timer_settime(t, 0, &its, NULL) != 0) {
+            perror("periodic timer");
+            return 1;
+        }
     }
     printf("ready\n");
     fflush(stdout);
