@@ -369,6 +369,15 @@ fn a_forked_child_gets_its_own_endpoint_and_not_the_parents() {
         let kid = child as u32;
         let names = inspect::endpoints(kid).unwrap();
         assert_eq!(names.len(), 1, "the child's own: {names:?}");
+        // The parent's listening socket was closed in the child (the fork handler): the
+        // child holds one socket, its own endpoint's (counted before any client connects:
+        // an answered connection may close a moment after its answer).
+        let sockets = std::fs::read_dir(format!("/proc/{kid}/fd"))
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|l| l.to_string_lossy().starts_with("socket:"))
+            .count();
+        assert_eq!(sockets, 1, "the child's sockets");
         let mut seen = Vec::new();
         inspect::list(kid, WAIT, |h, e| {
             assert_eq!(h.pid, kid);
@@ -376,14 +385,6 @@ fn a_forked_child_gets_its_own_endpoint_and_not_the_parents() {
         })
         .unwrap();
         assert_eq!(seen, [("child".to_owned(), ClockId::Boottime)]);
-        // The parent's listening socket was closed in the child (the fork handler): the
-        // child holds one socket, its own endpoint's.
-        let sockets = std::fs::read_dir(format!("/proc/{kid}/fd"))
-            .unwrap()
-            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-            .filter(|l| l.to_string_lossy().starts_with("socket:"))
-            .count();
-        assert_eq!(sockets, 1, "the child's sockets");
         // The parent's endpoint is still the parent's, and answers for it.
         assert_eq!(inspect::endpoints(me()).unwrap(), parents);
     });
