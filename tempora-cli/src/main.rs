@@ -1,8 +1,10 @@
 //! The `tempora` command: `tempora bench` runs the benchmark suites side by side with peers;
-//! `tempora checkpoint` shows and inspects owner snapshots; `tempora top --demo` shows a live
-//! view of a service's statistics.
+//! `tempora checkpoint` shows and inspects owner snapshots; `tempora ls PID` and
+//! `tempora stats PID` read a running process's timers and statistics; `tempora top` shows a
+//! live view of a service's statistics (`--pid PID`, or `--demo`).
 
 mod checkpoint;
+mod inspect;
 mod top;
 
 use clap::{Parser, Subcommand};
@@ -34,8 +36,15 @@ enum Command {
     #[command(subcommand)]
     Checkpoint(checkpoint::Cmd),
     /// A live view of statistics: groups and owners with live timers, arms/s, fires/s,
-    /// overruns/s and lateness (`top --demo` runs a demo workload to watch).
+    /// overruns/s and lateness (`top --pid PID` watches a running process, `top --demo` a
+    /// demo workload).
     Top(top::Opts),
+    /// A running process's tempora timers, one line each (as `/proc/PID/timers` shows kernel
+    /// timers): owner, group, ID (the drop-in's `timer_t`), clock, notification, state, next
+    /// expiry, interval, overrun, precision. Only the process's user or root may.
+    Ls(inspect::LsOpts),
+    /// A running process's tempora statistics: Prometheus text (default) or `--json`.
+    Stats(inspect::StatsOpts),
     /// Check a `bench --json` output file: every line a result with the required fields, no
     /// tempora result failed. Exits 1 with the first problem.
     #[command(hide = true)]
@@ -52,6 +61,8 @@ fn main() {
         Command::Bench(opts) => std::process::exit(tempora_bench::main(&opts)),
         Command::Checkpoint(cmd) => std::process::exit(checkpoint::run(cmd)),
         Command::Top(opts) => std::process::exit(top::main(&opts)),
+        Command::Ls(opts) => std::process::exit(inspect::ls(&opts)),
+        Command::Stats(opts) => std::process::exit(inspect::stats(&opts)),
         Command::CheckJson { file } => match tempora_bench::check_json(&file) {
             Ok(count) => println!("{count} result lines ok"),
             Err(err) => {

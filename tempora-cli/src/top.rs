@@ -1,5 +1,6 @@
-//! `tempora top --demo`: a live terminal view of a service's statistics, on a demo workload
-//! this command starts itself.
+//! `tempora top`: a live terminal view of a service's statistics, of a running process
+//! (`--pid PID`, read through its inspection endpoint, `tempora::inspect`) or of a demo
+//! workload this command starts itself (`--demo`).
 //!
 //! The view is a tree of groups and owners with, per row: live timers, arms/s, fires/s,
 //! overruns/s, refused creates/s and lateness p99. Rates are the difference between two
@@ -32,10 +33,12 @@ use tempora::{Notify, SetFlags, Timers};
 /// `tempora top` options.
 #[derive(clap::Args, Debug)]
 pub struct Opts {
-    /// Start the demo workload and show it (the only source so far: a service's statistics
-    /// are read in its own process).
-    #[arg(long)]
+    /// Start the demo workload and show it.
+    #[arg(long, conflicts_with = "pid")]
     pub demo: bool,
+    /// Show the running process PID (its busiest tempora service); ends when it exits.
+    #[arg(long)]
+    pub pid: Option<u32>,
     /// Milliseconds between refreshes.
     #[arg(long, default_value_t = 1000)]
     pub interval_ms: u64,
@@ -372,28 +375,56 @@ impl Drop for Demo {
     }
 }
 
-/// What `tempora top` says without `--demo`, then exits 2: what it shows, and why the demo is
-/// its only source today.
-const NEEDS_DEMO: &str = "\
-tempora top: needs --demo.
+/// What `tempora top` says without `--demo` or `--pid`, then exits 2.
+const NEEDS_SOURCE: &str = "\
+tempora top: needs --pid PID or --demo.
   It shows a tempora service's statistics live: groups and owners with their live timers,
   arms/s, fires/s, overruns/s, refused creates/s and lateness p99.
-  A service's statistics are read inside the process that holds it, and tempora top cannot
-  attach to another process yet, so its one source is a demo workload it starts itself:
-    tempora top --demo
+    tempora top --pid PID   a running process that uses tempora (its inspection endpoint)
+    tempora top --demo      a demo workload this command starts itself
 ";
+
+/// Where the view's readings come from.
+enum Source {
+    Demo(Demo),
+    Process(u32),
+}
+
+impl Source {
+    /// A reading and the title's words for it; `Err` (why) once the process is gone.
+    fn read(&self) -> Result<(Stats, String), String> {
+        match self {
+            Source::Demo(d) => Ok((d.timers.stats(), "demo workload".to_owned())),
+            Source::Process(pid) => match crate::inspect::top_source(*pid) {
+                Ok((s, 1)) => Ok((s, format!("process {pid}"))),
+                Ok((s, n)) => Ok((s, format!("process {pid} (busiest of {n} services)"))),
+                Err(e) => Err(e.to_string()),
+            },
+        }
+    }
+}
 
 /// Runs `tempora top`; the exit code.
 pub fn main(opts: &Opts) -> i32 {
-    if !opts.demo {
-        eprint!("{NEEDS_DEMO}");
-        return 2;
-    }
-    let demo = match Demo::start() {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("tempora top: cannot start the demo: {e}");
-            return 1;
+    let source = match (opts.demo, opts.pid) {
+        (true, _) => match Demo::start() {
+            Ok(d) => Source::Demo(d),
+            Err(e) => {
+                eprintln!("tempora top: cannot start the demo: {e}");
+                return 1;
+            }
+        },
+        (false, Some(pid)) => {
+            // Refused before the screen is taken: no endpoint, another user's process.
+            if let Err(e) = crate::inspect::top_source(pid) {
+                eprintln!("tempora top: {e}");
+                return 1;
+            }
+            Source::Process(pid)
+        }
+        (false, None) => {
+            eprint!("{NEEDS_SOURCE}");
+            return 2;
         }
     };
     // `init` enters raw mode and the alternate screen, and installs a panic hook that
@@ -401,13 +432,17 @@ pub fn main(opts: &Opts) -> i32 {
     let mut terminal = ratatui::init();
     let r = run(
         &mut terminal,
-        &demo,
+        &source,
         Duration::from_millis(opts.interval_ms.max(50)),
     );
     ratatui::restore();
-    drop(demo);
+    drop(source);
     match r {
-        Ok(()) => 0,
+        Ok(None) => 0,
+        Ok(Some(ended)) => {
+            println!("tempora top: {ended}");
+            0
+        }
         Err(e) => {
             eprintln!("tempora top: {e}");
             1
@@ -415,14 +450,23 @@ pub fn main(opts: &Opts) -> i32 {
     }
 }
 
+/// The screen until a key quits (`Ok(None)`) or the process watched is gone (`Ok(Some(why))`).
 fn run(
     terminal: &mut ratatui::DefaultTerminal,
-    demo: &Demo,
+    source: &Source,
     interval: Duration,
-) -> std::io::Result<()> {
+) -> std::io::Result<Option<String>> {
     let mut model = Model::default();
     let started = Instant::now();
-    let mut rows = model.rows(&demo.timers.stats(), Instant::now());
+    let gone = |why: String| match source {
+        Source::Process(pid) => format!("process {pid} ended ({why})"),
+        Source::Demo(_) => why,
+    };
+    let (stats, mut title) = match source.read() {
+        Ok(r) => r,
+        Err(why) => return Ok(Some(gone(why))),
+    };
+    let mut rows = model.rows(&stats, Instant::now());
     let mut next = Instant::now() + interval;
     loop {
         let sort = model.sort;
@@ -434,7 +478,7 @@ fn run(
             f.render_widget(
                 Paragraph::new(vec![
                     Line::from(format!(
-                        "tempora top — demo workload, up {up} s, refresh {} ms",
+                        "tempora top — {title}, up {up} s, refresh {} ms",
                         interval.as_millis()
                     )),
                     Line::from("keys: 1-7 sort by column, s next column, r reverse, q quit"),
@@ -489,9 +533,9 @@ fn run(
                     continue;
                 }
                 match k.code {
-                    KeyCode::Char('q') | KeyCode::Esc => return Ok(()),
+                    KeyCode::Char('q') | KeyCode::Esc => return Ok(None),
                     KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
-                        return Ok(())
+                        return Ok(None)
                     }
                     KeyCode::Char(c @ '1'..='7') => model.sort = c as usize - '1' as usize,
                     KeyCode::Char('s') => model.sort = (model.sort + 1) % COLUMNS.len(),
@@ -502,7 +546,12 @@ fn run(
             }
         }
         if Instant::now() >= next {
-            rows = model.rows(&demo.timers.stats(), Instant::now());
+            let stats;
+            (stats, title) = match source.read() {
+                Ok(r) => r,
+                Err(why) => return Ok(Some(gone(why))),
+            };
+            rows = model.rows(&stats, Instant::now());
             next += interval;
             if next < Instant::now() {
                 next = Instant::now() + interval;

@@ -79,6 +79,8 @@ pub mod bench_door;
 
 pub use error::{Error, IoError};
 pub use stats::Stats;
+#[cfg(not(loom))]
+pub use timers::inspect;
 pub use timers::{
     Builder, Event, Fired, Group, ItimerSpec, Notify, NotifyKind, Owner, Precision, SetFlags,
     Status, TimerHandle, TimerId, TimerInfo, Timers, WeakOwner, WeakTimer,

@@ -303,6 +303,33 @@ impl<S: Service> Owner<S> {
         result
     }
 
+    /// [`Owner::for_each_locked`] in pieces: the timers of slot pages `from .. from + pages`
+    /// (64 slots a page) alone, under one epoch pin that ends with the call, so a caller can
+    /// do slow work between pieces (an inspection writing to a socket) holding no pin and no
+    /// lock. Returns the page to go on from (`None`: the walk is done) and whether a timer's
+    /// lock was poisoned. A timer that exists for the whole walk is in one slot for the whole
+    /// walk and is visited exactly once across the pieces.
+    #[cfg(not(loom))]
+    pub(crate) fn for_each_locked_pages(
+        &self,
+        from: usize,
+        pages: usize,
+        mut f: impl FnMut(Locked<'_, S>),
+    ) -> (Option<usize>, Result<(), Error>) {
+        let word = visible(self.inner.key);
+        let guard = crate::sync::pin();
+        let mut result = Ok(());
+        let next = self.inner.slots.for_each_in(&guard, from, pages, |timer| {
+            // Relaxed: a filter; `lock_if` re-checks under the lock.
+            if timer.hot.owner.load(Ordering::Relaxed) == word
+                && timer.lock_if(word, None, &mut f).is_err()
+            {
+                result = Err(Error::Poisoned(TIMER_POISONED));
+            }
+        });
+        (next, result)
+    }
+
     /// The ID counter as a checkpoint records it: the lowest ID a normal create would hand
     /// out next (see `Ids::next_id`).
     pub(crate) fn counter(&self) -> u32 {

@@ -194,12 +194,26 @@ impl<S: Service> Slots<S> {
     }
 
     /// Calls `f` on every slot of every allocated page, in index order.
-    pub(crate) fn for_each(&self, guard: &Guard, mut f: impl FnMut(&Timer<S>)) {
+    pub(crate) fn for_each(&self, guard: &Guard, f: impl FnMut(&Timer<S>)) {
+        self.for_each_in(guard, 0, usize::MAX, f);
+    }
+
+    /// [`Slots::for_each`] over pages `from .. from + pages` only; the page to go on from,
+    /// or `None` when the walk passed the last claimed page.
+    pub(crate) fn for_each_in(
+        &self,
+        guard: &Guard,
+        from: usize,
+        pages: usize,
+        mut f: impl FnMut(&Timer<S>),
+    ) -> Option<usize> {
         // Relaxed: a bound, not a publication (each page pointer is loaded with Acquire). A
         // claim that happens before this call (teardown takes every shard lock first) is seen
         // by coherence; a concurrent one may or may not be, as the listing's doc allows.
         let claimed = self.claimed.load(Ordering::Relaxed) as usize;
-        for k in 0..claimed.div_ceil(PAGE_SLOTS) {
+        let last = claimed.div_ceil(PAGE_SLOTS);
+        let end = from.saturating_add(pages).min(last);
+        for k in from..end {
             let page = self.page(k, guard);
             if page.is_null() {
                 continue;
@@ -208,6 +222,7 @@ impl<S: Service> Slots<S> {
             let slots = unsafe { std::slice::from_raw_parts(page, PAGE_SLOTS) };
             slots.iter().for_each(&mut f);
         }
+        (end < last).then_some(end)
     }
 
     /// Bytes of slot pages and directory allocated.

@@ -43,6 +43,7 @@ pub struct Builder {
     max_deferral: Duration,
     spare_drivers: usize,
     signals: Arc<dyn SignalPort>,
+    inspect: bool,
 }
 
 impl fmt::Debug for Builder {
@@ -56,6 +57,7 @@ impl fmt::Debug for Builder {
             .field("stats", &self.stats)
             .field("max_deferral", &self.max_deferral)
             .field("spare_drivers", &self.spare_drivers)
+            .field("inspect", &self.inspect)
             .finish_non_exhaustive()
     }
 }
@@ -74,6 +76,7 @@ impl Default for Builder {
             registry: registry::Builder::default(),
             stats: true,
             signals: Arc::new(OsSignals),
+            inspect: true,
         }
     }
 }
@@ -192,6 +195,16 @@ impl Builder {
         self
     }
 
+    /// Whether the service answers `tempora ls`, `tempora stats` and `tempora top --pid`
+    /// from outside the process (default on; the environment's `TEMPORA_INSPECT=0` turns it
+    /// off too). What it exposes, to whom, and what it costs: the
+    /// [`inspect`](super::inspect) module. Only a service with driver threads on the OS
+    /// clocks has an endpoint.
+    pub fn inspect(&mut self, on: bool) -> &mut Self {
+        self.inspect = on;
+        self
+    }
+
     /// Builds the service.
     ///
     /// # Errors
@@ -256,6 +269,18 @@ impl Builder {
             #[cfg(test)]
             crash_driver: AtomicBool::new(false),
         });
+        #[cfg(not(loom))]
+        let drivers = {
+            let serve = (self.inspect
+                && drivers > 0
+                && self.clock.is_os_time()
+                && !super::inspect::endpoint::off_by_env())
+            .then(|| super::inspect::endpoint::Endpoint::open(drivers))
+            .flatten()
+            .map(|e| Box::new(e) as Box<dyn super::driver::Serve>);
+            Drivers::start(&core, drivers, serve)?
+        };
+        #[cfg(loom)]
         let drivers = Drivers::start(&core, drivers)?;
         Ok(Timers {
             core,

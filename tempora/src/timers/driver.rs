@@ -434,6 +434,31 @@ fn start_spare(s: &Standby, core: &Arc<Core>, k: usize) -> bool {
     }
 }
 
+/// What the realtime-clock watch serves beside its timerfd: a service's inspection endpoint
+/// (`inspect/endpoint.rs`), whose listening socket the watch thread waits on too, so that it
+/// needs no thread of its own and costs no timer call anything.
+#[cfg(not(loom))]
+pub(crate) trait Serve: Send + Sync {
+    /// The fd that is readable when a client waits.
+    fn fd(&self) -> std::os::fd::RawFd;
+    /// Serves the clients waiting now, without blocking for long: between its waits it calls
+    /// `step`, which handles a clock step and says whether to go on (`false`: the service
+    /// stops; end at once).
+    fn serve(&self, core: &Core, step: &dyn Fn() -> bool);
+}
+
+/// Whether `fd` is readable within `ms` milliseconds.
+#[cfg(not(loom))]
+pub(crate) fn ready(fd: std::os::fd::RawFd, ms: libc::c_int) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one pollfd that lives for the call.
+    unsafe { libc::poll(&mut p, 1, ms) == 1 }
+}
+
 /// Watches for the realtime clock being set (`timerfd` with `TFD_TIMER_CANCEL_ON_SET`) and
 /// rings every driver, so absolute `CLOCK_REALTIME` timers are re-evaluated at once: those now
 /// due fire, and a clock set back re-bases the realtime wheels (`Core::poll`).
@@ -484,10 +509,52 @@ impl ClockWatch {
         fd::arm(&self.fd, 0, 1);
     }
 
-    /// The watcher thread's body.
-    pub(crate) fn run(&self, core: &Core) {
-        while self.wait() && !core.health.shutdown.load(Ordering::Acquire) {
+    /// The watcher thread's body; it serves `serve`'s clients too, if it has one.
+    pub(crate) fn run(&self, core: &Core, serve: Option<&dyn Serve>) {
+        let stopped = Cell::new(false);
+        let waited = || match serve {
+            None => self.wait(),
+            Some(s) => self.wait_serving(core, s, &stopped),
+        };
+        while waited() && !core.health.shutdown.load(Ordering::Acquire) {
             core.wake.ring_all();
+        }
+    }
+
+    /// `wait`, blocked in `poll(2)` on the timerfd and `s`'s fd at once: `s` serves its
+    /// clients when its fd is readable, and handles a clock step between its own waits
+    /// (`step`), so a client never delays the watch by more than such a wait.
+    fn wait_serving(&self, core: &Core, s: &dyn Serve, stopped: &Cell<bool>) -> bool {
+        let step = || {
+            if !stopped.get() && ready(self.fd.as_raw_fd(), 0) {
+                if self.wait() {
+                    core.wake.ring_all();
+                } else {
+                    stopped.set(true);
+                }
+            }
+            !stopped.get() && !core.health.shutdown.load(Ordering::Acquire)
+        };
+        loop {
+            if stopped.get() {
+                return false;
+            }
+            let mut fds = [self.fd.as_raw_fd(), s.fd()].map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            // SAFETY: poll(2) on two pollfds that live for the call.
+            let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+            if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return self.wait();
+            }
+            if fds[0].revents != 0 {
+                return self.wait();
+            }
+            if fds[1].revents != 0 && step() {
+                s.serve(core, &step);
+            }
         }
     }
 }
@@ -501,7 +568,13 @@ pub(crate) struct Drivers {
 }
 
 impl Drivers {
-    pub(crate) fn start(core: &Arc<Core>, n: usize) -> Result<Drivers, Error> {
+    /// Starts `n` drivers and, with any, the realtime-clock watch, which serves `serve` too
+    /// (dropped unserved without a watch).
+    pub(crate) fn start(
+        core: &Arc<Core>,
+        n: usize,
+        #[cfg(not(loom))] serve: Option<Box<dyn Serve>>,
+    ) -> Result<Drivers, Error> {
         let mut d = Drivers {
             core: core.clone(),
             threads: Vec::new(),
@@ -534,7 +607,7 @@ impl Drivers {
                 d.watch = Some(w);
                 d.threads.push(spawn(
                     "tempora-clockwatch".into(),
-                    Box::new(move || w2.run(&c)),
+                    Box::new(move || w2.run(&c, serve.as_deref())),
                 )?);
             }
         }

@@ -142,6 +142,11 @@ impl Health {
         Ok(())
     }
 
+    /// The queues of the owners still alive, for an inspection to walk (`inspect/`).
+    pub(crate) fn queues(&self) -> Vec<Arc<EventQueue>> {
+        self.owners().iter().filter_map(Weak::upgrade).collect()
+    }
+
     /// The owners' queues. A panic never happens under this mutex (a push, a prune), but it
     /// could only have left the list intact, so a poisoned one is used as it is.
     fn owners(&self) -> MutexGuard<'_, Vec<Weak<EventQueue>>, { rank::OWNERS }> {

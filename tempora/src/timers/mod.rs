@@ -286,6 +286,8 @@ pub(crate) mod driver;
 pub(crate) mod fd;
 mod handle;
 pub(crate) mod health;
+#[cfg(not(loom))]
+pub mod inspect;
 pub(crate) mod itimer;
 pub(crate) mod lookout;
 mod notify;

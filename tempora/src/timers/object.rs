@@ -62,6 +62,9 @@ pub(crate) struct EventQueue {
     /// The slack (ns, 0: none) of the owner's timers whose precision is `Default`
     /// (`Owner::set_default_slack`), read at each of their armings.
     pub(crate) default_slack: AtomicU64,
+    /// The owner this queue is the sink of, weakly (set once, as the owner is made): how an
+    /// inspection (`inspect/`) reaches the owners of a service from its list of queues.
+    pub(crate) owner: std::sync::OnceLock<crate::registry::WeakOwner>,
 }
 
 impl EventQueue {
@@ -70,6 +73,7 @@ impl EventQueue {
             queue: Sink::default(),
             tally,
             default_slack: AtomicU64::new(0),
+            owner: std::sync::OnceLock::new(),
         }
     }
 }

@@ -294,15 +294,17 @@ fn try_new_owner(core: &Arc<Core>, group: &Arc<GroupNode>) -> Result<Owner, Erro
     }
     let part = OwnerPart {
         core: core.clone(),
-        sink,
+        sink: sink.clone(),
     };
+    let reg = core.registry.try_owner(part)?;
+    let _ = sink.owner.set(reg.downgrade());
     Ok(Owner {
-        reg: std::mem::ManuallyDrop::new(core.registry.try_owner(part)?),
+        reg: std::mem::ManuallyDrop::new(reg),
     })
 }
 
 /// `Timers::stats`.
-fn stats_of(core: &Core) -> Stats {
+pub(crate) fn stats_of(core: &Core) -> Stats {
     if core.health.forked() {
         return Stats::default();
     }
