@@ -360,10 +360,8 @@ fn a_forked_child_gets_its_own_endpoint_and_not_the_parents() {
     }
     let mut byte = [0u8];
     // SAFETY: reads one byte into a live buffer from the pipe.
-    assert_eq!(
-        unsafe { libc::read(ready[0], byte.as_mut_ptr().cast(), 1) },
-        1
-    );
+    let read = unsafe { libc::read(ready[0], byte.as_mut_ptr().cast(), 1) };
+    assert_eq!(read, 1);
     let result = std::panic::catch_unwind(|| {
         assert_eq!(byte[0], 1, "the child built its service");
         let kid = child as u32;
