@@ -331,6 +331,25 @@ impl Core {
         self.signal_send(l, cell, b, clock, t, clear);
     }
 
+    /// Parks an owed signal refused for want of room: one timer retries for all that find no
+    /// room (the retry lookout, `lookout.rs`), on its backoff; the others follow.
+    fn retry_park(
+        &self,
+        l: &mut LockedTimer<'_>,
+        cell: &SignalCell,
+        b: usize,
+        clock: ClockId,
+        t: u64,
+    ) {
+        let mono = self.clock.now(ClockId::Monotonic);
+        let m = Member::new(l.timer, cell);
+        if self.lookouts.found_pending(Key::RETRY, m, cell, mono) == Some(Role::Follow) {
+            self.follower_park(l, b, clock, t);
+        } else {
+            self.signal_park(l, cell, b, clock, t, RETRY_CAP);
+        }
+    }
+
     /// Parks a follower at its backstop (`lookout.rs`), on its period grid's status, with
     /// `BACKSTOP_GRAIN` of slack: placed coarse, never moved again before it falls due, at an
     /// instant it shares with the other followers' backstops, one wake-up for many.
@@ -379,15 +398,7 @@ impl Core {
                     };
                     cell.set_lateness(add(cell.lateness(), fresh));
                     if full {
-                        let mono = now.get(ClockId::Monotonic);
-                        let m = Member::new(l.timer, cell);
-                        if self.lookouts.found_pending(Key::RETRY, m, cell, mono)
-                            == Some(Role::Follow)
-                        {
-                            self.follower_park(&mut l, b, clock, t);
-                        } else {
-                            self.signal_park(&mut l, cell, b, clock, t, RETRY_CAP);
-                        }
+                        self.retry_park(&mut l, cell, b, clock, t);
                         return;
                     }
                     self.signal_send(&mut l, cell, b, clock, t, false);
@@ -500,14 +511,7 @@ impl Core {
             }
             Sent::Full => {
                 cell.tried();
-                // One timer retries for all that find no room (`lookout.rs`).
-                let mono = self.clock.now(ClockId::Monotonic);
-                let m = Member::new(l.timer, cell);
-                if self.lookouts.found_pending(Key::RETRY, m, cell, mono) == Some(Role::Follow) {
-                    self.follower_park(l, b, clock, t);
-                } else {
-                    self.signal_park(l, cell, b, clock, t, RETRY_CAP);
-                }
+                self.retry_park(l, cell, b, clock, t);
             }
             Sent::Gone => {
                 // The target thread exited: nothing can be delivered again. The kernel's

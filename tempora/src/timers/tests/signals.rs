@@ -31,6 +31,15 @@ fn signal_timer(f: &Manual, value: usize) -> TimerId {
         .unwrap()
 }
 
+/// `n` signal timers (values 0..n), each armed for 1 ms, then every 1 ms.
+fn every_ms(f: &Manual, n: usize) -> Vec<TimerId> {
+    let ids: Vec<_> = (0..n).map(|i| signal_timer(f, i)).collect();
+    for &t in &ids {
+        f.arm(t, ms(1), ms(1));
+    }
+    ids
+}
+
 fn sig(t: TimerId, overrun: i32, value: usize) -> TimerSignal {
     TimerSignal {
         tid: 0,
@@ -633,10 +642,7 @@ fn an_expiry_before_the_consumption_is_an_overrun_and_one_after_it_sends() {
 #[test]
 fn blocked_timers_sharing_a_number_share_one_look() {
     let (f, port) = with_port();
-    let ids: Vec<_> = (0..1000).map(|i| signal_timer(&f, i)).collect();
-    for &t in &ids {
-        f.arm(t, ms(1), ms(1));
-    }
+    every_ms(&f, 1000);
     for _ in 0..100 {
         f.advance(ms(1));
     }
@@ -661,10 +667,7 @@ fn blocked_timers_sharing_a_number_share_one_look() {
 #[test]
 fn a_looker_finding_the_number_gone_releases_every_follower() {
     let (f, port) = with_port();
-    let ids: Vec<_> = (0..100).map(|i| signal_timer(&f, i)).collect();
-    for &t in &ids {
-        f.arm(t, ms(1), ms(1));
-    }
+    let ids = every_ms(&f, 100);
     for _ in 0..200 {
         f.advance(ms(1));
     }
@@ -692,10 +695,7 @@ fn a_looker_finding_the_number_gone_releases_every_follower() {
 #[test]
 fn getoverrun_on_the_looker_releases_its_followers() {
     let (f, port) = with_port();
-    let ids: Vec<_> = (0..10).map(|i| signal_timer(&f, i)).collect();
-    for &t in &ids {
-        f.arm(t, ms(1), ms(1));
-    }
+    let ids = every_ms(&f, 10);
     for _ in 0..50 {
         f.advance(ms(1));
     }
@@ -715,10 +715,7 @@ fn getoverrun_on_the_looker_releases_its_followers() {
 #[test]
 fn a_looker_that_leaves_hands_its_followers_over() {
     let (f, port) = with_port();
-    let ids: Vec<_> = (0..10).map(|i| signal_timer(&f, i)).collect();
-    for &t in &ids {
-        f.arm(t, ms(1), ms(1));
-    }
+    let ids = every_ms(&f, 10);
     for _ in 0..50 {
         f.advance(ms(1));
     }
@@ -793,10 +790,7 @@ fn thread_signals_to_one_thread_share_one_look() {
 fn signals_refused_for_want_of_room_share_one_retrier() {
     let (f, port) = with_port();
     port.set_room(Some(0));
-    let ids: Vec<_> = (0..1000).map(|i| signal_timer(&f, i)).collect();
-    for &t in &ids {
-        f.arm(t, ms(1), ms(1));
-    }
+    every_ms(&f, 1000);
     for _ in 0..200 {
         f.advance(ms(1));
     }
