@@ -262,6 +262,16 @@ pub(crate) fn driven(configure: impl FnOnce(&mut Builder)) -> Timers {
     b.build().unwrap()
 }
 
+/// A waker that counts the times it is woken (the async tests' witness).
+#[derive(Default)]
+pub(crate) struct WakeCount(pub(crate) std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for WakeCount {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 /// A [`manual`] service with one owner, and the steps most tests take on it.
 pub(crate) struct Manual {
     pub(crate) clock: ManualClock,

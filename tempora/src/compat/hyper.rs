@@ -159,20 +159,13 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use hyper::rt::Timer as _;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
     use std::sync::Arc;
-    use std::task::{Wake, Waker};
+    use std::task::Waker;
 
     const MS: Duration = Duration::from_millis(1);
 
-    #[derive(Default)]
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use crate::testing::WakeCount as Count;
 
     /// A manual clock, a service without drivers, a hyper timer on it, a counting waker.
     fn fixture() -> (ManualClock, Timers, Timer, Arc<Count>, Waker) {

@@ -195,20 +195,13 @@ where
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
     use std::sync::Arc;
-    use std::task::{Wake, Waker};
+    use std::task::Waker;
 
     const MS: Duration = Duration::from_millis(1);
 
-    #[derive(Default)]
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use crate::testing::WakeCount as Count;
 
     /// A service answering each request with the future `make` returns for it.
     #[derive(Clone)]
