@@ -262,10 +262,12 @@ pub(crate) fn driven(configure: impl FnOnce(&mut Builder)) -> Timers {
     b.build().unwrap()
 }
 
-/// A waker that counts the times it is woken (the async tests' witness).
+/// A waker that counts the times it is woken (the compat layers' tests' witness).
+#[cfg(any(feature = "hyper", feature = "tower"))]
 #[derive(Default)]
 pub(crate) struct WakeCount(pub(crate) std::sync::atomic::AtomicUsize);
 
+#[cfg(any(feature = "hyper", feature = "tower"))]
 impl std::task::Wake for WakeCount {
     fn wake(self: Arc<Self>) {
         self.0.fetch_add(1, Ordering::SeqCst);

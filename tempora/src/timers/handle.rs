@@ -247,7 +247,7 @@ impl WeakTimer {
     }
 
     fn alive(&self) -> Result<Owner, Error> {
-        self.owner().ok_or(Error::OwnerDeleted)
+        self.owner.alive()
     }
 }
 
@@ -281,6 +281,12 @@ impl WeakOwner {
         Some(Owner {
             reg: ManuallyDrop::new(self.reg.upgrade::<Itimer>()?),
         })
+    }
+
+    /// [`upgrade`](Self::upgrade) for a call on one of its timers: [`Error::OwnerDeleted`]
+    /// once the owner ended.
+    fn alive(&self) -> Result<Owner, Error> {
+        self.upgrade().ok_or(Error::OwnerDeleted)
     }
 }
 
@@ -355,6 +361,6 @@ impl Fired<'_> {
     }
 
     fn alive(&self) -> Result<Owner, Error> {
-        self.owner().ok_or(Error::OwnerDeleted)
+        self.owner.alive()
     }
 }
