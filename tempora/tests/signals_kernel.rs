@@ -506,7 +506,9 @@ impl Run {
                 return Err(format!("step {step}: the kernel had not fired timer {i}"));
             }
             if told.0 == 1 && kold.0 != 1 {
-                return Err(format!("step {step}: tempora's driver had not fired timer {i}"));
+                return Err(format!(
+                    "step {step}: tempora's driver had not fired timer {i}"
+                ));
             }
             if p.arming.falls_within(pre_at, after) {
                 return Err(format!("step {step}: an expiry during a settime"));
@@ -543,7 +545,9 @@ impl Run {
             }
             // 1 ns: due and not yet fired, a driver the scheduler held back.
             if self.owner.gettime(p.tempora).unwrap().as_nanos().0 == 1 {
-                return Err(format!("step {step}: tempora's driver had not fired timer {i}"));
+                return Err(format!(
+                    "step {step}: tempora's driver had not fired timer {i}"
+                ));
             }
         }
         let now = Instant::now();

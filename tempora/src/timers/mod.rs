@@ -4,10 +4,11 @@
 //!  Timers ── Core { registry, clock source, tick, bases[B], wake, health }       core.rs
 //!     │        ├─ Base: lock, wheel per clock, sleeps' wheel,                   base.rs
 //!     │        │        driver sleep ticks, delivery lock
-//!     │        ├─ Wakeups: doorbells[D], standbys[D] or the deadline fd         wake.rs
+//!     │        ├─ Wakeups: alarms[D] (timerfd + epoll) or the deadline fd       wake.rs
+//!     │        ├─ crews[D]: each driver's threads, callbacks not run yet       crew.rs
 //!     │        └─ Health: stop, failure, the owners' queues to close            health.rs
-//!     ├─ drivers[D] (threads: sleep until their bases' earliest expiry, then   driver.rs
-//!     │              poll all bases)
+//!     ├─ drivers[D] (threads: wait on their alarm; the one woken polls all     driver.rs
+//!     │              bases, re-arms it, runs the callbacks)
 //!     └─ owner() ─► Owner ── registry owner (IDs → timer objects)               owner.rs
 //!                         └─ OwnerPart: core, sink (event queue + waiting      contract.rs,
 //!                            receivers of Queue timers)                         notify.rs
@@ -173,8 +174,9 @@
 //!   `parking_lot` crate registers with glibc's thread-exit list; glibc ends the process if
 //!   that small allocation fails), a poller's buffers of popped entries, of the events it
 //!   holds for their queues and of the calls they make (one [`Builder::batch`] each) on its
-//!   first poll, and a driver's queue of
-//!   calls for its standby as it starts. All once per thread, none per timer;
+//!   first poll (a thread blocked in `Owner::recv` on a service with one driver polls in
+//!   the driver's place: its first such wait makes them, after a probe that the memory is
+//!   there), and a driver's list of calls for its crew as each thread starts. All once per thread, none per timer;
 //! * starting a thread: std's spawn allocates its handle and name infallibly (a stack that
 //!   cannot be mapped is an error, not an abort). A spare driver is started when a driver
 //!   runs callbacks with none standing by, at most [`Builder::spare_drivers`] per driver
@@ -285,9 +287,11 @@
 mod arm;
 pub(crate) mod base;
 pub(crate) mod builder;
+#[cfg(not(loom))]
+mod clockwatch;
 pub(crate) mod contract;
 pub(crate) mod core;
-pub(crate) mod doorbell;
+mod crew;
 pub(crate) mod driver;
 pub(crate) mod fd;
 mod handle;
@@ -305,7 +309,6 @@ pub(crate) mod service;
 pub(crate) mod sigdeliver;
 pub(crate) mod signal;
 pub(crate) mod sleep;
-mod standby;
 pub(crate) mod types;
 pub(crate) mod wake;
 
