@@ -67,8 +67,8 @@
 //! slept on. Leaving the calls in the list when no follower can be had is what keeps the rule
 //! at the cap and when thread creation fails.
 //!
-//! **Idle spares retire.** A follower waits at most `SPARE_IDLE` (1 s) while another thread
-//! follows too; woken by nothing meanwhile, it retires (`Crew::retire`, decided under the
+//! **Idle spares retire.** A spare that follows waits at most `SPARE_IDLE` (1 s) while another
+//! thread follows too; woken by nothing meanwhile, it retires (`Crew::retire`, decided under the
 //! list's lock and only while another thread still follows). The last follower waits without
 //! a limit. So about `SPARE_IDLE` after a burst of blocked callbacks has returned, each driver
 //! is back to itself and one spare (the test `tests/spares.rs`); idle, a driver's threads make
@@ -99,9 +99,9 @@ const CALL_GRACE_NS: u64 = 500_000;
 /// still ("Idle spares retire").
 const SPARE_IDLE: Duration = Duration::from_secs(1);
 
-/// The body of every thread of driver `k`'s crew: lead once (the driver thread, which starts
-/// with nothing published), then follow and lead in turn until the service stops or the thread
-/// retires.
+/// The body of every thread of driver `k`'s crew: lead once (the driver's own thread, which
+/// starts with nothing published), then follow and lead in turn until the service stops or
+/// the thread, a spare, retires.
 fn run(core: &Arc<Core>, k: usize, first_lead: bool) {
     set_timer_slack();
     let crew = &core.drivers.crews[k];
@@ -117,13 +117,15 @@ fn run(core: &Arc<Core>, k: usize, first_lead: bool) {
         lead(core, k, &mut calls);
     }
     loop {
-        let idle = (crew.following.load(Ordering::Relaxed) > 1).then_some(SPARE_IDLE);
+        let spare = !first_lead;
+        let idle = (spare && crew.following.load(Ordering::Relaxed) > 1).then_some(SPARE_IDLE);
         let woke = alarm.wait(idle);
         if core.health.shutdown.load(Ordering::Acquire) {
             alarm.pass_on();
             return;
         }
         if !woke {
+            // Spares retire; the driver's own thread stays.
             if crew.retire() {
                 return;
             }
@@ -147,8 +149,10 @@ fn run(core: &Arc<Core>, k: usize, first_lead: bool) {
 /// callbacks collected (`work`); returns following.
 fn lead(core: &Arc<Core>, k: usize, calls: &mut Vec<Call>) {
     loop {
-        core.poll_collect(calls);
+        // One reading for the poll and the refresh: a deadline that passed since makes the
+        // alarm fire at once, and this thread polls again.
         let now = core.now_all();
+        core.poll_collect(now, calls);
         let deadline = refresh(core, k, &now);
         if deadline > now[ClockId::Monotonic.index()]
             || core.health.shutdown.load(Ordering::Acquire)
@@ -222,6 +226,14 @@ pub(crate) fn wait_leading(
     }
     let alarm = &core.wake.alarms[0];
     let mut covered = alarm.hold()?;
+    // Woken at the alarm's time as the driver would be: the thread's timer slack (50 µs by
+    // default) would make every expiry that late, so it is 1 ns for the wait and restored
+    // after it.
+    // SAFETY: prctl(2) with integer arguments only; it affects the calling thread.
+    let slack = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
+    if slack > 1 {
+        set_timer_slack();
+    }
     let woke = loop {
         let mono = core.clock.now(ClockId::Monotonic);
         let at = (covered != NO_EXPIRY)
@@ -241,6 +253,10 @@ pub(crate) fn wait_leading(
         covered = fire_held(core, alarm);
     };
     alarm.release(core.clock.now(ClockId::Monotonic));
+    if slack > 1 {
+        // SAFETY: as above; `slack` is what the thread had.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack as libc::c_ulong, 0, 0, 0) };
+    }
     Some(woke)
 }
 

@@ -203,12 +203,12 @@ impl Core {
     /// poll finds it (a driver that finds a timer due does not sleep). So a poll that finds
     /// several batches of callbacks due together collects them all while memory allows, and
     /// in as many polls as it takes otherwise; nothing is lost.
-    pub(crate) fn poll_collect(&self, out: &mut Vec<Call>) -> usize {
+    pub(crate) fn poll_collect(&self, now: [u64; CLOCKS], out: &mut Vec<Call>) -> usize {
         let room = |out: &mut Vec<Call>| out.try_reserve(self.batch).is_ok();
         if !room(out) {
             return 0;
         }
-        self.poll_then(self.now_all(), &mut |calls| {
+        self.poll_then(now, &mut |calls| {
             for call in calls.drain(..) {
                 match call {
                     Call::Wake(_) => self.run_call(call),

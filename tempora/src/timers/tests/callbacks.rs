@@ -473,7 +473,7 @@ fn collected_callbacks_grow_their_buffer_only_fallibly() {
     // With memory: one poll collects every batch.
     fire_all();
     let mut out = Vec::new();
-    assert_eq!(core.poll_collect(&mut out), 3 * BATCH);
+    assert_eq!(core.poll_collect(core.now_all(), &mut out), 3 * BATCH);
     assert_eq!(out.len(), 3 * BATCH);
     out.drain(..).for_each(|c| core.run_call(c));
     assert_eq!(ran.load(Ordering::SeqCst), 3 * BATCH);
@@ -484,7 +484,7 @@ fn collected_callbacks_grow_their_buffer_only_fallibly() {
     let mut polls = Vec::new();
     loop {
         let (fired, collected) = crate::alloc::refusing_allocations(0, || {
-            let fired = core.poll_collect(&mut out);
+            let fired = core.poll_collect(core.now_all(), &mut out);
             (fired, out.len())
         });
         assert_eq!(out.capacity(), capacity, "the buffer grew");
