@@ -34,7 +34,7 @@ fn listed(group: &str) -> BTreeMap<i32, Entry> {
     let mut out = BTreeMap::new();
     inspect::list(me(), WAIT, |_, e| {
         if e.group == group {
-            assert!(out.insert(e.id, e).is_none(), "an ID listed twice");
+            assert!(out.insert(e.id, e.clone()).is_none(), "an ID listed twice");
         }
     })
     .expect("the listing");
@@ -197,7 +197,7 @@ fn still_serves(t: &Timers, name: &str) {
     let ev = o.recv_timeout(WAIT).unwrap().expect("the timer fired");
     assert_eq!(ev.id, id);
     let hello = exchange(name, Request::Hello.line().as_bytes(), false);
-    assert!(hello.starts_with("tempora-inspect 1\t"), "{hello:?}");
+    assert!(hello.starts_with("tempora-inspect 2\t"), "{hello:?}");
     assert!(hello.ends_with("end\t0\n"), "{hello:?}");
 }
 
@@ -239,7 +239,7 @@ fn malformed_truncated_and_oversized_requests_are_refused_without_harm() {
     for case in &cases {
         let answer = exchange(&name, case, true);
         match Request::parse(case) {
-            Ok(Some(_)) => assert!(answer.starts_with("tempora-inspect 1\t"), "{case:?}"),
+            Ok(Some(_)) => assert!(answer.starts_with("tempora-inspect 2\t"), "{case:?}"),
             _ => assert!(
                 answer.starts_with("error\t") && answer.lines().count() == 1,
                 "{case:?} got {answer:?}"
@@ -379,7 +379,7 @@ fn a_forked_child_gets_its_own_endpoint_and_not_the_parents() {
         let mut seen = Vec::new();
         inspect::list(kid, WAIT, |h, e| {
             assert_eq!(h.pid, kid);
-            seen.push((e.group, e.clock));
+            seen.push((e.group.clone(), e.clock));
         })
         .unwrap();
         assert_eq!(seen, [("child".to_owned(), ClockId::Boottime)]);

@@ -8,9 +8,9 @@
 //!  tempora ls PID ──connect──► @tempora/<pid>/<n>   (Unix stream socket, abstract namespace)
 //!      │                          │ listened on by the service's realtime-clock watch thread:
 //!      │                          │ poll(timerfd, socket); no thread of its own
-//!      │◄── "tempora-inspect 1 …" │ SO_PEERCRED: same user or root, on every connection
-//!      │◄── one line per timer ───┤ Owner::for_each_locked_pages: 1024 timers a piece,
-//!      │◄── "end N" ──────────────┘ written between pieces, no lock or pin held
+//!      │◄── "tempora-inspect 2 …" │ SO_PEERCRED: same user or root, on every connection
+//!      │◄── one record per timer ─┤ Owner::for_each_locked_pages: 1024 timers a piece,
+//!      │◄── end record ───────────┘ written between pieces, no lock or pin held
 //! ```
 //!
 //! - **Where**: each service with driver threads on the OS clocks opens one endpoint at
@@ -36,9 +36,12 @@
 //!   `SIGPIPE` in the program.
 //! - **Listing**: every owner the service made (its list of queues, each knowing its owner
 //!   weakly), walked by slot page without blocking creators or deleters; each timer's lock
-//!   is held only to copy its fields (no allocation), and the lines are written after each
+//!   is held only to copy its fields (no allocation), and the records are written after each
 //!   piece of 1024 timers with no lock and no epoch pin held. A timer that exists for the
-//!   whole listing appears exactly once.
+//!   whole listing appears exactly once. The records are binary, fixed fields and the
+//!   callback's name (`proto.rs`): only the client formats them as text, into one buffer
+//!   with no allocation per timer, which is what lets a million timers list in a fraction
+//!   of a second (BENCHMARKS.md, "The outside view").
 //! - **Fork, exec**: the socket is `SOCK_CLOEXEC` (an `exec`ed program does not inherit it)
 //!   and a fork's child closes the parent's endpoints (`pthread_atfork`); a service the child
 //!   builds gets its own, under the child's PID.
