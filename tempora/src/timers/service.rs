@@ -176,9 +176,7 @@ impl Timers {
         if self.core.health.forked() {
             return 0;
         }
-        let fired = self.core.poll_now();
-        self.core.refresh_deadline();
-        fired
+        self.core.poll_app()
     }
 
     /// A file descriptor (a timerfd on the monotonic clock) that becomes readable when a

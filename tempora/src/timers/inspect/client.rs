@@ -41,9 +41,8 @@ impl fmt::Display for InspectError {
             InspectError::NoEndpoint(pid) => write!(
                 f,
                 "process {pid} has no tempora endpoint: it does not use tempora, or its \
-                 services have no driver thread (drivers(0): nothing waits on an endpoint) or \
-                 run on a manual clock, or inspection is off there (TEMPORA_INSPECT=0, \
-                 Builder::inspect(false))"
+                 services run on a manual clock, or inspection is off there \
+                 (TEMPORA_INSPECT=0, Builder::inspect(false))"
             ),
             InspectError::Denied(pid) => write!(
                 f,

@@ -24,13 +24,13 @@ use std::time::{Duration, Instant};
 /// The longest single wait of the watch thread on a client.
 const SLICE_MS: libc::c_int = 10;
 /// How long a client has to send its request, from its connection.
-const REQUEST_WAIT: Duration = Duration::from_millis(200);
+pub(crate) const REQUEST_WAIT: Duration = Duration::from_millis(200);
 /// How long a client may read nothing of its answer before it is dropped.
-const STALL: Duration = Duration::from_secs(1);
+pub(crate) const STALL: Duration = Duration::from_secs(1);
 /// Clients served per wake-up of the watch (the others at its next turn round its poll).
-const CLIENTS_PER_TURN: usize = 16;
+pub(crate) const CLIENTS_PER_TURN: usize = 16;
 /// Bytes of answer gathered before they are written.
-const CHUNK: usize = 64 * 1024;
+pub(crate) const CHUNK: usize = 64 * 1024;
 /// Slot pages (64 timers each) walked under one epoch pin.
 const PAGES_PER_PIECE: usize = 16;
 /// Services per process with an endpoint (more get none).
@@ -191,6 +191,11 @@ impl Endpoint {
         None
     }
 
+    /// The listening socket.
+    pub(crate) fn fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
     /// Answers one client: checks who it is, reads its request, writes the answer.
     fn answer(&self, core: &Core, conn: &OwnedFd, step: &dyn Fn() -> bool) {
         let mut out = Out {
@@ -265,7 +270,7 @@ impl Drop for Endpoint {
 
 impl Serve for Endpoint {
     fn fd(&self) -> RawFd {
-        self.sock.as_raw_fd()
+        Endpoint::fd(self)
     }
 
     fn serve(&self, core: &Core, step: &dyn Fn() -> bool) {

@@ -23,8 +23,11 @@
 //! - **Who serves**: the thread that already blocks on the realtime clock's timerfd
 //!   (`driver::ClockWatch`) blocks in `poll(2)` on that fd and the listening socket instead.
 //!   No thread is added and no timer call does anything more: settime, gettime and a fire
-//!   never look at the endpoint. A service without drivers (`drivers(0)`) or on a manual
-//!   clock has no such thread and no endpoint; the client says what that may mean.
+//!   never look at the endpoint. A service without drivers (`drivers(0)`) has no such
+//!   thread: its own polls serve its endpoint, `tempora/<pid>/<n>p`, without ever blocking
+//!   (`polled.rs`); all a poll pays when nobody looks is one comparison with the clock
+//!   reading it takes anyway. A service on a manual clock has no endpoint; the client says
+//!   what that may mean.
 //! - **Who may**: the peer's credentials (`SO_PEERCRED`) are checked on every connection:
 //!   the process's effective user or root, anyone else gets `denied` and nothing more.
 //! - **What a client cannot do**: a request is one line of at most [`MAX_REQUEST`] bytes,
@@ -52,6 +55,7 @@
 
 mod client;
 pub(crate) mod endpoint;
+pub(crate) mod polled;
 mod proto;
 
 pub use client::{ask, endpoints, list, stats, Answer, InspectError};
