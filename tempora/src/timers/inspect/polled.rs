@@ -25,8 +25,8 @@ use super::endpoint::{
     refusal, same_user, Endpoint, Listing, Piece, CHUNK, CLIENTS_PER_TURN, REQUEST_WAIT, STALL,
 };
 use super::proto::{Request, MAX_REQUEST};
+use crate::sync::{rank, RankedMutex};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
 /// The longest time between two looks at the socket while nobody is connected (ns).
@@ -43,8 +43,8 @@ const MAX_CLIENTS: usize = 16;
 pub(crate) struct Polled {
     endpoint: Endpoint,
     /// The clients being answered; taken by one poll at a time (a poll that finds it taken
-    /// does not look).
-    clients: Mutex<Vec<Client>>,
+    /// does not look: it is only ever tried, never waited for).
+    clients: RankedMutex<Vec<Client>, { rank::INSPECT }>,
 }
 
 impl Polled {
@@ -52,20 +52,16 @@ impl Polled {
     pub(crate) fn open() -> Option<Polled> {
         Some(Polled {
             endpoint: Endpoint::open(0)?,
-            clients: Mutex::new(Vec::new()),
+            clients: RankedMutex::new(Vec::new()),
         })
     }
 }
 
 impl AtPoll for Polled {
     fn at_poll(&self, core: &Core, now: u64) -> Option<u64> {
-        let mut clients = match self.clients.try_lock() {
-            Ok(g) => g,
-            // Nothing here panics while holding it but an allocation failure; the list is
-            // whole either way.
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return None,
-        };
+        // Poisoned or not: nothing panics under it but an allocation, which leaves the
+        // list whole.
+        let mut clients = self.clients.try_lock_or_recover()?;
         for _ in 0..CLIENTS_PER_TURN {
             if clients.len() >= MAX_CLIENTS {
                 break;
