@@ -48,45 +48,11 @@
  *                    timer_t without the tag goes to the C library, which answers for it.
  *                    tempora_posix_timer_id() gives a timer_t's tempora ID.
  *
- * Where a program sees tempora differ from the kernel's timers (glibc's calls), and why: the
- * signals' differences (a periodic signal delayed, a queued signal of a re-armed or deleted
- * timer, many signal timers, several timers sharing a signal number, a standard signal shared
- * with kill, a thread ID reused, ...) are the tempora crate's `timers` module doc's table
- * "Signals: where tempora differs from the kernel", which holds them for this header and the
- * drop-in alike. The others:
- *
- *   a program ...              kernel (glibc)              tempora
- *   ------------------------   -------------------------   -----------------------------------
- *   creates a SIGEV_THREAD     glibc >= 2.34: a helper     the function runs on tempora's
- *   timer                      thread per timer, made      driver thread; one that blocks
- *                              with sigev_notify_          hands the driver to a spare thread,
- *                              attributes, calls the       so other timers still fire: timers
- *                              function at each expiry     of other kinds however many block,
- *                                                          other functions while fewer than
- *                                                          64 block at once (tempora_config's
- *                                                          spare_drivers).
- *                                                          sigev_notify_attributes is ignored
- *                                                          (stack size, scheduling, affinity,
- *                                                          detach state do not apply);
- *                                                          pthread_self() and thread-locals
- *                                                          are the driver's; every signal is
- *                                                          blocked there. A timer's function
- *                                                          never runs twice at once: expiries
- *                                                          meanwhile make one more call
- *   ends a SIGEV_THREAD call   pthread_exit ends the       must return normally: a C++
- *   other than by returning    helper thread's call        exception aborts the process;
- *                                                          pthread_exit, longjmp or a
- *                                                          cancellation is undefined behaviour
- *   calls timer_getoverrun in  the overrun of that         the last expiry's lateness only,
- *   a SIGEV_THREAD call made   expiry                      not how many came (tempora.h's
- *   for expiries that came                                 tempora_callback_fn is told)
- *   while the previous ran
- *   reads a timer_t's value    a small int (or glibc's     the tagged value above: a program
- *   as a number                tagged pointer)             that indexes an array with it, or
- *                                                          prints it, sees another number
- *   forks                      the child has none of the   the same: the parent's timer_t is
- *                              parent's timers             EINVAL in the child, whose own
- *                                                          timers start from ID 0
+ * Where a program sees tempora differ from the kernel's timers (glibc's calls), and why, is one
+ * table for this header, tempora.h and the preloaded drop-in alike: the tempora crate's
+ * `timers` module doc, "Where tempora differs from the kernel" (signals, SIGEV_THREAD calls,
+ * the timer_t value). `cargo doc -p tempora --open` shows it; the source is
+ * tempora/src/timers/mod.rs.
  *
  * Everything here is a macro over a function, so it works from C and C++ (warning free under
  * -Wall -Wextra); take the header out and the same source builds against the C library

@@ -9,8 +9,8 @@
 //! As for `tempora_posix.h`: both are `tempora_capi::posix` (its doc has the routing by clock
 //! and by `timer_t`, the tag, the default owner and its fork rule), called here with
 //! [`Maker::DropIn`], whose tag ("tpos", `0x74706f73000000NN`) `tempora_capi::posix::timer_tag`
-//! gives. What differs from the kernel's timers is the `timers` module doc's table and
-//! `tempora_posix.h`'s comment.
+//! gives. What differs from the kernel's timers is the `timers` module doc's table, the one
+//! table of differences.
 //!
 //! # The shared library's exports
 //! Only the five calls: the link makes every symbol of the archives it links (the rlibs)
@@ -26,7 +26,7 @@ use tempora_capi::posix::{self, Maker};
 
 /// `timer_create(2)`: a tempora timer on `CLOCK_REALTIME`, `CLOCK_MONOTONIC` or
 /// `CLOCK_BOOTTIME`, the C library's on any other clock ID (see the crate doc). Returns 0, or
-/// -1 with `errno` as the kernel's (`tempora_posix.h`'s table lists the few differences).
+/// -1 with `errno` as the kernel's (the `timers` module doc's table lists the few differences).
 ///
 /// # Safety
 /// The C library's contract: `sev` is NULL or a readable sigevent, `timerid` NULL or writable.

@@ -256,6 +256,14 @@ fn child() -> Result<(), String> {
     };
     fire(early_cb)?;
     fired(1)?;
+    // This thread's first blocking receive runs before the limit too: it polls in the
+    // driver's place while it waits, and a thread's first poll makes its buffers, infallibly,
+    // once (the `timers` module doc, "Memory").
+    fire(early)?;
+    match owner.recv_timeout(Duration::from_secs(10)) {
+        Ok(Some(e)) if e.id == early => {}
+        other => return Err(format!("the first receive: {other:?}")),
+    }
     for t in [early, early_cb] {
         owner
             .settime(

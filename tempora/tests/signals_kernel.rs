@@ -18,8 +18,8 @@
 //! had fired when it was set is never a race, on either side. The test keeps each pair's
 //! expiry grid (`Arming`) and counts the expiries due at any instant from it.
 //!
-//! A step in which an expiry fell within either phase's calls, or the kernel had not yet
-//! fired a timer that was due, or that began too late, was disturbed by the scheduler: its
+//! A step in which an expiry fell within either phase's calls, or the kernel or tempora's
+//! driver had not yet fired a timer that was due, or that began too late, was disturbed by the scheduler: its
 //! findings are dropped, every pair is disarmed and drained, and the run goes on from a new
 //! grid after a back-off that doubles with each disturbed step in a row. A run fails only on a
 //! comparison that differs; it reports how many steps were disturbed.
@@ -505,6 +505,11 @@ impl Run {
             if kold.0 == 1 && told.0 != 1 {
                 return Err(format!("step {step}: the kernel had not fired timer {i}"));
             }
+            if told.0 == 1 && kold.0 != 1 {
+                return Err(format!(
+                    "step {step}: tempora's driver had not fired timer {i}"
+                ));
+            }
             if p.arming.falls_within(pre_at, after) {
                 return Err(format!("step {step}: an expiry during a settime"));
             }
@@ -537,6 +542,12 @@ impl Run {
         for (i, p) in self.pairs.iter().enumerate() {
             if k::timer_gettime(p.kernel).unwrap().0 == 1 {
                 return Err(format!("step {step}: the kernel had not fired timer {i}"));
+            }
+            // 1 ns: due and not yet fired, a driver the scheduler held back.
+            if self.owner.gettime(p.tempora).unwrap().as_nanos().0 == 1 {
+                return Err(format!(
+                    "step {step}: tempora's driver had not fired timer {i}"
+                ));
             }
         }
         let now = Instant::now();

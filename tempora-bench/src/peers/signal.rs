@@ -287,6 +287,10 @@ pub(crate) trait SignalTimers {
     fn arm_all(&mut self, at: u64, period: u64) -> Result<(), String>;
     /// Deletes every timer (a signal already queued stays queued).
     fn delete_all(&mut self);
+    /// Waits up to `timeout`, blocked, for the next expiry: its overrun (`si_overrun`).
+    fn wait_one(&mut self, timeout: Duration) -> Option<i32> {
+        wait(self.signo(), timeout).map(|r| r.overrun)
+    }
 }
 
 /// tempora: `Notify::Signal` timers of an owner on a service with one driver thread, which
@@ -294,10 +298,20 @@ pub(crate) trait SignalTimers {
 pub(crate) struct TemporaSignals {
     owner: Owner,
     ids: Vec<TimerId>,
+    /// `tempora-recv`: `Notify::Queue` timers whose events a thread blocked in
+    /// `Owner::recv_timeout` takes, in place of signals taken with `sigtimedwait`.
+    recv: bool,
     _timers: Timers,
 }
 
 impl TemporaSignals {
+    /// The `tempora-recv` side (`recv`).
+    pub(crate) fn receiving() -> Result<TemporaSignals, String> {
+        let mut s = TemporaSignals::new()?;
+        s.recv = true;
+        Ok(s)
+    }
+
     pub(crate) fn new() -> Result<TemporaSignals, String> {
         let timers = Timers::builder()
             .drivers(1)
@@ -306,6 +320,7 @@ impl TemporaSignals {
         Ok(TemporaSignals {
             owner: timers.owner(),
             ids: Vec::new(),
+            recv: false,
             _timers: timers,
         })
     }
@@ -313,16 +328,24 @@ impl TemporaSignals {
 
 impl SignalTimers for TemporaSignals {
     fn name(&self) -> &'static str {
-        "tempora"
+        if self.recv {
+            "tempora-recv"
+        } else {
+            "tempora"
+        }
     }
     fn signo(&self) -> i32 {
         tempora_signo()
     }
     fn create(&mut self, n: usize) -> Result<(), String> {
         for i in 0..n {
-            let notify = Notify::Signal {
-                signo: self.signo(),
-                value: i,
+            let notify = if self.recv {
+                Notify::Queue
+            } else {
+                Notify::Signal {
+                    signo: self.signo(),
+                    value: i,
+                }
             };
             let id = match self.owner.create(ClockId::Monotonic, notify) {
                 Ok(id) => id,
@@ -352,6 +375,16 @@ impl SignalTimers for TemporaSignals {
         for id in self.ids.drain(..) {
             let _ = self.owner.delete(id);
         }
+    }
+    fn wait_one(&mut self, timeout: Duration) -> Option<i32> {
+        if !self.recv {
+            return wait(self.signo(), timeout).map(|r| r.overrun);
+        }
+        self.owner
+            .recv_timeout(timeout)
+            .ok()
+            .flatten()
+            .map(|e| e.overrun)
     }
 }
 

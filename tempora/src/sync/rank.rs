@@ -27,8 +27,8 @@ pub(crate) const SHARD: u8 = 1;
 pub(crate) const DELIVERY: u8 = 1;
 /// A timer (`registry/timer.rs`); a sleep's cell (`timers/sleep.rs`).
 pub(crate) const TIMER: u8 = 2;
-/// The service's deadline-fd lock (`timers/wake.rs`).
-pub(crate) const DEADLINE_FD: u8 = 3;
+/// An alarm's lock: a driver's, or the deadline fd's (`timers/wake.rs`).
+pub(crate) const ALARM: u8 = 3;
 /// The service's list of owners' event queues (`timers/health.rs`).
 pub(crate) const OWNERS: u8 = 3;
 /// A base (`timers/base.rs`).
@@ -52,10 +52,8 @@ pub(crate) const MEMBERS: u8 = 9;
 pub(crate) const CHILDREN: u8 = 9;
 /// The service's list of spare driver threads (`timers/core.rs`).
 pub(crate) const SPARES: u8 = 9;
-/// A standby's callbacks not yet run (`timers/standby.rs`).
+/// A driver crew's callbacks not yet run (`timers/crew.rs`).
 pub(crate) const PENDING: u8 = 9;
-/// A standby's timerfd plan (`timers/standby.rs`; it arms the fd under it).
-pub(crate) const PLAN: u8 = 9;
 /// An owner's slot-page directory grow lock (`registry/slots.rs`).
 pub(crate) const PAGE_GROW: u8 = 9;
 /// The service's signal lookouts (`timers/lookout.rs`; taken under TIMER).
@@ -91,15 +89,16 @@ pub(crate) const TABLE: &[Lock] = &[
         rank: BUILDING,
         lock: "the global service's build lock",
         at: "`time/current.rs`",
-        held_while_taking: "the owners and spares lists and a standby's fd plan (a failed \
-                            build stops its drivers)",
+        held_while_taking: "the owners and spares lists and an alarm's lock (a failed build \
+                            stops its drivers)",
     },
     Lock {
         rank: INSPECT,
         lock: "the clients of an endpoint served at a service's polls",
         at: "`timers/inspect/polled.rs`",
         held_while_taking: "timers (a listing's piece), the owners' list, the statistics' \
-                            locks (a `stats` answer), the deadline-fd lock (the next look)",
+                            locks (a `stats` answer), an alarm's lock (the deadline fd's, \
+                            lowered to the next look)",
     },
     Lock {
         rank: SHARD,
@@ -119,13 +118,12 @@ pub(crate) const TABLE: &[Lock] = &[
         lock: "a timer; a sleep's cell",
         at: "`registry/timer.rs`, `timers/sleep.rs`",
         held_while_taking: "a base (arm, disarm, the delete hook), an event queue (an \
-                            expiry queued), the deadline-fd lock or a standby's fd plan \
-                            (a ring), a readiness-fd lock (after a push), a naive-flush \
+                            expiry queued), an alarm's lock (a ring), a readiness-fd lock (after a push), a naive-flush \
                             lock (an expiry counted)",
     },
     Lock {
-        rank: DEADLINE_FD,
-        lock: "the service's deadline-fd lock",
+        rank: ALARM,
+        lock: "an alarm's lock (a driver's, or the deadline fd's)",
         at: "`timers/wake.rs`",
         held_while_taking: "each base in turn (a refresh after a poll)",
     },
@@ -197,15 +195,9 @@ pub(crate) const TABLE: &[Lock] = &[
     },
     Lock {
         rank: PENDING,
-        lock: "a standby's callbacks not yet run",
-        at: "`timers/standby.rs`",
+        lock: "a driver crew's callbacks not yet run",
+        at: "`timers/crew.rs`",
         held_while_taking: "nothing",
-    },
-    Lock {
-        rank: PLAN,
-        lock: "a standby's timerfd plan",
-        at: "`timers/standby.rs`",
-        held_while_taking: "nothing (it arms the timerfd)",
     },
     Lock {
         rank: PAGE_GROW,

@@ -10,12 +10,12 @@
 
 use super::base::{timer_addr, BaseWheel};
 use super::core::Core;
-use super::doorbell::NO_EXPIRY;
 use super::health::BASE_POISONED;
 use super::itimer::Arm;
 use super::object::{placement_of, LockedTimer};
 use super::sleep::{SleepCell, SleepState};
 use super::types::Placement;
+use super::wake::NO_EXPIRY;
 use crate::clock::ClockId;
 use crate::error::Error;
 use crate::sync::{thread_index, Poisoned};

@@ -14,15 +14,16 @@
 //!
 //! # Waking a sleeping driver
 //!
-//! A driver that goes to sleep until monotonic time `D` first publishes, under each of its
+//! A sleeper that arms its alarm at monotonic time `D` first publishes, under each of its
 //! bases' locks, `sleep[w]` = the tick of `D` on wheel `w`'s clock (and re-reads that base's
 //! wheels in the same critical section, lowering `D` if something earlier arrived, so every
-//! published value is at or after the `D` it finally sleeps until). Whoever changes a wheel
+//! published value is at or after the `D` it finally arms). Whoever changes a wheel
 //! compares, under the same lock, the wheel's new next expiry with `sleep[w]`; if it is
-//! earlier, it clears `sleep` (one ring per sleep is enough) and rings the driver's doorbell
-//! after unlocking. Both sides hold the base lock, so "the driver did not see the new timer
-//! and the armer did not see the driver's deadline" is impossible. The ring itself cannot be
-//! lost either (see `Doorbell` in `doorbell.rs`). Arming later than `D` rings nobody.
+//! earlier, it lowers `sleep[w]` to that entry (a later arm between the two rings no more)
+//! and rings after unlocking: it moves the alarm to the entry (`wake.rs`). Both sides hold
+//! the base lock, so "the sleeper did not see the new timer and the armer did not see its
+//! deadline" is impossible, and the alarm's own lock orders the ring with the arm (`Alarm`
+//! in `wake.rs`). Arming later than `D` rings nobody.
 //!
 //! A timer wheel's entries are the timer objects themselves, linked through their own wheel
 //! node (`links`; the intrusive storage, `wheel/intrusive.rs`) and named by address
@@ -67,8 +68,8 @@
 //!
 //! # What runs under the base lock
 //!
-//! Wheel operations only, no callback and no system call: an arm's doorbell ring (a futex
-//! wake-up) is issued after the base lock is released, though still under the arming timer's
+//! Wheel operations only, no callback and no system call: an arm's ring (a move of the
+//! alarm's timerfd) is issued after the base lock is released, though still under the arming timer's
 //! lock. Nothing is allocated under it but a realtime re-base's list of the wheel's entries
 //! (only when the wall clock was set back), which walks every entry of that wheel.
 //!
@@ -189,10 +190,6 @@ pub(crate) struct BaseState {
     pub(crate) sleeps: Wheel<NonNull<SleepCell>>,
     /// See "Waking a sleeping driver" in the module doc.
     pub(crate) sleep: [u64; CLOCKS],
-    /// What a ring does to `sleep`: clears it (a driver, which re-reads every base once
-    /// awake), or lowers it to the entry that rang (the deadline fd, which stays armed at
-    /// that entry and must hear of any earlier one: see `DeadlineFd` in `wake.rs`).
-    pub(crate) ring_lowers: bool,
 }
 
 // SAFETY: `Locked` shares its state only with the holder of its lock, and asks `T: Send`. The
@@ -214,7 +211,6 @@ impl Base {
                     .build()
                     .expect("the default wheel levels are valid"),
                 sleep: [0; CLOCKS],
-                ring_lowers: false,
             }),
             delivery: RankedMutex::new(()),
             counters: BaseCounters::default(),
@@ -273,10 +269,8 @@ impl Base {
         self.locked(|st| {
             let r = f(st);
             let ring = fires_at < st.sleep[i];
-            if ring && st.ring_lowers {
+            if ring {
                 st.sleep[i] = fires_at;
-            } else if ring {
-                st.sleep = [0; CLOCKS];
             }
             (r, ring)
         })

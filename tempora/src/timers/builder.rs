@@ -2,12 +2,13 @@
 
 use super::base::Base;
 use super::core::{Core, DriverCounts};
+use super::crew::Crew;
 use super::driver::Drivers;
 use super::health::Health;
 use super::lookout::Lookouts;
 use super::object::Itimer;
 use super::signal::{OsSignals, SignalPort};
-use super::wake::Wakeups;
+use super::wake::{Alarm, Wakeups};
 use super::Timers;
 use crate::clock::{duration_nanos, ClockSource, OsClock, Resolution, ALL_CLOCKS};
 use crate::error::Error;
@@ -121,13 +122,14 @@ impl Builder {
         self
     }
 
-    /// The most spare threads per driver (default 64; 0: none), started on demand: while a
-    /// driver runs callbacks, a spare stands by to take its place at the next expiry (or an
-    /// arm earlier than it), and a thread inside a callback polls nothing meanwhile. So a
+    /// The most spare threads per driver (default 64; 0: none), started on demand: a driver's
+    /// thread runs a callback only while another of its threads waits on the driver's alarm,
+    /// which wakes that one at the next expiry (or an arm earlier than it) if the callback
+    /// still runs, and a thread inside a callback polls nothing meanwhile. So a
     /// callback that blocks delays no queue, none or signal timer, whatever the number
     /// blocked; with `n` of one driver's callbacks blocked at once (its `n + 1` threads, one
     /// polling), other callbacks wait for the first of them to return (never the timers of
-    /// other kinds). Spares wait on a timerfd; one idle for 1 s while another waits too
+    /// other kinds). Spares wait on the driver's alarm; one idle for 1 s while another waits too
     /// retires, so that each driver keeps one spare standing by once a burst is over. 0: the
     /// driver runs callbacks itself with nobody standing by, and one
     /// that blocks stops every timer it serves. See the `driver` module doc, "Callbacks that
@@ -210,8 +212,8 @@ impl Builder {
     /// # Errors
     /// [`Error::InvalidConfig`] for zero bases, more than 65 536 bases, a zero tick or one
     /// above [`Builder::MAX_TICK`], a zero batch, or an ID table setting out of its range (`id_bits`, `initial_buckets`,
-    /// `max_load`, `shards`); [`Error::Io`] if the OS refuses a driver thread or a spare
-    /// driver's timerfd.
+    /// `max_load`, `shards`); [`Error::Io`] if the OS refuses a driver thread, or a
+    /// driver's timerfd or `epoll` instance.
     pub fn build(&self) -> Result<Timers, Error> {
         let bases = self.bases.unwrap_or_else(crate::sync::cpus);
         if bases == 0 || bases > 1 << 16 {
@@ -249,18 +251,14 @@ impl Builder {
             callback_panics: AtomicU64::new(0),
             base_count: StrengthReducedUsize::new(bases),
             wake: Wakeups::new(
-                drivers,
-                #[cfg(not(loom))]
-                if self.spare_drivers > 0 && self.clock.is_os_time() {
-                    (0..drivers)
-                        .map(|_| super::standby::Standby::new().map(CachePadded::new))
-                        .collect::<Result<_, _>>()?
-                } else {
-                    Box::default()
-                },
+                (0..drivers)
+                    .map(|_| Alarm::new(true, self.clock.is_os_time()).map(CachePadded::new))
+                    .collect::<Result<_, _>>()?,
             ),
             health: Health::new(),
             drivers: DriverCounts {
+                crews: (0..drivers).map(|_| Crew::default()).collect(),
+                receiver_polls: AtomicU64::new(0),
                 wakeups: AtomicU64::new(0),
                 spare_limit: self.spare_drivers,
                 spares: RankedMutex::new(Vec::new()),
@@ -291,10 +289,10 @@ impl Builder {
                 .then(|| super::inspect::endpoint::Endpoint::open(drivers))
                 .flatten()
                 .map(|e| Box::new(e) as Box<dyn super::driver::Serve>);
-            Drivers::start(&core, drivers, serve)?
+            Drivers::start(&core, serve)?
         };
         #[cfg(loom)]
-        let drivers = Drivers::start(&core, drivers)?;
+        let drivers = Drivers::start(&core)?;
         Ok(Timers {
             core,
             drivers: Arc::new(drivers),
@@ -314,8 +312,8 @@ impl Timers {
     ///
     /// # Panics
     /// If the service cannot start: the default configuration always validates, but building
-    /// asks the OS for a driver thread (and a thread to lookout the wall clock) and for the
-    /// spare drivers' timerfds, which it may refuse (a thread or fd limit reached). The panic
+    /// asks the OS for a driver thread (and a thread to watch the wall clock) and for each
+    /// driver's timerfd and `epoll` instance, which it may refuse (a thread or fd limit reached). The panic
     /// message says so, with the error and its OS text ("tempora: Timers::new could not start
     /// the service: I/O error: ..."). [`Timers::builder`]`().build()` is the fallible form.
     pub fn new() -> Timers {

@@ -3,15 +3,17 @@
 //!
 //! Its components own their files: the bases (`base.rs`) and the registry they serve;
 //! arming (`arm.rs`) and polling with delivery (`poll.rs`), written as `Core`'s methods over
-//! those bases; wake-ups (`wake.rs`: the drivers' doorbells and standbys, the deadline fd);
+//! those bases; wake-ups (`wake.rs`: the drivers' alarms, the deadline fd);
 //! health (`health.rs`: stop, failure, the owners' queues to close); and the registry's
 //! contract (`contract.rs`). Nothing here imports those method files, so the parts stay below
 //! the code that drives them.
 
 use super::base::Base;
+use super::crew::Crew;
 use super::health::Health;
 use super::lookout::Lookouts;
 use super::object::Itimer;
+use super::serial::Call;
 use super::signal::SignalPort;
 use super::wake::Wakeups;
 use crate::clock::{ClockSource, Resolution, ALL_CLOCKS, CLOCKS};
@@ -44,7 +46,7 @@ pub(crate) struct Core {
     /// monotonic one's, and a placement of an expiry from a coarse reading keeps its clock's
     /// lag out of the slack.
     pub(crate) coarse_lags: [u64; CLOCKS],
-    /// The drivers' doorbells and standbys, or the deadline fd (`wake.rs`).
+    /// The drivers' alarms, or the deadline fd (`wake.rs`).
     pub(crate) wake: Wakeups,
     /// Stop, failure, and the owners' queues a halt closes (`health.rs`).
     pub(crate) health: Health,
@@ -82,13 +84,18 @@ pub(crate) trait AtPoll: Send + Sync {
 
 /// What the drivers count, and the spares they started.
 pub(crate) struct DriverCounts {
+    /// One per driver: its threads and the callbacks not run yet (`crew.rs`).
+    pub(crate) crews: Box<[Crew<Call>]>,
     pub(crate) wakeups: AtomicU64,
     /// `Builder::spare_drivers`: spares each driver may start.
     #[cfg_attr(loom, allow(dead_code))] // spares are not modelled
     pub(crate) spare_limit: usize,
     /// The spares' threads, joined when the service stops.
     pub(crate) spares: RankedMutex<Vec<std::thread::JoinHandle<()>>, { rank::SPARES }>,
-    /// Times a spare took over from a driver busy in a callback.
+    /// Times a receiver waiting in `Owner::recv` fired what was due in the driver's place
+    /// (`driver.rs`, `wait_leading`).
+    pub(crate) receiver_polls: AtomicU64,
+    /// Times a thread of a crew woke while another ran a callback.
     pub(crate) takeovers: AtomicU64,
 }
 
@@ -108,7 +115,16 @@ impl Core {
     /// Re-arms the deadline fd, if there is one, at the earliest firing of all bases
     /// (`Wakeups::refresh_deadline`).
     pub(crate) fn refresh_deadline(&self) {
-        self.wake
-            .refresh_deadline(&self.bases, self.res, self.max_deferral, || self.now_all());
+        if let Some(d) = self.wake.deadline.get() {
+            let now = self.now_all();
+            d.refresh(
+                self.bases.iter(),
+                self.res,
+                self.max_deferral,
+                &now,
+                false,
+                true,
+            );
+        }
     }
 }

@@ -28,6 +28,31 @@ fn owned(fd: libc::c_int) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// A close-on-exec `epoll` instance watching `timerfd` for input, edge-triggered: each expiry
+/// wakes one thread blocked in `epoll_wait` on it (the last to wait), and an expiry nobody
+/// waited for is returned to the next wait.
+pub(crate) fn epoll_edge(timerfd: &OwnedFd) -> io::Result<OwnedFd> {
+    // SAFETY: epoll_create1(2) with a constant flag; it returns a new fd or -1.
+    let ep = owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+    let mut ev = libc::epoll_event {
+        events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+        u64: 0,
+    };
+    // SAFETY: adds a valid fd we own to our epoll instance; `ev` lives for the call.
+    if unsafe {
+        libc::epoll_ctl(
+            ep.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            timerfd.as_raw_fd(),
+            &mut ev,
+        )
+    } < 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ep)
+}
+
 /// Makes an eventfd readable (adds 1 to its counter).
 pub(crate) fn signal(fd: &OwnedFd) {
     let one: u64 = 1;
@@ -62,75 +87,4 @@ pub(crate) fn arm(fd: &OwnedFd, flags: libc::c_int, ns: u64) -> bool {
     };
     // SAFETY: a valid fd we own and a valid itimerspec; the old value is not asked for.
     unsafe { libc::timerfd_settime(fd.as_raw_fd(), flags, &spec, std::ptr::null_mut()) == 0 }
-}
-
-/// Arms a timerfd to fire 1 ns from now and then every `interval_ns` (relative), until
-/// re-armed: what wakes every thread blocked reading it, one expiry each.
-#[cfg_attr(loom, allow(dead_code))] // the spares' (`driver.rs`)
-pub(crate) fn arm_every(fd: &OwnedFd, interval_ns: u64) -> bool {
-    const NS: u64 = 1_000_000_000;
-    let ts = |ns: u64| libc::timespec {
-        tv_sec: (ns / NS) as libc::time_t,
-        tv_nsec: (ns % NS) as libc::c_long,
-    };
-    let spec = libc::itimerspec {
-        it_interval: ts(interval_ns),
-        it_value: ts(1),
-    };
-    // SAFETY: a valid fd we own and a valid itimerspec; the old value is not asked for.
-    unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) == 0 }
-}
-
-/// What [`wait_for`] saw.
-#[cfg_attr(loom, allow(dead_code))] // the spares' (`driver.rs`)
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Waited {
-    /// This thread read an expiry.
-    Fired,
-    /// `idle` passed with no expiry for this thread.
-    Idle,
-    /// An error other than `EINTR`.
-    Failed,
-}
-
-/// Waits until this thread reads an expiry of a non-blocking timerfd, or `idle` passes
-/// (`None`: no limit). Threads waiting on the same fd all wake at an expiry and one reads it;
-/// the others wait again (retrying on `EINTR`, and for the rest of `idle`).
-#[cfg_attr(loom, allow(dead_code))] // the spares' (`driver.rs`)
-pub(crate) fn wait_for(fd: &OwnedFd, idle: Option<std::time::Duration>) -> Waited {
-    let until = idle.map(|d| std::time::Instant::now() + d);
-    let mut buf = [0u8; 8];
-    loop {
-        // SAFETY: reads at most 8 bytes into `buf`, which lives for the call; the fd is
-        // non-blocking, so one with no expiry returns EAGAIN at once.
-        let r = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if r >= 0 {
-            return Waited::Fired;
-        }
-        match io::Error::last_os_error().raw_os_error() {
-            Some(libc::EAGAIN | libc::EINTR) => {}
-            _ => return Waited::Failed,
-        }
-        let ms = match until {
-            None => -1,
-            Some(until) => {
-                let left = until.saturating_duration_since(std::time::Instant::now());
-                if left.is_zero() {
-                    return Waited::Idle;
-                }
-                // Rounded up: a poll that returns before `until` would spin.
-                left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int
-            }
-        };
-        let mut pfd = libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd that lives for the call.
-        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return Waited::Failed;
-        }
-    }
 }

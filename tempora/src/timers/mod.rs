@@ -4,10 +4,11 @@
 //!  Timers ── Core { registry, clock source, tick, bases[B], wake, health }       core.rs
 //!     │        ├─ Base: lock, wheel per clock, sleeps' wheel,                   base.rs
 //!     │        │        driver sleep ticks, delivery lock
-//!     │        ├─ Wakeups: doorbells[D], standbys[D] or the deadline fd         wake.rs
+//!     │        ├─ Wakeups: alarms[D] (timerfd + epoll) or the deadline fd       wake.rs
+//!     │        ├─ crews[D]: each driver's threads, callbacks not run yet       crew.rs
 //!     │        └─ Health: stop, failure, the owners' queues to close            health.rs
-//!     ├─ drivers[D] (threads: sleep until their bases' earliest expiry, then   driver.rs
-//!     │              poll all bases)
+//!     ├─ drivers[D] (threads: wait on their alarm; the one woken polls all     driver.rs
+//!     │              bases, re-arms it, runs the callbacks)
 //!     └─ owner() ─► Owner ── registry owner (IDs → timer objects)               owner.rs
 //!                         └─ OwnerPart: core, sink (event queue + waiting      contract.rs,
 //!                            receivers of Queue timers)                         notify.rs
@@ -70,31 +71,37 @@
 //! application's threads only, and a signal the application blocks in every thread (to take
 //! it with `sigwait` in `main`) stays blocked.
 //!
-//! ## Signals: where tempora differs from the kernel
+//! ## Where tempora differs from the kernel
 //!
-//! User space can queue a signal, ask which signal numbers are pending and read a
-//! disposition; it cannot see a signal leave the queue, rewrite a queued one, or take one
-//! back without taking every other sender's signal of that number with it. Each difference
-//! below follows from one of those; everything else a program can observe (the siginfo
-//! fields, one pending signal per timer, overruns counted and reported by
+//! This is the one table of differences, for the Rust API, `tempora.h`, `tempora_posix.h` and
+//! the preloaded drop-in alike (the headers point here). Most rows are signals'. User space can
+//! queue a signal, ask which signal numbers are pending and read a disposition; it cannot see a
+//! signal leave the queue, rewrite a queued one, or take one back without taking every other
+//! sender's signal of that number with it. Each signal row below follows from one of those
+//! (the last four rows are C's `SIGEV_THREAD` and `timer_t`); everything else a program can
+//! observe (the siginfo fields, one pending signal per timer, overruns counted and reported by
 //! `timer_getoverrun` after delivery, blocked and ignored signals costing no wake-up per
 //! period, `EINVAL` for a bad signal number or thread, a timer whose thread exited falling
 //! silent) is the kernel's behaviour.
 //!
-//! | a program ... | with a kernel timer | with tempora | because user space cannot |
+//! | a program ... | with a kernel timer | with tempora | because |
 //! |---|---|---|---|
-//! | delays a periodic timer's signal (blocked, or taken late) while periods pass | the signal's `si_overrun` counts them | that signal's `si_overrun` counts only the periods before it was queued; `timer_getoverrun` reports the kernel's count once the signal is delivered, and the next signal's `si_overrun` carries them (summed over all signals, `1 + si_overrun` counts every expiry on both). So `timer_getoverrun() == si_overrun` holds for a signal taken within its period, and `timer_getoverrun() >= si_overrun` for every signal; the kernel has equality always (both are computed at the dequeue) | rewrite a queued `siginfo_t` |
-//! | calls `timer_settime` or `timer_delete` while the timer's signal is pending | the signal is discarded when dequeued: never seen | it is delivered (its `si_timerid` names the re-armed, or deleted, timer), and a re-armed timer's expiries send their own signals: the program sees one signal more than with the kernel | retract a queued signal (`sigtimedwait` takes the first of that number, whoever sent it, and a thread other than `main` may not queue another sender's back) |
-//! | takes the signal and waits for the next | re-armed at the dequeue: the next signal comes at the next period | the dequeue is noticed at the next look: the next period, up to 10 ms later for a signal that was pending long, or at `timer_getoverrun`; the periods in between are overruns, none is lost. A signal found pending is looked at 1 ms (at most half a period) before the period it would count: taken in that last millisecond, that period is an overrun of it where the kernel would send a new signal (`sigdeliver.rs`, "Which side of an expiry a consumption fell") | see a dequeue |
-//! | gives several timers one signal number | each timer's signal is tracked on its own | a timer sees its signal pending while any signal of that number is: one whose signal was taken waits until all are, counting overruns | tell which entry of a number is pending (`sigpending` reports numbers) |
-//! | shares a standard (non-realtime) signal with another sender (`kill`) | the timer's signal is queued beside the other | tempora sends a standard signal only once its number is not pending (it waits, retrying within 10 ms, and counts the periods meanwhile), but a `kill` that lands between its check and its send merges with it: one delivery | queue two instances of a standard signal |
-//! | holds many timers | each costs one `RLIMIT_SIGPENDING` unit from create to delete (`EAGAIN` past it: ~96k on a default system) | nothing while no signal is pending; one unit per queued signal. A signal refused for want of room (`EAGAIN`) is retried, doubling from 100 µs up to 100 ms, by one timer for all those refused (the others wait until its signal goes: `lookout.rs`), and the periods meanwhile are its overrun | use the kernel's preallocated per-timer entry |
-//! | sets `SIG_IGN`, then a handler again | the parked timer's signal is queued at the `sigaction` call | it is queued at the timer's next retry after it (doubling up to 10 ms), with the same overrun | see a `sigaction` call |
-//! | changes a signal's disposition to or from ignored within a probe interval (a period, at most 10 ms) of its delivery, or of its discard by `SIG_IGN` | each event is seen as it happens | a signal no longer pending is taken for discarded if the disposition ignores it when tempora looks (and did not when it was queued), for delivered otherwise: a delivery followed by `SIG_IGN` counts its periods again in the next signal, a discard followed by a handler loses that expiry from the counts, and a signal queued while ignored (because blocked) and discarded by setting `SIG_IGN` again before the unblock counts as delivered | see a dequeue, or a `sigaction` call |
-//! | targets a thread that exits, and its ID is reused by a new thread | the timer keeps a reference to the thread that exited: nothing is sent | the signal goes to the new thread of that ID | hold a reference to a thread |
-//! | takes the signal in a handler on a thread that polls tempora itself (`Timers::poll` in a loop, no driver) | the handler runs outside the timer code | the handler may run on return from the system call that queued it, inside that poll: a timer call on the same timer from that handler waits for ever (async-signal-safety is not yet tempora's) | queue a signal with no lock held yet |
-//! | blocks a fast periodic timer's signal for long | no work at all | at most one look (`sigpending`, or a `/proc` read for a thread's signal) per 10 ms for all the periodic timers of one target and signal number (`lookout.rs`), and one wake-up per 10 s per timer (its backstop) | see the unblock |
-//! | calls `exec` with a timer's signal queued | the signal is flushed with the timers | the signal stays queued for the new program, like any signal queued with `sigqueue` | flush another sender's queued signal |
+//! | delays a periodic timer's signal (blocked, or taken late) while periods pass | the signal's `si_overrun` counts them | that signal's `si_overrun` counts only the periods before it was queued; `timer_getoverrun` reports the kernel's count once the signal is delivered, and the next signal's `si_overrun` carries them (summed over all signals, `1 + si_overrun` counts every expiry on both). So `timer_getoverrun() == si_overrun` holds for a signal taken within its period, and `timer_getoverrun() >= si_overrun` for every signal; the kernel has equality always (both are computed at the dequeue) | user space cannot rewrite a queued `siginfo_t` |
+//! | calls `timer_settime` or `timer_delete` while the timer's signal is pending | the signal is discarded when dequeued: never seen | it is delivered (its `si_timerid` names the re-armed, or deleted, timer), and a re-armed timer's expiries send their own signals: the program sees one signal more than with the kernel | user space cannot retract a queued signal (`sigtimedwait` takes the first of that number, whoever sent it, and a thread other than `main` may not queue another sender's back) |
+//! | takes the signal and waits for the next | re-armed at the dequeue: the next signal comes at the next period | the dequeue is noticed at the next look: the next period, up to 10 ms later for a signal that was pending long, or at `timer_getoverrun`; the periods in between are overruns, none is lost. A signal found pending is looked at 1 ms (at most half a period) before the period it would count: taken in that last millisecond, that period is an overrun of it where the kernel would send a new signal (`sigdeliver.rs`, "Which side of an expiry a consumption fell") | user space cannot see a dequeue |
+//! | gives several timers one signal number | each timer's signal is tracked on its own | a timer sees its signal pending while any signal of that number is: one whose signal was taken waits until all are, counting overruns | user space cannot tell which entry of a number is pending (`sigpending` reports numbers) |
+//! | shares a standard (non-realtime) signal with another sender (`kill`) | the timer's signal is queued beside the other | tempora sends a standard signal only once its number is not pending (it waits, retrying within 10 ms, and counts the periods meanwhile), but a `kill` that lands between its check and its send merges with it: one delivery | user space cannot queue two instances of a standard signal |
+//! | holds many timers | each costs one `RLIMIT_SIGPENDING` unit from create to delete (`EAGAIN` past it: ~96k on a default system) | nothing while no signal is pending; one unit per queued signal. A signal refused for want of room (`EAGAIN`) is retried, doubling from 100 µs up to 100 ms, by one timer for all those refused (the others wait until its signal goes: `lookout.rs`), and the periods meanwhile are its overrun | user space cannot use the kernel's preallocated per-timer entry |
+//! | sets `SIG_IGN`, then a handler again | the parked timer's signal is queued at the `sigaction` call | it is queued at the timer's next retry after it (doubling up to 10 ms), with the same overrun | user space cannot see a `sigaction` call |
+//! | changes a signal's disposition to or from ignored within a probe interval (a period, at most 10 ms) of its delivery, or of its discard by `SIG_IGN` | each event is seen as it happens | a signal no longer pending is taken for discarded if the disposition ignores it when tempora looks (and did not when it was queued), for delivered otherwise: a delivery followed by `SIG_IGN` counts its periods again in the next signal, a discard followed by a handler loses that expiry from the counts, and a signal queued while ignored (because blocked) and discarded by setting `SIG_IGN` again before the unblock counts as delivered | user space cannot see a dequeue, or a `sigaction` call |
+//! | targets a thread that exits, and its ID is reused by a new thread | the timer keeps a reference to the thread that exited: nothing is sent | the signal goes to the new thread of that ID | user space cannot hold a reference to a thread |
+//! | takes the signal in a handler on a thread that polls tempora itself (`Timers::poll` in a loop, no driver) | the handler runs outside the timer code | the handler may run on return from the system call that queued it, inside that poll: a timer call on the same timer from that handler waits for ever (async-signal-safety is not yet tempora's) | user space cannot queue a signal with no lock held yet |
+//! | blocks a fast periodic timer's signal for long | no work at all | at most one look (`sigpending`, or a `/proc` read for a thread's signal) per 10 ms for all the periodic timers of one target and signal number (`lookout.rs`), and one wake-up per 10 s per timer (its backstop) | user space cannot see the unblock |
+//! | calls `exec` with a timer's signal queued | the signal is flushed with the timers | the signal stays queued for the new program, like any signal queued with `sigqueue` | user space cannot flush another sender's queued signal |
+//! | creates a `SIGEV_THREAD` timer (C) | glibc 2.34 on: a helper thread per timer, made with `sigev_notify_attributes`, calls the function at each expiry | the function runs on tempora's driver thread; one that blocks hands the driver to a spare thread, so other timers still fire (timers of other kinds however many block, other functions while fewer than 64 block at once: `spare_drivers`). `sigev_notify_attributes` is ignored (stack size, scheduling, affinity, detach state do not apply); `pthread_self()` and thread-locals are the driver's; every signal is blocked there. A timer's function never runs twice at once: expiries meanwhile make one more call | a thread per timer is what a million timers cannot afford |
+//! | ends a `SIGEV_THREAD` call other than by returning | `pthread_exit` ends the helper thread's call | it must return normally: a C++ exception aborts the process; `pthread_exit`, `longjmp` or a cancellation is undefined behaviour | the thread is tempora's driver, shared by every timer |
+//! | calls `timer_getoverrun` in a `SIGEV_THREAD` call made for expiries that came while the previous ran | the overrun of that expiry | the last expiry's lateness only, not how many came (`tempora.h`'s `tempora_callback_fn` is told) | the POSIX call has no argument to say which call it is asked from |
+//! | reads a `timer_t`'s value as a number (C) | a small int (or glibc's tagged pointer) | a tagged value: the ID in the low 32 bits, a tag in the high 32 (`tempora_posix.h` says which); a program that indexes an array with it, or prints it, sees another number | a kernel `timer_t` must stay recognisable beside tempora's, so each goes where it was made |
 //!
 //! # Firing
 //!
@@ -167,8 +174,9 @@
 //!   `parking_lot` crate registers with glibc's thread-exit list; glibc ends the process if
 //!   that small allocation fails), a poller's buffers of popped entries, of the events it
 //!   holds for their queues and of the calls they make (one [`Builder::batch`] each) on its
-//!   first poll, and a driver's queue of
-//!   calls for its standby as it starts. All once per thread, none per timer;
+//!   first poll (a thread blocked in `Owner::recv` on a service with one driver polls in
+//!   the driver's place: its first such wait makes them, after a probe that the memory is
+//!   there), and a driver's list of calls for its crew as each thread starts. All once per thread, none per timer;
 //! * starting a thread: std's spawn allocates its handle and name infallibly (a stack that
 //!   cannot be mapped is an error, not an abort). A spare driver is started when a driver
 //!   runs callbacks with none standing by, at most [`Builder::spare_drivers`] per driver
@@ -279,9 +287,11 @@
 mod arm;
 pub(crate) mod base;
 pub(crate) mod builder;
+#[cfg(not(loom))]
+mod clockwatch;
 pub(crate) mod contract;
 pub(crate) mod core;
-pub(crate) mod doorbell;
+mod crew;
 pub(crate) mod driver;
 pub(crate) mod fd;
 mod handle;
@@ -299,7 +309,6 @@ pub(crate) mod service;
 pub(crate) mod sigdeliver;
 pub(crate) mod signal;
 pub(crate) mod sleep;
-mod standby;
 pub(crate) mod types;
 pub(crate) mod wake;
 

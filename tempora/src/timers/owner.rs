@@ -574,6 +574,15 @@ impl Owner {
     /// Waits for the next event. Something else must poll meanwhile (a background driver, or
     /// another thread calling [`Timers::poll`](super::Timers::poll)).
     ///
+    /// # Who fires while a receiver waits
+    ///
+    /// On a service with one driver (the default), the waiting thread takes the driver's
+    /// place for the wait: it sleeps until the service's next expiry itself and fires what
+    /// is due then, so an event of its own timer wakes one thread (this one), not the driver
+    /// and then this thread. Callbacks it finds due go to the driver's threads, which run
+    /// them. One receiver at a time does this; the others wait on their queues
+    /// (`driver.rs`, `wait_leading`).
+    ///
     /// # Errors
     /// Once the queue is empty: [`Error::OwnerDeleted`] if the owner is destroyed,
     /// [`Error::ServiceStopped`] if its service stopped (its last [`Timers`](super::Timers) handle and [`Sleep`](crate::time::Sleep) dropped), [`Error::Poisoned`] if
@@ -604,7 +613,10 @@ impl Owner {
             if let Some(e) = self.closed() {
                 return Err(e);
             }
-            if !self.sink().wait(deadline) {
+            let sink = self.sink();
+            let woke = super::driver::wait_leading(self.core(), deadline, |t| sink.wait(t))
+                .unwrap_or_else(|| sink.wait(deadline));
+            if !woke {
                 return Ok(self.try_recv());
             }
         }

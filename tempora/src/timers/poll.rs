@@ -236,9 +236,25 @@ impl Core {
         })
     }
 
+    /// Makes this thread's poll buffers, and registers their thread-exit hooks, as its first
+    /// poll would: a thread that may poll later (a driver's spare) does it as it starts,
+    /// while the memory is there (the `timers` module doc, "Memory").
+    pub(crate) fn warm_poller(&self) {
+        let mut batch = BATCH.with(Cell::take);
+        batch.reserve(self.batch);
+        BATCH.with(|c| c.set(batch));
+        let mut calls = CALLS.with(Cell::take);
+        calls.reserve(self.batch);
+        CALLS.with(|c| c.set(calls));
+        let mut held = HELD.with(Cell::take);
+        held.reserve(self.batch);
+        HELD.with(|c| c.set(held));
+        drop(crate::sync::pin());
+    }
+
     /// Polls every base, handing each batch's calls to `after` once no lock is held; stops
     /// early (after that batch) if `after` returns `false`.
-    fn poll_then(
+    pub(crate) fn poll_then(
         &self,
         now: [u64; CLOCKS],
         after: &mut dyn FnMut(&mut Vec<Call>) -> bool,

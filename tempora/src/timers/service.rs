@@ -4,11 +4,11 @@
 
 use super::contract::OwnerPart;
 use super::core::Core;
-use super::doorbell::NO_EXPIRY;
 use super::driver::Drivers;
 use super::object::EventQueue;
 use super::owner::Owner;
 use super::wake;
+use super::wake::NO_EXPIRY;
 use crate::clock::ClockId;
 use crate::error::Error;
 use crate::instant::Instant;
@@ -137,7 +137,7 @@ impl Timers {
 
     /// Number of background driver threads.
     pub fn drivers(&self) -> usize {
-        self.core.wake.bells.len()
+        self.core.wake.alarms.len()
     }
 
     /// Callbacks that panicked (each panic is caught; the poll goes on).
@@ -209,7 +209,7 @@ impl Timers {
     pub fn deadline_fd(&self) -> Result<BorrowedFd<'_>, Error> {
         let core = &*self.core;
         core.health.check_fork()?;
-        if !core.wake.bells.is_empty() {
+        if !core.wake.alarms.is_empty() {
             return Err(Error::InvalidConfig(
                 "a deadline fd is for a service without drivers (drivers(0))",
             ));
@@ -222,10 +222,13 @@ impl Timers {
         if core.wake.deadline.get().is_none() {
             // A racing first call's fd wins; ours is closed. The fd is visible before any
             // base publishes a deadline, so every ring finds it.
-            let _ = core.wake.deadline.set(wake::DeadlineFd::new()?);
+            let _ = core.wake.deadline.set(wake::Alarm::new(false, true)?);
             core.refresh_deadline();
         }
-        Ok(core.wake.deadline.get().expect("set above").fd.as_fd())
+        #[cfg(not(loom))]
+        return Ok(core.wake.deadline.get().expect("set above").fd().as_fd());
+        #[cfg(loom)]
+        unreachable!("loom models make no fd")
     }
 
     /// Tells the service that the realtime clock was set: drivers wake and re-evaluate

@@ -68,7 +68,7 @@
 //! ```
 //!
 //! What a program can observe differently from the kernel's timers is the table in the
-//! `timers` module's doc ("Signals: where tempora differs from the kernel").
+//! `timers` module's doc ("Where tempora differs from the kernel").
 
 use super::core::Core;
 use super::itimer::{add_periods, forward, set_look, set_overrun_last, Arm};

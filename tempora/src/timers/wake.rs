@@ -1,77 +1,104 @@
-//! Wake-ups: who must be told when an arming is earlier than a sleeper's deadline, and how.
+//! Wake-ups: the one kernel timer each sleeper of a service waits on, and who moves it.
 //!
-//! A service's sleepers are its drivers (each on its [`Doorbell`], with a [`Standby`] whose
-//! timerfd a spare waits on while the driver runs callbacks) or, for a service without
-//! drivers, the [`DeadlineFd`] an application's event loop waits on. [`Wakeups`] holds them
-//! and rings the right one; the deadline a sleeper publishes, and the ring test an armer runs
-//! against it under the base lock, are "Waking a sleeping driver" in `base.rs`.
+//! Every sleeper waits on an [`Alarm`]: a timerfd on the monotonic clock armed at the earliest
+//! firing of the bases it watches. A service with drivers has one per driver (driver `k`
+//! watches the bases `b % drivers == k`), and its threads wait on it in `epoll_wait`, which
+//! wakes one of them per expiry (`driver.rs`, "Who wakes"); a service without drivers has one
+//! for all bases, made on first request, which an application's event loop waits on
+//! (`Timers::deadline_fd`). [`Wakeups`] holds them.
+//!
+//! # The protocol
+//!
+//! A refresh (a driver's, after its poll; or after every `Timers::poll`) runs under the
+//! alarm's lock: base by base, under each base's lock, it reads the base's earliest firing and
+//! publishes the deadline so far in the base's `sleep` (`base.rs`, "Waking a sleeping
+//! driver"); then it arms the fd at the minimum. An arm earlier than a base's published
+//! `sleep` rings: it lowers that `sleep` to its own entry (under the base lock) and, under the
+//! alarm's lock, moves the fd to the entry if that is earlier than where the fd is armed.
+//!
+//! So the fd is never later than the earliest entry: a ring that waited for a refresh's lock
+//! compares with that refresh's arm, which either saw its entry (the refresh scanned the base
+//! after the arm) or is at most the `sleep` the arm compared with (each published value is at
+//! or after the deadline the refresh arms). A ring never wakes anyone at once: the fd fires
+//! when the entry falls due. An arm later than the published deadline costs nothing.
+//!
+//! # A receiver that holds the alarm
+//!
+//! A thread about to block in `Owner::recv` on a service with one driver may take the
+//! driver's place for the wait ([`Alarm::hold`]): it sleeps until the alarm's time itself,
+//! polls, and so is woken once for its own timer instead of the driver and then itself
+//! (`owner.rs`, "Who fires while a receiver waits"). While a thread holds it, the alarm
+//! `covers` that time: the fd is needed only for what falls due earlier (a ring, or a driver's
+//! refresh, arms it only then), and [`Alarm::release`] gives the covered time back to the fd.
+//! One thread at a time holds an alarm.
 
-use super::base::{Base, BaseState};
-use super::doorbell::{Doorbell, NO_EXPIRY};
-use super::fd;
+use super::base::Base;
 #[cfg(not(loom))]
-use super::standby::{Standby, Steps as _};
+use super::fd;
 use crate::clock::{ClockId, Resolution, ALL_CLOCKS, CLOCKS};
-use crate::sync::{rank, MutexGuard, RankedMutex};
+use crate::sync::{rank, RankedMutex};
 #[cfg(test)]
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
-use std::os::fd::OwnedFd;
+#[cfg(not(loom))]
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::OnceLock;
 
-/// The monotonic wheel's index: the deadline fd and the standby fds are on that clock.
+/// "No expiry": a wheel or a sleeper with nothing armed.
+pub(crate) const NO_EXPIRY: u64 = u64::MAX;
+
+/// Where an alarm fired on purpose rests (a clock step, callbacks handed to the driver): no
+/// refresh or hold moves it until a driver's thread has woken (`Alarm::woke`).
+const FIRED: u64 = 0;
+
+/// The monotonic wheel's index: alarms are on that clock.
 const MONOTONIC: usize = ClockId::Monotonic.index();
 
-/// A service's sleepers and the rings that wake them.
+/// A service's alarms.
 pub(crate) struct Wakeups {
-    /// One per driver; driver `k` serves the bases `b % drivers == k`.
-    pub(crate) bells: Box<[CachePadded<Doorbell>]>,
-    /// One per driver: the spares standing by while it runs callbacks (`driver.rs`,
-    /// "Callbacks that block"); empty without spares.
-    #[cfg(not(loom))]
-    pub(crate) standby: Box<[CachePadded<Standby>]>,
-    /// The deadline fd of a service without drivers, made on first request
+    /// One per driver; driver `k` watches the bases `b % drivers == k`.
+    pub(crate) alarms: Box<[CachePadded<Alarm>]>,
+    /// The alarm of a service without drivers, made on first request
     /// (`Timers::deadline_fd`).
-    pub(crate) deadline: OnceLock<DeadlineFd>,
-    /// Test hook: doorbell rings (arms earlier than a driver's sleep, clock steps, shutdown).
+    pub(crate) deadline: OnceLock<Alarm>,
+    /// Test hook: rings (arms earlier than a published deadline, clock steps, shutdown).
     #[cfg(test)]
     pub(crate) rings: AtomicU64,
 }
 
 impl Wakeups {
-    /// `drivers` doorbells, and the given standbys (one per driver, or none).
-    pub(crate) fn new(
-        drivers: usize,
-        #[cfg(not(loom))] standby: Box<[CachePadded<Standby>]>,
-    ) -> Wakeups {
+    pub(crate) fn new(alarms: Box<[CachePadded<Alarm>]>) -> Wakeups {
         Wakeups {
-            bells: (0..drivers).map(|_| CachePadded::default()).collect(),
-            #[cfg(not(loom))]
-            standby,
+            alarms,
             deadline: OnceLock::new(),
             #[cfg(test)]
             rings: AtomicU64::new(0),
         }
     }
 
-    /// Rings every driver (a clock step, shutdown), or makes the deadline fd readable at once
-    /// (its loop polls, which re-evaluates every base).
-    pub(crate) fn ring_all(&self) {
-        #[cfg(test)]
-        self.rings
-            .fetch_add(self.bells.len() as u64, Ordering::Relaxed);
-        self.bells.iter().for_each(|b| b.ring());
-        #[cfg(not(loom))]
-        self.standby.iter().for_each(|s| s.kick(1));
-        if let Some(d) = self.deadline.get() {
-            d.lower(0);
+    /// The alarm that watches base `b`, if any yet.
+    fn of(&self, b: usize) -> Option<&Alarm> {
+        match self.alarms.len() {
+            0 => self.deadline.get(),
+            n => Some(&self.alarms[b % n]),
         }
     }
 
-    /// An entry at tick `tick` of base `b`'s wheel `w` is earlier than what the base's
-    /// sleeper (its driver, or the deadline fd) published: rings the driver serving base `b`,
-    /// or moves the deadline fd to it (`now` reads every clock, for a wheel other than the
-    /// monotonic one).
+    /// Fires every alarm at once (a clock step, `Timers::clock_was_set`): its sleeper polls,
+    /// which re-evaluates every base.
+    pub(crate) fn ring_all(&self) {
+        #[cfg(test)]
+        self.rings
+            .fetch_add(self.alarms.len().max(1) as u64, Ordering::Relaxed);
+        self.alarms.iter().for_each(|a| a.lower(FIRED, 0));
+        if let Some(d) = self.deadline.get() {
+            d.lower(FIRED, 0);
+        }
+    }
+
+    /// An entry at tick `tick` of base `b`'s wheel `w` is earlier than what the base's sleeper
+    /// published: moves its alarm to the entry (`now` reads every clock; it is read for a
+    /// wheel other than the monotonic one, or a clock source other than the OS's).
     #[cold]
     pub(crate) fn ring(
         &self,
@@ -83,59 +110,238 @@ impl Wakeups {
     ) {
         #[cfg(test)]
         self.rings.fetch_add(1, Ordering::Relaxed);
-        if !self.bells.is_empty() {
-            let k = b % self.bells.len();
-            self.bells[k].ring();
+        let Some(alarm) = self.of(b) else { return };
+        if w == MONOTONIC && alarm.os_time {
+            alarm.lower(res.tick_start(tick), 0);
+        } else {
+            let now = now();
+            alarm.lower(to_monotonic(res, w, tick, &now), now[MONOTONIC]);
+        }
+    }
+}
+
+/// Where an alarm's fd fires, and what a receiver holding it covers.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// Where the fd fires (monotonic ns; `NO_EXPIRY`: disarmed).
+    pub(crate) armed: u64,
+    /// The time a holding receiver wakes at (`NO_EXPIRY` while none holds).
+    pub(crate) covered: u64,
+    /// A receiver holds the alarm.
+    pub(crate) held: bool,
+    /// The service stops: the fd fires every millisecond, and nothing moves it again.
+    pub(crate) stopped: bool,
+}
+
+/// A timerfd on the monotonic clock, armed at the earliest firing of the bases it watches
+/// (the module doc), and for a driver the `epoll` instance its threads wait in.
+pub(crate) struct Alarm {
+    #[cfg(not(loom))]
+    fd: OwnedFd,
+    /// A driver's: the timerfd, edge-triggered. Threads blocked in one `epoll_wait` are
+    /// woken one per event, the last to wait first.
+    #[cfg(not(loom))]
+    epoll: Option<OwnedFd>,
+    /// The service's clock is the OS's: arms are absolute on the fd's clock. Otherwise they
+    /// are made relative from the service's own reading.
+    os_time: bool,
+    /// A driver's (its threads wait in `epoll`), not a deadline fd.
+    driver: bool,
+    pub(crate) plan: RankedMutex<Plan, { rank::ALARM }>,
+}
+
+impl Alarm {
+    /// A disarmed alarm: a driver's (with an `epoll` instance its threads wait in) or a
+    /// deadline fd.
+    pub(crate) fn new(driver: bool, os_time: bool) -> std::io::Result<Alarm> {
+        #[cfg(not(loom))]
+        let fd = fd::timerfd(libc::CLOCK_MONOTONIC, true)?;
+        #[cfg(not(loom))]
+        let epoll = if driver {
+            Some(fd::epoll_edge(&fd)?)
+        } else {
+            None
+        };
+        Ok(Alarm {
             #[cfg(not(loom))]
-            if let Some(s) = self.standby.get(k) {
-                // Where the entry fires on the standby's monotonic fd: at once for the
-                // other clocks (a rare ring; converting would read every clock).
-                s.kick(if w == MONOTONIC {
-                    res.tick_start(tick)
-                } else {
-                    1
-                });
-            }
-        } else if let Some(d) = self.deadline.get() {
-            let at = if w == MONOTONIC {
-                res.tick_start(tick)
-            } else {
-                to_monotonic(res, w, tick, &now())
+            fd,
+            #[cfg(not(loom))]
+            epoll,
+            os_time,
+            driver,
+            plan: RankedMutex::new(Plan {
+                armed: NO_EXPIRY,
+                covered: NO_EXPIRY,
+                held: false,
+                stopped: false,
+            }),
+        })
+    }
+
+    /// The timerfd (an application's event loop waits on the deadline fd's).
+    #[cfg(not(loom))]
+    pub(crate) fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+
+    /// The alarm's lock; nothing panics under it (a system call, stores, base sections that
+    /// poison their own lock), so a poisoned one is intact.
+    pub(crate) fn lock(&self) -> crate::sync::MutexGuard<'_, Plan, { rank::ALARM }> {
+        self.plan.lock_or_recover()
+    }
+
+    /// Arms the fd at monotonic time `at` (`NO_EXPIRY`: disarms it), the service's monotonic
+    /// clock reading `mono` (used only off the OS clocks), with the lock held.
+    fn set(&self, plan: &mut Plan, at: u64, mono: u64) {
+        if plan.stopped {
+            return;
+        }
+        plan.armed = at;
+        #[cfg(not(loom))]
+        {
+            // 0 disarms a timerfd: a deadline in the past fires at 1 ns instead.
+            match (at, self.os_time) {
+                (NO_EXPIRY, _) => fd::arm(&self.fd, 0, 0),
+                (at, true) => fd::arm(&self.fd, libc::TFD_TIMER_ABSTIME, at.max(1)),
+                (at, false) => fd::arm(&self.fd, 0, at.saturating_sub(mono).max(1)),
             };
-            d.lower(at);
+        }
+        #[cfg(loom)]
+        let _ = mono;
+    }
+
+    /// A ring: moves the fd to `at` if that is earlier than where it fires and than what a
+    /// holding receiver covers.
+    pub(crate) fn lower(&self, at: u64, mono: u64) {
+        let mut plan = self.lock();
+        if at < plan.armed && at < plan.covered {
+            self.set(&mut plan, at, mono);
         }
     }
 
-    /// Re-arms the deadline fd, if there is one, at the earliest firing of `bases` (after a
-    /// poll), publishing it in every base as a driver publishes its sleep (`DeadlineFd`).
-    pub(crate) fn refresh_deadline(
+    /// Publishes the earliest firing of `bases` in each, and arms the fd at it (a holder, or
+    /// an earlier holder's cover, moves it only if it is sooner: the module doc). `rearm_past`:
+    /// re-arm a past deadline that is unchanged (a deadline fd must become readable; a driver
+    /// that finds one polls again instead). Returns the deadline (monotonic ns).
+    pub(crate) fn refresh<'a>(
         &self,
-        bases: &[CachePadded<Base>],
+        bases: impl Iterator<Item = &'a CachePadded<Base>>,
         res: Resolution,
         max_deferral: u64,
-        now: impl FnOnce() -> [u64; CLOCKS],
-    ) {
-        let Some(d) = self.deadline.get() else {
-            return;
-        };
-        let mut g = d.lock();
-        let now = now();
+        now: &[u64; CLOCKS],
+        holder: bool,
+        rearm_past: bool,
+    ) -> u64 {
+        let mut plan = self.lock();
         let mut deadline = NO_EXPIRY;
         for base in bases {
             // A poisoned base fires nothing again: it has no deadline.
             let _ = base.locked(|st| {
-                st.ring_lowers = true;
-                deadline = deadline.min(earliest_fire(res, max_deferral, st, &now));
+                deadline = deadline.min(earliest_fire(res, max_deferral, st, now));
                 for w in 0..CLOCKS {
-                    st.sleep[w] = from_monotonic(res, w, deadline, &now);
+                    st.sleep[w] = from_monotonic(res, w, deadline, now);
                 }
             });
         }
-        // Unchanged and still ahead: the fd is armed right and not readable.
         let mono = now[MONOTONIC];
-        if deadline != *g || deadline <= mono {
-            d.set(&mut g, deadline);
+        if holder {
+            plan.covered = deadline;
         }
+        if plan.armed == FIRED && self.driver {
+            // Fired on purpose for a driver's thread, which re-arms it once awake (`woke`).
+            return deadline;
+        }
+        let want = if deadline < plan.covered {
+            deadline
+        } else {
+            NO_EXPIRY
+        };
+        if want != plan.armed || (rearm_past && want <= mono) {
+            self.set(&mut plan, want, mono);
+        }
+        deadline
+    }
+
+    /// A receiver takes the alarm for its wait: the time it must wake at (`NO_EXPIRY`:
+    /// nothing is armed), or `None` if another receiver holds it or the service stops. The fd
+    /// is disarmed; a ring or a refresh arms it again for what falls due sooner.
+    pub(crate) fn hold(&self) -> Option<u64> {
+        let mut plan = self.lock();
+        if plan.held || plan.stopped || plan.armed == FIRED {
+            return None;
+        }
+        plan.held = true;
+        plan.covered = plan.armed;
+        self.set(&mut plan, NO_EXPIRY, 0);
+        Some(plan.covered)
+    }
+
+    /// The receiver gives the alarm back: what it covered goes to the fd (`mono`: the
+    /// service's monotonic reading, off the OS clocks).
+    pub(crate) fn release(&self, mono: u64) {
+        let mut plan = self.lock();
+        plan.held = false;
+        let covered = std::mem::replace(&mut plan.covered, NO_EXPIRY);
+        if covered < plan.armed {
+            self.set(&mut plan, covered, mono);
+        }
+    }
+
+    /// Fires the fd now for a driver's thread (callbacks handed to it), whatever a holder
+    /// covers.
+    pub(crate) fn fire(&self) {
+        let mut plan = self.lock();
+        self.set(&mut plan, FIRED, 0);
+    }
+
+    /// A driver's thread woke: an alarm fired on purpose (`FIRED`) may be armed again.
+    pub(crate) fn woke(&self) {
+        let mut plan = self.lock();
+        if plan.armed == FIRED {
+            plan.armed = NO_EXPIRY;
+        }
+    }
+
+    /// The service stops: nothing moves the fd again but [`Alarm::pass_on`], and it fires
+    /// now, waking one thread; each thread that ends passes the wake-up on.
+    pub(crate) fn stop(&self) {
+        let mut plan = self.lock();
+        plan.stopped = true;
+        self.pass_on();
+    }
+
+    /// Fires the fd now, once a stopped service's thread ends, for the next waiting thread
+    /// (an expiry nobody waits for is kept for the next `epoll_wait`). A timerfd is never
+    /// read here, so it fires once per arm: a periodic arm would not wake them all.
+    pub(crate) fn pass_on(&self) {
+        #[cfg(not(loom))]
+        fd::arm(&self.fd, 0, 1);
+    }
+
+    /// Blocks a driver's thread until the alarm fires for it (`true`), or for at most `idle`
+    /// (`false`). Of the threads waiting, the one that waited last is woken first.
+    #[cfg(not(loom))]
+    pub(crate) fn wait(&self, idle: Option<std::time::Duration>) -> bool {
+        let epoll = self.epoll.as_ref().expect("a driver's alarm");
+        let ms = idle.map_or(-1, |d| d.as_millis().min(i32::MAX as u128) as libc::c_int);
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        loop {
+            // SAFETY: epoll_wait(2) on our epoll fd with room for one event, which lives for
+            // the call.
+            let r = unsafe { libc::epoll_wait(epoll.as_raw_fd(), &mut ev, 1, ms) };
+            if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return r > 0;
+        }
+    }
+}
+
+#[cfg(loom)]
+impl Alarm {
+    /// Loom models run no driver thread.
+    pub(crate) fn wait(&self, _idle: Option<std::time::Duration>) -> bool {
+        unreachable!("loom models run no driver thread")
     }
 }
 
@@ -146,7 +352,7 @@ impl Wakeups {
 pub(crate) fn earliest_fire(
     res: Resolution,
     max_deferral: u64,
-    st: &BaseState,
+    st: &super::base::BaseState,
     now: &[u64; CLOCKS],
 ) -> u64 {
     st.wheels
@@ -167,7 +373,7 @@ pub(crate) fn earliest_fire(
 /// Monotonic time (ns) at which wheel `w`'s tick `tick` starts, with the clocks at `now`.
 pub(crate) fn to_monotonic(res: Resolution, w: usize, tick: u64, now: &[u64; CLOCKS]) -> u64 {
     let at = res.tick_start(tick);
-    let mono = now[ClockId::Monotonic.index()];
+    let mono = now[MONOTONIC];
     if ALL_CLOCKS[w] == ClockId::Monotonic {
         at
     } else {
@@ -181,7 +387,7 @@ pub(crate) fn from_monotonic(res: Resolution, w: usize, mono_ns: u64, now: &[u64
     if mono_ns == NO_EXPIRY {
         return NO_EXPIRY;
     }
-    let mono = now[ClockId::Monotonic.index()];
+    let mono = now[MONOTONIC];
     let at = if ALL_CLOCKS[w] == ClockId::Monotonic {
         mono_ns
     } else {
@@ -190,55 +396,76 @@ pub(crate) fn from_monotonic(res: Resolution, w: usize, mono_ns: u64, now: &[u64
     res.ticks_ceil(at)
 }
 
-/// The deadline fd of an application-driven service (`Timers::deadline_fd`): a timerfd on
-/// the monotonic clock, armed at the earliest firing of all bases, so that an event loop
-/// waits on it instead of a driver thread.
-///
-/// It follows the drivers' protocol ("Waking a sleeping driver" in `base.rs`), with the
-/// fd in the driver's place: a refresh (after every `Timers::poll`) publishes its deadline
-/// in every base's `sleep`, base by base under each base's lock, and arms the fd, all under
-/// the fd's lock; an arm earlier than a base's published `sleep` rings, which lowers that
-/// `sleep` to the new entry and, under the fd's lock, moves the fd earlier if the entry is
-/// before what the fd is armed at. A ring that waited for a refresh's lock compares with
-/// that refresh's deadline, which either saw its entry (it scanned the base after the arm) or
-/// is at most the value the arm compared with; so the fd is never armed later than the
-/// earliest entry, and an arm later than the published deadline costs no system call.
-#[derive(Debug)]
-pub(crate) struct DeadlineFd {
-    pub(crate) fd: OwnedFd,
-    /// The monotonic time (ns) the fd is armed at, `NO_EXPIRY` if disarmed.
-    pub(crate) armed: RankedMutex<u64, { rank::DEADLINE_FD }>,
-}
+#[cfg(all(test, loom))]
+mod tests {
+    use super::*;
+    use crate::wheel::Mode;
+    use loom::sync::Arc;
+    use std::ptr::NonNull;
 
-impl DeadlineFd {
-    /// A disarmed timerfd on the monotonic clock.
-    pub(crate) fn new() -> std::io::Result<DeadlineFd> {
-        Ok(DeadlineFd {
-            fd: fd::timerfd(libc::CLOCK_MONOTONIC, true)?,
-            armed: RankedMutex::new(NO_EXPIRY),
-        })
-    }
-
-    /// The fd's lock (no panic happens under it: a system call, stores, base sections that
-    /// poison their own lock).
-    pub(crate) fn lock(&self) -> MutexGuard<'_, u64, { rank::DEADLINE_FD }> {
-        self.armed.lock_or_recover()
-    }
-
-    /// Arms the fd at monotonic time `at` (`NO_EXPIRY`: disarms it), with its lock held.
-    /// Re-arming also resets its readability: it is readable only once `at` has passed.
-    pub(crate) fn set(&self, armed: &mut u64, at: u64) {
-        // 0 disarms a timerfd: a deadline at time 0 (in the past) fires at 1 ns instead.
-        let ns = if at == NO_EXPIRY { 0 } else { at.max(1) };
-        fd::arm(&self.fd, libc::TFD_TIMER_ABSTIME, ns);
-        *armed = at;
-    }
-
-    /// A ring: moves the fd to `at` if that is earlier than where it is armed.
-    pub(crate) fn lower(&self, at: u64) {
-        let mut g = self.lock();
-        if at < *g {
-            self.set(&mut g, at);
+    fn entry(base: &Base, alarm: &Alarm, tick: u64) {
+        // A sleep's entry (never followed: nothing pops it).
+        let sleep = NonNull::dangling();
+        let (_, ring) = base
+            .locked_sleeps(tick, |w| w.insert_with(tick, Mode::PRECISE, sleep))
+            .unwrap();
+        if ring {
+            alarm.lower(tick, 0);
         }
+    }
+
+    fn refresh(base: &CachePadded<Base>, alarm: &Alarm, holder: bool) -> u64 {
+        let res = Resolution::new(1).unwrap();
+        alarm.refresh(std::iter::once(base), res, 0, &[0; CLOCKS], holder, false)
+    }
+
+    /// A sleeper's refresh races an arm earlier than anything it saw (the entry at 10, with
+    /// one at 100 already armed): whatever the interleaving, the fd ends up firing by 10, so
+    /// the entry is never missed. Publishing the deadline outside the base lock, or moving
+    /// the fd outside the alarm's lock, fails this model.
+    #[test]
+    fn loom_a_refresh_never_misses_an_earlier_arm() {
+        loom::model(|| {
+            let base = Arc::new(CachePadded::new(Base::new([0; CLOCKS])));
+            let alarm = Arc::new(Alarm::new(true, true).unwrap());
+            entry(&base, &alarm, 100);
+            refresh(&base, &alarm, false);
+            let (b2, a2) = (base.clone(), alarm.clone());
+            let armer = loom::thread::spawn(move || entry(&b2, &a2, 10));
+            refresh(&base, &alarm, false);
+            armer.join().unwrap();
+            let plan = alarm.lock();
+            assert!(plan.armed <= 10, "the fd fires at {}", plan.armed);
+        });
+    }
+
+    /// A receiver holds the alarm (covering 100) while an arm at 10 rings and the driver
+    /// refreshes: the fd fires by 10 or the holder covers it, and once the receiver
+    /// releases, the fd fires by 10 whatever it covered. Letting a refresh disarm the fd
+    /// for a time the holder does not cover, or a release that forgets its cover, fails
+    /// this model.
+    #[test]
+    fn loom_a_holder_and_a_driver_never_miss_an_arm() {
+        loom::model(|| {
+            let base = Arc::new(CachePadded::new(Base::new([0; CLOCKS])));
+            let alarm = Arc::new(Alarm::new(true, true).unwrap());
+            entry(&base, &alarm, 100);
+            refresh(&base, &alarm, false);
+            let covered = alarm.hold().unwrap();
+            assert_eq!(covered, 100);
+            let (b2, a2) = (base.clone(), alarm.clone());
+            let armer = loom::thread::spawn(move || entry(&b2, &a2, 10));
+            let (b3, a3) = (base.clone(), alarm.clone());
+            let driver = loom::thread::spawn(move || refresh(&b3, &a3, false));
+            armer.join().unwrap();
+            driver.join().unwrap();
+            {
+                let plan = alarm.lock();
+                assert!(plan.armed <= 10 || plan.covered <= 10, "{:?}", *plan);
+            }
+            alarm.release(0);
+            let armed = alarm.lock().armed;
+            assert!(armed <= 10, "the fd fires at {armed}");
+        });
     }
 }

@@ -218,13 +218,13 @@ fn periodic(side: &mut (dyn SignalTimers + 'static), count: usize) -> Result<Chu
     let p0 = process_cpu_ns();
     let (mut expiry, mut overruns) = (0u64, 0u64);
     while late.len() < count {
-        let Some(r) = signal::wait(signo, Duration::from_secs(1)) else {
+        let Some(overrun) = side.wait_one(Duration::from_secs(1)) else {
             break;
         };
         let now = now_ns();
         late.push(now as f64 - (at + expiry * PERIOD_NS) as f64);
-        expiry += 1 + r.overrun.max(0) as u64;
-        overruns += r.overrun.max(0) as u64;
+        expiry += 1 + overrun.max(0) as u64;
+        overruns += overrun.max(0) as u64;
     }
     let p1 = process_cpu_ns();
     side.delete_all();
@@ -312,8 +312,9 @@ pub(crate) fn sizes(settings: &Settings) -> Vec<usize> {
 
 /// The step's rows: both sides at n, in turn.
 fn step(n: usize, reps: usize, settings: &Settings) -> Vec<Row> {
-    let wanted = ["tempora", "kernel"].map(|i| settings.wants_impl(i));
-    let names: Vec<&str> = ["tempora", "kernel"]
+    let wanted = ["tempora", "kernel", "tempora-recv"]
+        .map(|i| settings.wants_impl(i) && (n == 1 || i != "tempora-recv"));
+    let names: Vec<&str> = ["tempora", "kernel", "tempora-recv"]
         .into_iter()
         .zip(wanted)
         .filter_map(|(i, w)| w.then_some(i))
@@ -335,6 +336,12 @@ fn step(n: usize, reps: usize, settings: &Settings) -> Vec<Row> {
     }
     if wanted[1] {
         sides.push(Box::new(KernelSignals::default()));
+    }
+    if wanted[2] {
+        match TemporaSignals::receiving() {
+            Ok(s) => sides.push(Box::new(s)),
+            Err(e) => rows.push(row("tempora-recv", Measured::failed(e))),
+        }
     }
     let results = measure_sides(&mut sides, n, reps, settings, periodic, burst_retrying);
     for (side, m) in sides.iter().zip(results) {
@@ -601,12 +608,16 @@ pub fn plan<'a>(plan: &mut Plan<'a>) {
     let reps = settings.reps(3, 5);
     for n in sizes(settings) {
         let cost = cost(n, reps, settings);
-        plan.add(
-            Step::new(Suite::Service, &[CASE], "tempora", n, 1, cost, move || {
-                step(n, reps, settings)
-            })
-            .also("kernel"),
-        );
+        let step = Step::new(Suite::Service, &[CASE], "tempora", n, 1, cost, move || {
+            step(n, reps, settings)
+        })
+        .also("kernel");
+        // At n = 1 a thread blocked in `Owner::recv` on a queue timer, beside the signals.
+        plan.add(if n == 1 {
+            step.also("tempora-recv")
+        } else {
+            step
+        });
     }
 }
 

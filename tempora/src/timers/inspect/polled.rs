@@ -102,7 +102,7 @@ impl AtPoll for Polled {
         let next = if busy { now } else { now.saturating_add(RETRY) };
         // A loop asleep on the deadline fd polls again then.
         if let Some(d) = core.wake.deadline.get() {
-            d.lower(next);
+            d.lower(next, now);
         }
         Some(next)
     }

@@ -61,7 +61,7 @@ fn until_driver_sleeps(timers: &Timers) {
     let mono = ClockId::Monotonic.index();
     while !timers.core.bases.iter().any(|b| {
         let t = b.locked(|st| st.sleep[mono]).unwrap();
-        t != 0 && t != crate::timers::doorbell::NO_EXPIRY
+        t != 0 && t != crate::timers::wake::NO_EXPIRY
     }) {
         std::thread::yield_now();
     }
@@ -81,6 +81,58 @@ fn a_driver_fires_timers_with_nobody_polling() {
         assert_eq!(e.map(|e| e.id), Some(t));
     }
     assert!(timers.driver_wakeups() > 0);
+}
+
+/// A thread blocked in `recv` on a service with one driver fires its own periodic timer: it
+/// sleeps until the alarm's time itself and polls, so the driver's threads are not woken for
+/// it. A callback due meanwhile still runs on a driver's thread, never on the receiver's,
+/// and a second receiver (which cannot hold the alarm) gets its events as before.
+#[test]
+fn a_receiver_waiting_fires_its_own_timer() {
+    let timers = testing::driven(|b| {
+        b.bases(2).drivers(1);
+    });
+    let (owner, other) = (timers.owner(), timers.owner());
+    let t = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    let u = other.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    let ran_on = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let r2 = ran_on.clone();
+    let c = owner
+        .create(
+            ClockId::Monotonic,
+            Notify::callback(move |_, _| {
+                let name = std::thread::current().name().map(str::to_owned);
+                r2.lock().unwrap().push(name);
+            }),
+        )
+        .unwrap();
+    owner.settime(t, SetFlags::RELATIVE, ms(2), ms(2)).unwrap();
+    other.settime(u, SetFlags::RELATIVE, ms(3), ms(3)).unwrap();
+    owner.settime(c, SetFlags::RELATIVE, ms(5), ms(5)).unwrap();
+    let second = std::thread::spawn(move || {
+        (0..10)
+            .map(|_| other.recv_timeout(Duration::from_secs(30)).unwrap())
+            .filter(|e| e.map(|e| e.id) == Some(u))
+            .count()
+    });
+    for _ in 0..20 {
+        let e = owner.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert_eq!(e.map(|e| e.id), Some(t));
+    }
+    assert_eq!(second.join().unwrap(), 10);
+    owner.delete(c).unwrap();
+    assert!(
+        timers.core.drivers.receiver_polls.load(Ordering::Relaxed) > 0,
+        "the receiver never fired in the driver's place"
+    );
+    let names = ran_on.lock().unwrap().clone();
+    assert!(!names.is_empty(), "the callback never ran");
+    assert!(
+        names
+            .iter()
+            .all(|n| n.as_deref().is_some_and(|n| n.starts_with("tempora-"))),
+        "a callback ran on a receiver's thread: {names:?}"
+    );
 }
 
 #[test]
