@@ -360,3 +360,120 @@ fn top_pid_shows_the_processs_counts_and_says_when_it_ends() {
     assert!(s.contains("TOP-EXITED 0"), "{s}");
     assert!(s.contains(&format!("process {pid} ended")), "{s}");
 }
+
+/// Not a test of its own: with `TEMPORA_TEST_POLLED` set (`poll` or `idle`), this binary run
+/// again is the target of the tests below: a service without driver threads with 1000
+/// armed timers in group `polled`, which it polls every millisecond (`poll`) or never
+/// (`idle`) until its stdin closes.
+#[test]
+fn polled_target() {
+    let Ok(mode) = std::env::var("TEMPORA_TEST_POLLED") else {
+        return;
+    };
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tempora::{clock::ClockId, Notify, SetFlags, Timers};
+    let t = Timers::builder().drivers(0).build().unwrap();
+    let o = t.group("polled").unwrap().owner();
+    for _ in 0..1000 {
+        let id = o.create(ClockId::Monotonic, Notify::Queue).unwrap();
+        o.settime(
+            id,
+            SetFlags::RELATIVE,
+            Duration::from_secs(3600),
+            Duration::ZERO,
+        )
+        .unwrap();
+    }
+    static DONE: AtomicBool = AtomicBool::new(false);
+    std::thread::spawn(|| {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        DONE.store(true, Ordering::Release);
+    });
+    println!("ready");
+    while !DONE.load(Ordering::Acquire) {
+        if mode == "poll" {
+            t.poll();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// This test binary run as [`polled_target`] in `mode`, once it is ready; killed on drop.
+struct PolledTarget(Child);
+
+impl PolledTarget {
+    fn start(mode: &str) -> PolledTarget {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "polled_target",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("TEMPORA_TEST_POLLED", mode)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run the target");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        assert!(
+            lines.any(|l| l.is_ok_and(|l| l.ends_with("ready"))),
+            "the target started"
+        );
+        PolledTarget(child)
+    }
+
+    fn pid(&self) -> String {
+        self.0.id().to_string()
+    }
+}
+
+impl Drop for PolledTarget {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_service_without_drivers_answers_at_its_polls() {
+    let target = PolledTarget::start("poll");
+    let out = tempora(&["ls", &target.pid(), "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let lines = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(lines.lines().count(), 1000);
+    for line in lines.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            (v["group"].as_str(), v["state"].as_str()),
+            (Some("polled"), Some("armed"))
+        );
+    }
+    let out = tempora(&["ls", &target.pid()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        table.starts_with("# pid ") && table.contains("(0 drivers)"),
+        "{table}"
+    );
+    let out = tempora(&["stats", &target.pid(), "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["services"][0]["drivers"], 0);
+    assert_eq!(v["services"][0]["stats"]["root"]["counts"]["live"], 1000);
+}
+
+#[test]
+fn a_service_without_drivers_that_does_not_poll_is_explained() {
+    let target = PolledTarget::start("idle");
+    for cmd in ["ls", "stats"] {
+        let out = tempora(&[cmd, &target.pid(), "--timeout", "0.5"]);
+        assert_eq!(out.status.code(), Some(75), "{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("no driver thread (drivers(0))") && err.contains("Timers::poll"),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+}

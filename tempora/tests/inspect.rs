@@ -34,7 +34,7 @@ fn listed(group: &str) -> BTreeMap<i32, Entry> {
     let mut out = BTreeMap::new();
     inspect::list(me(), WAIT, |_, e| {
         if e.group == group {
-            assert!(out.insert(e.id, e).is_none(), "an ID listed twice");
+            assert!(out.insert(e.id, e.clone()).is_none(), "an ID listed twice");
         }
     })
     .expect("the listing");
@@ -197,7 +197,7 @@ fn still_serves(t: &Timers, name: &str) {
     let ev = o.recv_timeout(WAIT).unwrap().expect("the timer fired");
     assert_eq!(ev.id, id);
     let hello = exchange(name, Request::Hello.line().as_bytes(), false);
-    assert!(hello.starts_with("tempora-inspect 1\t"), "{hello:?}");
+    assert!(hello.starts_with("tempora-inspect 2\t"), "{hello:?}");
     assert!(hello.ends_with("end\t0\n"), "{hello:?}");
 }
 
@@ -239,7 +239,7 @@ fn malformed_truncated_and_oversized_requests_are_refused_without_harm() {
     for case in &cases {
         let answer = exchange(&name, case, true);
         match Request::parse(case) {
-            Ok(Some(_)) => assert!(answer.starts_with("tempora-inspect 1\t"), "{case:?}"),
+            Ok(Some(_)) => assert!(answer.starts_with("tempora-inspect 2\t"), "{case:?}"),
             _ => assert!(
                 answer.starts_with("error\t") && answer.lines().count() == 1,
                 "{case:?} got {answer:?}"
@@ -298,20 +298,172 @@ fn a_client_that_stalls_holds_up_no_timer_and_is_dropped() {
 #[test]
 fn a_service_without_an_endpoint_opens_none() {
     let _serial = serial();
-    let before = inspect::endpoints(me()).unwrap().len();
+    let before = inspect::endpoints(me()).unwrap();
     let off = Timers::builder().inspect(false).build().unwrap();
-    let polled = Timers::builder().drivers(0).build().unwrap();
-    assert_eq!(inspect::endpoints(me()).unwrap().len(), before);
+    let manual = Timers::builder()
+        .clock(tempora::clock::ManualClock::new())
+        .build()
+        .unwrap();
+    assert_eq!(inspect::endpoints(me()).unwrap(), before);
     let on = Timers::new();
-    assert_eq!(inspect::endpoints(me()).unwrap().len(), before + 1);
+    assert_eq!(inspect::endpoints(me()).unwrap().len(), before.len() + 1);
     drop(on);
     // Gone with its service.
-    assert_eq!(inspect::endpoints(me()).unwrap().len(), before);
-    drop((off, polled));
+    assert_eq!(inspect::endpoints(me()).unwrap(), before);
+    // A service without drivers has one, served at its polls: its name says so.
+    let polled = Timers::builder().drivers(0).build().unwrap();
+    let now = inspect::endpoints(me()).unwrap();
+    assert_eq!(now.len(), before.len() + 1);
+    assert!(now.iter().any(|n| n.ends_with('p')), "{now:?}");
+    drop(polled);
+    assert_eq!(inspect::endpoints(me()).unwrap(), before);
+    drop((off, manual));
     match inspect::list(u32::MAX, WAIT, |_, _| {}) {
         Err(InspectError::NoProcess(_)) => {}
         other => panic!("{other:?}"),
     }
+}
+
+/// Polls `t` every 100 µs until `done` is true, as an event loop does; the longest poll.
+fn poll_until(t: &Timers, done: &std::sync::atomic::AtomicBool) -> Duration {
+    let mut longest = Duration::ZERO;
+    while !done.load(std::sync::atomic::Ordering::Acquire) {
+        let start = std::time::Instant::now();
+        t.poll();
+        longest = longest.max(start.elapsed());
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    longest
+}
+
+#[test]
+fn a_service_without_drivers_answers_at_its_polls() {
+    let _serial = serial();
+    let t = Timers::builder().drivers(0).build().unwrap();
+    let o = t.group("polled").unwrap().owner();
+    let mut want = Vec::new();
+    for i in 0..20_000 {
+        let id = o.create(ClockId::Monotonic, Notify::Queue).unwrap();
+        if i % 2 == 0 {
+            o.settime(
+                id,
+                SetFlags::RELATIVE,
+                Duration::from_secs(3600),
+                Duration::ZERO,
+            )
+            .unwrap();
+        }
+        want.push(id.get());
+    }
+    // A timer that fires while the listing goes on: the polls that serve it fire it too.
+    let tick = t.owner();
+    let id = tick.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    tick.settime(
+        id,
+        SetFlags::RELATIVE,
+        Duration::from_millis(1),
+        Duration::from_millis(1),
+    )
+    .unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (got, stats) = std::thread::scope(|s| {
+        let client = s.spawn(|| {
+            let got = listed("polled");
+            let stats = inspect::stats(me(), WAIT).expect("the statistics");
+            done.store(true, std::sync::atomic::Ordering::Release);
+            (got, stats)
+        });
+        poll_until(&t, &done);
+        client.join().unwrap()
+    });
+    assert_eq!(got.keys().copied().collect::<Vec<_>>(), want);
+    for (id, e) in &got {
+        let armed = (id - want[0]) % 2 == 0;
+        assert_eq!(e.status == Status::Armed, armed, "timer {id}");
+    }
+    let (h, s) = &stats[0];
+    assert_eq!((h.drivers, stats.len()), (0, 1));
+    assert_eq!(s.root.find("polled").unwrap().counts.live, 20_000);
+    assert!(tick.try_recv().is_some(), "the polls fired the timer");
+}
+
+#[test]
+fn a_service_without_drivers_that_does_not_poll_is_explained() {
+    let _serial = serial();
+    let t = Timers::builder().drivers(0).build().unwrap();
+    match inspect::list(me(), Duration::from_millis(300), |_, _| {}) {
+        Err(e @ InspectError::NotPolled(_)) => {
+            let why = e.to_string();
+            assert!(
+                why.contains("drivers(0)") && why.contains("Timers::poll"),
+                "{why}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // The connection waits in the backlog: the next poll answers it (and the client that
+    // gave up is refused or dropped without harm).
+    t.poll();
+    drop(t);
+}
+
+#[test]
+fn stalled_clients_never_hold_up_a_poll() {
+    let _serial = serial();
+    let t = Timers::builder().drivers(0).build().unwrap();
+    let name = any_endpoint();
+    let many = t.group("stall-polled").unwrap().owner();
+    for _ in 0..50_000 {
+        many.create(ClockId::Monotonic, Notify::None).unwrap();
+    }
+    // Never sends a request; sends one and never reads the answer (a long listing).
+    let mut silent = connect(&name);
+    let mut deaf = connect(&name);
+    deaf.write_all(b"ls\n").unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (longest, silent_got, deaf_got) = std::thread::scope(|s| {
+        let client = s.spawn(|| {
+            silent.set_read_timeout(Some(WAIT)).unwrap();
+            let mut got = String::new();
+            silent.read_to_string(&mut got).unwrap();
+            // Past the endpoint's stall limit, then everything the deaf one was sent.
+            std::thread::sleep(Duration::from_secs(2));
+            deaf.set_read_timeout(Some(WAIT)).unwrap();
+            let mut all = Vec::new();
+            let _ = deaf.read_to_end(&mut all);
+            done.store(true, std::sync::atomic::Ordering::Release);
+            (got, all)
+        });
+        let longest = poll_until(&t, &done);
+        let (got, all) = client.join().unwrap();
+        (longest, got, all)
+    });
+    assert!(silent_got.starts_with("error\t"), "{silent_got:?}");
+    // A whole answer is over 51 bytes a timer.
+    assert!(
+        deaf_got.len() < 50_000 * 51,
+        "the stalled answer was abandoned ({} bytes)",
+        deaf_got.len()
+    );
+    // Waiting for either client (200 ms for a request, 1 s for the answer to be read) would
+    // show here; a poll's own work is its budget of a few ms.
+    assert!(
+        longest < Duration::from_millis(100),
+        "a poll took {longest:?}"
+    );
+    // And the endpoint still answers, at the polls.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let hello = std::thread::scope(|s| {
+        let client = s.spawn(|| {
+            let hello = exchange(&name, Request::Hello.line().as_bytes(), false);
+            done.store(true, std::sync::atomic::Ordering::Release);
+            hello
+        });
+        poll_until(&t, &done);
+        client.join().unwrap()
+    });
+    assert!(hello.starts_with("tempora-inspect 2\t"), "{hello:?}");
+    assert!(hello.ends_with("end\t0\n"), "{hello:?}");
 }
 
 #[test]
@@ -379,7 +531,7 @@ fn a_forked_child_gets_its_own_endpoint_and_not_the_parents() {
         let mut seen = Vec::new();
         inspect::list(kid, WAIT, |h, e| {
             assert_eq!(h.pid, kid);
-            seen.push((e.group, e.clock));
+            seen.push((e.group.clone(), e.clock));
         })
         .unwrap();
         assert_eq!(seen, [("child".to_owned(), ClockId::Boottime)]);

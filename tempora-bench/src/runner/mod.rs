@@ -374,6 +374,7 @@ fn plan_suites<'a>(plan: &mut Plan<'a>, suites: &[Suite], wheel_inputs: &'a whee
                 service::drivers::plan(plan);
                 service::firing::plan(plan);
                 service::signals::plan(plan);
+                service::inspect::plan(plan);
             }
             Suite::Checkpoint => checkpoint::plan(plan),
             Suite::Async => crate::suites::r#async::plan(plan),

@@ -1,6 +1,6 @@
 //! The suites, one module each: every module's `plan` adds the suite's steps to a run's plan.
-//! The service suite's `plan`s are four (`service`, `service::drivers`,
-//! `service::firing`, `service::signals`).
+//! The service suite's `plan`s are five (`service`, `service::drivers`,
+//! `service::firing`, `service::signals`, `service::inspect`).
 
 pub(crate) mod r#async;
 pub(crate) mod capi;

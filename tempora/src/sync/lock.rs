@@ -528,6 +528,20 @@ impl<T, const RANK: u8> RankedMutex<T, RANK> {
         MutexGuard { guard, _rank: rank }
     }
 
+    /// Takes the mutex, poisoned or not, if nobody holds it; `None` if someone does: for
+    /// work that any one caller may do while the others go on without it.
+    #[cfg(not(loom))]
+    #[inline]
+    pub(crate) fn try_lock_or_recover(&self) -> Option<MutexGuard<'_, T, RANK>> {
+        let rank = RankToken::<RANK>::enter();
+        let guard = match self.inner.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(MutexGuard { guard, _rank: rank })
+    }
+
     /// The state, poisoned or not.
     #[allow(dead_code, reason = "for owners that take the state back")]
     pub(crate) fn into_inner(self) -> T {

@@ -18,6 +18,9 @@
 pub(crate) const SECTION: u8 = 0;
 /// The global service's build lock (`time/current.rs`).
 pub(crate) const BUILDING: u8 = 0;
+/// The clients of a service's endpoint served at its polls (`timers/inspect/polled.rs`;
+/// only ever tried, never waited for).
+pub(crate) const INSPECT: u8 = 0;
 /// An owner's ID shard (`registry/owner.rs`).
 pub(crate) const SHARD: u8 = 1;
 /// A base's delivery lock (`timers/base.rs`).
@@ -88,6 +91,14 @@ pub(crate) const TABLE: &[Lock] = &[
         at: "`time/current.rs`",
         held_while_taking: "the owners and spares lists and an alarm's lock (a failed build \
                             stops its drivers)",
+    },
+    Lock {
+        rank: INSPECT,
+        lock: "the clients of an endpoint served at a service's polls",
+        at: "`timers/inspect/polled.rs`",
+        held_while_taking: "timers (a listing's piece), the owners' list, the statistics' \
+                            locks (a `stats` answer), an alarm's lock (the deadline fd's, \
+                            lowered to the next look)",
     },
     Lock {
         rank: SHARD,

@@ -234,6 +234,11 @@ impl Builder {
         let res = Resolution::new(tick)?;
         let registry = self.registry.build::<Itimer>()?;
         let start = ALL_CLOCKS.map(|c| res.ticks_floor(self.clock.now(c)));
+        // Whether the service opens an inspection endpoint (`inspect/`): on the OS clocks,
+        // unless turned off.
+        #[cfg(not(loom))]
+        let inspect =
+            self.inspect && self.clock.is_os_time() && !super::inspect::endpoint::off_by_env();
         let core = Arc::new(Core {
             registry,
             clock: self.clock.clone(),
@@ -266,16 +271,24 @@ impl Builder {
             coarse_lags: crate::clock::ALL_CLOCKS.map(|c| self.clock.coarse_lag(c)),
             #[cfg(test)]
             crash_driver: AtomicBool::new(false),
+            // A service without drivers serves its endpoint at its polls.
+            #[cfg(not(loom))]
+            look: (drivers == 0 && inspect)
+                .then(super::inspect::polled::Polled::open)
+                .flatten()
+                .map(|p| super::core::PollLook {
+                    next: crate::sync::AtomicU64::new(0),
+                    with: Box::new(p),
+                }),
+            #[cfg(loom)]
+            look: None,
         });
         #[cfg(not(loom))]
         let drivers = {
-            let serve = (self.inspect
-                && drivers > 0
-                && self.clock.is_os_time()
-                && !super::inspect::endpoint::off_by_env())
-            .then(|| super::inspect::endpoint::Endpoint::open(drivers))
-            .flatten()
-            .map(|e| Box::new(e) as Box<dyn super::driver::Serve>);
+            let serve = (inspect && drivers > 0)
+                .then(|| super::inspect::endpoint::Endpoint::open(drivers))
+                .flatten()
+                .map(|e| Box::new(e) as Box<dyn super::driver::Serve>);
             Drivers::start(&core, serve)?
         };
         #[cfg(loom)]

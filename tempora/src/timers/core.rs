@@ -62,6 +62,24 @@ pub(crate) struct Core {
     /// Test hook: the next driver loop iteration panics (a driver dying outside a callback).
     #[cfg(test)]
     pub(crate) crash_driver: AtomicBool,
+    /// What a service without drivers looks at after its polls: its inspection endpoint
+    /// (`inspect/polled.rs`), if it has one.
+    pub(crate) look: Option<PollLook>,
+}
+
+/// Something a service's polls serve beside its timers, when its time has come: all a poll
+/// pays for it otherwise is one comparison with the clock reading it took anyway.
+pub(crate) struct PollLook {
+    /// The monotonic time (ns) from which on a poll calls `with`.
+    pub(crate) next: AtomicU64,
+    pub(crate) with: Box<dyn AtPoll>,
+}
+
+/// What [`PollLook`] calls.
+pub(crate) trait AtPoll: Send + Sync {
+    /// Does its work, without blocking, at monotonic time `now`; the time of the next call,
+    /// or `None` to leave it as it is (another poll is at work).
+    fn at_poll(&self, core: &Core, now: u64) -> Option<u64>;
 }
 
 /// What the drivers count, and the spares they started.

@@ -179,9 +179,23 @@ fn unqueue(core: &Core, queue: &EventQueue, event: EventRef) {
 const MONOTONIC: usize = ClockId::Monotonic.index();
 
 impl Core {
-    /// Polls every base at the clocks' current time, running what fired; how many fired.
-    pub(crate) fn poll_now(&self) -> usize {
-        self.poll(self.now_all())
+    /// `Timers::poll`: polls every base at the clocks' current time, running what fired,
+    /// re-arms the deadline fd, and then serves what the service looks at beside its timers
+    /// (`core::PollLook`: its inspection endpoint) when its time has come by the poll's
+    /// clock reading; how many fired.
+    pub(crate) fn poll_app(&self) -> usize {
+        let now = self.now_all();
+        let fired = self.poll(now);
+        self.refresh_deadline();
+        if let Some(look) = &self.look {
+            // Relaxed: a time to compare with; racing polls are sorted out by `at_poll`.
+            if now[MONOTONIC] >= look.next.load(Ordering::Relaxed) {
+                if let Some(next) = look.with.at_poll(self, now[MONOTONIC]) {
+                    look.next.store(next, Ordering::Relaxed);
+                }
+            }
+        }
+        fired
     }
 
     fn poll(&self, now: [u64; CLOCKS]) -> usize {

@@ -172,13 +172,18 @@ impl Timers {
     /// Callbacks run on the calling thread with no tempora lock held. A panicking callback is
     /// caught and counted ([`Timers::callback_panics`]). A base poisoned by a panic inside
     /// tempora is skipped and reported by [`Timers::health`].
+    ///
+    /// A service without drivers also serves its inspection endpoint here
+    /// ([`inspect`](crate::inspect): `tempora ls PID`), after firing and without ever waiting
+    /// on a client: when nobody is connected a poll pays one comparison, and one
+    /// non-blocking `accept` every 5 ms at most; while a client is answered, a poll spends
+    /// at most a few milliseconds on it, and the [`Timers::deadline_fd`] is made readable
+    /// again so that a loop waiting on it goes on polling until the answer is out.
     pub fn poll(&self) -> usize {
         if self.core.health.forked() {
             return 0;
         }
-        let fired = self.core.poll_now();
-        self.core.refresh_deadline();
-        fired
+        self.core.poll_app()
     }
 
     /// A file descriptor (a timerfd on the monotonic clock) that becomes readable when a

@@ -30,6 +30,7 @@
 
 pub(crate) mod drivers;
 pub(crate) mod firing;
+pub(crate) mod inspect;
 pub(crate) mod signals;
 
 use std::hint::black_box;

@@ -10,25 +10,27 @@
 
 use super::super::core::Core;
 use super::super::driver::Serve;
-use super::super::object::{callback_of, signal_of, Itimer, LockedTimer};
+use super::super::object::{callback_of, signal_of, EventQueue, Itimer, LockedTimer};
 use super::super::service::stats_of;
-use super::super::types::{NotifyKind, Precision, Status};
-use super::proto::{encode_stats, Entry, Header, Request, MAX_REQUEST};
+use super::super::types::{NotifyKind, Status};
+use super::proto::MAX_REQUEST;
+use super::proto::{encode_stats, put_end, put_owner, put_timer, Header, Request, TimerRecord};
 use crate::sync::Ordering;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The longest single wait of the watch thread on a client.
 const SLICE_MS: libc::c_int = 10;
 /// How long a client has to send its request, from its connection.
-const REQUEST_WAIT: Duration = Duration::from_millis(200);
+pub(crate) const REQUEST_WAIT: Duration = Duration::from_millis(200);
 /// How long a client may read nothing of its answer before it is dropped.
-const STALL: Duration = Duration::from_secs(1);
+pub(crate) const STALL: Duration = Duration::from_secs(1);
 /// Clients served per wake-up of the watch (the others at its next turn round its poll).
-const CLIENTS_PER_TURN: usize = 16;
+pub(crate) const CLIENTS_PER_TURN: usize = 16;
 /// Bytes of answer gathered before they are written.
-const CHUNK: usize = 64 * 1024;
+pub(crate) const CHUNK: usize = 64 * 1024;
 /// Slot pages (64 timers each) walked under one epoch pin.
 const PAGES_PER_PIECE: usize = 16;
 /// Services per process with an endpoint (more get none).
@@ -36,6 +38,8 @@ const MAX_ENDPOINTS: usize = 64;
 
 /// The name prefix of every endpoint: `tempora/<pid>/<n>` in the abstract namespace.
 pub(crate) const PREFIX: &str = "tempora/";
+/// The suffix of a polled endpoint's name (a service without drivers answers at its polls).
+pub(crate) const POLLED: &str = "p";
 
 /// The listening sockets of this copy of tempora, for the fork handler to close in a child.
 static SOCKETS: [AtomicI32; MAX_ENDPOINTS] = [const { AtomicI32::new(-1) }; MAX_ENDPOINTS];
@@ -128,8 +132,9 @@ pub(crate) fn socket() -> std::io::Result<OwnedFd> {
 impl Endpoint {
     /// The endpoint of a service with `drivers` driver threads: the first free name
     /// `tempora/<pid>/<n>` (another service, or another copy of tempora in the process, may
-    /// hold the lower ones). `None` if no socket can be made or named: the service runs
-    /// without one.
+    /// hold the lower ones), `tempora/<pid>/<n>p` for a service without drivers, which
+    /// answers at its polls (`polled.rs`). `None` if no socket can be made or named: the
+    /// service runs without one.
     pub(crate) fn open(drivers: usize) -> Option<Endpoint> {
         if !WATCHED.swap(true, std::sync::atomic::Ordering::Relaxed) {
             // SAFETY: registers a child handler that only closes fds.
@@ -151,7 +156,8 @@ impl Endpoint {
         };
         let pid = std::process::id();
         for n in 0..MAX_ENDPOINTS {
-            let (addr, len) = address(&format!("{PREFIX}{pid}/{n}"));
+            let polled = if drivers == 0 { POLLED } else { "" };
+            let (addr, len) = address(&format!("{PREFIX}{pid}/{n}{polled}"));
             // SAFETY: bind(2) with an address that lives for the call and its length.
             let bound = unsafe {
                 libc::bind(
@@ -185,39 +191,75 @@ impl Endpoint {
         None
     }
 
+    /// The listening socket.
+    pub(crate) fn fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
     /// Answers one client: checks who it is, reads its request, writes the answer.
     fn answer(&self, core: &Core, conn: &OwnedFd, step: &dyn Fn() -> bool) {
         let mut out = Out {
             conn,
-            buf: String::with_capacity(CHUNK + 4096),
+            buf: Vec::with_capacity(2 * CHUNK),
             step,
         };
         if !same_user(conn) {
-            out.buf.push_str("denied\n");
+            out.buf.extend_from_slice(b"denied\n");
             let _ = out.flush();
             return;
         }
         let request = match read_request(conn, step) {
             Ok(r) => r,
             Err(why) => {
-                out.buf.push_str("error\t");
-                out.buf.push_str(why);
-                out.buf.push('\n');
+                refusal(why, &mut out.buf);
                 let _ = out.flush();
                 return;
             }
         };
-        out.buf.push_str(&self.header.encode());
-        let records = match request {
-            Request::Hello => Some(0),
-            Request::Stats => Some(encode_stats(&stats_of(core), &mut out.buf)),
-            Request::List => list(core, &mut out),
-        };
-        if let Some(n) = records {
-            out.buf.push_str(&format!("end\t{n}\n"));
-            let _ = out.flush();
+        let mut listing = self.begin(core, request, &mut out.buf);
+        while let Some(l) = &mut listing {
+            match l.piece(core, &mut out.buf) {
+                Piece::More if out.buf.len() < CHUNK => {}
+                Piece::More => {
+                    if !out.flush() {
+                        return;
+                    }
+                }
+                Piece::Done => listing = None,
+                Piece::Stopped => return,
+            }
         }
+        let _ = out.flush();
     }
+
+    /// Starts the answer to `request` in `out`: whole, or its header and the listing that
+    /// writes the rest.
+    pub(crate) fn begin(
+        &self,
+        core: &Core,
+        request: Request,
+        out: &mut Vec<u8>,
+    ) -> Option<Listing> {
+        out.extend_from_slice(self.header.encode().as_bytes());
+        match request {
+            Request::Hello => out.extend_from_slice(b"end\t0\n"),
+            Request::Stats => {
+                let mut text = String::new();
+                let n = encode_stats(&stats_of(core), &mut text);
+                out.extend_from_slice(text.as_bytes());
+                out.extend_from_slice(format!("end\t{n}\n").as_bytes());
+            }
+            Request::List => return Some(Listing::new(core)),
+        }
+        None
+    }
+}
+
+/// The refusal of a request: `error\t<why>\n`.
+pub(crate) fn refusal(why: &str, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"error\t");
+    out.extend_from_slice(why.as_bytes());
+    out.push(b'\n');
 }
 
 impl Drop for Endpoint {
@@ -228,7 +270,7 @@ impl Drop for Endpoint {
 
 impl Serve for Endpoint {
     fn fd(&self) -> RawFd {
-        self.sock.as_raw_fd()
+        Endpoint::fd(self)
     }
 
     fn serve(&self, core: &Core, step: &dyn Fn() -> bool) {
@@ -256,7 +298,7 @@ impl Serve for Endpoint {
 }
 
 /// Whether the peer runs as this process's effective user, or as root.
-fn same_user(conn: &OwnedFd) -> bool {
+pub(crate) fn same_user(conn: &OwnedFd) -> bool {
     // SAFETY: an all-zero `ucred` is valid.
     let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
@@ -313,7 +355,7 @@ fn read_request(conn: &OwnedFd, step: &dyn Fn() -> bool) -> Result<Request, &'st
 /// An answer being written: gathered in `buf`, written with non-blocking sends.
 struct Out<'a> {
     conn: &'a OwnedFd,
-    buf: String,
+    buf: Vec<u8>,
     step: &'a dyn Fn() -> bool,
 }
 
@@ -321,7 +363,7 @@ impl Out<'_> {
     /// Writes all of `buf`: `false` (the answer abandoned) if the client read nothing for
     /// `STALL`, went away, or the service stops.
     fn flush(&mut self) -> bool {
-        let bytes = self.buf.as_bytes();
+        let bytes = &self.buf[..];
         let mut done = 0;
         let mut progress = Instant::now();
         while done < bytes.len() {
@@ -361,45 +403,84 @@ impl Out<'_> {
     }
 }
 
-/// Writes every timer of every owner, piece by piece; the count, or `None` if the answer was
-/// abandoned.
-fn list(core: &Core, out: &mut Out<'_>) -> Option<usize> {
-    let mut n = 0;
-    // Filled under each timer's lock without allocating (reserved for a whole piece), and
-    // written out after the piece, with no lock held.
-    let mut raws: Vec<Raw> = Vec::with_capacity(PAGES_PER_PIECE * 64);
-    for queue in core.health.queues() {
-        let Some(owner) = queue.owner.get().and_then(|w| w.upgrade::<Itimer>()) else {
-            continue;
-        };
-        let key = queue.tally.key();
-        let group = queue.tally.group.path.as_str();
-        let mut page = Some(0);
-        while let Some(from) = page {
+/// What a listing's step did.
+pub(crate) enum Piece {
+    /// Wrote a piece's records; more follow.
+    More,
+    /// Wrote the last records and the end record.
+    Done,
+    /// The service stops: the answer ends here, without its end record.
+    Stopped,
+}
+
+/// A listing being written: the queues of the owners alive at its start (each knowing its
+/// owner weakly), walked in pieces of at most [`PAGES_PER_PIECE`] slot pages of one owner.
+/// Each timer's lock is held only to copy its fields, into `raws` (reserved for a whole
+/// piece: nothing is allocated under a lock), and the piece's records are encoded after it,
+/// with no lock and no epoch pin held; the caller writes them out between pieces.
+pub(crate) struct Listing {
+    queues: std::vec::IntoIter<Arc<EventQueue>>,
+    /// The owner being walked, and the page to go on from.
+    current: Option<(Arc<EventQueue>, usize)>,
+    raws: Vec<Raw>,
+    count: u64,
+}
+
+impl Listing {
+    pub(crate) fn new(core: &Core) -> Listing {
+        Listing {
+            queues: core.health.queues().into_iter(),
+            current: None,
+            raws: Vec::with_capacity(PAGES_PER_PIECE * 64),
+            count: 0,
+        }
+    }
+
+    /// Appends the next piece's records to `out`.
+    pub(crate) fn piece(&mut self, core: &Core, out: &mut Vec<u8>) -> Piece {
+        loop {
+            let (queue, from) = match self.current.take() {
+                Some(c) => c,
+                None => match self.queues.next() {
+                    Some(q) => (q, 0),
+                    None => {
+                        // Relaxed: a hint; a stop during the last piece only ends the answer
+                        // early.
+                        if core.health.shutdown.load(Ordering::Relaxed) {
+                            return Piece::Stopped;
+                        }
+                        put_end(out, self.count);
+                        return Piece::Done;
+                    }
+                },
+            };
+            let Some(owner) = queue.owner.get().and_then(|w| w.upgrade::<Itimer>()) else {
+                continue;
+            };
+            if from == 0 {
+                put_owner(out, queue.tally.key(), &queue.tally.group.path);
+            }
             let now = core.now_all();
+            let raws = &mut self.raws;
             let (next, _) = owner.for_each_locked_pages(from, PAGES_PER_PIECE, |l| {
                 if raws.len() < raws.capacity() {
                     raws.push(Raw::of(&l, &now));
                 }
             });
-            page = next;
-            n += raws.len();
-            for raw in raws.drain(..) {
-                raw.entry(key, group).encode(&mut out.buf);
+            // The owner's handle is dropped here, with no lock held: if the program dropped
+            // its own meanwhile, its teardown runs on this thread, as any last handle's drop
+            // does.
+            drop(owner);
+            self.count += self.raws.len() as u64;
+            for raw in self.raws.drain(..) {
+                put_timer(out, &raw.record());
             }
-            if out.buf.len() >= CHUNK && !out.flush() {
-                return None;
+            if let Some(page) = next {
+                self.current = Some((queue, page));
             }
+            return Piece::More;
         }
-        // The owner's handle is dropped here, with no lock held: if the program dropped its
-        // own meanwhile, its teardown runs on this thread, as any last handle's drop does.
-        drop(owner);
     }
-    // Relaxed: a hint; a stop during the last piece only ends the answer early.
-    if core.health.shutdown.load(Ordering::Relaxed) {
-        return None;
-    }
-    Some(n)
 }
 
 /// What a listing copies of a timer under its lock.
@@ -413,8 +494,9 @@ struct Raw {
     next_ns: Option<i64>,
     interval_ns: u64,
     overrun: i64,
-    precision: Precision,
-    callback: Option<std::sync::Arc<str>>,
+    /// `Precision::pack`'s bits.
+    precision: u64,
+    callback: Option<Arc<str>>,
 }
 
 impl Raw {
@@ -453,32 +535,24 @@ impl Raw {
             interval_ns: st.interval,
             overrun: i64::from(st.overrun.max(-1)),
             // Relaxed: under the timer's lock, which its writer holds.
-            precision: Precision::unpack(l.fixed().precision.load(Ordering::Relaxed)),
+            precision: l.fixed().precision.load(Ordering::Relaxed),
             callback: callback_of(l).and_then(|c| c.name.clone()),
         }
     }
 
-    fn entry(self, owner: u64, group: &str) -> Entry {
-        let precision = match self.precision {
-            Precision::Precise => "precise".to_owned(),
-            Precision::Deferrable => "deferrable".to_owned(),
-            Precision::Slack(d) => format!("slack={}", d.as_nanos()),
-            _ => "default".to_owned(),
-        };
-        Entry {
-            owner,
-            group: group.to_owned(),
+    fn record(&self) -> TimerRecord<'_> {
+        TimerRecord {
             id: self.id,
             clock: self.clock,
             notify: self.notify,
+            status: self.status,
             signo: self.signo,
             tid: self.tid,
-            status: self.status,
             next_ns: self.next_ns,
             interval_ns: self.interval_ns,
             overrun: self.overrun,
-            precision,
-            callback: self.callback.as_deref().unwrap_or("").to_owned(),
+            precision: self.precision,
+            callback: self.callback.as_deref().unwrap_or(""),
         }
     }
 }

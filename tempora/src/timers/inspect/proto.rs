@@ -1,22 +1,31 @@
 //! The inspection channel's wire format, both sides: the request a client sends, and the
-//! lines the endpoint answers with. Text, one record a line, fields split by tabs (no field
-//! can hold a tab: group names refuse control characters, callback names are escaped).
+//! answer. The request and the answer's first line are text; a listing is a stream of binary
+//! records (formatted as text by the client alone: neither side prints or parses a number per
+//! field, which is what a listing of a million timers spends its time on otherwise); the
+//! statistics are text lines, one record a line, fields split by tabs (no field can hold a
+//! tab: group names refuse control characters, other names are escaped).
 //!
 //! ```text
 //!  request   one line, at most MAX_REQUEST bytes with its '\n': "ls" | "stats" | "hello"
-//!  answer    "tempora-inspect 1\t<pid>\t<drivers>\t<image>\n"   (HEADER, always first)
-//!            then, for "ls":    "t\t<owner>\t<group>\t<id>\t<clock>\t<notify>\t<signo>\t
-//!                                <tid>\t<status>\t<next_ns>\t<interval_ns>\t<overrun>\t
-//!                                <precision>\t<callback name>\n"   one per timer
+//!  answer    "tempora-inspect 2\t<pid>\t<drivers>\t<image>\n"   (HEADER, always first)
+//!            then, for "ls", records (integers little-endian):
+//!              'O' owner:u64 len:u16 group[len]          the owner of the timers after it
+//!              'T' id:i32 clock:u8 notify:u8 status:u8 flags:u8 signo:i32 tid:i32
+//!                  next_ns:i64 interval_ns:u64 overrun:i64 precision:u64 len:u16 name[len]
+//!                                                         one per timer (flags: 1 = next_ns
+//!                                                         is set; precision packed as a
+//!                                                         timer holds it)
+//!              'E' count:u64                             last: an answer without it was cut
+//!                                                         short
 //!                  for "stats": "s\t<enabled>\n", then the tree in pre-order:
 //!                               "g\t<depth>\t<max|->\t<11 counts>\t<6 lateness>\t<name>\t<path>\n"
 //!                               "o\t<depth>\t<owner>\t<11 counts>\t<6 lateness>\n"
 //!                               "b\t<base>\t<polls>\t<fired>\t<batches>\t<max hold ns>\n"
-//!            and last "end\t<records>\n": an answer without it was cut short.
+//!                               and last "end\t<records>\n"
 //!  refusals  "denied\n" (another user), "error\t<why>\n" (a request it does not know)
 //! ```
 
-use super::super::types::{NotifyKind, Status};
+use super::super::types::{NotifyKind, Precision, Status};
 use crate::clock::ClockId;
 use crate::stats::{BaseStats, Counts, GroupStats, Lateness, OwnerStats, Stats};
 use std::fmt::Write as _;
@@ -25,7 +34,7 @@ use std::fmt::Write as _;
 pub const MAX_REQUEST: usize = 64;
 
 /// The first word of every answer's first line.
-pub(crate) const MAGIC: &str = "tempora-inspect 1";
+pub(crate) const MAGIC: &str = "tempora-inspect 2";
 
 /// What a client may ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +80,7 @@ impl Request {
 }
 
 /// What the endpoint says of itself: the answer's first line.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Header {
     /// The process.
@@ -149,15 +158,6 @@ pub fn clock_name(c: ClockId) -> &'static str {
     }
 }
 
-fn clock_of(s: &str) -> Option<ClockId> {
-    Some(match s {
-        "realtime" => ClockId::Realtime,
-        "monotonic" => ClockId::Monotonic,
-        "boottime" => ClockId::Boottime,
-        _ => return None,
-    })
-}
-
 /// The name of a notification kind as a listing shows it.
 pub fn notify_name(n: NotifyKind) -> &'static str {
     match n {
@@ -168,16 +168,6 @@ pub fn notify_name(n: NotifyKind) -> &'static str {
     }
 }
 
-fn notify_of(s: &str) -> Option<NotifyKind> {
-    Some(match s {
-        "none" => NotifyKind::None,
-        "queue" => NotifyKind::Queue,
-        "callback" => NotifyKind::Callback,
-        "signal" => NotifyKind::Signal,
-        _ => return None,
-    })
-}
-
 /// The name of a status as a listing shows it.
 pub fn status_name(s: Status) -> &'static str {
     match s {
@@ -185,15 +175,6 @@ pub fn status_name(s: Status) -> &'static str {
         Status::Armed => "armed",
         Status::RequeuePending => "pending",
     }
-}
-
-fn status_of(s: &str) -> Option<Status> {
-    Some(match s {
-        "disarmed" => Status::Disarmed,
-        "armed" => Status::Armed,
-        "pending" => Status::RequeuePending,
-        _ => return None,
-    })
 }
 
 /// `s` with tabs, newlines and backslashes escaped (`\t`, `\n`, `\\`), and other control
@@ -214,61 +195,195 @@ fn clean(s: &str) -> String {
     out
 }
 
-impl Entry {
-    /// Appends the entry's line to `out`.
-    pub(crate) fn encode(&self, out: &mut String) {
-        let _ = write!(
-            out,
-            "t\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t",
-            self.owner,
-            self.group,
-            self.id,
-            clock_name(self.clock),
-            notify_name(self.notify),
-            self.signo,
-            self.tid,
-            status_name(self.status),
-        );
-        match self.next_ns {
-            Some(ns) => {
-                let _ = write!(out, "{ns}");
-            }
-            None => out.push('-'),
-        }
-        let _ = writeln!(
-            out,
-            "\t{}\t{}\t{}\t{}",
-            self.interval_ns,
-            self.overrun,
-            self.precision,
-            clean(&self.callback)
-        );
-    }
+/// A listing's record tags (the bytes that start each record of an `ls` answer).
+const OWNER: u8 = b'O';
+const TIMER: u8 = b'T';
+const END: u8 = b'E';
 
-    /// Parses an entry's line (without its `'\n'`).
-    pub(crate) fn decode(line: &str) -> Option<Entry> {
-        let f: Vec<&str> = line.split('\t').collect();
-        if f.len() != 14 || f[0] != "t" {
-            return None;
+/// A timer record's bytes before its callback name.
+const TIMER_FIXED: usize = 1 + 4 + 4 + 4 + 4 + 8 + 8 + 8 + 8 + 2;
+
+/// Flag bits of a timer record.
+const HAS_NEXT: u8 = 1;
+
+/// What the endpoint copied of a timer, as it goes on the wire (`put_timer`).
+pub(crate) struct TimerRecord<'a> {
+    pub(crate) id: i32,
+    pub(crate) clock: ClockId,
+    pub(crate) notify: NotifyKind,
+    pub(crate) status: Status,
+    pub(crate) signo: i32,
+    pub(crate) tid: i32,
+    pub(crate) next_ns: Option<i64>,
+    pub(crate) interval_ns: u64,
+    pub(crate) overrun: i64,
+    /// `Precision::pack`'s bits.
+    pub(crate) precision: u64,
+    pub(crate) callback: &'a str,
+}
+
+/// Appends an owner record: the timer records after it, up to the next, are its.
+pub(crate) fn put_owner(out: &mut Vec<u8>, owner: u64, group: &str) {
+    let group = &group.as_bytes()[..group.len().min(usize::from(u16::MAX))];
+    out.push(OWNER);
+    out.extend_from_slice(&owner.to_le_bytes());
+    out.extend_from_slice(&(group.len() as u16).to_le_bytes());
+    out.extend_from_slice(group);
+}
+
+/// Appends a timer record.
+pub(crate) fn put_timer(out: &mut Vec<u8>, t: &TimerRecord<'_>) {
+    // A name longer than a record holds is cut at a character boundary.
+    let mut len = t.callback.len().min(usize::from(u16::MAX));
+    while !t.callback.is_char_boundary(len) {
+        len -= 1;
+    }
+    let mut rec = [0u8; TIMER_FIXED];
+    rec[0] = TIMER;
+    rec[1..5].copy_from_slice(&t.id.to_le_bytes());
+    rec[5] = t.clock.index() as u8;
+    rec[6] = t.notify as u8;
+    rec[7] = t.status as u8;
+    rec[8] = if t.next_ns.is_some() { HAS_NEXT } else { 0 };
+    rec[9..13].copy_from_slice(&t.signo.to_le_bytes());
+    rec[13..17].copy_from_slice(&t.tid.to_le_bytes());
+    rec[17..25].copy_from_slice(&t.next_ns.unwrap_or(0).to_le_bytes());
+    rec[25..33].copy_from_slice(&t.interval_ns.to_le_bytes());
+    rec[33..41].copy_from_slice(&t.overrun.to_le_bytes());
+    rec[41..49].copy_from_slice(&t.precision.to_le_bytes());
+    rec[49..51].copy_from_slice(&(len as u16).to_le_bytes());
+    out.extend_from_slice(&rec);
+    out.extend_from_slice(&t.callback.as_bytes()[..len]);
+}
+
+/// Appends the end record: `count` timer records were sent.
+pub(crate) fn put_end(out: &mut Vec<u8>, count: u64) {
+    out.push(END);
+    out.extend_from_slice(&count.to_le_bytes());
+}
+
+/// A listing's next record, as [`Record::read`] decodes it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Record {
+    /// An owner record (the entry's `owner` and `group` are set).
+    Owner,
+    /// A timer record (the entry's other fields are set).
+    Timer,
+    /// The end record, with its count.
+    End(u64),
+}
+
+fn le<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    b[at..at + N].try_into().expect("in bounds")
+}
+
+impl Record {
+    /// Decodes the record at the start of `bytes` into `e` (its strings' buffers reused):
+    /// the record and its length, `Ok(None)` if `bytes` holds only part of it, `Err` if it
+    /// is not a record.
+    pub(crate) fn read(bytes: &[u8], e: &mut Entry) -> Result<Option<(Record, usize)>, String> {
+        let Some(&tag) = bytes.first() else {
+            return Ok(None);
+        };
+        match tag {
+            OWNER => {
+                if bytes.len() < 11 {
+                    return Ok(None);
+                }
+                let len = usize::from(u16::from_le_bytes(le(bytes, 9)));
+                if bytes.len() < 11 + len {
+                    return Ok(None);
+                }
+                let group = std::str::from_utf8(&bytes[11..11 + len])
+                    .map_err(|_| "a group name not in UTF-8".to_owned())?;
+                e.owner = u64::from_le_bytes(le(bytes, 1));
+                e.group.clear();
+                e.group.push_str(group);
+                Ok(Some((Record::Owner, 11 + len)))
+            }
+            TIMER => {
+                if bytes.len() < TIMER_FIXED {
+                    return Ok(None);
+                }
+                let len = usize::from(u16::from_le_bytes(le(bytes, 49)));
+                if bytes.len() < TIMER_FIXED + len {
+                    return Ok(None);
+                }
+                let bad = |what: &str| format!("a timer record with {what}");
+                e.id = i32::from_le_bytes(le(bytes, 1));
+                e.clock = *crate::clock::ALL_CLOCKS
+                    .get(usize::from(bytes[5]))
+                    .ok_or_else(|| bad("an unknown clock"))?;
+                e.notify = match bytes[6] {
+                    0 => NotifyKind::None,
+                    1 => NotifyKind::Queue,
+                    2 => NotifyKind::Callback,
+                    3 => NotifyKind::Signal,
+                    _ => return Err(bad("an unknown notification")),
+                };
+                e.status = match bytes[7] {
+                    0 => Status::Disarmed,
+                    1 => Status::Armed,
+                    2 => Status::RequeuePending,
+                    _ => return Err(bad("an unknown state")),
+                };
+                e.signo = i32::from_le_bytes(le(bytes, 9));
+                e.tid = i32::from_le_bytes(le(bytes, 13));
+                e.next_ns = (bytes[8] & HAS_NEXT != 0).then(|| i64::from_le_bytes(le(bytes, 17)));
+                e.interval_ns = u64::from_le_bytes(le(bytes, 25));
+                e.overrun = i64::from_le_bytes(le(bytes, 33));
+                e.precision.clear();
+                push_precision(
+                    &mut e.precision,
+                    Precision::unpack(u64::from_le_bytes(le(bytes, 41))),
+                );
+                let name = std::str::from_utf8(&bytes[TIMER_FIXED..TIMER_FIXED + len])
+                    .map_err(|_| bad("a callback name not in UTF-8"))?;
+                e.callback.clear();
+                e.callback.push_str(name);
+                Ok(Some((Record::Timer, TIMER_FIXED + len)))
+            }
+            END => {
+                if bytes.len() < 9 {
+                    return Ok(None);
+                }
+                Ok(Some((Record::End(u64::from_le_bytes(le(bytes, 1))), 9)))
+            }
+            t => Err(format!("an unknown record tag {t:#04x}")),
         }
-        Some(Entry {
-            owner: f[1].parse().ok()?,
-            group: f[2].to_owned(),
-            id: f[3].parse().ok()?,
-            clock: clock_of(f[4])?,
-            notify: notify_of(f[5])?,
-            signo: f[6].parse().ok()?,
-            tid: f[7].parse().ok()?,
-            status: status_of(f[8])?,
-            next_ns: match f[9] {
-                "-" => None,
-                n => Some(n.parse().ok()?),
-            },
-            interval_ns: f[10].parse().ok()?,
-            overrun: f[11].parse().ok()?,
-            precision: f[12].to_owned(),
-            callback: f[13].to_owned(),
-        })
+    }
+}
+
+/// Appends a precision as a listing shows it: `default`, `precise`, `deferrable` or
+/// `slack=<ns>`.
+fn push_precision(out: &mut String, p: Precision) {
+    match p {
+        Precision::Precise => out.push_str("precise"),
+        Precision::Deferrable => out.push_str("deferrable"),
+        Precision::Slack(d) => {
+            let _ = write!(out, "slack={}", d.as_nanos());
+        }
+        _ => out.push_str("default"),
+    }
+}
+
+impl Default for Entry {
+    fn default() -> Entry {
+        Entry {
+            owner: 0,
+            group: String::new(),
+            id: 0,
+            clock: ClockId::Monotonic,
+            notify: NotifyKind::None,
+            signo: 0,
+            tid: 0,
+            status: Status::Disarmed,
+            next_ns: None,
+            interval_ns: 0,
+            overrun: 0,
+            precision: String::new(),
+            callback: String::new(),
+        }
     }
 }
 
@@ -455,36 +570,86 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_round_trips_through_its_line() {
-        let e = Entry {
-            owner: 3,
-            group: "web/api".into(),
+    fn records_round_trip_and_arrive_in_any_pieces() {
+        let mut bytes = Vec::new();
+        put_owner(&mut bytes, 3, "web/api");
+        let t = TimerRecord {
             id: 42,
             clock: ClockId::Boottime,
             notify: NotifyKind::Callback,
+            status: Status::Armed,
             signo: 0,
             tid: 0,
-            status: Status::Armed,
             next_ns: Some(-5),
             interval_ns: 1000,
             overrun: 2,
-            precision: "slack=500".into(),
-            callback: "tick\tname".into(),
+            precision: Precision::Slack(std::time::Duration::from_nanos(500)).pack(),
+            callback: "tick\tname",
         };
-        let mut line = String::new();
-        e.encode(&mut line);
-        assert!(
-            line.ends_with('\n') && line.matches('\n').count() == 1,
-            "{line}"
-        );
-        let back = Entry::decode(line.trim_end_matches('\n')).unwrap();
-        assert_eq!(back.callback, "tick\\tname");
-        assert_eq!(
-            Entry {
-                callback: e.callback.replace('\t', "\\t"),
-                ..e
+        put_timer(&mut bytes, &t);
+        put_timer(
+            &mut bytes,
+            &TimerRecord {
+                next_ns: None,
+                notify: NotifyKind::Signal,
+                signo: 40,
+                tid: 7,
+                status: Status::RequeuePending,
+                precision: Precision::Deferrable.pack(),
+                callback: "",
+                ..t
             },
-            back
         );
+        put_end(&mut bytes, 2);
+        // Every prefix short of a record is "not yet", never an error or a record.
+        let mut e = Entry::default();
+        let mut at = 0;
+        let mut got = Vec::new();
+        while at < bytes.len() {
+            let (rec, len) = (at + 1..=bytes.len())
+                .find_map(|end| Record::read(&bytes[at..end], &mut e).unwrap())
+                .expect("a whole record");
+            got.push((rec, e.clone()));
+            at += len;
+        }
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[0].0, Record::Owner);
+        assert_eq!((got[0].1.owner, got[0].1.group.as_str()), (3, "web/api"));
+        let first = &got[1].1;
+        assert_eq!(got[1].0, Record::Timer);
+        assert_eq!(
+            first,
+            &Entry {
+                owner: 3,
+                group: "web/api".into(),
+                id: 42,
+                clock: ClockId::Boottime,
+                notify: NotifyKind::Callback,
+                signo: 0,
+                tid: 0,
+                status: Status::Armed,
+                next_ns: Some(-5),
+                interval_ns: 1000,
+                overrun: 2,
+                precision: "slack=500".into(),
+                callback: "tick\tname".into(),
+            }
+        );
+        let second = &got[2].1;
+        assert_eq!(
+            (second.next_ns, second.notify, second.signo, second.tid),
+            (None, NotifyKind::Signal, 40, 7)
+        );
+        assert_eq!(
+            (second.status, second.precision.as_str()),
+            (Status::RequeuePending, "deferrable")
+        );
+        assert!(second.callback.is_empty());
+        assert_eq!(got[3].0, Record::End(2));
+        // A byte that starts no record is an error.
+        assert!(Record::read(b"x", &mut e).is_err());
+        let mut bad = bytes.clone();
+        bad[11 + 7 + 5] = 9; // the first timer's clock
+        assert!(Record::read(&bad[11 + 7..], &mut e).is_err());
     }
 }
