@@ -355,24 +355,23 @@ impl<S: Service> Owner<S> {
         self.inner.ids.set_counter(next);
     }
 
-    /// Runs `f` under the lock of `timer` if it is still this owner's visible timer `id` in
-    /// incarnation `generation` (a queue entry names its timer so): `Ok(None)` if it is not.
+    /// Runs `f` under the lock of the timer in this owner's slot `index` (a queue entry names
+    /// its timer so), as [`Timer::lock_slot`]: on the slot's carried word and, if the slot
+    /// holds a visible timer (this owner's: the slot is in its pages), its fields. `index`
+    /// must be a slot this owner has taken (its page exists).
     ///
     /// # Errors
     /// [`Error::Poisoned`] if the timer's lock is.
     pub(crate) fn with_slot<R>(
         &self,
-        timer: &Timer<S>,
-        id: TimerId,
-        generation: u32,
-        f: impl FnOnce(Locked<'_, S>) -> R,
-    ) -> Result<Option<R>, Error> {
-        let r = timer.lock_if(visible(self.inner.key), Some(id.0), |l| {
-            // The generation changes only while the slot is free, and the lock holder sees
-            // the slot visible, so it is stable.
-            (l.generation() == generation).then(|| f(l))
-        });
-        r.map(Option::flatten)
+        index: u32,
+        guard: &Guard,
+        f: impl FnOnce(&crate::sync::AtomicU32, Option<Locked<'_, S>>) -> R,
+    ) -> Result<R, Error> {
+        self.inner
+            .slots
+            .get(index, guard)
+            .lock_slot(f)
             .map_err(|_| Error::Poisoned(TIMER_POISONED))
     }
 }
@@ -654,6 +653,9 @@ impl<S: Service> OwnerInner<S> {
         // Relaxed: published with the timer by its create, as every field of the slot.
         timer.hot.index.store(index, Ordering::Relaxed);
         timer.hot.home.store(home, Ordering::Relaxed);
+        // The slot's first timer in this owner: a pooled page's slot carries nothing of the
+        // owner it served (`Timer::lock_slot`). Nothing of this owner names the slot yet.
+        timer.hot.carried.store(0, Ordering::Relaxed);
         st.live += 1;
         Ok((index, timer))
     }
