@@ -355,24 +355,13 @@ impl<S: Service> Owner<S> {
         self.inner.ids.set_counter(next);
     }
 
-    /// Runs `f` under the lock of the timer in this owner's slot `index` (a queue entry names
-    /// its timer so), as [`Timer::lock_slot`]: on the slot's carried word and, if the slot
-    /// holds a visible timer (this owner's: the slot is in its pages), its fields. `index`
-    /// must be a slot this owner has taken (its page exists).
-    ///
-    /// # Errors
-    /// [`Error::Poisoned`] if the timer's lock is.
-    pub(crate) fn with_slot<R>(
-        &self,
-        index: u32,
-        guard: &Guard,
-        f: impl FnOnce(&crate::sync::AtomicU32, Option<Locked<'_, S>>) -> R,
-    ) -> Result<R, Error> {
-        self.inner
-            .slots
-            .get(index, guard)
-            .lock_slot(f)
-            .map_err(|_| Error::Poisoned(TIMER_POISONED))
+    /// The timer object in this owner's slot `index` (a queue entry names its timer so), to
+    /// lock with [`Timer::lock_slot`]: a visible timer there is this owner's, the slot being
+    /// in its pages. `index` must be a slot this owner has taken (its page exists); the
+    /// object lives as long as the owner.
+    #[inline]
+    pub(crate) fn slot<'s>(&'s self, index: u32, guard: &Guard) -> &'s Timer<S> {
+        self.inner.slots.get(index, guard)
     }
 }
 

@@ -6,7 +6,7 @@ use super::itimer::{self, Consumed};
 use super::notify::{self, Event, Registered};
 use super::object::placement_of;
 use super::object::{
-    callback_of, Attached, CallbackCell, EventQueue, EventRef, Itimer, ItimerInit, LockedTimer,
+    callback_of, Attached, CallbackCell, EventQueue, Itimer, ItimerInit, LockedTimer,
 };
 use super::serial::{CallFn, Serial};
 use super::signal::SignalCell;
@@ -19,7 +19,6 @@ use crate::error::Error;
 use crate::registry::{self, TimerId};
 use crate::stats::{Counter, OwnerStats};
 use crate::sync::{self, Ordering, Poisoned};
-use crossbeam_epoch::Guard;
 use std::fmt;
 use std::future::Future;
 use std::mem::ManuallyDrop;
@@ -447,7 +446,7 @@ impl Owner {
         let mut guard = None;
         while let Ok(Some(entry)) = self.sink().pop() {
             let guard = guard.get_or_insert_with(crate::sync::pin);
-            if let Some(event) = self.consume(entry, &now, guard) {
+            if let Some(event) = self.consume(self.reg.slot(entry.slot, guard), &now) {
                 core.health.flush_halt();
                 tally.delivered(event.overrun);
                 return Some(event);
@@ -513,8 +512,14 @@ impl Owner {
                 break;
             }
             let guard = guard.get_or_insert_with(crate::sync::pin);
-            for entry in entries[..taken].iter_mut().filter_map(Option::take) {
-                match self.consume(entry, &now, guard) {
+            // The run's timers found first, apart from their locks: each lookup is a few
+            // dependent loads, which overlap here and would wait for each lock taken between.
+            let mut timers = [None; RUN];
+            for (timer, entry) in timers.iter_mut().zip(&entries[..taken]) {
+                *timer = entry.map(|e| self.reg.slot(e.slot, guard));
+            }
+            for timer in timers[..taken].iter_mut().filter_map(Option::take) {
+                match self.consume(timer, &now) {
                     Some(event) => {
                         overruns += u64::try_from(event.overrun).unwrap_or(0);
                         events.push(event);
@@ -546,12 +551,12 @@ impl Owner {
     /// slot alone, and the entries naming a slot are its timer's one if that timer has its
     /// event queued, and as many stale ones as the slot's carried word counts (`notify.rs`,
     /// "Entries"): the timer's event is delivered first, a stale entry dropped otherwise.
+    /// `timer` is the object in the entry's slot (`registry::Owner::slot`: queued entries name
+    /// slots this owner has taken, and `self` holds the owner, so their pages exist).
     #[inline]
-    fn consume(&self, entry: EventRef, now: &LazyNow<'_>, guard: &Guard) -> Option<Event> {
+    fn consume(&self, timer: &registry::Timer<Itimer>, now: &LazyNow<'_>) -> Option<Event> {
         let core = self.core();
-        // Queued entries name slots this owner has taken (`mark_queued`), and `self` holds the
-        // owner, so their pages exist.
-        let got = self.reg.with_slot(entry.slot, guard, |stale, l| {
+        let got = timer.lock_slot(|stale, l| {
             let queued = l.filter(|l| l.state.notify() == NotifyKind::Queue && l.state.queued());
             let Some(mut l) = queued else {
                 // Relaxed (both): under the timer's lock.
