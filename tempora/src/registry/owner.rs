@@ -165,6 +165,12 @@ impl<S: Service> Owner<S> {
         })
     }
 
+    /// The layout of an owner's block (what `try_new`'s `Arc` allocates, less its counts).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn block_layout() -> std::alloc::Layout {
+        std::alloc::Layout::new::<OwnerInner<S>>()
+    }
+
     /// The service's part of the owner.
     #[inline]
     pub(crate) fn service(&self) -> &S::Owner {

@@ -212,6 +212,30 @@ mod tests {
         assert_eq!(offset_of!(ItimerState, sigqueue_seq), 28);
     }
 
+    /// Each `Arc` made after `alloc::probe_arc` said its block can be had is of a block
+    /// glibc's per-thread cache keeps and hands back (`alloc.rs`): an owner's, its queue's
+    /// and its statistics', a callback's calls'. An owner's block was 128-byte aligned (its
+    /// counters' padding), which went through glibc's aligned path: its creation could abort
+    /// under exhaustion after the probe said yes.
+    #[test]
+    fn every_probed_arc_block_is_one_the_cache_keeps() {
+        use crate::alloc::{arc_block, CACHED_BLOCK};
+        use std::alloc::Layout;
+        let blocks = [
+            ("owner", crate::registry::Owner::<Itimer>::block_layout()),
+            ("queue", Layout::new::<EventQueue>()),
+            ("statistics", Layout::new::<Tally>()),
+            ("calls", Layout::new::<Serial>()),
+        ];
+        for (what, value) in blocks {
+            let block = arc_block(value).unwrap();
+            assert!(
+                block.align() <= 16 && block.size() <= CACHED_BLOCK,
+                "the {what}'s block: {block:?}"
+            );
+        }
+    }
+
     /// A queue entry, the room every `Queue` timer keeps on its owner's queue, is 4 bytes.
     #[test]
     fn a_queue_entry_is_4_bytes() {
