@@ -396,6 +396,18 @@ fn child() -> Result<(), String> {
         ));
     }
 
+    // A service whose first ID table (2^30 buckets of 32 bytes) does not fit: an error, not
+    // an abort or a panic.
+    match Timers::builder()
+        .drivers(0)
+        .initial_buckets(1 << 30)
+        .build()
+    {
+        Err(Error::OutOfMemory) => {}
+        Err(e) => return Err(format!("a service with a 32 GiB first table: {e}")),
+        Ok(_) => return Err("a service with a 32 GiB first table was built".into()),
+    }
+
     // Owners until none can be made, with a fresh headroom: the one refused fails with
     // `OutOfMemory`, never aborts (each of an owner's blocks is allocated fallibly, or after a
     // probe that glibc's per-thread cache makes good: `alloc::probe_arc`).

@@ -153,7 +153,9 @@
 //!
 //! What can still abort the process on a failed allocation, and why each is bounded:
 //! * building a service ([`Timers::new`], [`Builder::build`]: its threads and tables): a
-//!   fixed size, once, not per timer;
+//!   fixed size, once, not per timer. The one part a configuration makes large, the ID
+//!   table's first buckets ([`Builder::initial_buckets`], up to 2^40 of 32 bytes), is
+//!   allocated fallibly: [`Error::OutOfMemory`](crate::Error::OutOfMemory) from the build;
 //! * an owner made by [`Timers::owner`] or [`Group::owner`]: a fixed size each (its queue,
 //!   statistics and ID namespace), once, not per timer. [`Timers::try_owner`] and
 //!   [`Group::try_owner`] make the same owner fallibly: each of its allocations fails with
