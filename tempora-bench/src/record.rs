@@ -157,6 +157,9 @@ pub enum Field {
     RssPerConn,
     /// server requests: the load generator's CPU time per request, ns.
     ClientCpuNsPerReq,
+    /// seed t4/t5: rounds measured again because the scheduler took a thread off its CPU
+    /// during them, or the threads' phases did not run side by side.
+    Disturbed,
 }
 
 impl Field {
@@ -425,6 +428,7 @@ mod tests {
             "bytes_per_conn",
             "rss_per_conn",
             "client_cpu_ns_per_req",
+            "disturbed",
         ];
         assert_eq!(keys, saved);
         let names: Vec<&str> = Suite::ALL.iter().map(|s| s.name()).collect();

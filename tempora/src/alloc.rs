@@ -43,6 +43,17 @@ pub(crate) fn try_boxed_slice<T>(len: usize, make: impl FnMut() -> T) -> Result<
     Ok(v.into_boxed_slice())
 }
 
+/// The largest block glibc's per-thread cache keeps (on 64-bit: 1032 usable bytes).
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) const CACHED_BLOCK: usize = 1032;
+
+/// The block an `Arc` of a value with `value`'s layout allocates: two counts, then the value.
+pub(crate) fn arc_block(value: Layout) -> Option<Layout> {
+    let counts = Layout::new::<[std::sync::atomic::AtomicUsize; 2]>();
+    let (layout, _) = counts.extend(value).ok()?;
+    Some(layout.pad_to_align())
+}
+
 /// Checks that an `Arc<T>` can be allocated now: allocates a block of an `Arc<T>`'s size and
 /// alignment (two counts and a `T`) and frees it at once; [`Error::OutOfMemory`] if the
 /// allocator returns null. Stable Rust has no fallible `Arc::new`; an `Arc::new` of the same
@@ -51,12 +62,13 @@ pub(crate) fn try_boxed_slice<T>(len: usize, make: impl FnMut() -> T) -> Result<
 /// class from the same thread, before any other source), so it does not fail where this
 /// succeeded. With another allocator, or glibc's tcache turned off, this is a probe, not a
 /// reservation (the `timers` module doc, "Memory", lists it).
+///
+/// What makes it hold: the block is one glibc's per-thread cache keeps (at most
+/// [`CACHED_BLOCK`] bytes), and of a `malloc`'s alignment (at most 16 bytes: a more aligned
+/// block goes through glibc's aligned path, which does not take a block from that cache).
+/// `timers::object`'s `every_probed_arc_block_is_one_the_cache_keeps` checks the service's.
 pub(crate) fn probe_arc<T>() -> Result<(), Error> {
-    let counts = Layout::new::<[std::sync::atomic::AtomicUsize; 2]>();
-    let (layout, _) = counts
-        .extend(Layout::new::<T>())
-        .map_err(|_| Error::OutOfMemory)?;
-    let layout = layout.pad_to_align();
+    let layout = arc_block(Layout::new::<T>()).ok_or(Error::OutOfMemory)?;
     // SAFETY: the layout is not zero-sized (it holds two counts).
     // `black_box`: an allocation freed unused may be elided by the optimizer, and the probe
     // would then ask the allocator nothing (an optimized build aborted in `Arc::new` where

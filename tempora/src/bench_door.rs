@@ -125,3 +125,10 @@ pub fn stats_flush(timers: &crate::Timers) -> (usize, Vec<u64>) {
 pub fn stats_naive_flush(timers: &crate::Timers, on: bool) {
     timers.core.stats.set_naive(on);
 }
+
+/// Runs the frees that tempora's epoch collector deferred and that are due (a dropped
+/// service's tables and slot pages among them), so that a memory measurement starts from what
+/// is live, not from what earlier runs left for the epoch to free.
+pub fn collect_deferred() {
+    crate::sync::collect_deferred();
+}

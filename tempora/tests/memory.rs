@@ -32,6 +32,9 @@ const HEADROOM: u64 = 24 << 20;
 /// Creates after which a child that has not run out of memory fails (far more than
 /// `HEADROOM` holds).
 const MAX_CREATES: i32 = 4_000_000;
+/// Owners after which a child that has not run out of memory fails (each takes a few KiB:
+/// far more than `HEADROOM` holds).
+const MAX_OWNERS: usize = 200_000;
 /// How long a child may run before the parent kills it.
 const STUCK: Duration = Duration::from_secs(120);
 
@@ -283,8 +286,10 @@ fn child() -> Result<(), String> {
     let first = early_cb.get() + 1;
     let before = timers.timer_count();
 
-    // The list of the timers made after exhaustion, sized now.
+    // The list of the timers made after exhaustion, and of the owners made at the end, sized
+    // now.
     let mut again = Vec::with_capacity(3000);
+    let mut owners = Vec::with_capacity(MAX_OWNERS);
     set_limit(vm_size() + HEADROOM);
 
     // Every kind of create (its own allocations differ: a callback's box, a queue's room).
@@ -398,6 +403,43 @@ fn child() -> Result<(), String> {
             stats.counts.created
         ));
     }
+
+    // A service whose first ID table (2^30 buckets of 32 bytes) does not fit: an error, not
+    // an abort or a panic.
+    match Timers::builder()
+        .drivers(0)
+        .initial_buckets(1 << 30)
+        .build()
+    {
+        Err(Error::OutOfMemory) => {}
+        Err(e) => return Err(format!("a service with a 32 GiB first table: {e}")),
+        Ok(_) => return Err("a service with a 32 GiB first table was built".into()),
+    }
+
+    // Owners until none can be made, with a fresh headroom: the one refused fails with
+    // `OutOfMemory`, never aborts (each of an owner's blocks is allocated fallibly, or after a
+    // probe that glibc's per-thread cache makes good: `alloc::probe_arc`).
+    set_limit(vm_size() + HEADROOM);
+    let made_owners = loop {
+        if owners.len() == MAX_OWNERS {
+            return Err(format!(
+                "{MAX_OWNERS} owners made and no failure: the limit did not hold"
+            ));
+        }
+        match timers.try_owner() {
+            Ok(o) => owners.push(o),
+            Err(Error::OutOfMemory) => break owners.len(),
+            Err(e) => return Err(format!("owner {}: {e}", owners.len())),
+        }
+    };
+    // Let go of with the limit lifted: an owner's end frees through the epoch collector,
+    // whose bookkeeping allocates infallibly (the `timers` module doc, "Memory").
+    set_limit(libc::RLIM_INFINITY);
+    drop(owners);
+    timers
+        .try_owner()
+        .map_err(|e| format!("an owner after {made_owners} and exhaustion: {e}"))?;
+    eprintln!("{made_owners} owners before the allocator refused one");
     Ok(())
 }
 

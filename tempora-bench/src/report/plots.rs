@@ -205,7 +205,7 @@ pub(super) fn plots(records: &[Record], suite: Suite, machine: &Machine) -> Vec<
             .collect();
         if !with_bytes.is_empty() {
             let limit = (suite == Suite::Service && case == "settime-arm")
-                .then_some((160.0, "target 160 B".to_string()));
+                .then_some((150.0, "target 150 B".to_string()));
             let bsizes: std::collections::BTreeSet<u64> = with_bytes.iter().map(|r| r.n).collect();
             if bsizes.len() >= 2 {
                 let series =

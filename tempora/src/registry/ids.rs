@@ -14,8 +14,7 @@
 //! increasing per thread. The counter wraps from the ID limit to 0; from then on (and after
 //! any exact-ID create) an ID may repeat, and `reused` tells creates to check for it.
 
-use crate::sync::{AtomicBool, AtomicU32, Ordering};
-use crossbeam_utils::CachePadded;
+use crate::sync::{Apart, AtomicBool, AtomicU32, Ordering};
 
 /// A timer ID: a non-negative `i32`, like Linux's `timer_t`. IDs are per owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -47,7 +46,7 @@ const ID_BLOCK: u32 = 64;
 pub(crate) struct Ids {
     /// Next timer ID candidate (the kernel's `next_posix_timer_id`), claimed in blocks. A line
     /// of its own: every shard's block claim writes it.
-    counter: CachePadded<AtomicU32>,
+    counter: Apart<AtomicU32>,
     /// Bumped whenever the counter is set (an exact-ID create, a restore), so shards drop the
     /// ID blocks they claimed from the old counter.
     version: AtomicU32,
@@ -72,7 +71,7 @@ pub(crate) struct IdBlock {
 impl Ids {
     pub(crate) fn new(mask: u32) -> Ids {
         Ids {
-            counter: CachePadded::new(AtomicU32::new(0)),
+            counter: Apart::new(AtomicU32::new(0)),
             version: AtomicU32::new(0),
             restore: AtomicBool::new(false),
             reused: AtomicBool::new(false),

@@ -180,7 +180,8 @@ impl Builder {
     /// # Errors
     /// [`Error::InvalidConfig`] for a setting out of the documented range (the service's
     /// builder documents them: `id_bits` 1 ..= 31, `max_load` 1 ..= 64, `initial_buckets` a
-    /// power of two in 16 ..= 2^40, `shards` a power of two at most 2^15).
+    /// power of two in 16 ..= 2^40, `shards` a power of two at most 2^15);
+    /// [`Error::OutOfMemory`] if the first table's buckets cannot be allocated.
     pub(crate) fn build<S: Service>(&self) -> Result<Registry<S>, Error> {
         if !(1..=31).contains(&self.id_bits) {
             return Err(Error::InvalidConfig("id_bits must be 1..=31"));
@@ -207,7 +208,8 @@ impl Builder {
         let stripes = (cpus.next_power_of_two() * 4).max(64);
         Ok(Registry {
             shared: Arc::new(Shared {
-                tables: Tables::new(buckets.trailing_zeros(), salt, self.max_load),
+                tables: Tables::try_new(buckets.trailing_zeros(), salt, self.max_load)
+                    .ok_or(Error::OutOfMemory)?,
                 salt,
                 pool: PagePool::new(),
                 count: Count::new(stripes),

@@ -165,6 +165,12 @@ impl<S: Service> Owner<S> {
         })
     }
 
+    /// The layout of an owner's block (what `try_new`'s `Arc` allocates, less its counts).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn block_layout() -> std::alloc::Layout {
+        std::alloc::Layout::new::<OwnerInner<S>>()
+    }
+
     /// The service's part of the owner.
     #[inline]
     pub(crate) fn service(&self) -> &S::Owner {
@@ -355,25 +361,13 @@ impl<S: Service> Owner<S> {
         self.inner.ids.set_counter(next);
     }
 
-    /// Runs `f` under the lock of `timer` if it is still this owner's visible timer `id` in
-    /// incarnation `generation` (a queue entry names its timer so): `Ok(None)` if it is not.
-    ///
-    /// # Errors
-    /// [`Error::Poisoned`] if the timer's lock is.
-    pub(crate) fn with_slot<R>(
-        &self,
-        timer: &Timer<S>,
-        id: TimerId,
-        generation: u32,
-        f: impl FnOnce(Locked<'_, S>) -> R,
-    ) -> Result<Option<R>, Error> {
-        let r = timer.lock_if(visible(self.inner.key), Some(id.0), |l| {
-            // The generation changes only while the slot is free, and the lock holder sees
-            // the slot visible, so it is stable.
-            (l.generation() == generation).then(|| f(l))
-        });
-        r.map(Option::flatten)
-            .map_err(|_| Error::Poisoned(TIMER_POISONED))
+    /// The timer object in this owner's slot `index` (a queue entry names its timer so), to
+    /// lock with [`Timer::lock_slot`]: a visible timer there is this owner's, the slot being
+    /// in its pages. `index` must be a slot this owner has taken (its page exists); the
+    /// object lives as long as the owner.
+    #[inline]
+    pub(crate) fn slot<'s>(&'s self, index: u32, guard: &Guard) -> &'s Timer<S> {
+        self.inner.slots.get(index, guard)
     }
 }
 
@@ -654,6 +648,9 @@ impl<S: Service> OwnerInner<S> {
         // Relaxed: published with the timer by its create, as every field of the slot.
         timer.hot.index.store(index, Ordering::Relaxed);
         timer.hot.home.store(home, Ordering::Relaxed);
+        // The slot's first timer in this owner: a pooled page's slot carries nothing of the
+        // owner it served (`Timer::lock_slot`). Nothing of this owner names the slot yet.
+        timer.hot.carried.store(0, Ordering::Relaxed);
         st.live += 1;
         Ok((index, timer))
     }

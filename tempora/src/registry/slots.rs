@@ -29,7 +29,7 @@
 use super::timer::{Service, Timer};
 use crate::alloc::{try_box, try_boxed_slice};
 use crate::error::Error;
-use crate::sync::{rank, AtomicPtr, AtomicU32, Ordering, Poisoned, RankedLock};
+use crate::sync::{rank, Apart, AtomicPtr, AtomicU32, Ordering, Poisoned, RankedLock};
 use crossbeam_epoch::{Atomic, Guard, Owned};
 use std::alloc::Layout;
 
@@ -71,7 +71,7 @@ pub(crate) struct Slots<S: Service> {
     /// Serialises page allocation and directory growth (once per 64 fresh slots).
     grow: RankedLock<{ rank::PAGE_GROW }>,
     /// Written by every shard's block claim: a line of its own, away from `dir`.
-    claimed: crossbeam_utils::CachePadded<AtomicU32>,
+    claimed: Apart<AtomicU32>,
 }
 
 impl<S: Service> Slots<S> {
@@ -81,7 +81,7 @@ impl<S: Service> Slots<S> {
         Ok(Slots {
             dir: Atomic::from(Owned::from(dir)),
             grow: RankedLock::new(),
-            claimed: crossbeam_utils::CachePadded::new(AtomicU32::new(0)),
+            claimed: Apart::new(AtomicU32::new(0)),
         })
     }
 

@@ -315,8 +315,8 @@ pub(crate) enum Walk<'a, S: Service> {
 }
 
 impl Table {
-    /// An empty table of `2^bits` buckets (a registry's first: the build allocates it
-    /// infallibly).
+    /// An empty table of `2^bits` buckets (the tests' tables).
+    #[cfg(test)]
     pub(crate) fn new(bits: u32, salt: [u64; 2]) -> Table {
         Table::try_new(bits, salt).expect("the registry's first table")
     }

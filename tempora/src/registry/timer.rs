@@ -13,6 +13,9 @@
 //!      24  index         AtomicU32    this slot's index in its owner's slot pages
 //!      28  free_next     AtomicU32    next free slot while on a shard's free list
 //!      32  generation    AtomicU32    bumped by every create in this slot
+//!      36  carried       AtomicU32    the service's word that outlives the slot's timers,
+//!                                     under the timer's lock (zeroed as its owner first
+//!                                     takes the slot)
 //!      40  fixed         S::Fixed     the service's fields set at create (atomics)
 //!          line 2: written while the timer is in use
 //!      64  lock          VersionedLock the timer's own lock (rank TIMER), with a version that
@@ -143,6 +146,8 @@ pub(crate) struct ReadMostly<F> {
     pub(crate) index: AtomicU32,
     pub(crate) free_next: AtomicU32,
     pub(crate) generation: AtomicU32,
+    /// The service's word that outlives the slot's timers (see [`Timer::lock_slot`]).
+    pub(crate) carried: AtomicU32,
     pub(crate) fixed: F,
 }
 
@@ -218,12 +223,10 @@ impl<S: Service> Locked<'_, S> {
         (self.state, &self.timer.written.published)
     }
 
-    /// The incarnation of the slot (bumped by every create in it): with the timer's address
-    /// and ID it names this timer in a queue entry (`Owner::with_slot`).
+    /// The slot's carried word (see [`Timer::lock_slot`]), under this lock.
     #[inline]
-    pub(crate) fn generation(&self) -> u32 {
-        // Relaxed: written at create, before the timer became visible.
-        self.timer.hot.generation.load(Ordering::Relaxed)
+    pub(crate) fn carried(&self) -> &AtomicU32 {
+        &self.timer.hot.carried
     }
 }
 
@@ -281,6 +284,37 @@ impl<S: Service> Timer<S> {
             let word = self.hot.owner.load(Ordering::Acquire);
             (word != 0 && word & PENDING == 0).then(|| self.locked_state(f))
         })
+    }
+
+    /// Takes the timer's lock whatever the slot holds, and runs `f` on the slot's carried
+    /// word and, if the slot holds a visible timer, on its fields. The carried word is the
+    /// service's alone: the registry neither writes it at create nor at delete, so it
+    /// outlives the slot's timers (the POSIX service counts in it the stale queue entries
+    /// that name the slot), and only zeroes it when an owner first takes the slot (its page
+    /// fresh or from the pool, `Owner::alloc_slot`). Read and written under the timer's lock
+    /// only, but for that zeroing, which comes before anything of the owner names the slot. Poisoning as in
+    /// [`Timer::lock_if`].
+    #[inline]
+    pub(crate) fn lock_slot<R>(
+        &self,
+        f: impl FnOnce(&AtomicU32, Option<Locked<'_, S>>) -> R,
+    ) -> Result<R, Poisoned> {
+        with_timer_lock(self, || {
+            // Acquire: as in `is`.
+            let word = self.hot.owner.load(Ordering::Acquire);
+            if word != 0 && word & PENDING == 0 {
+                self.locked_state(|l| f(&self.hot.carried, Some(l)))
+            } else {
+                f(&self.hot.carried, None)
+            }
+        })
+    }
+
+    /// This slot's index in its owner's slot pages (constant once the slot was first taken).
+    #[inline]
+    pub(crate) fn slot_index(&self) -> u32 {
+        // Relaxed: written when the slot was first taken, before any event could name it.
+        self.hot.index.load(Ordering::Relaxed)
     }
 
     /// `f` on the state of a visible timer whose lock the caller holds.
@@ -465,6 +499,7 @@ mod tests {
         assert_eq!(offset_of!(ReadMostly<u64>, index), 24);
         assert_eq!(offset_of!(ReadMostly<u64>, free_next), 28);
         assert_eq!(offset_of!(ReadMostly<u64>, generation), 32);
+        assert_eq!(offset_of!(ReadMostly<u64>, carried), 36);
         assert_eq!(offset_of!(ReadMostly<u64>, fixed), 40);
         assert_eq!(offset_of!(Timer<()>, written), 64);
         assert_eq!(offset_of!(Written<u32, [u64; 3], u64>, lock), 0);

@@ -434,6 +434,21 @@ impl Drop for Pinned {
     }
 }
 
+/// Runs the frees deferred through tempora's collector that are due, as far as other threads'
+/// pins let the epoch advance: each round pins, flushes this thread's deferred work to the
+/// collector and collects what every pinned thread has passed (three rounds take a free
+/// deferred just before past the two epochs of its grace period; the rest are for work
+/// queued behind it). What a dropped service or owner left for the epoch to free is then
+/// freed, or queued for a freeing thread (`registry/table.rs`, `drop_large`), unless another
+/// thread stays pinned meanwhile. Runs deferred destructors: call it with no tempora lock
+/// held.
+#[cfg_attr(not(feature = "bench-internals"), allow(dead_code))]
+pub(crate) fn collect_deferred() {
+    for _ in 0..8 {
+        pin().flush();
+    }
+}
+
 /// Runs `f` while this thread has a walk open (for the tests of what waits for one).
 #[cfg(all(test, not(loom)))]
 pub(crate) fn with_walk_for_tests<R>(f: impl FnOnce() -> R) -> R {

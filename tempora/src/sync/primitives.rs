@@ -94,3 +94,35 @@ pub(crate) struct Poisoned;
 pub(crate) fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+
+/// A `T` with 128 bytes on each side: nothing beside it shares its cache line, or the pair of
+/// lines an adjacent-line prefetcher fetches together, with it. Unlike a 128-byte aligned
+/// `CachePadded`, it does not raise the alignment of what holds it, so an owner's block keeps
+/// the alignment of a plain `malloc` (16 bytes), and `alloc::probe_arc`'s freed block is the
+/// one glibc's per-thread cache hands to the `Arc::new` after it (a 128-byte aligned block
+/// goes through glibc's aligned path, which that cache does not serve: an owner's creation
+/// could then still abort on exhaustion after its probe said yes).
+#[repr(C)]
+pub(crate) struct Apart<T> {
+    _before: [u8; 128],
+    value: T,
+    _after: [u8; 128],
+}
+
+impl<T> Apart<T> {
+    pub(crate) const fn new(value: T) -> Apart<T> {
+        Apart {
+            _before: [0; 128],
+            value,
+            _after: [0; 128],
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Apart<T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}

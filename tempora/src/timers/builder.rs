@@ -213,7 +213,8 @@ impl Builder {
     /// [`Error::InvalidConfig`] for zero bases, more than 65 536 bases, a zero tick or one
     /// above [`Builder::MAX_TICK`], a zero batch, or an ID table setting out of its range (`id_bits`, `initial_buckets`,
     /// `max_load`, `shards`); [`Error::Io`] if the OS refuses a driver thread, or a
-    /// driver's timerfd or `epoll` instance.
+    /// driver's timerfd or `epoll` instance; [`Error::OutOfMemory`] if the ID table's first
+    /// buckets (32 bytes each, [`Builder::initial_buckets`] of them) cannot be allocated.
     pub fn build(&self) -> Result<Timers, Error> {
         let bases = self.bases.unwrap_or_else(crate::sync::cpus);
         if bases == 0 || bases > 1 << 16 {

@@ -74,9 +74,17 @@ impl Service for Itimer {
         tally.group.uncharge();
         // A `Queue` timer's room on the queue is given back here, unless its entry is on the
         // queue (or held for it by a poll): the entry, stale now, keeps the room until its
-        // consume drops it and gives it back (`notify.rs`, "Memory").
-        if l.state.notify() == NotifyKind::Queue && !l.state.queued() {
-            owner.sink.unreserve();
+        // consume drops it and gives it back (`notify.rs`, "Memory"), and is counted in the
+        // slot's carried word, which the slot's next timers do not reset (`notify.rs`,
+        // "Entries").
+        if l.state.notify() == NotifyKind::Queue {
+            if l.state.queued() {
+                let stale = l.carried();
+                // Relaxed: under the timer's lock, as every access but the owner's first.
+                stale.store(stale.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            } else {
+                owner.sink.unreserve();
+            }
         }
         // A poisoned base fails the service; the timer is deleted all the same (its node, if
         // still linked there, is never reached again).

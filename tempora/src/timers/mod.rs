@@ -160,16 +160,18 @@
 //!
 //! What can still abort the process on a failed allocation, and why each is bounded:
 //! * building a service ([`Timers::new`], [`Builder::build`]: its threads and tables): a
-//!   fixed size, once, not per timer;
+//!   fixed size, once, not per timer. The one part a configuration makes large, the ID
+//!   table's first buckets ([`Builder::initial_buckets`], up to 2^40 of 32 bytes), is
+//!   allocated fallibly: [`Error::OutOfMemory`](crate::Error::OutOfMemory) from the build;
 //! * an owner made by [`Timers::owner`] or [`Group::owner`]: a fixed size each (its queue,
 //!   statistics and ID namespace), once, not per timer. [`Timers::try_owner`] and
 //!   [`Group::try_owner`] make the same owner fallibly: each of its allocations fails with
 //!   [`Error::OutOfMemory`](crate::Error::OutOfMemory) and leaves nothing listed, its `Arc`s
-//!   after a probe as a callback's. One probe is weaker: the owner's ID namespace is
-//!   128-byte aligned, and glibc allocates such a block through its aligned path, which
-//!   does not take the probe's freed block back from the per-thread cache; so under real
-//!   exhaustion that last allocation can still abort (a test that made owners until
-//!   `RLIMIT_AS` ran out aborted there in 1 of 65 release runs);
+//!   after a probe as a callback's. Every probed block is one glibc's per-thread cache
+//!   keeps and hands back, of at most a `malloc`'s alignment (an owner's ID namespace keeps
+//!   its counters apart with padding, not a 128-byte alignment, which glibc serves through an
+//!   aligned path that skips that cache: an owner's creation aborted there once in 65 runs
+//!   under `RLIMIT_AS`); `tests/memory.rs` makes owners until `RLIMIT_AS` runs out;
 //! * a thread's first call of some kinds: its first blocking wait (the parking data that the
 //!   `parking_lot` crate registers with glibc's thread-exit list; glibc ends the process if
 //!   that small allocation fails), a poller's buffers of popped entries, of the events it

@@ -5,9 +5,27 @@
 //! which arming it belongs to. A base that fires a timer whose event is already queued only
 //! updates `sigqueue_seq` (the kernel's "already pending: nothing"), so the queue holds at most
 //! one entry per timer incarnation, and the periods that pass meanwhile become the overrun
-//! computed when the event is consumed. An entry names its timer by slot, ID and generation;
-//! at consume time the timer's lock is taken and the entry is dropped, never delivered, if the
-//! timer was deleted (generation or owner word changed) or re-set (`signal_seq` moved).
+//! computed when the event is consumed. At consume time the timer's lock is taken and the
+//! entry is dropped, never delivered, if the timer was deleted or re-set (`signal_seq` moved).
+//!
+//! # Entries
+//!
+//! An entry is the timer's slot index in its owner's pages, 4 bytes ([`EventRef`]): it names
+//! no incarnation, so that the room every `Queue` timer keeps on the queue (below) costs 4
+//! bytes, not the 16 of an address, ID and generation. What tells a stale entry from the
+//! slot's timer's own is a count: a timer deleted with its event queued (or held for the
+//! queue by a poll) adds one to its slot's carried word (`registry::Timer::lock_slot`), which
+//! the slot's later timers do not reset. So the entries naming a slot are, at every moment
+//! under its timer's lock, the carried count's stale ones plus one if the slot's timer (a
+//! `Queue` timer) has its event queued; they are alike, and a consume that meets one delivers
+//! the timer's event if it is queued and otherwise drops a stale one (giving back its room).
+//! A stale entry that comes first thus delivers the new timer's event, and the new timer's
+//! own entry, met later, is dropped as the stale one: the same events, each once. A poll
+//! that held an entry and could not push it takes back a stale one first, else clears the
+//! timer's `queued` flag (`poll.rs`, `unqueue`). An owner zeroes the count as it first takes
+//! a slot, so a page from another owner carries nothing over.
+//!
+//! [`EventRef`]: super::object::EventRef
 //!
 //! # Memory
 //!
@@ -33,7 +51,7 @@
 //! (BENCHMARKS.md, "Design measurements", compares the two), and a run of events pushed
 //! together ([`Sink::push_many`], a poll's batch: `poll.rs`) or taken together
 //! ([`Sink::pop_many`], `Owner::try_recv_many`) shares one. The queue keeps its peak
-//! capacity: 16 bytes per event that was pending at once.
+//! capacity: 4 bytes per event that was pending at once.
 //!
 //! Receivers that find it empty sleep on the sink's [`WaitQueue`] (a futex: the receiver takes
 //! the queue's token, then a check decides whether to sleep, and it sleeps only while the

@@ -28,11 +28,9 @@ use super::signal::SignalCell;
 use super::types::{NotifyKind, Placement};
 use crate::clock::ClockId;
 use crate::registry::{Locked, Zeroable};
-use crate::registry::{Timer, TimerId};
 use crate::stats::tally::Tally;
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 use crate::wheel::intrusive::Node;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// The POSIX interval-timer service, as the registry sees it.
@@ -41,17 +39,15 @@ pub(crate) struct Itimer;
 /// A timer of this service, locked.
 pub(crate) type LockedTimer<'a> = Locked<'a, Itimer>;
 
-/// A queued event: the timer's slot and the incarnation it was queued for.
-#[derive(Debug, Clone, Copy)]
+/// A queued event: the slot of the timer it was queued for, in its owner's pages (4 bytes,
+/// the queue's room per `Queue` timer). It names no incarnation: a timer deleted with its
+/// event queued counts the entry, stale now, in its slot's carried word (`contract.rs`,
+/// `on_delete`), and a consume that meets an entry of a slot drops it as one of those unless
+/// the slot's timer has its event queued (`notify.rs`, "Entries").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct EventRef {
-    pub(crate) timer: NonNull<Timer<Itimer>>,
-    pub(crate) id: TimerId,
-    pub(crate) generation: u32,
+    pub(crate) slot: u32,
 }
-
-// SAFETY: an `EventRef` is an address plus plain data; it is dereferenced only by the owner's
-// receivers, which hold the owner and so keep its slot pages alive (see `Owner::try_recv`).
-unsafe impl Send for EventRef {}
 
 /// An owner's event queue: entries name their timers.
 /// An owner's event queue, and its statistics: what every timer of the owner points at (its
@@ -216,6 +212,36 @@ mod tests {
         assert_eq!(offset_of!(ItimerState, sigqueue_seq), 28);
     }
 
+    /// Each `Arc` made after `alloc::probe_arc` said its block can be had is of a block
+    /// glibc's per-thread cache keeps and hands back (`alloc.rs`): an owner's, its queue's
+    /// and its statistics', a callback's calls'. An owner's block was 128-byte aligned (its
+    /// counters' padding), which went through glibc's aligned path: its creation could abort
+    /// under exhaustion after the probe said yes.
+    #[test]
+    fn every_probed_arc_block_is_one_the_cache_keeps() {
+        use crate::alloc::{arc_block, CACHED_BLOCK};
+        use std::alloc::Layout;
+        let blocks = [
+            ("owner", crate::registry::Owner::<Itimer>::block_layout()),
+            ("queue", Layout::new::<EventQueue>()),
+            ("statistics", Layout::new::<Tally>()),
+            ("calls", Layout::new::<Serial>()),
+        ];
+        for (what, value) in blocks {
+            let block = arc_block(value).unwrap();
+            assert!(
+                block.align() <= 16 && block.size() <= CACHED_BLOCK,
+                "the {what}'s block: {block:?}"
+            );
+        }
+    }
+
+    /// A queue entry, the room every `Queue` timer keeps on its owner's queue, is 4 bytes.
+    #[test]
+    fn a_queue_entry_is_4_bytes() {
+        assert_eq!(size_of::<EventRef>(), 4);
+    }
+
     /// A signal timer's heap block beside its object stays one 32-byte allocation.
     #[test]
     fn a_signal_timers_attached_block_is_32_bytes() {
@@ -257,6 +283,7 @@ mod tests {
             (offset_of!(T, hot.index), "index"),
             (offset_of!(T, hot.free_next), "free_next"),
             (offset_of!(T, hot.generation), "generation"),
+            (offset_of!(T, hot.carried), "carried"),
             (offset_of!(T, hot.fixed), "fixed"),
             (offset_of!(T, written.lock), "lock"),
             (offset_of!(T, written.published), "published"),

@@ -6,7 +6,7 @@ use super::itimer::{self, Consumed};
 use super::notify::{self, Event, Registered};
 use super::object::placement_of;
 use super::object::{
-    callback_of, Attached, CallbackCell, EventQueue, EventRef, Itimer, ItimerInit, LockedTimer,
+    callback_of, Attached, CallbackCell, EventQueue, Itimer, ItimerInit, LockedTimer,
 };
 use super::serial::{CallFn, Serial};
 use super::signal::SignalCell;
@@ -442,8 +442,11 @@ impl Owner {
         }
         let now = core.lazy_now();
         let tally = &self.sink().tally;
+        // Pinned once an entry is taken: an empty queue costs no pin.
+        let mut guard = None;
         while let Ok(Some(entry)) = self.sink().pop() {
-            if let Some(event) = self.consume(entry, &now) {
+            let guard = guard.get_or_insert_with(crate::sync::pin);
+            if let Some(event) = self.consume(self.reg.slot(entry.slot, guard), &now) {
                 core.health.flush_halt();
                 tally.delivered(event.overrun);
                 return Some(event);
@@ -496,6 +499,7 @@ impl Owner {
         }
         let now = core.lazy_now();
         let (mut got, mut overruns, mut stale) = (0, 0u64, 0);
+        let mut guard = None;
         while got < max {
             let mut entries = [None; RUN];
             // At most as many entries as events are still wanted: each entry taken is returned
@@ -504,8 +508,18 @@ impl Owner {
             let Ok(taken) = self.sink().pop_many(&mut entries[..want]) else {
                 break;
             };
-            for entry in entries[..taken].iter_mut().filter_map(Option::take) {
-                match self.consume(entry, &now) {
+            if taken == 0 {
+                break;
+            }
+            let guard = guard.get_or_insert_with(crate::sync::pin);
+            // The run's timers found first, apart from their locks: each lookup is a few
+            // dependent loads, which overlap here and would wait for each lock taken between.
+            let mut timers = [None; RUN];
+            for (timer, entry) in timers.iter_mut().zip(&entries[..taken]) {
+                *timer = entry.map(|e| self.reg.slot(e.slot, guard));
+            }
+            for timer in timers[..taken].iter_mut().filter_map(Option::take) {
+                match self.consume(timer, &now) {
                     Some(event) => {
                         overruns += u64::try_from(event.overrun).unwrap_or(0);
                         events.push(event);
@@ -533,41 +547,48 @@ impl Owner {
     }
 
     /// Consumes a queue entry taken off the queue: its event, or `None` if it is stale (its
-    /// timer re-set or deleted since it was queued, or its lock poisoned).
+    /// timer re-set or deleted since it was queued, or its lock poisoned). An entry names its
+    /// slot alone, and the entries naming a slot are its timer's one if that timer has its
+    /// event queued, and as many stale ones as the slot's carried word counts (`notify.rs`,
+    /// "Entries"): the timer's event is delivered first, a stale entry dropped otherwise.
+    /// `timer` is the object in the entry's slot (`registry::Owner::slot`: queued entries name
+    /// slots this owner has taken, and `self` holds the owner, so their pages exist).
     #[inline]
-    fn consume(&self, entry: EventRef, now: &LazyNow<'_>) -> Option<Event> {
+    fn consume(&self, timer: &registry::Timer<Itimer>, now: &LazyNow<'_>) -> Option<Event> {
         let core = self.core();
-        // SAFETY: queued entries name slots of this owner's pages, which live as long as the
-        // owner, and `self` holds it. `with_slot` checks the identity under the lock.
-        let timer = unsafe { entry.timer.as_ref() };
-        let got = self
-            .reg
-            .with_slot(timer, entry.id, entry.generation, |mut l| {
-                if !l.state.queued() {
-                    return None;
+        let got = timer.lock_slot(|stale, l| {
+            let queued = l.filter(|l| l.state.notify() == NotifyKind::Queue && l.state.queued());
+            let Some(mut l) = queued else {
+                // Relaxed (both): under the timer's lock.
+                let n = stale.load(Ordering::Relaxed);
+                stale.store(n.saturating_sub(1), Ordering::Relaxed);
+                // The entry's timer was deleted with it on the queue: the entry kept the
+                // timer's room (`contract.rs`, `on_delete`), given back now that it is gone.
+                return Err(n > 0);
+            };
+            l.state.set_queued(false);
+            let event = itimer::Event::with_seq(l.state.sigqueue_seq);
+            let id = l.id();
+            let (state, published) = l.state_and_published();
+            match state.consume(published, event, now) {
+                Consumed::Stale => Ok(None),
+                Consumed::Deliver { overrun, rearm } => {
+                    // A failed re-arm (a poisoned base) is the service's failure, which
+                    // receivers see; this event is still delivered.
+                    let _ = core.apply(&mut l, rearm);
+                    Ok(Some(Event::new(id, overrun)))
                 }
-                l.state.set_queued(false);
-                let event = itimer::Event::with_seq(l.state.sigqueue_seq);
-                let (state, published) = l.state_and_published();
-                match state.consume(published, event, now) {
-                    Consumed::Stale => None,
-                    Consumed::Deliver { overrun, rearm } => {
-                        // A failed re-arm (a poisoned base) is the service's failure, which
-                        // receivers see; this event is still delivered.
-                        let _ = core.apply(&mut l, rearm);
-                        Some(overrun)
-                    }
-                }
-            });
+            }
+        });
         match got {
-            Ok(Some(Some(overrun))) => Some(Event::new(entry.id, overrun)),
-            // The entry's timer was deleted with it on the queue: the entry kept the timer's
-            // room (`contract.rs`, `on_delete`), given back now that it is gone.
-            Ok(None) => {
-                self.sink().unreserve();
+            Ok(Ok(event)) => event,
+            Ok(Err(counted)) => {
+                if counted {
+                    self.sink().unreserve();
+                }
                 None
             }
-            _ => None,
+            Err(_) => None,
         }
     }
 

@@ -60,7 +60,25 @@ thread_local! {
     /// Each thread's buffer of the calls a batch collected (`Core::poll_then`).
     static CALLS: Cell<Vec<Call>> = const { Cell::new(Vec::new()) };
     /// Each thread's buffer of the events a batch holds for their queues (`Pushes`).
-    static HELD: Cell<Vec<(u8, EventRef)>> = const { Cell::new(Vec::new()) };
+    static HELD: Cell<Vec<(u8, HeldEvent)>> = const { Cell::new(Vec::new()) };
+}
+
+/// An event held for its queue by a batch: its timer's address, for the batch's push (the
+/// entry is its slot) and for undoing the mark if the push finds no room ([`unqueue`]).
+#[derive(Clone, Copy)]
+struct HeldEvent(NonNull<Timer<Itimer>>);
+
+impl HeldEvent {
+    /// The queue entry.
+    fn entry(self) -> EventRef {
+        // SAFETY: held only while the batch's epoch pin is (`Pushes::flush`), so the address
+        // is still a timer object of the owner (`timers/mod.rs`, "Safety of the timer
+        // addresses"); its slot index is constant.
+        let timer = unsafe { self.0.as_ref() };
+        EventRef {
+            slot: timer.slot_index(),
+        }
+    }
 }
 
 /// How many owners' queues a batch holds events for at once ([`Pushes`]); an event of
@@ -74,7 +92,7 @@ struct Pushes {
     /// and its queue dropped, between its timer's lock and the flush.
     queues: [Option<Arc<EventQueue>>; HELD_QUEUES],
     /// The events held, in pop order, each with its queue's index in `queues`.
-    events: Vec<(u8, EventRef)>,
+    events: Vec<(u8, HeldEvent)>,
     /// The queue the last event pushed at once went to (compared, never dereferenced).
     last: *const EventQueue,
 }
@@ -107,7 +125,9 @@ impl Pushes {
             None => None,
         };
         match held {
-            Some(i) => self.events.push((i as u8, event)),
+            Some(i) => self
+                .events
+                .push((i as u8, HeldEvent(NonNull::from(l.timer)))),
             None => {
                 self.last = queue;
                 push_marked(core, l, event, |w| calls.push(Call::Wake(w)));
@@ -133,7 +153,7 @@ impl Pushes {
                     .filter(move |(q, _)| usize::from(*q) == i)
                     .map(|&(_, e)| e)
             };
-            match queue.push_many(mine(), |w| calls.push(Call::Wake(w))) {
+            match queue.push_many(mine().map(HeldEvent::entry), |w| calls.push(Call::Wake(w))) {
                 Ok(pushed) => mine().skip(pushed).for_each(|e| unqueue(core, queue, e)),
                 Err(Poisoned) => {
                     core.health.fail(QUEUE_POISONED);
@@ -150,25 +170,32 @@ impl Pushes {
     }
 }
 
-/// Clears the `queued` flag of an event's timer that its queue had no room for, if the timer
-/// is still that incarnation; if it was deleted meanwhile, its delete left its room to this
-/// entry (`contract.rs`, `on_delete`), which gives it back instead.
+/// Takes back an event its queue had no room for: one entry naming the slot less than its
+/// mark counted. A stale entry's count goes first (its room, which its deleted timer left to
+/// it, is given back: `contract.rs`, `on_delete`); else the slot's timer's `queued` flag is
+/// cleared (its next expiry tries again). Entries of one slot are alike (`notify.rs`,
+/// "Entries"), so which one this was does not matter.
 #[cold]
-fn unqueue(core: &Core, queue: &EventQueue, event: EventRef) {
+fn unqueue(core: &Core, queue: &EventQueue, event: HeldEvent) {
     // SAFETY: the caller holds the epoch pin it held when the timer was popped (`flush`), so
-    // the address is still a timer object (`timers/mod.rs`, "Safety of the timer
-    // addresses"); its identity is checked under its lock.
-    let timer = unsafe { event.timer.as_ref() };
-    let r = timer.lock_visible(|l| {
-        let same = l.id() == event.id && l.generation() == event.generation;
-        if same {
+    // the address is still a timer object of the owner (`timers/mod.rs`, "Safety of the
+    // timer addresses").
+    let timer = unsafe { event.0.as_ref() };
+    let r = timer.lock_slot(|stale, l| {
+        // Relaxed (both): under the timer's lock.
+        let n = stale.load(Ordering::Relaxed);
+        if n > 0 {
+            stale.store(n - 1, Ordering::Relaxed);
+            return true;
+        }
+        if let Some(l) = l.filter(|l| l.state.notify() == NotifyKind::Queue) {
             l.state.set_queued(false);
         }
-        same
+        false
     });
     match r {
-        Ok(Some(true)) => {}
-        Ok(_) => queue.unreserve(),
+        Ok(true) => queue.unreserve(),
+        Ok(false) => {}
         Err(_) => {
             core.health.fail(TIMER_POISONED);
         }
@@ -576,9 +603,7 @@ fn mark_queued(l: &mut LockedTimer<'_>, seq: u32) -> Option<EventRef> {
     }
     l.state.set_queued(true);
     Some(EventRef {
-        timer: NonNull::from(l.timer),
-        id: l.id(),
-        generation: l.generation(),
+        slot: l.timer.slot_index(),
     })
 }
 

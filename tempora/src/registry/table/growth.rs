@@ -146,12 +146,13 @@ pub(crate) struct Tables {
 }
 
 impl Tables {
-    /// A current table of `2^bits` buckets hashing with `salt`.
-    pub(crate) fn new(bits: u32, salt: [u64; 2], max_load: usize) -> Tables {
-        Tables {
-            current: Atomic::new(Table::new(bits, salt)),
+    /// A current table of `2^bits` buckets hashing with `salt`; `None` if its buckets cannot
+    /// be allocated (a large configured first table).
+    pub(crate) fn try_new(bits: u32, salt: [u64; 2], max_load: usize) -> Option<Tables> {
+        Some(Tables {
+            current: Atomic::new(Table::try_new(bits, salt)?),
             max_load,
-        }
+        })
     }
 
     #[inline]

@@ -396,6 +396,42 @@ fn a_deleted_timers_entry_gives_its_room_back_once() {
     assert_eq!(f.owner.sink().reserved(), 0);
 }
 
+/// A slot reused while a stale entry naming it is still queued (entries name slots alone):
+/// the new timer's event is delivered once, with its ID, though the stale entry comes first;
+/// the stale entry's room comes back, and later expiries are delivered once each.
+#[test]
+fn a_reused_slots_stale_entry_delivers_the_new_timer_once() {
+    let f = Manual::new();
+    let a = f.queue(ClockId::Monotonic);
+    f.arm(a, Duration::from_micros(1), Duration::ZERO);
+    assert_eq!(f.advance(ms(1)), 1);
+    f.owner.delete(a).unwrap();
+    // The deleted timer's slot heads its shard's free list: the next create takes it.
+    let b = f.queue(ClockId::Monotonic);
+    f.arm(b, Duration::from_micros(1), Duration::ZERO);
+    assert_eq!(f.advance(ms(1)), 1);
+    assert_eq!(f.owner.queued(), 2, "the stale entry and the new one");
+    let got: Vec<_> = f.drain().into_iter().map(|e| e.id).collect();
+    assert_eq!(got, vec![b], "the new timer's event, once");
+    assert_eq!(f.owner.sink().reserved(), 1, "only `b`'s room is left");
+    for _ in 0..2 {
+        f.arm(b, Duration::from_micros(1), Duration::ZERO);
+        assert_eq!(f.advance(ms(1)), 1);
+        let got: Vec<_> = f.drain().into_iter().map(|e| e.id).collect();
+        assert_eq!(got, vec![b]);
+    }
+    // A slot reused by a timer that does not queue events: the stale entry is dropped.
+    f.owner.delete(b).unwrap();
+    let c = f.queue(ClockId::Monotonic);
+    f.arm(c, Duration::from_micros(1), Duration::ZERO);
+    assert_eq!(f.advance(ms(1)), 1);
+    f.owner.delete(c).unwrap();
+    let d = f.owner.create(ClockId::Monotonic, Notify::None).unwrap();
+    assert!(f.drain().is_empty(), "a stale entry delivered");
+    assert_eq!(f.owner.sink().reserved(), 0);
+    f.owner.delete(d).unwrap();
+}
+
 /// A task whose waker owns an [`Events`] stream: what an executor's task that waits on the
 /// stream holds.
 struct StreamTask {
