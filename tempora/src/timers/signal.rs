@@ -476,7 +476,7 @@ fn bit(signo: i32) -> u64 {
     1u64 << (signo - 1)
 }
 
-/// The process's ID, read once (a system call: a third of the syscalls per signal sent)
+/// The process's ID, read once (a system call, which would otherwise be made per signal sent)
 /// and read again in a child made by `fork(3)`, which has another (a fork handler forgets
 /// it; a child made by a raw `clone` keeps the parent's, which tempora does not support).
 fn pid() -> i32 {
