@@ -2,8 +2,9 @@
 //! that the public API cannot reach. The timer-ID registry on its own, for the seed suite
 //! that compares ID registries: driven with the POSIX service's timer objects (the same four
 //! parts, filled at create as the service fills them), but with no service around it, so no
-//! clock is read, nothing is armed, and nothing but the registry is allocated. And the
-//! statistics' flush with each list's detach timed, for the stats suite's `flush` case.
+//! clock is read, nothing is armed, and nothing but the registry is allocated. The statistics'
+//! flush with each list's detach timed, for the stats suite's `flush` case. And an owner's
+//! slot pages, for memory figures.
 //!
 //! Compiled in every build (hidden from the docs), so that the library the workspace builds
 //! and tests is the one users build; nothing else in the library knows it is here.
@@ -129,4 +130,10 @@ pub fn stats_flush_holds(timers: &crate::Timers) -> Vec<u64> {
         }
     });
     holds
+}
+
+/// Bytes of timer slot pages (and their directory) `owner` has allocated: its peak timer
+/// count, rounded up per shard to pages of 64 timers.
+pub fn owner_slot_bytes(owner: &crate::Owner) -> usize {
+    owner.reg.slot_bytes()
 }

@@ -244,7 +244,7 @@ fn drivers_under_churn_never_fire_early_twice_or_lose_a_period() {
     );
     eprintln!(
         "{secs} s: {received} queue events, {checked} callback timers checked, {} driver wake-ups",
-        timers.driver_wakeups()
+        timers.stats().drivers.wakeups
     );
     drop(shared);
     drop(tallies);

@@ -132,7 +132,7 @@ fn run(spares: usize) -> Run {
         before: sides.before.load(O::Relaxed),
         due_inside: sides.due_inside.load(O::Relaxed),
         max_late: late.iter().chain(&qlate).copied().max().unwrap_or(0),
-        takeovers: timers.spare_takeovers(),
+        takeovers: timers.stats().drivers.spare_takeovers,
     }
 }
 
@@ -258,7 +258,10 @@ fn a_timers_callback_never_runs_beside_itself() {
         20,
         "one call per timer, then its delete"
     );
-    assert!(timers.spare_takeovers() >= 1, "no spare took over");
+    assert!(
+        timers.stats().drivers.spare_takeovers >= 1,
+        "no spare took over"
+    );
     let _ = folded;
 }
 
@@ -425,9 +428,9 @@ fn a_callback_rearming_itself_causes_no_hand_over() {
     assert_eq!(n.load(O::SeqCst), 200);
     // A few could be real: a driver preempted for over 1 ms inside a call.
     assert!(
-        timers.spare_takeovers() < 10,
+        timers.stats().drivers.spare_takeovers < 10,
         "{} hand-overs without a blocking callback",
-        timers.spare_takeovers()
+        timers.stats().drivers.spare_takeovers
     );
 }
 
@@ -683,7 +686,7 @@ fn ten_blocked_callbacks(spares: Option<usize>) -> Blocked {
         let other_calls = other_seen.lock().unwrap().len() as u64;
         Blocked {
             queue_lates_ms: queue_late.iter().map(|l| l / MS).collect(),
-            takeovers: timers.spare_takeovers(),
+            takeovers: timers.stats().drivers.spare_takeovers,
             sleeps: sleep_late.len(),
             sleep_late: sleep_late.iter().copied().max().unwrap_or(0),
             entered_before,

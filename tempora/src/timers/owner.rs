@@ -783,15 +783,6 @@ impl Owner {
     pub fn is_destroyed(&self) -> bool {
         self.reg.is_destroyed()
     }
-
-    /// Bytes of timer slot pages (and their directory) this owner has allocated: its peak
-    /// timer count, rounded up per shard to pages of 64 timers.
-    pub fn slot_bytes(&self) -> usize {
-        if self.core().health.forked() {
-            return 0;
-        }
-        self.reg.slot_bytes()
-    }
 }
 
 /// The future of [`Owner::recv_async`].

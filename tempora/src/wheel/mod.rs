@@ -13,8 +13,7 @@
 //!
 //! # Levels
 //!
-//! The wheel has `L` levels ([`Builder::levels`], default [`DEFAULT_LEVELS`]) of
-//! [`LVL_SIZE`] = 64 buckets. Level `n` has a granularity of `8^n` ticks
+//! The wheel has `L` levels ([`Builder::levels`], default 9, at most 20) of 64 buckets. Level `n` has a granularity of `8^n` ticks
 //! (`granularity`) and holds entries whose distance `delta = expiry - now` satisfies
 //! `level_start(n) <= delta < level_start(n + 1)`, where `level_start(0) = 0` and
 //! `level_start(n) = 63 * 8^(n-1)` (`level_start`). With the default 9 levels and a 1 ms
@@ -138,7 +137,7 @@
 //!
 //! # Limits
 //!
-//! The wheel clock never passes [`MAX_TICK`] (2^62): [`Wheel::advance`] clamps its argument
+//! The wheel clock never passes its last tick, 2^62: [`Wheel::advance`] clamps its argument
 //! there, so bucket arithmetic cannot overflow. An entry whose expiry is beyond it is accepted
 //! and simply never fires. At a 1 ns tick, 2^62 ticks are 146 years.
 //!
@@ -158,7 +157,7 @@ mod layout;
 use self::core::{list_id, list_of};
 pub use self::core::{Advance, Mode};
 pub(crate) use self::core::{Core, Links};
-pub use layout::{DEFAULT_LEVELS, LVL_SIZE, MAX_LEVELS, MAX_TICK};
+pub(crate) use layout::{DEFAULT_LEVELS, MAX_LEVELS, MAX_TICK};
 
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -430,7 +429,7 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// Number of levels, 1 ..= [`MAX_LEVELS`]. Each level multiplies the range by 8; entries
+    /// Number of levels, 1 ..= 20 (default 9). Each level multiplies the range by 8; entries
     /// beyond the range are parked and re-placed (see the module doc). Default 9.
     pub fn levels(&mut self, levels: usize) -> &mut Self {
         self.levels = levels;
@@ -452,14 +451,14 @@ impl Builder {
     /// Builds the wheel.
     ///
     /// # Errors
-    /// [`ConfigError`] when `levels` is 0 or above [`MAX_LEVELS`], or `start` is above
-    /// [`MAX_TICK`].
+    /// [`ConfigError`] when `levels` is 0 or above 20, or `start` is above the wheel's last
+    /// tick, 2^62.
     pub fn build<T>(&self) -> Result<Wheel<T>, ConfigError> {
         if self.levels == 0 || self.levels > MAX_LEVELS {
-            return Err(ConfigError("levels must be between 1 and MAX_LEVELS (20)"));
+            return Err(ConfigError("levels must be between 1 and 20"));
         }
         if self.start > MAX_TICK {
-            return Err(ConfigError("start must not exceed MAX_TICK (2^62)"));
+            return Err(ConfigError("start must not exceed 2^62"));
         }
         Ok(Wheel {
             core: Core::new(
@@ -518,7 +517,7 @@ impl Wheel<()> {
 }
 
 impl<T> Wheel<T> {
-    /// A wheel with [`DEFAULT_LEVELS`] levels whose clock starts at 0.
+    /// A wheel with the default 9 levels whose clock starts at 0.
     pub fn new() -> Wheel<T> {
         Builder::default()
             .build()
@@ -694,7 +693,7 @@ impl<T> Wheel<T> {
     /// due by `now` whose bucket is visited before its exact expiry fires with that bucket.
     ///
     /// A `now` before [`Wheel::now`] is treated as `Wheel::now()` (a clock that went backwards
-    /// must not re-run or skip ticks), and a `now` beyond [`MAX_TICK`] as `MAX_TICK`.
+    /// must not re-run or skip ticks), and a `now` beyond 2^62 as 2^62.
     ///
     /// One call may re-place any number of precise entries before it finds one to fire; use
     /// [`Wheel::advance`] where a call must stay short.
@@ -720,7 +719,7 @@ impl<T> Wheel<T> {
     /// entry relative to it; keys stay valid. O(entries). This is for a clock that was *set*
     /// (the realtime clock stepped backwards), where [`Wheel::poll`] would otherwise treat every
     /// entry up to the old wheel clock as due. Entries not due by `now` go back into buckets;
-    /// entries due by `now` become ready. A `now` beyond [`MAX_TICK`] is clamped there.
+    /// entries due by `now` become ready. A `now` beyond 2^62 is clamped there.
     pub fn rebase(&mut self, now: u64) {
         self.core.rebase(now);
     }

@@ -20,6 +20,10 @@ const COUNTERS: usize = 10;
 pub const ARMED: usize = 2;
 pub const DISARMED: usize = 3;
 
+/// The library's updated lists: one per thread slot, and the shared overflow slot's
+/// (`stats::tally::SLOTS` + 1); a flush visits each.
+const LISTS: usize = 65;
+
 /// No slot: the end of a list's chain.
 const END: u64 = u64::MAX;
 
@@ -82,6 +86,8 @@ impl List {
 /// whose path to the root `groups_of` gives.
 pub struct NaiveStats {
     threads: usize,
+    /// One flush at a time (as the library's).
+    flushing: Mutex<()>,
     slots: Vec<CachePadded<Slot>>,
     lists: Vec<CachePadded<List>>,
     owner_totals: Vec<Mutex<[u64; COUNTERS]>>,
@@ -99,10 +105,11 @@ impl NaiveStats {
         let owners = groups_of.len();
         NaiveStats {
             threads,
+            flushing: Mutex::new(()),
             slots: (0..owners * threads)
                 .map(|_| CachePadded::default())
                 .collect(),
-            lists: (0..threads)
+            lists: (0..LISTS.max(threads))
                 .map(|_| {
                     CachePadded(List {
                         lock: AtomicBool::new(false),
@@ -147,6 +154,7 @@ impl NaiveStats {
     /// Flushes every list, each under its lock: how long each list that had slots was held,
     /// in ns.
     pub fn flush(&self, holds: &mut Vec<u64>) {
+        let _one = self.flushing.lock().unwrap_or_else(|p| p.into_inner());
         for list in &self.lists {
             list.lock();
             let start = Instant::now();

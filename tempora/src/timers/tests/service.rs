@@ -80,7 +80,7 @@ fn a_driver_fires_timers_with_nobody_polling() {
         let e = owner.recv_timeout(Duration::from_secs(30)).unwrap();
         assert_eq!(e.map(|e| e.id), Some(t));
     }
-    assert!(timers.driver_wakeups() > 0);
+    assert!(timers.stats().drivers.wakeups > 0);
 }
 
 #[test]
