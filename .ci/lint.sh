@@ -10,7 +10,7 @@ cargo clippy -p tempora --all-targets -- -D warnings
 # sees the code it gates), whose one test is run here too: `cargo test --workspace` builds
 # without the feature.
 cargo clippy -p tempora --all-targets --features serde -- -D warnings
-cargo test -q -p tempora --features serde --lib -- stats::tests::json
+cargo test -q -p tempora --features serde --lib -- timers::tests::stats::json
 # And with `hyper` and `tower` alone (the workspace build turns them on through tempora-bench):
 # the compat module as a user builds it, its tests, the example.
 cargo clippy -p tempora --all-targets --features hyper,tower -- -D warnings

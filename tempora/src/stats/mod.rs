@@ -69,8 +69,6 @@ pub(crate) mod hist;
 #[cfg(all(test, loom))]
 mod loom_tests;
 pub(crate) mod tally;
-#[cfg(all(test, not(loom)))]
-mod tests;
 pub(crate) mod totals;
 
 use group::GroupNode;

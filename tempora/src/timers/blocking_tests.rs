@@ -4,10 +4,10 @@
 //! that they fired before it returned, which no scheduling delay on a loaded machine can
 //! change. Lateness is asserted only against `BLOCKED_BOUND` (500 ms).
 
+use super::testing;
 use super::*;
 use crate::clock::ClockId;
 use crate::clock::{ClockSource, OsClock};
-use crate::testing;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as O};
 use std::sync::Arc;
 use std::sync::Mutex;

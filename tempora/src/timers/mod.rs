@@ -308,6 +308,8 @@ mod blocking_tests;
 #[cfg(all(test, not(loom)))]
 mod precision_tests;
 #[cfg(all(test, not(loom)))]
+pub(crate) mod testing;
+#[cfg(all(test, not(loom)))]
 mod tests;
 
 pub use crate::registry::TimerId;

@@ -1,7 +1,7 @@
 //! Signals as the process sees them: a signal timer's target ([`SignalCell`]), and the
 //! [`SignalPort`] through which the service queues a timer's signal and asks whether it is
 //! still pending or would be ignored. The OS port ([`OsSignals`]) makes the system calls; tests
-//! give the service a port they drive (`testing::TestSignals`), so that the rules of
+//! give the service a port they drive (`timers::testing::TestSignals`), so that the rules of
 //! `sigdeliver.rs` run under the manual clock.
 //!
 //! A timer's signal is queued with `rt_sigqueueinfo(2)` (to the process) or

@@ -22,7 +22,7 @@ use super::*;
 use crate::clock::ClockId;
 use crate::clock::{ClockSource, ManualClock};
 use crate::error::Error;
-use crate::testing::{self, drain, TestSignals};
+use crate::timers::testing::{self, drain, TestSignals};
 use crate::timers::{Status, TimerId};
 use crate::{Notify, Owner, Precision, SetFlags, Timers};
 use proptest::prelude::*;

@@ -4,9 +4,9 @@
 //! signals are tested by `tempora/tests/signals.rs` and the C suite.
 
 use super::*;
-use crate::testing::TestSignals;
 use crate::timers::sigdeliver::PROBE_CAP;
 use crate::timers::signal::TimerSignal;
+use crate::timers::testing::TestSignals;
 
 const SIGRTMIN: i32 = 34;
 

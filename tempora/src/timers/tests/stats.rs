@@ -2,7 +2,8 @@
 
 use crate::clock::{ClockId, ManualClock};
 use crate::stats::{Counts, GroupStats};
-use crate::testing::{self, quiet_panics};
+use crate::testing::quiet_panics;
+use crate::timers::testing;
 use crate::{Error, Notify, SetFlags, Timers};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
