@@ -12,6 +12,8 @@
 //! - `failures`: panics under locks, dead drivers and orphaned owners: calls fail clearly
 //!   and never hang.
 //! - `stats`: statistics, groups and limits through the service.
+//! - `signals`: signal timers through a port playing the kernel's queue; `lookouts`: those
+//!   that share a look.
 
 use super::*;
 use crate::clock::ClockId;
@@ -33,6 +35,7 @@ mod callbacks;
 mod calls;
 mod failures;
 mod firing;
+mod lookouts;
 mod owners;
 mod service;
 mod signals;
