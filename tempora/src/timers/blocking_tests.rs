@@ -67,7 +67,7 @@ fn run(spares: usize) -> Run {
     let blocker = owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(move |_, _| {
+            Notify::callback(move |_| {
                 s.entered.store(mono(), O::SeqCst);
                 if spares == 0 {
                     std::thread::sleep(Duration::from_millis(200));
@@ -90,7 +90,7 @@ fn run(spares: usize) -> Run {
         let id = owner
             .create(
                 ClockId::Monotonic,
-                Notify::callback(move |_, _| {
+                Notify::callback(move |_| {
                     let now = mono();
                     if now < at {
                         early.fetch_add(1, O::Relaxed);
@@ -206,7 +206,8 @@ fn a_timers_callback_never_runs_beside_itself() {
         let id = o
             .create(
                 ClockId::Monotonic,
-                Notify::callback(move |id, overrun| {
+                Notify::callback(move |fired| {
+                    let (id, overrun) = (fired.id(), fired.overrun());
                     if inside.fetch_add(1, O::SeqCst) != 0 {
                         overlaps.fetch_add(1, O::Relaxed);
                     }
@@ -303,14 +304,14 @@ fn a_replaced_leader_leaves_its_successors_standby_armed() {
         let a = owner
             .create(
                 ClockId::Monotonic,
-                Notify::callback(|_, _| std::thread::sleep(Duration::from_millis(100))),
+                Notify::callback(|_| std::thread::sleep(Duration::from_millis(100))),
             )
             .unwrap();
         let (fired, returned) = (c_fired.clone(), b_returned.clone());
         let b = owner
             .create(
                 ClockId::Monotonic,
-                Notify::callback(move |_, _| {
+                Notify::callback(move |_| {
                     let deadline = Instant::now() + Duration::from_secs(10);
                     while !fired.load(O::SeqCst) && Instant::now() < deadline {
                         std::thread::sleep(Duration::from_millis(1));
@@ -324,7 +325,7 @@ fn a_replaced_leader_leaves_its_successors_standby_armed() {
         let c = owner
             .create(
                 ClockId::Monotonic,
-                Notify::callback(move |_, _| {
+                Notify::callback(move |_| {
                     before.store(u64::from(!returned.load(O::SeqCst)), O::SeqCst);
                     fired.store(true, O::SeqCst);
                 }),
@@ -365,7 +366,7 @@ fn a_callback_queued_behind_a_blocking_one_is_taken_over() {
             let id = owner
                 .create(
                     ClockId::Monotonic,
-                    Notify::callback(move |_, _| {
+                    Notify::callback(move |_| {
                         if first.fetch_add(1, O::SeqCst) == 0 {
                             let deadline = Instant::now() + Duration::from_secs(10);
                             while !ran.load(O::SeqCst) && Instant::now() < deadline {
@@ -411,7 +412,8 @@ fn a_callback_rearming_itself_causes_no_hand_over() {
     let id = owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(move |id, _| {
+            Notify::callback(move |fired| {
+                let id = fired.id();
                 if n2.fetch_add(1, O::SeqCst) < 199 {
                     if let Some(o) = me.upgrade() {
                         o.settime(id, SetFlags::RELATIVE, ms, Duration::ZERO)
@@ -449,7 +451,7 @@ fn every_spare_is_joined_when_the_service_drops() {
         let at = mono() + 20 * MS;
         for _ in 0..3000 {
             let id = owner
-                .create(ClockId::Monotonic, Notify::callback(|_, _| {}))
+                .create(ClockId::Monotonic, Notify::callback(|_| {}))
                 .unwrap();
             arm_at(&owner, id, at);
         }
@@ -581,7 +583,7 @@ fn ten_blocked_callbacks(spares: Option<usize>) -> Blocked {
     for _ in 0..10 {
         let g = gate.clone();
         let id = owner
-            .create(ClockId::Monotonic, Notify::callback(move |_, _| g.wait()))
+            .create(ClockId::Monotonic, Notify::callback(move |_| g.wait()))
             .unwrap();
         arm_at(&owner, id, t0);
     }
@@ -607,7 +609,7 @@ fn ten_blocked_callbacks(spares: Option<usize>) -> Blocked {
     let o = other
         .create(
             ClockId::Monotonic,
-            Notify::callback(move |_, _| o2.lock().unwrap().push(mono())),
+            Notify::callback(move |_| o2.lock().unwrap().push(mono())),
         )
         .unwrap();
     arm_at(&other, o, other_at);

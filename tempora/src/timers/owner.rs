@@ -132,9 +132,7 @@ impl Owner {
             try_box(Attached::Callback(CallbackCell { serial, name })).map(Some)
         };
         let attached = match notify {
-            Notify::Callback(f) => cell(CallFn::Plain(f), None)?,
-            Notify::NamedCallback(name, f) => cell(CallFn::Plain(f), Some(name))?,
-            Notify::OnFire { name, f } => cell(CallFn::Fired(f, self.downgrade()), name)?,
+            Notify::Callback { name, f } => cell(CallFn(f, self.downgrade()), name)?,
             Notify::Signal { .. } | Notify::ThreadSignal { .. } | Notify::SignalWithId { .. } => {
                 Some(try_box(Attached::Signal(SignalCell::new(&notify)?))?)
             }

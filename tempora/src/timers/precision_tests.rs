@@ -68,7 +68,8 @@ impl Sim {
             .owner
             .create(
                 ClockId::Monotonic,
-                Notify::callback(move |id, _| {
+                Notify::callback(move |f| {
+                    let id = f.id();
                     fired
                         .lock()
                         .unwrap()
@@ -340,7 +341,8 @@ fn recording_timer(owner: &Owner, clock: &ManualClock) -> (TimerId, Fires) {
     let id = owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(move |_, ov| {
+            Notify::callback(move |fired| {
+                let ov = fired.overrun();
                 f2.lock().unwrap().push((c2.now(ClockId::Monotonic), ov))
             }),
         )

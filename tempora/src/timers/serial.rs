@@ -26,7 +26,7 @@
 //!             running+folded ──finish──▶ run again (overrun = folded − 1) ──▶ running
 //! ```
 
-use super::types::{Callback, Fired, OnFire, WeakOwner};
+use super::types::{Callback, Fired, WeakOwner};
 use super::TimerId;
 use crate::stats::tally::Tally;
 use crate::sync::{AtomicU64, Ordering};
@@ -46,21 +46,14 @@ const RUNNING: u64 = 1;
 const FOLDED: u64 = 2;
 const COUNT_SHIFT: u32 = 32;
 
-/// A callback timer's closure, as its create was given it.
-pub(crate) enum CallFn {
-    /// `Notify::Callback`, `NamedCallback`: called with the timer's ID and the overrun.
-    Plain(Callback),
-    /// `Notify::OnFire`: handed a `Fired`, which reaches the timer's owner through this weak
-    /// handle (a strong one would keep the owner alive as long as its timer: a cycle).
-    Fired(OnFire, WeakOwner),
-}
+/// A callback timer's closure, and the timer's owner it reaches through the [`Fired`] it is
+/// handed: held weakly (a strong handle would keep the owner alive as long as its timer: a
+/// cycle).
+pub(crate) struct CallFn(pub(crate) Callback, pub(crate) WeakOwner);
 
 impl CallFn {
     fn call(&self, id: TimerId, overrun: i32) {
-        match self {
-            CallFn::Plain(f) => f(id, overrun),
-            CallFn::Fired(f, owner) => f(&Fired::new(id, overrun, owner)),
-        }
+        (self.0)(&Fired::new(id, overrun, &self.1))
     }
 }
 

@@ -202,7 +202,7 @@ fn server_timeouts_tempora(
     for &when in &at {
         let (f, e) = (fired.clone(), early.clone());
         // Only idle connections' timeouts fire within the run; their expiry never moves.
-        let cb = move |_, _| {
+        let cb = move |_: &tempora::Fired<'_>| {
             if monotonic_now() < when {
                 e.fetch_add(1, Ordering::Relaxed);
             }
@@ -537,7 +537,7 @@ fn slow_callback(n: usize, spares: usize) -> Result<Measured, String> {
     let blocker = owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(|_, _| std::thread::sleep(BLOCK)),
+            Notify::callback(|_| std::thread::sleep(BLOCK)),
         )
         .map_err(|e| e.to_string())?;
     arm_once_at(&owner, blocker, t0)?;

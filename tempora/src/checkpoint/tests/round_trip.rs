@@ -136,7 +136,7 @@ fn checkpoint_keeps_the_precision() {
         Precision::Slack(Duration::from_millis(7)),
         Precision::Deferrable,
     ];
-    let cb = Notify::callback(|_, _| ());
+    let cb = Notify::callback(|_| ());
     let ids: Vec<_> = ps
         .iter()
         .map(|&p| {

@@ -173,7 +173,7 @@ fn a_panicking_callback_does_not_stop_its_driver() {
     });
     let owner = timers.owner();
     let boom = owner
-        .create(ClockId::Monotonic, Notify::callback(|_, _| panic!("boom")))
+        .create(ClockId::Monotonic, Notify::callback(|_| panic!("boom")))
         .unwrap();
     let after = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
     quiet_panics(|| {

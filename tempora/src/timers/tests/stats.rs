@@ -88,12 +88,12 @@ fn callbacks_count_deliveries_and_panics() {
     let (timers, clock) = service();
     let o = timers.owner();
     let ok = o
-        .create(ClockId::Monotonic, Notify::Callback(Arc::new(|_, _| {})))
+        .create(ClockId::Monotonic, Notify::callback(|_| {}))
         .unwrap();
     let bad = o
         .create(
             ClockId::Monotonic,
-            Notify::Callback(Arc::new(|_, _| panic!("a callback panics"))),
+            Notify::callback(|_| panic!("a callback panics")),
         )
         .unwrap();
     o.settime(ok, SetFlags::RELATIVE, MS, MS).unwrap();
