@@ -19,5 +19,6 @@ cargo test -q -p tempora --features hyper --test hyper_timer
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 # The library's private docs carry its invariants and their arguments: their links must hold.
 RUSTDOCFLAGS="-D warnings" cargo doc -p tempora --no-deps --document-private-items
-# The import graph of the library's files has no circle (tests/architecture.rs reads it).
+# The import graph of the library's files runs only down the layers and has no circle
+# (tests/architecture.rs reads it).
 cargo test -q -p tempora --test architecture
