@@ -50,7 +50,7 @@ impl fmt::Debug for Key {
     }
 }
 
-/// An entry handed back by [`Wheel::poll`] when it fires.
+/// An entry handed back by [`Wheel::poll`](super::Wheel::poll) when it fires.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Expired<T> {
@@ -86,7 +86,7 @@ pub(super) struct Entry<T> {
     pub(super) value: MaybeUninit<T>,
 }
 
-/// The slab: [`Wheel`]'s storage of entries, and its free list.
+/// The slab: [`Wheel`](super::Wheel)'s storage of entries, and its free list.
 pub(super) struct Slab<T> {
     pub(super) entries: Vec<Entry<T>>,
     pub(super) free_head: u32,

@@ -109,7 +109,7 @@ impl<S: Service> OwnerInner<S> {
     }
 
     /// The body of `create`, with the shard lock held. `check` false: a requested ID is known
-    /// to be free (an [`Exclusive`](exclusive::Exclusive) section of an owner that had no
+    /// to be free (an [`Exclusive`](super::exclusive::Exclusive) section of an owner that had no
     /// timer), so its chain is not walked, and the counter is left for the section's caller to
     /// set.
     pub(super) fn create_locked<'s, 'g>(
