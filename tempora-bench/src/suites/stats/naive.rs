@@ -6,8 +6,9 @@
 //! pushes meanwhile waits for the whole walk.
 //!
 //! The lock is the library's kind of short lock (one compare-exchange; a contended locker
-//! spins, then yields), and the counters are the library's ten, so that the walk does the
-//! library's work per slot.
+//! spins, then yields), the counters are the library's ten, and a push and a settle touch the
+//! reference counts the library's do (the service's, upgraded from a weak handle, and the
+//! owner's, which a listed slot holds), so that the walk and the push do the library's work.
 
 use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -91,6 +92,10 @@ pub struct NaiveStats {
     slots: Vec<CachePadded<Slot>>,
     lists: Vec<CachePadded<List>>,
     owner_totals: Vec<Mutex<[u64; COUNTERS]>>,
+    /// Per owner, the references its listed slots hold (the library's strong count of a tally).
+    owner_refs: Vec<AtomicU64>,
+    /// The service's strong count, which a push upgrades to and drops (the library's hub).
+    hub_refs: AtomicU64,
     group_totals: Vec<Mutex<[u64; COUNTERS]>>,
     /// Per owner, the groups its counts are added to (its group, then each one above it).
     groups_of: Vec<Vec<usize>>,
@@ -118,6 +123,8 @@ impl NaiveStats {
                 })
                 .collect(),
             owner_totals: (0..owners).map(|_| Mutex::new([0; COUNTERS])).collect(),
+            owner_refs: (0..owners).map(|_| AtomicU64::new(1)).collect(),
+            hub_refs: AtomicU64::new(1),
             group_totals: (0..groups).map(|_| Mutex::new([0; COUNTERS])).collect(),
             groups_of,
             asymmetric: register_membarrier(),
@@ -140,7 +147,17 @@ impl NaiveStats {
         }
         // Relaxed: ordered by the fences, as the library's.
         if !slot.on_list.load(Ordering::Relaxed) {
-            slot.on_list.store(true, Ordering::Relaxed);
+            // The library's push: the service upgraded from its weak handle (a compare-exchange
+            // on its count), the owner's count taken for the listing, the service dropped.
+            let _ = self
+                .hub_refs
+                .fetch_update(Ordering::Acquire, Ordering::Relaxed, |n| Some(n + 1));
+            // Relaxed: the flag says who lists the slot; the lock publishes.
+            if slot.on_list.swap(true, Ordering::Relaxed) {
+                self.hub_refs.fetch_sub(1, Ordering::Release);
+                return;
+            }
+            self.owner_refs[owner].fetch_add(1, Ordering::Relaxed);
             let list = &self.lists[thread];
             list.lock();
             // Relaxed: under the list's lock.
@@ -148,6 +165,7 @@ impl NaiveStats {
                 .store(list.head.load(Ordering::Relaxed), Ordering::Relaxed);
             list.head.store(i as u64, Ordering::Relaxed);
             list.unlock();
+            self.hub_refs.fetch_sub(1, Ordering::Release);
         }
     }
 
@@ -198,6 +216,8 @@ impl NaiveStats {
             for &g in &self.groups_of[owner] {
                 add(&self.group_totals[g], &delta);
             }
+            // The listing's reference to the owner, given back.
+            self.owner_refs[owner].fetch_sub(1, Ordering::Release);
             at = slot.next.load(Ordering::Relaxed);
         }
     }
