@@ -402,6 +402,34 @@ fn prometheus_output_parses_with_the_values() {
         other => panic!("lateness is not a summary: {other:?}"),
     }
     assert!(value("tempora_base_polls_total", &[("base", "0")]) >= 1.0);
+    let stats = timers.stats();
+    assert_eq!(
+        value("tempora_id_table_buckets", &[]),
+        stats.registry.id_table_buckets as f64
+    );
+    assert_eq!(value("tempora_driver_wakeups_total", &[]), 0.0, "no driver");
+}
+
+/// The registry's sizes are in the statistics whether or not the service counts: the table's
+/// buckets as built, its bytes, no pooled pages before an owner went.
+#[test]
+fn the_registrys_sizes_are_statistics_with_counting_off() {
+    let timers = testing::manual(ManualClock::new(), |b| {
+        b.stats(false).initial_buckets(256);
+    });
+    let o = timers.owner();
+    o.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    let stats = timers.stats();
+    assert!(!stats.enabled);
+    assert_eq!(stats.registry.id_table_buckets, 256);
+    assert!(
+        stats.registry.id_table_bytes >= 256 * 8,
+        "{:?}",
+        stats.registry
+    );
+    assert_eq!(stats.registry.pooled_bytes, 0);
+    assert_eq!(stats.drivers.wakeups, 0);
+    assert_eq!(stats.drivers.spare_threads, 0);
 }
 
 #[cfg(feature = "serde")]
