@@ -3,7 +3,7 @@
 //! for want of room share one retrier. Through the same port as `signals.rs`, whose helpers
 //! these use.
 
-use super::signals::{every_ms, with_port, SIGRTMIN};
+use super::signals::{every_ms, thread_signal_timer, with_port};
 use super::*;
 
 /// Timers whose signals share a target and a number share one look (`lookout.rs`): 1000
@@ -133,17 +133,7 @@ fn thread_signals_to_one_thread_share_one_look() {
     // SAFETY: gettid(2) has no preconditions.
     let tid = unsafe { libc::gettid() };
     for i in 0..100 {
-        let t = f
-            .owner
-            .create(
-                ClockId::Monotonic,
-                Notify::ThreadSignal {
-                    tid,
-                    signo: SIGRTMIN,
-                    value: i,
-                },
-            )
-            .unwrap();
+        let t = thread_signal_timer(&f, tid, i);
         f.arm(t, ms(1), ms(1));
     }
     for _ in 0..100 {

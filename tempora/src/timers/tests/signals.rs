@@ -8,7 +8,7 @@ use crate::timers::sigdeliver::PROBE_CAP;
 use crate::timers::signal::TimerSignal;
 use crate::timers::testing::TestSignals;
 
-pub(super) const SIGRTMIN: i32 = 34;
+const SIGRTMIN: i32 = 34;
 
 pub(super) fn with_port() -> (Manual, Arc<TestSignals>) {
     let port = TestSignals::new();
@@ -24,6 +24,20 @@ fn signal_timer(f: &Manual, value: usize) -> TimerId {
         .create(
             ClockId::Monotonic,
             Notify::Signal {
+                signo: SIGRTMIN,
+                value,
+            },
+        )
+        .unwrap()
+}
+
+/// A timer whose signal goes to thread `tid` (`SIGEV_THREAD_ID`), with `value`.
+pub(super) fn thread_signal_timer(f: &Manual, tid: i32, value: usize) -> TimerId {
+    f.owner
+        .create(
+            ClockId::Monotonic,
+            Notify::ThreadSignal {
+                tid,
                 signo: SIGRTMIN,
                 value,
             },
@@ -308,17 +322,7 @@ fn the_id_as_value_and_invalid_sigevents() {
 fn a_thread_signal_goes_to_its_thread_and_stops_when_the_thread_is_gone() {
     let (f, port) = with_port();
     let tid = crate::timers::signal::gettid();
-    let t = f
-        .owner
-        .create(
-            ClockId::Monotonic,
-            Notify::ThreadSignal {
-                tid,
-                signo: SIGRTMIN,
-                value: 5,
-            },
-        )
-        .unwrap();
+    let t = thread_signal_timer(&f, tid, 5);
     f.arm(t, ms(10), ms(10));
     f.advance(ms(10));
     let got = port.take().unwrap();
