@@ -110,6 +110,13 @@ impl WeakOwner {
         let inner = self.0.upgrade()?.downcast::<OwnerInner<S>>().ok()?;
         Some(Owner { inner })
     }
+
+    /// A handle that never upgrades, as `Weak::new` (the loom models' callbacks, which have
+    /// no owner).
+    #[cfg(all(test, loom))]
+    pub(crate) fn dangling() -> WeakOwner {
+        WeakOwner(std::sync::Weak::<()>::new())
+    }
 }
 
 struct OwnerInner<S: Service> {

@@ -22,11 +22,14 @@ fn loom_a_call_and_a_fold_race() {
     loom::model(|| {
         let seen = Arc::new(Seen(UnsafeCell::new(0)));
         let s = seen.clone();
-        let f: Callback = Arc::new(move |_, overrun| {
+        let f: Callback = Arc::new(move |fired: &Fired<'_>| {
             // SAFETY: see `Seen`.
-            s.0.with_mut(|p| unsafe { *p += overrun as usize + 1 });
+            s.0.with_mut(|p| unsafe { *p += fired.overrun() as usize + 1 });
         });
-        let serial = Serial::new(CallFn::Plain(f));
+        let owner = WeakOwner {
+            reg: crate::registry::WeakOwner::dangling(),
+        };
+        let serial = Serial::new(CallFn(f, owner));
         let first = serial.take(0).expect("idle: a call");
         let s2 = serial.clone();
         let poller = loom::thread::spawn(move || {
