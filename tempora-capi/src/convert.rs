@@ -14,8 +14,10 @@ use std::ffi::{CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr;
+use std::sync::Arc;
 use tempora::clock::{ClockId, TimeSpec};
-use tempora::{Error, Notify, Owner, TimerId, Timers};
+use tempora::timers::Callback;
+use tempora::{Error, Fired, Notify, Owner, TimerId, Timers};
 
 /// A handle argument: NULL is `EINVAL` (an unknown timer or process, to Linux).
 ///
@@ -166,8 +168,8 @@ pub(crate) unsafe fn notify_of(
                     (&raw const (*sev).name).read(),
                 )
             };
-            let f: Box<dyn Fn(TimerId, i32) + Send + Sync> = match (notify_function, callback) {
-                (Some(f), None) => Box::new(move |_, _| {
+            let f: Callback = match (notify_function, callback) {
+                (Some(f), None) => Arc::new(move |_: &Fired<'_>| {
                     let v = value;
                     // SAFETY: the C program gave this function for this timer's expiries, to
                     // return normally (the header's rule); a C++ exception out of it may
@@ -175,10 +177,10 @@ pub(crate) unsafe fn notify_of(
                     // aborts the process.
                     unsafe { f(v.0) }
                 }),
-                (None, Some(f)) => Box::new(move |id: TimerId, overrun| {
+                (None, Some(f)) => Arc::new(move |fired: &Fired<'_>| {
                     let v = value;
                     // SAFETY: as above.
-                    unsafe { f(id.get(), overrun, v.0) }
+                    unsafe { f(fired.id().get(), fired.overrun(), v.0) }
                 }),
                 _ => {
                     return Err(Failure::new(
@@ -198,9 +200,9 @@ pub(crate) unsafe fn notify_of(
                         .to_owned(),
                 )
             };
-            Ok(match name {
-                Some(n) => Notify::callback_named(&n, f),
-                None => Notify::callback(f),
+            Ok(Notify::Callback {
+                name: name.map(Arc::from),
+                f,
             })
         }
         TEMPORA_SIGEV_SIGNAL | TEMPORA_SIGEV_THREAD_ID | TEMPORA_SIGEV_SIGNAL_ID => {

@@ -140,9 +140,9 @@ fn report(f: Failure) {
 /// set on failure; a panic is caught and fails the call with `ENOTRECOVERABLE`.
 ///
 /// The body's `Result` is taken apart inside the unwinding boundary, so what crosses it is
-/// `()`: `catch_unwind` passes its closure's result through a union in memory, and a 32-byte
-/// `Result<T, Failure>` written there in pieces and read back whole stalled store-to-load
-/// forwarding on every call (a few ns of the ABI's cost, measured by `bench --suite capi`).
+/// `()`: `catch_unwind` passes its closure's result through a union in memory, and a
+/// `Result<T, Failure>` written there in pieces and read back whole stalls store-to-load
+/// forwarding (BENCHMARKS.md, the capi suite, has what that cost).
 pub(crate) fn entry<T>(fail: T, body: impl FnOnce() -> Result<T, Failure>) -> T {
     let mut out = None;
     let caught = catch_unwind(AssertUnwindSafe(|| match body() {

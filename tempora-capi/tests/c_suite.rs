@@ -8,8 +8,9 @@
 //! `TEMPORA_C_REPEAT=N` runs each program N times (the soak of the threaded ones).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
+use tempora_ctest::{self as ctest, text};
 
 /// This crate's directory.
 fn here() -> &'static Path {
@@ -53,15 +54,6 @@ fn prefix() -> &'static Path {
     })
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "status: {}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// How a program links tempora.
 #[derive(Clone, Copy, PartialEq)]
 enum Link {
@@ -75,28 +67,7 @@ enum Link {
 
 /// The system's C compiler (C++ with `cpp`) with the flags the suite builds with.
 fn compiler(cpp: bool) -> Command {
-    let tool = cc::Build::new()
-        .cpp(cpp)
-        .cargo_metadata(false)
-        .cargo_warnings(false)
-        .target(env!("TEMPORA_CAPI_TARGET"))
-        .host(env!("TEMPORA_CAPI_TARGET"))
-        .opt_level(1)
-        .debug(true)
-        // `true`: -Wall -Wextra. Never `false`: that adds -w, which silences every warning
-        // whatever flags follow, -Werror included.
-        .warnings(true)
-        .get_compiler();
-    let mut cmd = tool.to_command();
-    cmd.arg(if cpp { "-std=c++17" } else { "-std=c11" });
-    cmd.args(["-Wall", "-Wextra", "-Werror"]);
-    if let Ok(s) = std::env::var("TEMPORA_C_SANITIZE") {
-        if !s.is_empty() {
-            cmd.arg(format!("-fsanitize={s}"))
-                .arg("-fno-omit-frame-pointer");
-        }
-    }
-    cmd
+    ctest::compiler(env!("TEMPORA_CAPI_TARGET"), cpp)
 }
 
 /// Compiles `tests/c/<name>.c` (`.cpp`: as C++) with `defines` into `<name><suffix>` and
@@ -125,30 +96,11 @@ fn build(name: &str, suffix: &str, link: Link, defines: &[&str]) -> PathBuf {
         .arg(&exe);
     let lib = prefix.join("lib");
     match link {
-        Link::Shared => {
-            cmd.arg("-L").arg(&lib).arg("-ltempora");
-            cmd.arg(format!("-Wl,-rpath,{}", lib.display()));
-        }
-        Link::Static => {
-            cmd.arg(lib.join("libtempora.a"));
-            cmd.args([
-                "-lgcc_s",
-                "-lutil",
-                "-lrt",
-                "-lpthread",
-                "-lm",
-                "-ldl",
-                "-lc",
-            ]);
-        }
+        Link::Shared => ctest::link_shared(&mut cmd, &lib, "tempora"),
+        Link::Static => ctest::link_static(&mut cmd, &lib.join("libtempora.a")),
         Link::None => {}
     }
-    let out = cmd.output().expect("run the C compiler");
-    assert!(
-        out.status.success(),
-        "compiling {name}.c failed:\n{}",
-        text(&out)
-    );
+    ctest::compile(cmd, name);
     exe
 }
 
@@ -163,23 +115,11 @@ fn output(exe: &Path, args: &[&str]) -> std::process::Output {
 /// Runs `exe` with `args` (`TEMPORA_C_REPEAT` times) and returns the last run's stdout; a
 /// failing run fails the test with its output.
 fn run(exe: &Path, args: &[&str]) -> String {
-    let repeat: usize = std::env::var("TEMPORA_C_REPEAT")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1);
-    let mut stdout = String::new();
-    for i in 0..repeat.max(1) {
-        let out = output(exe, args);
-        assert!(
-            out.status.success(),
-            "{} {args:?} failed (run {} of {repeat}):\n{}",
-            exe.display(),
-            i + 1,
-            text(&out)
-        );
-        stdout = String::from_utf8(out.stdout).expect("utf-8 output");
-    }
-    stdout
+    ctest::run(&format!("{} {args:?}", exe.display()), || {
+        let mut cmd = Command::new(exe);
+        cmd.args(args);
+        cmd
+    })
 }
 
 #[test]

@@ -43,7 +43,8 @@ type Log = Arc<Mutex<Vec<String>>>;
 
 fn named(log: &Log, name: &'static str) -> Notify {
     let log = log.clone();
-    Notify::callback_named(name, move |id, overrun| {
+    Notify::callback_named(name, move |fired| {
+        let (id, overrun) = (fired.id(), fired.overrun());
         log.lock()
             .unwrap()
             .push(format!("callback {name:<9} id {id:>4}  overrun {overrun}"));

@@ -319,8 +319,7 @@ impl Demo {
         {
             let o = cron.owner();
             for i in 0..20u64 {
-                let f: tempora::timers::Callback = Arc::new(|_, _| {});
-                if let Ok(id) = o.create(ClockId::Monotonic, Notify::Callback(f)) {
+                if let Ok(id) = o.create(ClockId::Monotonic, Notify::callback(|_| {})) {
                     let _ = o.settime(id, SetFlags::RELATIVE, ms(100 + i), ms(100));
                 }
             }

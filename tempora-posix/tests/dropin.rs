@@ -10,8 +10,9 @@
 //! `TEMPORA_C_REPEAT=N` runs each program N times (the soak of the threaded ones).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
+use tempora_ctest::{self as ctest, text};
 
 /// The C suite's programs.
 fn capi_c() -> PathBuf {
@@ -47,15 +48,6 @@ fn prefix() -> &'static Path {
     })
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "status: {}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// How a program meets the drop-in.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Way {
@@ -73,17 +65,8 @@ const WAYS: [Way; 4] = [Way::Libc, Way::Preload, Way::Shared, Way::Static];
 
 /// The system's C compiler with the flags the tests build with.
 fn compiler() -> Command {
-    let tool = cc::Build::new()
-        .cargo_metadata(false)
-        .cargo_warnings(false)
-        .target(env!("TEMPORA_POSIX_TARGET"))
-        .host(env!("TEMPORA_POSIX_TARGET"))
-        .opt_level(1)
-        .debug(true)
-        .warnings(true)
-        .get_compiler();
-    let mut cmd = tool.to_command();
-    cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread"]);
+    let mut cmd = ctest::compiler(env!("TEMPORA_POSIX_TARGET"), false);
+    cmd.arg("-pthread");
     cmd
 }
 
@@ -107,29 +90,10 @@ fn build(dir: &Path, name: &str, way: Way) -> PathBuf {
     let lib = prefix().join("lib");
     match way {
         Way::Libc | Way::Preload => {}
-        Way::Shared => {
-            cmd.arg("-L").arg(&lib).arg("-ltempora-posix");
-            cmd.arg(format!("-Wl,-rpath,{}", lib.display()));
-        }
-        Way::Static => {
-            cmd.arg(lib.join("libtempora-posix.a"));
-            cmd.args([
-                "-lgcc_s",
-                "-lutil",
-                "-lrt",
-                "-lpthread",
-                "-lm",
-                "-ldl",
-                "-lc",
-            ]);
-        }
+        Way::Shared => ctest::link_shared(&mut cmd, &lib, "tempora-posix"),
+        Way::Static => ctest::link_static(&mut cmd, &lib.join("libtempora-posix.a")),
     }
-    let out = cmd.output().expect("run the C compiler");
-    assert!(
-        out.status.success(),
-        "compiling {name}.c failed:\n{}",
-        text(&out)
-    );
+    ctest::compile(cmd, name);
     built.push(exe.clone());
     exe
 }
@@ -137,27 +101,13 @@ fn build(dir: &Path, name: &str, way: Way) -> PathBuf {
 /// Runs `exe` for `way` (`TEMPORA_C_REPEAT` times) and returns the last run's stdout; a
 /// failing run fails the test with its output.
 fn run(exe: &Path, way: Way) -> String {
-    let repeat: usize = std::env::var("TEMPORA_C_REPEAT")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1);
-    let mut stdout = String::new();
-    for i in 0..repeat.max(1) {
+    ctest::run(&format!("{} ({way:?})", exe.display()), || {
         let mut cmd = Command::new(exe);
         if way == Way::Preload {
             cmd.env("LD_PRELOAD", prefix().join("lib/libtempora-posix.so"));
         }
-        let out = cmd.output().expect("run the C test");
-        assert!(
-            out.status.success(),
-            "{} ({way:?}) failed (run {} of {repeat}):\n{}",
-            exe.display(),
-            i + 1,
-            text(&out)
-        );
-        stdout = String::from_utf8(out.stdout).expect("utf-8 output");
-    }
-    stdout
+        cmd
+    })
 }
 
 /// `name`'s output each way, `Libc` first.

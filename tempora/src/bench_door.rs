@@ -1,8 +1,13 @@
-//! Not part of tempora's API: the timer-ID registry on its own, for the benchmark suite that
-//! compares ID registries (`tempora bench`, the seed suite). It drives the registry with the
-//! POSIX service's timer objects (the same three parts, filled at create as the service fills
-//! them), but no service around it: no clock is read, nothing is armed, and nothing but the
-//! registry is allocated.
+//! Not part of tempora's API: the two things the benchmark harness (`tempora bench`) measures
+//! that the public API cannot reach. The timer-ID registry on its own, for the seed suite
+//! that compares ID registries: driven with the POSIX service's timer objects (the same four
+//! parts, filled at create as the service fills them), but with no service around it, so no
+//! clock is read, nothing is armed, and nothing but the registry is allocated. The statistics'
+//! flush with each list's detach timed, for the stats suite's `flush` case. And an owner's
+//! slot pages, for memory figures.
+//!
+//! Compiled in every build (hidden from the docs), so that the library the workspace builds
+//! and tests is the one users build; nothing else in the library knows it is here.
 
 use crate::clock::ClockId;
 use crate::registry::{self, Locked, Service};
@@ -112,18 +117,25 @@ impl Owner {
     }
 }
 
-/// The statistics flush, for the benchmark's `flush` case: the slots it aggregated and the
-/// hold, in ns, of each list it detached slots from (the detaching swap; under the naive flush,
-/// the list lock's hold).
-pub fn stats_flush(timers: &crate::Timers) -> (usize, Vec<u64>) {
-    let r = timers.core.stats.flush();
-    (r.slots, r.holds_ns)
+/// Flushes `timers`' statistics: how long each list that had slots to detach was held, in
+/// ns (the one swap that detaches it: a flush holds no lock that an updater takes).
+pub fn stats_flush_holds(timers: &crate::Timers) -> Vec<u64> {
+    let mut holds = Vec::new();
+    timers.core.stats.flush_with(|detach| {
+        let start = std::time::Instant::now();
+        let got = detach();
+        let held = start.elapsed().as_nanos() as u64;
+        if got {
+            holds.push(held);
+        }
+    });
+    holds
 }
 
-/// Makes the service's flushes aggregate under the list locks, so that pushing updaters wait
-/// for the whole walk (the benchmark's `naive-flush`).
-pub fn stats_naive_flush(timers: &crate::Timers, on: bool) {
-    timers.core.stats.set_naive(on);
+/// Bytes of timer slot pages (and their directory) `owner` has allocated: its peak timer
+/// count, rounded up per shard to pages of 64 timers.
+pub fn owner_slot_bytes(owner: &crate::Owner) -> usize {
+    owner.reg.slot_bytes()
 }
 
 /// Runs the frees that tempora's epoch collector deferred and that are due (a dropped

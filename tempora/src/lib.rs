@@ -73,7 +73,6 @@ pub mod wheel;
 #[cfg(test)]
 mod testing;
 
-#[cfg(feature = "bench-internals")]
 #[doc(hidden)]
 pub mod bench_door;
 

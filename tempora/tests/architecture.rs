@@ -1,6 +1,7 @@
-//! ARCHITECTURE.md held against the code: the import graph of the library's files has no
-//! circle (test code included), and the file lists the map draws name exactly the files that
-//! exist. `.ci/lint.sh` runs this file on its own, so a circle fails the lint step.
+//! ARCHITECTURE.md held against the code: the import graph of the library's files runs only
+//! down the layers and has no circle (test code included), and the file lists the map draws
+//! name exactly the files that exist. `.ci/lint.sh` runs this file on its own, so an upward
+//! import or a circle fails the lint step.
 //!
 //! Imports are read with `syn` from every `.rs` file under `src/`: each path that starts at
 //! `crate`, `super` or `self` (or at a child module's name) in a `use` item, an expression, a
@@ -387,6 +388,74 @@ fn no_import_circle_among_the_librarys_files() {
         "import circles:\n{}",
         describe(&g, &found)
     );
+}
+
+/// The library's layers, bottom-up, as ARCHITECTURE.md draws them: each names the top-level
+/// modules (a folder, or a file under `src/`) it holds. A file imports only files of its own
+/// layer or of layers below it, test code included.
+const LAYERS: &[&[&str]] = &[
+    &["error.rs", "alloc.rs", "sync", "wheel", "testing.rs"],
+    &["clock.rs", "instant.rs", "registry"],
+    &["stats"],
+    &["timers"],
+    &["checkpoint"],
+    &["time"],
+    &["compat"],
+    &["lib.rs", "bench_door.rs"],
+];
+
+/// The layer of a file of the library (a path relative to `src/`).
+fn layer_of(file: &Path) -> Option<usize> {
+    let top = file.components().next()?.as_os_str().to_string_lossy();
+    let top = top.trim_end_matches(".rs");
+    LAYERS
+        .iter()
+        .position(|l| l.iter().any(|m| m.trim_end_matches(".rs") == top))
+}
+
+/// The arrows of `g` that run from a lower layer to a higher one, one a line.
+fn upward(g: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<String> {
+    let mut up = Vec::new();
+    for (from, tos) in g {
+        let below = layer_of(from).unwrap_or_else(|| panic!("{} is in no layer", from.display()));
+        for to in tos {
+            let above = layer_of(to).unwrap_or_else(|| panic!("{} is in no layer", to.display()));
+            if above > below {
+                up.push(format!("{} -> {}", from.display(), to.display()));
+            }
+        }
+    }
+    up
+}
+
+#[test]
+fn no_file_imports_a_layer_above_its_own() {
+    let up = upward(&graph());
+    assert!(
+        up.is_empty(),
+        "imports that run up the layers (ARCHITECTURE.md, \"Layers\"):\n{}",
+        up.join("\n")
+    );
+}
+
+/// The direction check sees an upward import in test code: a test module of a lower layer
+/// that names a type of a higher one fails it.
+#[test]
+fn an_upward_import_in_test_code_fails_the_direction_check() {
+    let dir = std::env::temp_dir().join(format!("tempora-arch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("stats")).unwrap();
+    std::fs::create_dir_all(dir.join("timers")).unwrap();
+    std::fs::write(dir.join("lib.rs"), "mod stats;\nmod timers;\n").unwrap();
+    std::fs::write(dir.join("timers/mod.rs"), "pub struct Timers;\n").unwrap();
+    std::fs::write(
+        dir.join("stats/mod.rs"),
+        "#[cfg(test)]\nmod tests {\n    fn f(_: crate::timers::Timers) {}\n}\n",
+    )
+    .unwrap();
+    let up = upward(&graph_of(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(up, ["stats/mod.rs -> timers/mod.rs"]);
 }
 
 /// The workspace's other crates (the C ABI, the CLI, the benchmark harness, the kernel peer)

@@ -137,9 +137,9 @@ fn main() {
         let notify = if i % 2 == 0 {
             Notify::Queue
         } else {
-            Notify::Callback(Arc::new(move |_, _| {
+            Notify::callback(move |_| {
                 c.fetch_add(1, Ordering::Relaxed);
-            }))
+            })
         };
         let id = owner.create(ClockId::Monotonic, notify).unwrap();
         let period = Duration::from_micros(100 + (i % 10) * 100);

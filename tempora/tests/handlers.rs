@@ -172,7 +172,7 @@ fn main() {
     let callback = owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(|_, _| std::hint::black_box(())),
+            Notify::callback(|_| std::hint::black_box(())),
         )
         .expect("create");
     owner

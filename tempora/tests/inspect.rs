@@ -62,10 +62,7 @@ fn the_listing_shows_every_timer_with_its_clock_notification_and_state() {
         let (notify, kind) = match i % 4 {
             0 => (Notify::None, NotifyKind::None),
             1 => (Notify::Queue, NotifyKind::Queue),
-            2 => (
-                Notify::callback_named("tick", |_, _| {}),
-                NotifyKind::Callback,
-            ),
+            2 => (Notify::callback_named("tick", |_| {}), NotifyKind::Callback),
             _ => (
                 // A signal that never fires here (the timer stays disarmed or far away).
                 Notify::Signal {

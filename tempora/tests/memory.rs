@@ -96,11 +96,14 @@ fn refusing<R>(from: usize, f: impl FnOnce() -> R) -> R {
 /// Each of a create's allocations refused in turn, in this process.
 fn refused_creates() {
     let timers = Timers::new();
-    let callback: tempora::timers::Callback = Arc::new(|_, _| {});
+    let callback: tempora::timers::Callback = Arc::new(|_: &tempora::Fired<'_>| {});
     let kinds = || {
         [
             Notify::Queue,
-            Notify::Callback(callback.clone()),
+            Notify::Callback {
+                name: None,
+                f: callback.clone(),
+            },
             Notify::None,
         ]
     };
@@ -224,7 +227,7 @@ fn child() -> Result<(), String> {
     let hits = Arc::new(AtomicU64::new(0));
     let callback: tempora::timers::Callback = {
         let hits = hits.clone();
-        Arc::new(move |_, _| {
+        Arc::new(move |_: &tempora::Fired<'_>| {
             hits.fetch_add(1, Ordering::Relaxed);
         })
     };
@@ -232,7 +235,13 @@ fn child() -> Result<(), String> {
         .create(ClockId::Monotonic, Notify::Queue)
         .map_err(|e| format!("create: {e}"))?;
     let early_cb = owner
-        .create(ClockId::Monotonic, Notify::Callback(callback.clone()))
+        .create(
+            ClockId::Monotonic,
+            Notify::Callback {
+                name: None,
+                f: callback.clone(),
+            },
+        )
         .map_err(|e| format!("create: {e}"))?;
     // The callback's first expiry runs before the limit too: a driver's first callback
     // starts the spare that stands by while it runs (a thread tempora starts allocates,
@@ -295,7 +304,10 @@ fn child() -> Result<(), String> {
     // Every kind of create (its own allocations differ: a callback's box, a queue's room).
     let notify = |n: i32| match n % 3 {
         0 => Notify::Queue,
-        1 => Notify::Callback(callback.clone()),
+        1 => Notify::Callback {
+            name: None,
+            f: callback.clone(),
+        },
         _ => Notify::None,
     };
     let mut made = 0;

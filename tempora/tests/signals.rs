@@ -409,7 +409,7 @@ fn a_signal_stuck_on_a_driver_thread_hides_no_delivery(timers: &Timers) {
         let raiser = owner
             .create(
                 ClockId::Monotonic,
-                Notify::callback(move |_, _| {
+                Notify::callback(move |_| {
                     // SAFETY: raises a signal on the calling (driver) thread, which blocks it.
                     unsafe { libc::raise(signo) };
                 }),

@@ -74,7 +74,7 @@
 
 mod common;
 
-use common::Rng;
+use common::{distance, Rng};
 use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 use tempora::clock::{ClockId, ClockSource, OsClock};
@@ -322,16 +322,6 @@ struct Tally {
 
 /// Why a step was disturbed (its findings are dropped), or `Ok`.
 type Step = Result<(), String>;
-
-/// |a - b|, or for two periodic readings with the same interval the distance modulo it.
-fn distance(a: (u64, u64), b: (u64, u64)) -> u64 {
-    let d = a.0.abs_diff(b.0);
-    if a.1 == b.1 && a.1 != 0 {
-        d.min(a.1 - d % a.1)
-    } else {
-        d
-    }
-}
 
 struct Run {
     stream: u64,

@@ -52,7 +52,7 @@ fn spares_retire_after_a_burst_of_blocked_callbacks() {
     let quick = owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(move |_, _| {
+            Notify::callback(move |_| {
                 r.fetch_add(1, Ordering::SeqCst);
             }),
         )
@@ -68,7 +68,7 @@ fn spares_retire_after_a_burst_of_blocked_callbacks() {
         let ids: Vec<_> = (0..BURST)
             .map(|_| {
                 let (g, e) = (gate.clone(), entered.clone());
-                let cb = Notify::callback(move |_, _| {
+                let cb = Notify::callback(move |_| {
                     e.fetch_add(1, Ordering::SeqCst);
                     let mut open = g.open.lock().unwrap();
                     while !*open {

@@ -26,7 +26,7 @@
 
 mod common;
 
-use common::Rng;
+use common::{distance, Rng};
 use std::time::{Duration, Instant};
 use tempora::clock::{ClockId, ClockSource, OsClock};
 use tempora::{Notify, SetFlags, Timers};
@@ -47,17 +47,6 @@ struct Pair {
     kernel: i32,
     tempora: tempora::TimerId,
     clock: ClockId,
-}
-
-/// |a - b|, or for two periodic readings with the same interval the distance modulo it
-/// (one side may have forwarded to the next period a moment before the other).
-fn distance(a: (u64, u64), b: (u64, u64)) -> u64 {
-    let d = a.0.abs_diff(b.0);
-    if a.1 == b.1 && a.1 != 0 {
-        d.min(a.1 - d % a.1)
-    } else {
-        d
-    }
 }
 
 /// One comparison sequence: the pairs, the generator that drives them and what was counted.

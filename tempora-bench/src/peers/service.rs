@@ -271,7 +271,7 @@ pub(crate) fn arm_lateness_probe(
     let id = owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(move |_, _| {
+            Notify::callback(move |_| {
                 let now = monotonic_now();
                 late.lock().unwrap().push(now as f64 - at as f64);
             }),

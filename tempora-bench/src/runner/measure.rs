@@ -74,7 +74,7 @@ mod tests {
         // Another test's thread may hold a pin for a moment: a few tries, none needed alone.
         for _ in 0..50 {
             settle_reclamation();
-            if timers.pooled_bytes() > 0 {
+            if timers.stats().registry.pooled_bytes > 0 {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(1));

@@ -127,6 +127,7 @@
 mod capture;
 mod format;
 mod restore;
+mod rules;
 mod snapshot;
 #[cfg(all(test, not(loom)))]
 mod tests;

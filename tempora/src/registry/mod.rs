@@ -265,8 +265,7 @@ impl<S: Service> Registry<S> {
 
     /// A new owner (an empty ID namespace, restore mode off, next ID 0) whose service part is
     /// `service`; aborts, as a failed allocation does, if its memory cannot be had (the
-    /// tests' door: the service's is [`Registry::try_owner`]).
-    #[cfg(any(test, feature = "bench-internals"))]
+    /// tests' and the benchmark harness's door: the service's is [`Registry::try_owner`]).
     pub(crate) fn owner(&self, service: S::Owner) -> Owner<S> {
         self.try_owner(service).unwrap_or_else(|_| {
             std::alloc::handle_alloc_error(std::alloc::Layout::new::<Owner<S>>())

@@ -2,7 +2,8 @@
 //!
 //! The registry keeps timer objects, IDs and owners; what a timer *is* beyond that (its clock,
 //! its expiry, where it waits, how it notifies) belongs to the layer above, the [`Service`],
-//! which keeps it in three typed parts of the same object:
+//! which keeps it in four typed parts of the same object (`fixed`, `published`, `links` and
+//! `state` below):
 //!
 //! ```text
 //!  offset  line 1: read-mostly (what a concurrent hash walker touches)
@@ -77,7 +78,7 @@ pub(crate) trait Service: Sized + Send + Sync + 'static {
     type Links: Zeroable + Send + Sync;
     /// Read and written only under the timer's lock (line 2).
     type State: Zeroable + Send;
-    /// What a create is given to fill the three parts.
+    /// What a create is given to fill the four parts.
     type Init;
     /// Kept by each owner for the delete hook (the service's handle on its own state).
     type Owner: Send + Sync;

@@ -11,6 +11,9 @@
 //! | `tempora_group_max_timers` | gauge | `group` | a group's limit, where one is set |
 //! | `tempora_base_polls_total`, `_fired_total`, `_batches_total` | counter | `base` | per base |
 //! | `tempora_base_max_pop_hold_seconds` | gauge | `base` | longest base-lock hold while popping |
+//! | `tempora_driver_wakeups_total`, `tempora_spare_takeovers_total` | counter | | the drivers' wake-ups, the spares' take-overs |
+//! | `tempora_spare_threads` | gauge | | spare driver threads started |
+//! | `tempora_id_table_buckets`, `tempora_id_table_bytes`, `tempora_pooled_slot_bytes` | gauge | | the ID table's size, the slot pages kept for reuse |
 //!
 //! Owner rows and group rows are separate families, so summing either never counts a timer
 //! twice. An owner's `group` label is its group's path (`""` directly under the service).
@@ -206,6 +209,49 @@ impl Stats {
                 &format!("base=\"{}\"", b.base),
                 secs(b.max_pop_hold_ns),
             );
+        }
+        let (d, r) = (&self.drivers, &self.registry);
+        let service: [(&str, &str, &str, u64); 6] = [
+            (
+                "tempora_driver_wakeups_total",
+                "counter",
+                "Times a driver thread woke from sleep.",
+                d.wakeups,
+            ),
+            (
+                "tempora_spare_takeovers_total",
+                "counter",
+                "Times a spare driver took the place of one running callbacks.",
+                d.spare_takeovers,
+            ),
+            (
+                "tempora_spare_threads",
+                "gauge",
+                "Spare driver threads started.",
+                d.spare_threads as u64,
+            ),
+            (
+                "tempora_id_table_buckets",
+                "gauge",
+                "Buckets of the timer-ID hash table.",
+                r.id_table_buckets as u64,
+            ),
+            (
+                "tempora_id_table_bytes",
+                "gauge",
+                "Bytes of the timer-ID hash table.",
+                r.id_table_bytes as u64,
+            ),
+            (
+                "tempora_pooled_slot_bytes",
+                "gauge",
+                "Bytes of slot pages kept for reuse.",
+                r.pooled_bytes as u64,
+            ),
+        ];
+        for (name, kind, help, value) in service {
+            f.header(name, kind, help);
+            f.row(name, "", value);
         }
         out
     }

@@ -35,7 +35,8 @@
 //!
 //! # The snapshot types
 //!
-//! [`Stats`], [`GroupStats`], [`OwnerStats`], [`BaseStats`], [`Counts`] and [`Lateness`] are
+//! [`Stats`], [`GroupStats`], [`OwnerStats`], [`BaseStats`], [`DriverStats`], [`RegistryStats`],
+//! [`Counts`] and [`Lateness`] are
 //! plain data: read their fields. They are `#[non_exhaustive]`, so that a field can be added
 //! without breaking a user: outside this crate one is built from `Default`, then field by field
 //! (to test an exporter of your own, say):
@@ -68,8 +69,6 @@ pub(crate) mod hist;
 #[cfg(all(test, loom))]
 mod loom_tests;
 pub(crate) mod tally;
-#[cfg(all(test, not(loom)))]
-mod tests;
 pub(crate) mod totals;
 
 use group::GroupNode;
@@ -282,25 +281,66 @@ pub struct BaseStats {
     pub max_pop_hold_ns: u64,
 }
 
-/// A service's statistics: the group tree from the root, and the bases.
+/// The service's driver threads, since build (read whether or not the service counts).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct DriverStats {
+    /// Times a driver thread woke from sleep (each an OS wake-up).
+    pub wakeups: u64,
+    /// Times a spare driver took the place of a driver that was running callbacks past its
+    /// next deadline (or past an earlier arm) ([`Builder::spare_drivers`](crate::Builder::spare_drivers)).
+    pub spare_takeovers: u64,
+    /// Spare driver threads started so far (they stay, waiting, until the service stops).
+    pub spare_threads: usize,
+}
+
+/// What the service's timer-ID registry holds beside the timers' own slot pages (read
+/// whether or not the service counts).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct RegistryStats {
+    /// Buckets in the timer-ID hash table shared by all owners (it doubles as it fills).
+    pub id_table_buckets: usize,
+    /// Bytes of that table (during a resize, the old and the new table).
+    pub id_table_bytes: usize,
+    /// Bytes of slot pages kept for reuse after their owners were destroyed.
+    pub pooled_bytes: usize,
+}
+
+/// A service's statistics: the group tree from the root, the bases, the drivers and the
+/// registry.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Stats {
-    /// Whether the service counts (`Builder::stats`); all zero if not.
+    /// Whether the service counts (`Builder::stats`); the tree's and the bases' figures are
+    /// all zero if not.
     pub enabled: bool,
     /// The root group: the whole service (its counts are over every owner).
     pub root: GroupStats,
     /// Each base, by index.
     pub bases: Vec<BaseStats>,
+    /// The driver threads.
+    pub drivers: DriverStats,
+    /// The timer-ID registry's table and page pool.
+    pub registry: RegistryStats,
 }
 
 impl Stats {
-    pub(crate) fn of(hub: &Arc<tally::Hub>, bases: Vec<BaseStats>) -> Stats {
+    pub(crate) fn of(
+        hub: &Arc<tally::Hub>,
+        bases: Vec<BaseStats>,
+        drivers: DriverStats,
+        registry: RegistryStats,
+    ) -> Stats {
         Stats {
             enabled: hub.enabled,
             root: GroupStats::of(hub, &hub.root),
             bases,
+            drivers,
+            registry,
         }
     }
 }

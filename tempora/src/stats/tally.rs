@@ -31,10 +31,8 @@
 //! counts, takes the difference from `last`, and adds it to the owner's totals and to every
 //! group above it. An updater never waits for a flush.
 //!
-//! The `bench-internals` feature adds what the statistics benchmark compares this with: a
-//! naive mode (`Hub::set_naive`) in which pushers take a per-list lock and the flush holds
-//! it across the detach, the walk and the aggregation, and a timing of each list's detach
-//! ([`FlushReport`]'s `holds_ns`).
+//! [`Hub::flush_with`] hands each list's detach to a caller that wants to watch it (the
+//! benchmark harness times it: `bench_door.rs`); [`Hub::flush`] just runs it.
 //!
 //! # Why no update is lost
 //!
@@ -57,8 +55,6 @@ use super::hist::{Buckets, Cells};
 use super::totals::{Counter, Totals, COUNTERS};
 use crate::alloc::{probe_arc, try_boxed_slice};
 use crate::error::Error;
-#[cfg(feature = "bench-internals")]
-use crate::sync::RankedLock;
 use crate::sync::{
     fence, rank, thread_index, AtomicBool, AtomicPtr, AtomicU64, Ordering, RankedMutex, UnsafeCell,
 };
@@ -127,17 +123,12 @@ impl Drop for Slot {
 /// flush takes the whole chain with one swap; neither waits for the other.
 struct List {
     head: AtomicPtr<Slot>,
-    /// Taken only in the naive mode, by pushes and by the flush around its aggregation.
-    #[cfg(feature = "bench-internals")]
-    naive: RankedLock<{ rank::STATS_LIST }>,
 }
 
 impl List {
     fn new() -> List {
         List {
             head: AtomicPtr::new(ptr::null_mut()),
-            #[cfg(feature = "bench-internals")]
-            naive: RankedLock::default(),
         }
     }
 
@@ -178,17 +169,6 @@ enum Fences {
     Symmetric,
 }
 
-/// What a flush measured.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct FlushReport {
-    /// Slots aggregated.
-    pub(crate) slots: usize,
-    /// How long each list that had slots to detach was held, in ns: the detaching swap, or
-    /// in the naive mode the naive-flush lock.
-    #[cfg(feature = "bench-internals")]
-    pub(crate) holds_ns: Vec<u64>,
-}
-
 /// The statistics of one service: the updated lists and the flush.
 pub(crate) struct Hub {
     pub(crate) enabled: bool,
@@ -199,10 +179,6 @@ pub(crate) struct Hub {
     /// would, so a poisoned one is used as it is.
     flushing: RankedMutex<(), { rank::FLUSHING }>,
     pub(crate) root: Arc<GroupNode>,
-    /// Aggregate under the list locks (the naive mode: the detach, walk and aggregation all
-    /// under the lock pushers take).
-    #[cfg(feature = "bench-internals")]
-    naive: AtomicBool,
     next_owner: AtomicU64,
     /// Every tally made here (weakly: owners are not kept alive), for the tree's members.
     /// Nothing under it panics (a push, a prune, a clone): a poisoned one is used as it is.
@@ -223,8 +199,6 @@ impl Hub {
             lists: (0..=SLOTS).map(|_| CachePadded::new(List::new())).collect(),
             flushing: RankedMutex::new(()),
             root: GroupNode::root(),
-            #[cfg(feature = "bench-internals")]
-            naive: AtomicBool::new(false),
             next_owner: AtomicU64::new(1),
             members: RankedMutex::new(Vec::new()),
         })
@@ -245,14 +219,6 @@ impl Hub {
         self.next_owner.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Aggregates while holding each list's lock, so that pushers wait for the whole walk (the
-    /// naive mode, module doc).
-    #[cfg(feature = "bench-internals")]
-    pub(crate) fn set_naive(&self, on: bool) {
-        // Relaxed: a setting read by later flushes.
-        self.naive.store(on, Ordering::Relaxed);
-    }
-
     /// Fence B of the flush side (module doc).
     fn fence_flush(&self) {
         match self.fences {
@@ -262,55 +228,26 @@ impl Hub {
     }
 
     /// Aggregates every update made before it started into owners' and groups' totals.
-    pub(crate) fn flush(&self) -> FlushReport {
+    pub(crate) fn flush(&self) {
+        self.flush_with(|detach| {
+            detach();
+        })
+    }
+
+    /// [`Hub::flush`], handing each list's detach to `watch`, which must call it once: the
+    /// detach is the one swap that takes the list's chain, and says whether it held a slot.
+    pub(crate) fn flush_with(&self, mut watch: impl FnMut(&mut dyn FnMut() -> bool)) {
         let _one = self.flushing.lock_or_recover();
-        let mut report = FlushReport::default();
         let mut taken: Vec<*const Slot> = Vec::new();
         for list in self.lists.iter() {
-            self.detach(list, &mut taken, &mut report);
-        }
-        report.slots += taken.len();
-        self.settle(&taken);
-        report
-    }
-
-    /// Appends `list`'s chain to `taken`.
-    #[cfg(not(feature = "bench-internals"))]
-    #[inline]
-    fn detach(&self, list: &List, taken: &mut Vec<*const Slot>, _: &mut FlushReport) {
-        collect(list.take(), taken);
-    }
-
-    /// Appends `list`'s chain to `taken`, timing the swap; in the naive mode, aggregates the
-    /// chain under the list's lock instead (and appends nothing).
-    #[cfg(feature = "bench-internals")]
-    fn detach(&self, list: &List, taken: &mut Vec<*const Slot>, report: &mut FlushReport) {
-        use std::time::Instant;
-        // Relaxed: a setting.
-        if self.naive.load(Ordering::Relaxed) {
-            let held = list.naive.with(|| {
-                let start = Instant::now();
-                let from = taken.len();
-                collect(list.take(), taken);
-                self.settle(&taken[from..]);
-                report.slots += taken.len() - from;
-                let got = taken.len() > from;
-                taken.truncate(from);
-                got.then(|| start.elapsed().as_nanos() as u64)
+            let mut head = ptr::null();
+            watch(&mut || {
+                head = list.take();
+                !head.is_null()
             });
-            if let Ok(Some(h)) = held {
-                report.holds_ns.push(h);
-            }
-            return;
+            collect(head, &mut taken);
         }
-        // What stands for a hold here: the swap that detaches the chain (no lock).
-        let start = Instant::now();
-        let head = list.take();
-        let held = start.elapsed().as_nanos() as u64;
-        if !head.is_null() {
-            report.holds_ns.push(held);
-            collect(head, taken);
-        }
+        self.settle(&taken);
     }
 
     /// Clears the flags of `slots`, fences, then aggregates each and drops its list's
@@ -585,15 +522,7 @@ impl Tally {
         // SAFETY: every tally lives in an `Arc` (`Tally::new`); the list keeps this strong
         // reference until a flush settles the slot.
         unsafe { Arc::increment_strong_count(self as *const Tally) };
-        let list = &hub.lists[i];
-        #[cfg(feature = "bench-internals")]
-        // Relaxed: a setting.
-        if hub.naive.load(Ordering::Relaxed) {
-            // The section cannot panic (pointer moves only), so the lock is never poisoned.
-            let _ = list.naive.with(|| list.push(slot));
-            return;
-        }
-        list.push(slot);
+        hub.lists[i].push(slot);
     }
 
     /// Slot `i` (`single`: the caller is its only writer), allocated on first use, with its

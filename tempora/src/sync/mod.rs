@@ -34,7 +34,6 @@ pub(crate) use lock::{Locked, MutexGuard, RankedLock, RankedMutex, Unreadable, V
 #[cfg(all(test, not(loom)))]
 pub(crate) use order::panic_message;
 pub(crate) use order::{holds_a_lock, RankToken};
-#[cfg(feature = "bench-internals")]
 pub(crate) use pin::collect_deferred;
 #[cfg(all(test, not(loom)))]
 pub(crate) use pin::with_walk_for_tests;

@@ -442,7 +442,6 @@ impl Drop for Pinned {
 /// freed, or queued for a freeing thread (`registry/table.rs`, `drop_large`), unless another
 /// thread stays pinned meanwhile. Runs deferred destructors: call it with no tempora lock
 /// held.
-#[cfg_attr(not(feature = "bench-internals"), allow(dead_code))]
 pub(crate) fn collect_deferred() {
     for _ in 0..8 {
         pin().flush();

@@ -41,9 +41,6 @@ pub(crate) const READY_FD: u8 = 4;
 pub(crate) const QUEUE: u8 = 5;
 /// The statistics' one-flush-at-a-time lock (`stats/tally.rs`).
 pub(crate) const FLUSHING: u8 = 6;
-/// A statistics list's naive-flush lock (`stats/tally.rs`, `bench-internals` only).
-#[cfg(feature = "bench-internals")]
-pub(crate) const STATS_LIST: u8 = 7;
 /// An owner's flushed statistics totals (`stats/tally.rs`); a group's (`stats/group.rs`).
 pub(crate) const TOTALS: u8 = 8;
 /// The statistics' list of member owners (`stats/tally.rs`).
@@ -58,12 +55,6 @@ pub(crate) const PENDING: u8 = 9;
 pub(crate) const PAGE_GROW: u8 = 9;
 /// The service's signal lookouts (`timers/lookout.rs`; taken under TIMER).
 pub(crate) const LOOKOUT: u8 = 9;
-
-/// The naive-flush lock's rank, for [`TABLE`], which lists it whether or not the feature
-/// is on (so that ARCHITECTURE.md has one table).
-const STATS_LIST_RANK: u8 = 7;
-#[cfg(feature = "bench-internals")]
-const _: () = assert!(STATS_LIST == STATS_LIST_RANK);
 
 /// One lock of the crate: its rank, what it is, where it lives, and what its holders take
 /// while they hold it.
@@ -118,8 +109,8 @@ pub(crate) const TABLE: &[Lock] = &[
         lock: "a timer; a sleep's cell",
         at: "`registry/timer.rs`, `timers/sleep.rs`",
         held_while_taking: "a base (arm, disarm, the delete hook), an event queue (an \
-                            expiry queued), an alarm's lock (a ring), a readiness-fd lock (after a push), a naive-flush \
-                            lock (an expiry counted)",
+                            expiry queued), an alarm's lock (a ring), a readiness-fd lock \
+                            (after a push)",
     },
     Lock {
         rank: ALARM,
@@ -161,13 +152,7 @@ pub(crate) const TABLE: &[Lock] = &[
         rank: FLUSHING,
         lock: "the statistics' flush lock",
         at: "`stats/tally.rs`",
-        held_while_taking: "the naive-flush locks, the totals",
-    },
-    Lock {
-        rank: STATS_LIST_RANK,
-        lock: "a statistics list's naive-flush lock (`bench-internals` only)",
-        at: "`stats/tally.rs`",
-        held_while_taking: "the totals (the naive flush aggregates under it)",
+        held_while_taking: "the totals",
     },
     Lock {
         rank: TOTALS,

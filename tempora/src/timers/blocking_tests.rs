@@ -4,10 +4,10 @@
 //! that they fired before it returned, which no scheduling delay on a loaded machine can
 //! change. Lateness is asserted only against `BLOCKED_BOUND` (500 ms).
 
+use super::testing;
 use super::*;
 use crate::clock::ClockId;
 use crate::clock::{ClockSource, OsClock};
-use crate::testing;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as O};
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -72,7 +72,7 @@ fn run(spares: usize) -> Run {
     let blocker = owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(move |_, _| {
+            Notify::callback(move |_| {
                 s.entered.store(mono(), O::SeqCst);
                 if spares == 0 {
                     std::thread::sleep(Duration::from_millis(200));
@@ -95,7 +95,7 @@ fn run(spares: usize) -> Run {
         let id = owner
             .create(
                 ClockId::Monotonic,
-                Notify::callback(move |_, _| {
+                Notify::callback(move |_| {
                     let now = mono();
                     if now < at {
                         early.fetch_add(1, O::Relaxed);
@@ -138,7 +138,7 @@ fn run(spares: usize) -> Run {
         due_inside: sides.due_inside.load(O::Relaxed),
         calls_inside: sides.calls_inside.load(O::Relaxed),
         max_late: late.iter().chain(&qlate).copied().max().unwrap_or(0),
-        takeovers: timers.spare_takeovers(),
+        takeovers: timers.stats().drivers.spare_takeovers,
     }
 }
 
@@ -218,7 +218,8 @@ fn a_timers_callback_never_runs_beside_itself() {
         let id = o
             .create(
                 ClockId::Monotonic,
-                Notify::callback(move |id, overrun| {
+                Notify::callback(move |fired| {
+                    let (id, overrun) = (fired.id(), fired.overrun());
                     if inside.fetch_add(1, O::SeqCst) != 0 {
                         overlaps.fetch_add(1, O::Relaxed);
                     }
@@ -270,7 +271,10 @@ fn a_timers_callback_never_runs_beside_itself() {
         20,
         "one call per timer, then its delete"
     );
-    assert!(timers.spare_takeovers() >= 1, "no spare took over");
+    assert!(
+        timers.stats().drivers.spare_takeovers >= 1,
+        "no spare took over"
+    );
     let _ = folded;
 }
 
@@ -312,14 +316,14 @@ fn a_replaced_leader_leaves_its_successors_standby_armed() {
         let a = owner
             .create(
                 ClockId::Monotonic,
-                Notify::callback(|_, _| std::thread::sleep(Duration::from_millis(100))),
+                Notify::callback(|_| std::thread::sleep(Duration::from_millis(100))),
             )
             .unwrap();
         let (fired, returned) = (c_fired.clone(), b_returned.clone());
         let b = owner
             .create(
                 ClockId::Monotonic,
-                Notify::callback(move |_, _| {
+                Notify::callback(move |_| {
                     let deadline = Instant::now() + Duration::from_secs(10);
                     while !fired.load(O::SeqCst) && Instant::now() < deadline {
                         std::thread::sleep(Duration::from_millis(1));
@@ -333,7 +337,7 @@ fn a_replaced_leader_leaves_its_successors_standby_armed() {
         let c = owner
             .create(
                 ClockId::Monotonic,
-                Notify::callback(move |_, _| {
+                Notify::callback(move |_| {
                     before.store(u64::from(!returned.load(O::SeqCst)), O::SeqCst);
                     fired.store(true, O::SeqCst);
                 }),
@@ -374,7 +378,7 @@ fn a_callback_queued_behind_a_blocking_one_is_taken_over() {
             let id = owner
                 .create(
                     ClockId::Monotonic,
-                    Notify::callback(move |_, _| {
+                    Notify::callback(move |_| {
                         if first.fetch_add(1, O::SeqCst) == 0 {
                             let deadline = Instant::now() + Duration::from_secs(10);
                             while !ran.load(O::SeqCst) && Instant::now() < deadline {
@@ -420,7 +424,8 @@ fn a_callback_rearming_itself_causes_no_hand_over() {
     let id = owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(move |id, _| {
+            Notify::callback(move |fired| {
+                let id = fired.id();
                 if n2.fetch_add(1, O::SeqCst) < 199 {
                     if let Some(o) = me.upgrade() {
                         o.settime(id, SetFlags::RELATIVE, ms, Duration::ZERO)
@@ -437,9 +442,9 @@ fn a_callback_rearming_itself_causes_no_hand_over() {
     assert_eq!(n.load(O::SeqCst), 200);
     // A few could be real: a driver preempted for over 1 ms inside a call.
     assert!(
-        timers.spare_takeovers() < 10,
+        timers.stats().drivers.spare_takeovers < 10,
         "{} hand-overs without a blocking callback",
-        timers.spare_takeovers()
+        timers.stats().drivers.spare_takeovers
     );
 }
 
@@ -458,7 +463,7 @@ fn every_spare_is_joined_when_the_service_drops() {
         let at = mono() + 20 * MS;
         for _ in 0..3000 {
             let id = owner
-                .create(ClockId::Monotonic, Notify::callback(|_, _| {}))
+                .create(ClockId::Monotonic, Notify::callback(|_| {}))
                 .unwrap();
             arm_at(&owner, id, at);
         }
@@ -590,7 +595,7 @@ fn ten_blocked_callbacks(spares: Option<usize>) -> Blocked {
     for _ in 0..10 {
         let g = gate.clone();
         let id = owner
-            .create(ClockId::Monotonic, Notify::callback(move |_, _| g.wait()))
+            .create(ClockId::Monotonic, Notify::callback(move |_| g.wait()))
             .unwrap();
         arm_at(&owner, id, t0);
     }
@@ -616,7 +621,7 @@ fn ten_blocked_callbacks(spares: Option<usize>) -> Blocked {
     let o = other
         .create(
             ClockId::Monotonic,
-            Notify::callback(move |_, _| o2.lock().unwrap().push(mono())),
+            Notify::callback(move |_| o2.lock().unwrap().push(mono())),
         )
         .unwrap();
     arm_at(&other, o, other_at);
@@ -695,7 +700,7 @@ fn ten_blocked_callbacks(spares: Option<usize>) -> Blocked {
         let other_calls = other_seen.lock().unwrap().len() as u64;
         Blocked {
             queue_lates_ms: queue_late.iter().map(|l| l / MS).collect(),
-            takeovers: timers.spare_takeovers(),
+            takeovers: timers.stats().drivers.spare_takeovers,
             sleeps: sleep_late.len(),
             sleep_late: sleep_late.iter().copied().max().unwrap_or(0),
             entered_before,

@@ -10,7 +10,7 @@
 //! owner's events that holds one, closes a circle: the owner's other handles can all be
 //! dropped and nothing ends. So each strong handle has a weak one to capture instead, with
 //! the same calls:
-//! * a callback's own timer: [`Notify::on_fire`] hands it a [`Fired`] (its timer's calls,
+//! * a callback's own timer: [`Notify::callback`] hands it a [`Fired`] (its timer's calls,
 //!   through a weak handle the timer keeps); any other timer: [`TimerHandle::downgrade`]
 //!   gives a [`WeakTimer`];
 //! * an owner: [`Owner::downgrade`] gives a [`WeakOwner`];
@@ -157,7 +157,7 @@ impl TimerHandle {
     /// let kick = owner
     ///     .timer(
     ///         ClockId::Monotonic,
-    ///         Notify::callback(move |_, _| {
+    ///         Notify::callback(move |_| {
     ///             let _ = weak.settime(SetFlags::RELATIVE, Duration::from_millis(1), Duration::ZERO);
     ///         }),
     ///     )
@@ -264,7 +264,7 @@ impl Owner {
     /// A handle to this owner that does not keep it alive: what a closure the owner's timers
     /// hold captures to reach it (a captured [`Owner`] would keep it, and them, alive for
     /// good; the module doc, "No capture cycles"). A callback acting on its own timer needs
-    /// none: [`Notify::on_fire`] hands it a [`Fired`].
+    /// none: [`Notify::callback`] hands it a [`Fired`].
     pub fn downgrade(&self) -> WeakOwner {
         WeakOwner {
             reg: self.reg.downgrade(),
@@ -304,7 +304,7 @@ impl WeakOwner {
 impl Fired<'_> {
     /// The timer's owner, while a strong handle of it is alive ([`WeakOwner::upgrade`]).
     /// Drop it before the callback returns: kept past it (in the closure's state), it closes
-    /// the circle [`Notify::on_fire`] avoids.
+    /// the circle [`Notify::callback`] avoids.
     pub fn owner(&self) -> Option<Owner> {
         self.owner.upgrade()
     }

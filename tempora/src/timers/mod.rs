@@ -45,9 +45,9 @@
 //!   one more call when it returns (its overrun counts the folded periods), and dropped if the
 //!   running call set or deleted the timer (`serial.rs`).
 //!
-//!   A callback that acts on its own timer is written with [`Notify::on_fire`]: it is handed
-//!   a [`Fired`] (the ID, the overrun, and settime, gettime, getoverrun, delete on the timer,
-//!   through its owner held weakly), so it captures no [`Owner`]. One that captures its owner
+//!   A callback ([`Notify::callback`]) is handed a [`Fired`] at each expiry (the ID, the
+//!   overrun, and settime, gettime, getoverrun, delete on the timer, through its owner held
+//!   weakly), so it needs to capture no [`Owner`]. One that captures its owner
 //!   (or a [`TimerHandle`]) keeps the owner alive as long as the timer exists, and dropping
 //!   every other handle then ends nothing: the owner, its timers and its closures stay until
 //!   [`Owner::destroy`]. To reach another timer or owner from a closure, capture a
@@ -319,6 +319,8 @@ mod blocking_tests;
 #[cfg(all(test, not(loom)))]
 mod precision_tests;
 #[cfg(all(test, not(loom)))]
+pub(crate) mod testing;
+#[cfg(all(test, not(loom)))]
 mod tests;
 
 pub use crate::registry::TimerId;
@@ -328,8 +330,8 @@ pub use notify::Event;
 pub use owner::{Events, Owner, Recv};
 
 pub use types::{
-    Callback, Fired, ItimerSpec, Notify, NotifyKind, OnFire, Precision, SetFlags, Status,
-    TimerInfo, WeakOwner,
+    Callback, Fired, ItimerSpec, Notify, NotifyKind, Precision, SetFlags, Status, TimerInfo,
+    WeakOwner,
 };
 
 pub use service::{Group, Timers};

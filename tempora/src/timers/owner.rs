@@ -132,9 +132,7 @@ impl Owner {
             try_box(Attached::Callback(CallbackCell { serial, name })).map(Some)
         };
         let attached = match notify {
-            Notify::Callback(f) => cell(CallFn::Plain(f), None)?,
-            Notify::NamedCallback(name, f) => cell(CallFn::Plain(f), Some(name))?,
-            Notify::OnFire { name, f } => cell(CallFn::Fired(f, self.downgrade()), name)?,
+            Notify::Callback { name, f } => cell(CallFn(f, self.downgrade()), name)?,
             Notify::Signal { .. } | Notify::ThreadSignal { .. } | Notify::SignalWithId { .. } => {
                 Some(try_box(Attached::Signal(SignalCell::new(&notify)?))?)
             }
@@ -815,15 +813,6 @@ impl Owner {
     /// Whether the owner has been destroyed.
     pub fn is_destroyed(&self) -> bool {
         self.reg.is_destroyed()
-    }
-
-    /// Bytes of timer slot pages (and their directory) this owner has allocated: its peak
-    /// timer count, rounded up per shard to pages of 64 timers.
-    pub fn slot_bytes(&self) -> usize {
-        if self.core().health.forked() {
-            return 0;
-        }
-        self.reg.slot_bytes()
     }
 }
 

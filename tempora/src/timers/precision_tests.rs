@@ -2,12 +2,12 @@
 //! by a simulated driver that sleeps until `Timers::next_deadline`, as a background driver
 //! does. Each test fails if its rule is broken.
 
+use super::testing::{self, Manual, TestClock};
 use super::*;
 use crate::clock::ClockId;
 use crate::clock::{ClockSource, ManualClock};
 use crate::error::Error;
 use crate::instant::Instant;
-use crate::testing::{self, Manual, TestClock};
 use proptest::prelude::*;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -68,7 +68,8 @@ impl Sim {
             .owner
             .create(
                 ClockId::Monotonic,
-                Notify::callback(move |id, _| {
+                Notify::callback(move |f| {
+                    let id = f.id();
                     fired
                         .lock()
                         .unwrap()
@@ -319,28 +320,6 @@ fn set_precision_moves_an_armed_timer() {
     assert_eq!(sim.next_deadline(), Some(at));
 }
 
-/// A checkpoint records each timer's precision and a restore sets it again.
-#[test]
-fn checkpoint_keeps_the_precision() {
-    let sim = Sim::new();
-    let ps = [
-        Precision::Default,
-        Precision::Precise,
-        Precision::Slack(Duration::from_millis(7)),
-        Precision::Deferrable,
-    ];
-    let ids: Vec<_> = ps.iter().map(|&p| sim.create(p)).collect();
-    let snap = sim.owner.checkpoint();
-    let bytes = snap.encode();
-    let back = crate::checkpoint::Snapshot::decode(&bytes).unwrap();
-    let fresh = sim.timers.owner();
-    let cb = Notify::callback(|_, _| ());
-    fresh.restore(&back, |_| Some(cb.clone())).unwrap();
-    for (id, p) in ids.iter().zip(ps) {
-        assert_eq!(fresh.precision(*id).unwrap(), p);
-    }
-}
-
 /// A service on a clock whose coarse readings are exact, against a declared lag of `LAG`
 /// (its contract allows that): every coarse-armed expiry lands the whole lag after the time.
 /// At an arbitrary phase; and its clock.
@@ -362,7 +341,8 @@ fn recording_timer(owner: &Owner, clock: &ManualClock) -> (TimerId, Fires) {
     let id = owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(move |_, ov| {
+            Notify::callback(move |fired| {
+                let ov = fired.overrun();
                 f2.lock().unwrap().push((c2.now(ClockId::Monotonic), ov))
             }),
         )

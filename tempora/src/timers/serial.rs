@@ -26,7 +26,7 @@
 //!             running+folded ──finish──▶ run again (overrun = folded − 1) ──▶ running
 //! ```
 
-use super::types::{Callback, Fired, OnFire, WeakOwner};
+use super::types::{Callback, Fired, WeakOwner};
 use super::TimerId;
 use crate::stats::tally::Tally;
 use crate::sync::{AtomicU64, Ordering};
@@ -46,21 +46,14 @@ const RUNNING: u64 = 1;
 const FOLDED: u64 = 2;
 const COUNT_SHIFT: u32 = 32;
 
-/// A callback timer's closure, as its create was given it.
-pub(crate) enum CallFn {
-    /// `Notify::Callback`, `NamedCallback`: called with the timer's ID and the overrun.
-    Plain(Callback),
-    /// `Notify::OnFire`: handed a `Fired`, which reaches the timer's owner through this weak
-    /// handle (a strong one would keep the owner alive as long as its timer: a cycle).
-    Fired(OnFire, WeakOwner),
-}
+/// A callback timer's closure, and the timer's owner it reaches through the [`Fired`] it is
+/// handed: held weakly (a strong handle would keep the owner alive as long as its timer: a
+/// cycle).
+pub(crate) struct CallFn(pub(crate) Callback, pub(crate) WeakOwner);
 
 impl CallFn {
     fn call(&self, id: TimerId, overrun: i32) {
-        match self {
-            CallFn::Plain(f) => f(id, overrun),
-            CallFn::Fired(f, owner) => f(&Fired::new(id, overrun, owner)),
-        }
+        (self.0)(&Fired::new(id, overrun, &self.1))
     }
 }
 
@@ -198,49 +191,4 @@ impl Drop for Running {
 }
 
 #[cfg(all(test, loom))]
-mod tests {
-    use super::*;
-    use loom::cell::UnsafeCell;
-
-    /// The periods the calls saw, counted without synchronisation: loom reports two calls
-    /// that touch it without one happening before the other.
-    struct Seen(UnsafeCell<usize>);
-    // SAFETY: only the callback touches it, and the model checks that calls never overlap
-    // (loom fails on an unsynchronised access).
-    unsafe impl Sync for Seen {}
-    // SAFETY: as above.
-    unsafe impl Send for Seen {}
-
-    /// A call runs while another thread takes the same timer's next expiry twice (the second
-    /// time possibly after the call returned). Calls never overlap and each happens before
-    /// the next (the unsynchronised counter), and every expiry is run or folded into a run:
-    /// the periods the runs see (1 + overrun each) add up to the three expiries taken.
-    /// `take`'s CAS Relaxed, or `finish` clearing the state without looking for folds, fails.
-    #[test]
-    fn loom_a_call_and_a_fold_race() {
-        loom::model(|| {
-            let seen = Arc::new(Seen(UnsafeCell::new(0)));
-            let s = seen.clone();
-            let f: Callback = Arc::new(move |_, overrun| {
-                // SAFETY: see `Seen`.
-                s.0.with_mut(|p| unsafe { *p += overrun as usize + 1 });
-            });
-            let serial = Serial::new(CallFn::Plain(f));
-            let first = serial.take(0).expect("idle: a call");
-            let s2 = serial.clone();
-            let poller = loom::thread::spawn(move || {
-                for _ in 0..2 {
-                    if let Some(call) = s2.take(0) {
-                        call.run(TimerId(0), 0, &mut |_, _| {});
-                    }
-                }
-            });
-            first.run(TimerId(0), 0, &mut |_, _| {});
-            poller.join().unwrap();
-            // SAFETY: both threads are done.
-            let periods = seen.0.with(|p| unsafe { *p });
-            assert_eq!(periods, 3, "an expiry was lost");
-            assert_eq!(serial.state.load(Ordering::Relaxed), 0);
-        });
-    }
-}
+mod loom_tests;

@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::instant::Instant;
 use crate::stats::group::GroupNode;
 use crate::stats::tally::Tally;
-use crate::stats::{GroupStats, Stats};
+use crate::stats::{DriverStats, GroupStats, RegistryStats, Stats};
 use crate::sync::Ordering;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -99,40 +99,6 @@ impl Timers {
     /// Timers of all owners of this service (exact when no create or delete is in flight).
     pub fn timer_count(&self) -> usize {
         self.core.registry.len()
-    }
-
-    /// Buckets in the timer-ID hash table shared by all owners (it doubles as it fills).
-    pub fn id_table_buckets(&self) -> usize {
-        self.core.registry.buckets()
-    }
-
-    /// Bytes of the timer-ID hash table (during a resize, the old and the new table).
-    pub fn id_table_bytes(&self) -> usize {
-        self.core.registry.table_bytes()
-    }
-
-    /// Bytes of slot pages kept for reuse after their owners were destroyed.
-    pub fn pooled_bytes(&self) -> usize {
-        self.core.registry.pooled_bytes()
-    }
-
-    /// Times a driver thread woke from sleep (each an OS wake-up), since build.
-    pub fn driver_wakeups(&self) -> u64 {
-        self.core.drivers.wakeups.load(Ordering::Relaxed)
-    }
-
-    /// Times a spare driver took the place of a driver that was running callbacks past its
-    /// next deadline (or past an earlier arm), since build ([`Builder::spare_drivers`](super::Builder::spare_drivers)).
-    pub fn spare_takeovers(&self) -> u64 {
-        self.core.drivers.takeovers.load(Ordering::Relaxed)
-    }
-
-    /// Spare driver threads started so far (they stay, waiting, until the service stops).
-    pub fn spare_threads(&self) -> usize {
-        if self.core.health.forked() {
-            return 0;
-        }
-        self.core.drivers.spares.lock_or_recover().len()
     }
 
     /// Number of background driver threads.
@@ -323,7 +289,16 @@ pub(crate) fn stats_of(core: &Core) -> Stats {
         .enumerate()
         .map(|(i, b)| b.counters.read(i))
         .collect();
-    Stats::of(&core.stats, bases)
+    let mut drivers = DriverStats::default();
+    // Relaxed: counters, read alone.
+    drivers.wakeups = core.drivers.wakeups.load(Ordering::Relaxed);
+    drivers.spare_takeovers = core.drivers.takeovers.load(Ordering::Relaxed);
+    drivers.spare_threads = core.drivers.spares.lock_or_recover().len();
+    let mut registry = RegistryStats::default();
+    registry.id_table_buckets = core.registry.buckets();
+    registry.id_table_bytes = core.registry.table_bytes();
+    registry.pooled_bytes = core.registry.pooled_bytes();
+    Stats::of(&core.stats, bases, drivers, registry)
 }
 
 /// A group of owners ([`crate::stats`]): its statistics are the sums over its subtree, and it

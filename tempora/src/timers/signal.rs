@@ -1,7 +1,7 @@
 //! Signals as the process sees them: a signal timer's target ([`SignalCell`]), and the
 //! [`SignalPort`] through which the service queues a timer's signal and asks whether it is
 //! still pending or would be ignored. The OS port ([`OsSignals`]) makes the system calls; tests
-//! give the service a port they drive (`testing::TestSignals`), so that the rules of
+//! give the service a port they drive (`timers::testing::TestSignals`), so that the rules of
 //! `sigdeliver.rs` run under the manual clock.
 //!
 //! A timer's signal is queued with `rt_sigqueueinfo(2)` (to the process) or
@@ -476,7 +476,7 @@ fn bit(signo: i32) -> u64 {
     1u64 << (signo - 1)
 }
 
-/// The process's ID, read once (a system call: a third of the syscalls per signal sent)
+/// The process's ID, read once (a system call, which would otherwise be made per signal sent)
 /// and read again in a child made by `fork(3)`, which has another (a fork handler forgets
 /// it; a child made by a raw `clone` keeps the parent's, which tempora does not support).
 fn pid() -> i32 {

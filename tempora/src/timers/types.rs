@@ -5,21 +5,18 @@ use crate::registry::TimerId;
 use std::fmt;
 use std::sync::Arc;
 
-/// A callback timer's closure: called with the timer's ID and the event's overrun.
+/// A callback timer's closure ([`Notify::callback`]): handed each expiry as a [`Fired`], the
+/// timer's ID, the event's overrun, and its owner's calls on the timer.
 ///
-/// A closure that acts on its own timer through an [`Owner`](super::Owner) it captured keeps
-/// that owner alive for as long as the timer exists: the timer holds the closure, the closure
-/// the owner, the owner its timers. Dropping every other handle then ends nothing (the timer
-/// goes on firing, its memory and its service's stay allocated) until someone calls
-/// [`Owner::destroy`](super::Owner::destroy) or deletes the timer. An [`OnFire`] closure
-/// ([`Notify::on_fire`]) is handed its owner instead, and needs to capture none.
-pub type Callback = Arc<dyn Fn(TimerId, i32) + Send + Sync>;
+/// A closure that acts on its own timer should do so through the [`Fired`] it is handed: one
+/// that captured an [`Owner`](super::Owner) keeps that owner alive for as long as the timer
+/// exists (the timer holds the closure, the closure the owner, the owner its timers), so that
+/// dropping every other handle ends nothing (the timer goes on firing, its memory and its
+/// service's stay allocated) until someone calls
+/// [`Owner::destroy`](super::Owner::destroy) or deletes the timer.
+pub type Callback = Arc<dyn Fn(&Fired<'_>) + Send + Sync>;
 
-/// A callback timer's closure that is handed its expiry as a [`Fired`]: the timer's ID, the
-/// overrun, and the calls on its own timer and owner ([`Notify::on_fire`]).
-pub type OnFire = Arc<dyn Fn(&Fired<'_>) + Send + Sync>;
-
-/// One expiry of an [`on_fire`](Notify::on_fire) callback timer, handed to its closure: the
+/// One expiry of a [callback timer](Notify::callback), handed to its closure: the
 /// timer, the overrun, and its owner, reached without the closure keeping it alive. Its calls
 /// (`settime`, `gettime`, `getoverrun`, `delete`, `owner`) are the owner's on this timer; they fail
 /// with [`Error::OwnerDeleted`](crate::Error::OwnerDeleted) once the owner's last handle was
@@ -41,7 +38,7 @@ pub type OnFire = Arc<dyn Fn(&Fired<'_>) + Send + Sync>;
 /// let id = owner
 ///     .create(
 ///         ClockId::Monotonic,
-///         Notify::on_fire(|fired| {
+///         Notify::callback(|fired| {
 ///             fired
 ///                 .settime(SetFlags::RELATIVE, Duration::from_millis(10), Duration::ZERO)
 ///                 .ok(); // fails only once the owner is gone
@@ -104,18 +101,15 @@ pub enum Notify {
     /// An [`Event`](super::Event) on the owner's queue: `SIGEV_SIGNAL`'s rules without a signal, at
     /// most one pending per timer.
     Queue,
-    /// A closure run by the poll that fires the timer (`SIGEV_THREAD`).
-    Callback(Callback),
-    /// A callback with a name, under which a checkpoint records it (see [`crate::checkpoint`]).
-    NamedCallback(Arc<str>, Callback),
-    /// A closure run as `Callback`'s is, handed a [`Fired`]: the timer's ID, the overrun and
-    /// its owner's calls on it, so that it needs to capture no [`Owner`](super::Owner)
-    /// ([`Notify::on_fire`], [`Notify::on_fire_named`]).
-    OnFire {
-        /// The name a checkpoint records, as `NamedCallback`'s; `None` for an unnamed one.
+    /// A closure run by the poll that fires the timer (`SIGEV_THREAD`), handed a [`Fired`]:
+    /// the timer's ID, the overrun and its owner's calls on it, so that it needs to capture no
+    /// [`Owner`](super::Owner) ([`Notify::callback`], [`Notify::callback_named`]).
+    Callback {
+        /// The name a checkpoint records it under, for a restore to map back to a closure
+        /// (see [`crate::checkpoint`]); `None` for an unnamed one.
         name: Option<Arc<str>>,
         /// The closure.
-        f: OnFire,
+        f: Callback,
     },
     /// A real signal to the process (`SIGEV_SIGNAL`), queued with `si_code = SI_TIMER`, the
     /// timer's ID in `si_timerid`, `value` in `si_value` and the overrun in `si_overrun`; at
@@ -145,33 +139,22 @@ pub enum Notify {
 }
 
 impl Notify {
-    /// `Notify::Callback` with `f`.
-    pub fn callback(f: impl Fn(TimerId, i32) + Send + Sync + 'static) -> Notify {
-        Notify::Callback(Arc::new(f))
-    }
-
-    /// `Notify::NamedCallback`: a callback a checkpoint records as `name`, for a restore to
-    /// map back to a closure. A create refuses the names a snapshot reserves for the other
-    /// kinds (`none`, `queue`: a restore would turn the timer into one of those) and names
-    /// longer than [`crate::checkpoint::MAX_NAME`] bytes (no snapshot can hold them).
-    pub fn callback_named(name: &str, f: impl Fn(TimerId, i32) + Send + Sync + 'static) -> Notify {
-        Notify::NamedCallback(name.into(), Arc::new(f))
-    }
-
-    /// A callback handed a [`Fired`] at each expiry: its timer's ID, the overrun, and its
-    /// owner's calls on the timer (settime, gettime, delete, ...), without capturing the
-    /// owner. The way to write a callback that acts on its own timer: one that captures its
-    /// [`Owner`](super::Owner) keeps it alive (see [`Callback`]).
-    pub fn on_fire(f: impl Fn(&Fired<'_>) + Send + Sync + 'static) -> Notify {
-        Notify::OnFire {
+    /// A callback timer: `f` is handed a [`Fired`] at each expiry (its timer's ID, the
+    /// overrun, and its owner's calls on the timer: settime, gettime, delete, ...), without
+    /// capturing the owner (see [`Callback`]).
+    pub fn callback(f: impl Fn(&Fired<'_>) + Send + Sync + 'static) -> Notify {
+        Notify::Callback {
             name: None,
             f: Arc::new(f),
         }
     }
 
-    /// [`Notify::on_fire`] with a name a checkpoint records, as [`Notify::callback_named`].
-    pub fn on_fire_named(name: &str, f: impl Fn(&Fired<'_>) + Send + Sync + 'static) -> Notify {
-        Notify::OnFire {
+    /// [`Notify::callback`] with a name a checkpoint records it under, for a restore to map
+    /// back to a closure. A create refuses the names a snapshot reserves for the other kinds
+    /// (`none`, `queue`: a restore would turn the timer into one of those) and names longer
+    /// than [`crate::checkpoint::MAX_NAME`] bytes (no snapshot can hold them).
+    pub fn callback_named(name: &str, f: impl Fn(&Fired<'_>) + Send + Sync + 'static) -> Notify {
+        Notify::Callback {
             name: Some(name.into()),
             f: Arc::new(f),
         }
@@ -180,8 +163,7 @@ impl Notify {
     /// The name a checkpoint records a callback under, if it has one.
     pub(crate) fn callback_name(&self) -> Option<&Arc<str>> {
         match self {
-            Notify::NamedCallback(name, _)
-            | Notify::OnFire {
+            Notify::Callback {
                 name: Some(name), ..
             } => Some(name),
             _ => None,
@@ -192,9 +174,7 @@ impl Notify {
         match self {
             Notify::None => NotifyKind::None,
             Notify::Queue => NotifyKind::Queue,
-            Notify::Callback(_) | Notify::NamedCallback(..) | Notify::OnFire { .. } => {
-                NotifyKind::Callback
-            }
+            Notify::Callback { .. } => NotifyKind::Callback,
             Notify::Signal { .. } | Notify::ThreadSignal { .. } | Notify::SignalWithId { .. } => {
                 NotifyKind::Signal
             }
@@ -207,12 +187,10 @@ impl fmt::Debug for Notify {
         match self {
             Notify::None => f.write_str("None"),
             Notify::Queue => f.write_str("Queue"),
-            Notify::Callback(_) => f.write_str("Callback(..)"),
-            Notify::NamedCallback(name, _) => write!(f, "NamedCallback({name:?}, ..)"),
-            Notify::OnFire { name: None, .. } => f.write_str("OnFire(..)"),
-            Notify::OnFire {
+            Notify::Callback { name: None, .. } => f.write_str("Callback(..)"),
+            Notify::Callback {
                 name: Some(name), ..
-            } => write!(f, "OnFire({name:?}, ..)"),
+            } => write!(f, "Callback({name:?}, ..)"),
             Notify::Signal { signo, value } => f
                 .debug_struct("Signal")
                 .field("signo", signo)

@@ -11,19 +11,19 @@
 /// assume 64 buckets) and [`MAX_LEVELS`].
 const LVL_BITS: u32 = 6;
 /// Buckets per level: one `u64` bitmap word each.
-pub const LVL_SIZE: usize = 1 << LVL_BITS;
+pub(crate) const LVL_SIZE: usize = 1 << LVL_BITS;
 /// log2 of the factor between two levels' granularities (8x).
 pub(super) const LVL_CLK_SHIFT: u32 = 3;
 /// Most levels a wheel may have: `LVL_BITS + LVL_CLK_SHIFT * (MAX_LEVELS - 1) = 63` bits of
 /// range, the most a `u64` tick can use. Must shrink if `LVL_BITS` or `LVL_CLK_SHIFT` grow.
-pub const MAX_LEVELS: usize = 20;
+pub(crate) const MAX_LEVELS: usize = 20;
 /// Default levels: 9 levels hold deltas up to 1_056_964_607 ticks, just under 2^30 (12.2 days
 /// at 1 ms), as the kernel's wheel does at HZ=1000; later timers are parked and re-placed.
-pub const DEFAULT_LEVELS: usize = 9;
+pub(crate) const DEFAULT_LEVELS: usize = 9;
 /// The wheel clock never passes this tick (2^62), which keeps the tick of a level's furthest
 /// bucket, `((clk >> 3 * level) + 64) << 3 * level`, inside a `u64` for every level up to
 /// [`MAX_LEVELS`]. Entries beyond it never fire.
-pub const MAX_TICK: u64 = 1 << 62;
+pub(crate) const MAX_TICK: u64 = 1 << 62;
 
 /// Ticks per bucket at `level`: `8^level`.
 #[inline]

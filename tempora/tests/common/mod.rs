@@ -34,3 +34,16 @@ impl Rng {
         self.next_u64() % n
     }
 }
+
+/// How far apart two `gettime` readings `(value, interval)` in ns are, for the kernel
+/// differential tests: |a - b|, or for two periodic readings with the same interval the
+/// distance modulo it (one side may have forwarded to the next period a moment before the
+/// other).
+pub fn distance(a: (u64, u64), b: (u64, u64)) -> u64 {
+    let d = a.0.abs_diff(b.0);
+    if a.1 == b.1 && a.1 != 0 {
+        d.min(a.1 - d % a.1)
+    } else {
+        d
+    }
+}

@@ -83,8 +83,8 @@ fn wakeups_tempora(n: usize, per_base: bool, secs: f64) -> Result<Measured, Stri
     let owner = timers.owner();
     let fired = Arc::new(AtomicU64::new(0));
     let f2 = fired.clone();
-    let cb: tempora::timers::Callback = Arc::new(move |_, o| {
-        f2.fetch_add(1 + o as u64, Ordering::Relaxed);
+    let cb: tempora::timers::Callback = Arc::new(move |f: &tempora::Fired<'_>| {
+        f2.fetch_add(1 + f.overrun() as u64, Ordering::Relaxed);
     });
     // Aligned start, far enough for the arming of n timers to finish first.
     let t0 = (monotonic_now() / 10_000_000 + 1) * 10_000_000 + 500_000_000 + n as u64 * 400;
@@ -92,7 +92,13 @@ fn wakeups_tempora(n: usize, per_base: bool, secs: f64) -> Result<Measured, Stri
         for i in (k..n).step_by(bases) {
             let p = PERIODS_MS[i % 4] * 1_000_000;
             let id = owner
-                .create(ClockId::Monotonic, Notify::Callback(cb.clone()))
+                .create(
+                    ClockId::Monotonic,
+                    Notify::Callback {
+                        name: None,
+                        f: cb.clone(),
+                    },
+                )
                 .expect("create");
             owner
                 .settime(
@@ -107,13 +113,13 @@ fn wakeups_tempora(n: usize, per_base: bool, secs: f64) -> Result<Measured, Stri
     let start = t0 + 50_000_000;
     std::thread::sleep(Duration::from_nanos(start.saturating_sub(monotonic_now())));
     let (w0, f0, a) = (
-        timers.driver_wakeups(),
+        timers.stats().drivers.wakeups,
         fired.load(Ordering::Relaxed),
         monotonic_now(),
     );
     std::thread::sleep(Duration::from_secs_f64(secs));
     let (w1, f1, b) = (
-        timers.driver_wakeups(),
+        timers.stats().drivers.wakeups,
         fired.load(Ordering::Relaxed),
         monotonic_now(),
     );

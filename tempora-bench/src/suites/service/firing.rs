@@ -213,7 +213,7 @@ fn server_timeouts_tempora(
     for &when in &at {
         let (f, e) = (fired.clone(), early.clone());
         // Only idle connections' timeouts fire within the run; their expiry never moves.
-        let cb = move |_, _| {
+        let cb = move |_: &tempora::Fired<'_>| {
             if monotonic_now() < when {
                 e.fetch_add(1, Ordering::Relaxed);
             }
@@ -231,7 +231,11 @@ fn server_timeouts_tempora(
         ids.push(id);
     }
     std::thread::sleep(Duration::from_nanos(start.saturating_sub(monotonic_now())));
-    let (w0, c0, a) = (timers.driver_wakeups(), tempora_cpu_ns(), monotonic_now());
+    let (w0, c0, a) = (
+        timers.stats().drivers.wakeups,
+        tempora_cpu_ns(),
+        monotonic_now(),
+    );
     let arm_ns = requests(n, start + run, |i| {
         let r = owner.settime(
             ids[i],
@@ -241,7 +245,11 @@ fn server_timeouts_tempora(
         );
         std::hint::black_box(r.expect("live timer"));
     });
-    let (w1, c1, b) = (timers.driver_wakeups(), tempora_cpu_ns(), monotonic_now());
+    let (w1, c1, b) = (
+        timers.stats().drivers.wakeups,
+        tempora_cpu_ns(),
+        monotonic_now(),
+    );
     let fired_in_run = fired.load(Ordering::Relaxed);
     // Those due in the run and not fired yet may be as late as their bound allows.
     let due = at.iter().step_by(100).filter(|&&t| t < b).count();
@@ -513,9 +521,9 @@ fn idle(n: usize, run: u64, deferrable: bool) -> Result<Measured, String> {
     }
     // Let the driver see the last arm and go to sleep.
     std::thread::sleep(Duration::from_millis(100));
-    let (w0, c0) = (timers.driver_wakeups(), tempora_cpu_ns());
+    let (w0, c0) = (timers.stats().drivers.wakeups, tempora_cpu_ns());
     std::thread::sleep(Duration::from_nanos(run));
-    let (w1, c1) = (timers.driver_wakeups(), tempora_cpu_ns());
+    let (w1, c1) = (timers.stats().drivers.wakeups, tempora_cpu_ns());
     Ok(Measured::fields_only(
         Fields::default()
             .with(Field::Wakeups, w1 - w0)
@@ -534,7 +542,7 @@ fn slow_callback(n: usize, spares: usize) -> Result<Measured, String> {
     let blocker = owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(|_, _| std::thread::sleep(BLOCK)),
+            Notify::callback(|_| std::thread::sleep(BLOCK)),
         )
         .map_err(|e| e.to_string())?;
     arm_once_at(&owner, blocker, t0)?;

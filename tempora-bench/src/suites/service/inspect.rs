@@ -40,7 +40,7 @@ fn populate(timers: &Timers, n: usize) -> Result<tempora::Owner, String> {
         let notify = match i % 3 {
             0 => Notify::None,
             1 => Notify::Queue,
-            _ => Notify::callback_named("inspect-tick", |_, _| {}),
+            _ => Notify::callback_named("inspect-tick", |_| {}),
         };
         let id = owner
             .create(clocks[i % 3], notify)

@@ -12,13 +12,19 @@
 //!   flushes without pause for a fixed time. Fields `max_hold_ns` and `p99_hold_ns` over every
 //!   list-lock hold of every flush that detached something, `flushes`, and `ns_per_op`: the
 //!   updaters' mean ns per arm+cancel meanwhile (what a long hold costs them). Impls `tempora`
-//!   (the flush holds a list's lock only to detach it) and `naive-flush` (it aggregates while
-//!   holding it, so an updater pushing onto that list waits for the whole walk). On 2 CPUs the 3
-//!   threads contend: this shows hold times under contention, not scaling.
+//!   (the flush detaches each list with one swap and aggregates with nothing held; its holds
+//!   are those swaps, timed through `tempora::bench_door`) and `naive-flush` (the same
+//!   statistics kept beside a service built with `stats(false)`, flushed while holding each
+//!   list's lock, which pushes take, so an updater pushing onto that list waits for the whole
+//!   walk: `naive.rs`). On 2 CPUs the 3 threads contend: this shows hold times under
+//!   contention, not scaling.
+
+mod naive;
 
 use crate::stats::quantile;
 use crate::workload::{rng, spread_nsec};
 use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use naive::NaiveStats;
 use rand::Rng;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -129,40 +135,64 @@ fn arm_cancel(n: usize, passes: usize, reps: usize, settings: &Settings) -> Vec<
     rows
 }
 
-/// A service with `owners` owners in 3-level groups, a timer each.
+/// The updater threads of `flush`.
+const UPDATERS: usize = 2;
+
+/// A service with `owners` owners in 3-level groups, a timer each; with `naive`, the service
+/// counts nothing and the harness's naive statistics count the same updates.
 struct Tree {
     timers: Timers,
     timers_of: Vec<(Owner, TimerId)>,
+    naive: Option<NaiveStats>,
 }
 
 impl Tree {
     fn new(owners: usize, naive: bool) -> Result<Tree, String> {
         let timers = Timers::builder()
             .drivers(0)
+            .stats(!naive)
             .build()
             .map_err(|e| format!("Timers::build: {e}"))?;
-        tempora::bench_door::stats_naive_flush(&timers, naive);
         let err = |e: tempora::Error| format!("groups: {e}");
+        // Groups numbered as made: 0 the root, then each group before its subgroups; each
+        // leaf with the path of numbers from it up to the root.
         let mut leaves = Vec::new();
+        let mut groups = 1;
         for a in 0..10 {
             let ga = timers.group(&format!("g{a}")).map_err(err)?;
+            let na = groups;
+            groups += 1;
             for b in 0..10 {
                 let gb = ga.subgroup(&format!("g{b}")).map_err(err)?;
+                let nb = groups;
+                groups += 1;
                 for c in 0..10 {
-                    leaves.push(gb.subgroup(&format!("g{c}")).map_err(err)?);
+                    leaves.push((
+                        gb.subgroup(&format!("g{c}")).map_err(err)?,
+                        vec![groups, nb, na, 0],
+                    ));
+                    groups += 1;
                 }
             }
         }
+        let naive = naive.then(|| {
+            let path = |i: usize| leaves[i % leaves.len()].1.clone();
+            NaiveStats::new(UPDATERS, groups, (0..owners).map(path).collect())
+        });
         let timers_of = (0..owners)
             .map(|i| {
-                let o = leaves[i % leaves.len()].owner();
+                let o = leaves[i % leaves.len()].0.owner();
                 let id = o
                     .create(ClockId::Monotonic, Notify::Queue)
                     .map_err(|e| format!("Owner::create: {e}"))?;
                 Ok((o, id))
             })
             .collect::<Result<_, String>>()?;
-        Ok(Tree { timers, timers_of })
+        Ok(Tree {
+            timers,
+            timers_of,
+            naive,
+        })
     }
 
     /// Two updaters arm and cancel while this thread flushes for `time`: every hold (ns),
@@ -173,19 +203,27 @@ impl Tree {
         let mut holds = Vec::new();
         let mut flushes = 0;
         std::thread::scope(|s| {
-            for t in 0..2u64 {
+            for t in 0..UPDATERS {
                 let (stop, ops, busy_ns, owners) = (&stop, &ops, &busy_ns, &self.timers_of);
+                let naive = self.naive.as_ref();
                 s.spawn(move || {
-                    let mut rng = rng(0x9e37_79b9_7f4a_7c15_u64 ^ (t + 1));
+                    let mut rng = rng(0x9e37_79b9_7f4a_7c15_u64 ^ (t as u64 + 1));
                     let mut done = 0u64;
                     let start = Instant::now();
                     while !stop.load(Ordering::Relaxed) {
                         for _ in 0..64 {
-                            let (o, id) = &owners[rng.gen_range(0..owners.len())];
+                            let k = rng.gen_range(0..owners.len());
+                            let (o, id) = &owners[k];
                             let arm = TimeSpec::new(1, spread_nsec(done as usize, 0));
                             let zero = TimeSpec::new(0, 0);
                             let _ = o.settime(*id, SetFlags::RELATIVE, arm, zero);
+                            if let Some(n) = naive {
+                                n.count(t, k, naive::ARMED);
+                            }
                             let _ = o.settime(*id, SetFlags::RELATIVE, zero, zero);
+                            if let Some(n) = naive {
+                                n.count(t, k, naive::DISARMED);
+                            }
                             done += 1;
                         }
                     }
@@ -195,8 +233,10 @@ impl Tree {
             }
             let start = Instant::now();
             while start.elapsed() < time {
-                let (_, h) = tempora::bench_door::stats_flush(&self.timers);
-                holds.extend(h);
+                match &self.naive {
+                    Some(n) => n.flush(&mut holds),
+                    None => holds.extend(tempora::bench_door::stats_flush_holds(&self.timers)),
+                }
                 flushes += 1;
             }
             stop.store(true, Ordering::Relaxed);

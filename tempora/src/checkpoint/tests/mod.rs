@@ -22,7 +22,7 @@ use super::*;
 use crate::clock::ClockId;
 use crate::clock::{ClockSource, ManualClock};
 use crate::error::Error;
-use crate::testing::{self, drain, TestSignals};
+use crate::timers::testing::{self, drain, TestSignals};
 use crate::timers::{Status, TimerId};
 use crate::{Notify, Owner, Precision, SetFlags, Timers};
 use proptest::prelude::*;
@@ -42,7 +42,9 @@ type Log = Arc<Mutex<Vec<(TimerId, i32)>>>;
 
 fn tick(log: &Log) -> Notify {
     let log = log.clone();
-    Notify::callback_named("tick", move |id, o| log.lock().unwrap().push((id, o)))
+    Notify::callback_named("tick", move |f| {
+        log.lock().unwrap().push((f.id(), f.overrun()))
+    })
 }
 
 /// One timer of a generated owner.
@@ -208,7 +210,7 @@ fn signal_sample() -> Snapshot {
     o.create_with_id(
         11,
         ClockId::Monotonic,
-        Notify::callback_named("signal", |_, _| {}),
+        Notify::callback_named("signal", |_| {}),
     )
     .unwrap();
     o.create_with_id(12, ClockId::Boottime, Notify::Queue)

@@ -204,7 +204,7 @@ fn a_failed_restores_callbacks_are_dropped_after_its_section() {
     std::thread::spawn(move || {
         let r = t.restore(&snap, |_| {
             let on_drop = CreatesOnDrop(t.clone(), m.clone());
-            Some(Notify::callback_named("tick", move |_, _| {
+            Some(Notify::callback_named("tick", move |_| {
                 let _ = &on_drop;
             }))
         });

@@ -125,6 +125,34 @@ fn restore_puts_back_the_default_slack() {
     assert_eq!(c.default_slack(), Some(Duration::from_millis(1)));
 }
 
+/// A checkpoint records each timer's precision and a restore sets it again.
+#[test]
+fn checkpoint_keeps_the_precision() {
+    let timers = testing::manual(ManualClock::new(), |_| ());
+    let owner = timers.owner();
+    let ps = [
+        Precision::Default,
+        Precision::Precise,
+        Precision::Slack(Duration::from_millis(7)),
+        Precision::Deferrable,
+    ];
+    let cb = Notify::callback(|_| ());
+    let ids: Vec<_> = ps
+        .iter()
+        .map(|&p| {
+            let id = owner.create(ClockId::Monotonic, cb.clone()).unwrap();
+            owner.set_precision(id, p).unwrap();
+            id
+        })
+        .collect();
+    let back = Snapshot::decode(&owner.checkpoint().encode()).unwrap();
+    let fresh = timers.owner();
+    fresh.restore(&back, |_| Some(cb.clone())).unwrap();
+    for (id, p) in ids.iter().zip(ps) {
+        assert_eq!(fresh.precision(*id).unwrap(), p);
+    }
+}
+
 /// Remaining times at the ends of `i64` are valid (long passed, far away): restored without
 /// overflow, the first due at once, the second never.
 #[test]

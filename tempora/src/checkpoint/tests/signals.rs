@@ -439,7 +439,7 @@ fn a_thread_target_not_of_this_process_fails_the_restore_whole() {
     // No thread ID reaches i32::MAX (`pid_max` is at most 2^22).
     retarget(&mut snap, i32::MAX);
     let o = timers.owner();
-    let named = |name: &str| (name == "signal").then(|| Notify::callback(|_, _| {}));
+    let named = |name: &str| (name == "signal").then(|| Notify::callback(|_| {}));
     let e = o.restore(&snap, named).unwrap_err();
     assert!(matches!(e, Error::InvalidSignal(_)), "{e}");
     assert_eq!(e.errno(), libc::EINVAL);
@@ -462,7 +462,9 @@ fn a_callback_named_signal_is_restored_as_a_callback() {
     let log: Log = Arc::default();
     let named = |log: &Log| {
         let log = log.clone();
-        Notify::callback_named("signal", move |id, o| log.lock().unwrap().push((id, o)))
+        Notify::callback_named("signal", move |f| {
+            log.lock().unwrap().push((f.id(), f.overrun()))
+        })
     };
     let a = timers.owner();
     let id = a.create(ClockId::Monotonic, named(&log)).unwrap();

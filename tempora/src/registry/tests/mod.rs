@@ -15,7 +15,6 @@ use super::{Builder, Locked, Service, TimerId};
 use crate::clock::ClockId;
 use crate::error::Error;
 use crate::sync::{AtomicI32, Ordering};
-use crate::timers::{NotifyKind, Status};
 use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::AtomicBool as StdAtomicBool;
 use std::sync::Barrier;
@@ -23,6 +22,26 @@ use std::sync::Barrier;
 mod ids;
 mod lookups;
 mod owners;
+
+/// How a test timer notifies: the POSIX service's kinds, in miniature (the registry knows
+/// nothing of notification; these tests only store and list it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(u8)]
+enum NotifyKind {
+    #[default]
+    None,
+    Queue,
+    Callback,
+}
+
+/// Whether a test timer is armed (as `NotifyKind`: stored and listed only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(u8)]
+enum Status {
+    #[default]
+    Disarmed,
+    Armed,
+}
 
 /// A service for these tests: the clock, notification kind, status and an interval in the
 /// state, a latched count published (what the POSIX service keeps, in miniature), and a count

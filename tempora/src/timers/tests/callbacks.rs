@@ -12,7 +12,7 @@ fn callbacks_run_with_id_and_overrun_and_may_settime_or_delete_their_own_timer()
         .owner
         .create(
             ClockId::Monotonic,
-            Notify::on_fire(move |fired| {
+            Notify::callback(move |fired| {
                 log.lock().unwrap().push((fired.id(), fired.overrun()));
                 // Re-arm itself from inside the callback: no lock is held.
                 fired
@@ -28,7 +28,7 @@ fn callbacks_run_with_id_and_overrun_and_may_settime_or_delete_their_own_timer()
         .owner
         .create(
             ClockId::Monotonic,
-            Notify::on_fire(move |fired| {
+            Notify::callback(move |fired| {
                 assert_eq!(fired.overrun(), 2, "periods the poll was late by");
                 fired.delete().unwrap();
                 d.fetch_add(1, Ordering::Relaxed);
@@ -81,7 +81,8 @@ fn a_callback_that_captures_its_owner_keeps_it_alive_after_its_handles_are_dropp
     let id = owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(move |id, _| {
+            Notify::callback(move |fired| {
+                let id = fired.id();
                 let _ = &flag;
                 c.fetch_add(1, Ordering::Relaxed);
                 let _ = captured.settime(id, SetFlags::RELATIVE, ms(1), Duration::ZERO);
@@ -127,7 +128,7 @@ fn an_on_fire_callback_that_re_arms_itself_ends_with_its_owners_last_handle() {
     let id = owner
         .create(
             ClockId::Monotonic,
-            Notify::on_fire(move |fired| {
+            Notify::callback(move |fired| {
                 let _ = &flag;
                 c.fetch_add(1, Ordering::Relaxed);
                 assert!(fired.owner().is_some());
@@ -168,7 +169,7 @@ fn a_call_that_drops_its_owners_last_handle_ends_it_and_its_calls_then_fail() {
     let id = owner
         .create(
             ClockId::Monotonic,
-            Notify::on_fire(move |fired| {
+            Notify::callback(move |fired| {
                 let _ = &flag;
                 drop(s.lock().unwrap().take());
                 let mut r = r.lock().unwrap();
@@ -192,19 +193,19 @@ fn a_call_that_drops_its_owners_last_handle_ends_it_and_its_calls_then_fail() {
     assert_eq!(f.advance(ms(5)), 0, "the timer went with its owner");
 }
 
-/// A named `on_fire` callback is recorded under its name, and restored by it; the names a
-/// snapshot reserves are refused as for `callback_named`.
+/// A named callback is recorded under its name, and restored by it; the names a snapshot
+/// reserves are refused.
 #[test]
-fn a_named_on_fire_callback_checkpoints_and_restores_by_its_name() {
+fn a_named_callback_checkpoints_and_restores_by_its_name() {
     let f = Manual::new();
     assert!(matches!(
         f.owner
-            .create(ClockId::Monotonic, Notify::on_fire_named("queue", |_| ())),
+            .create(ClockId::Monotonic, Notify::callback_named("queue", |_| ())),
         Err(Error::InvalidConfig(_))
     ));
     let id = f
         .owner
-        .create(ClockId::Monotonic, Notify::on_fire_named("tick", |_| ()))
+        .create(ClockId::Monotonic, Notify::callback_named("tick", |_| ()))
         .unwrap();
     f.arm(id, ms(3), ms(3));
     let snap = f.owner.checkpoint();
@@ -215,15 +216,15 @@ fn a_named_on_fire_callback_checkpoints_and_restores_by_its_name() {
         .restore(&snap, |name| {
             assert_eq!(name, "tick");
             let c = c.clone();
-            Some(Notify::on_fire_named(name, move |fired| {
+            Some(Notify::callback_named(name, move |fired| {
                 assert_eq!(fired.id(), id, "the same ID");
                 c.fetch_add(1, Ordering::Relaxed);
             }))
         })
         .unwrap();
     assert_eq!(
-        format!("{:?}", Notify::on_fire_named("tick", |_| ())),
-        "OnFire(\"tick\", ..)"
+        format!("{:?}", Notify::callback_named("tick", |_| ())),
+        "Callback(\"tick\", ..)"
     );
     f.owner.delete(id).unwrap();
     assert_eq!(f.advance(ms(3)), 1);
@@ -235,7 +236,7 @@ fn a_panicking_callback_is_caught_and_counted() {
     let f = Manual::new();
     let t = f
         .owner
-        .create(ClockId::Monotonic, Notify::callback(|_, _| panic!("boom")))
+        .create(ClockId::Monotonic, Notify::callback(|_| panic!("boom")))
         .unwrap();
     let q = f.queue(ClockId::Monotonic);
     f.arm(t, ms(1), Duration::ZERO);
@@ -270,7 +271,7 @@ fn a_panic_payload_that_panics_on_drop_does_not_stop_its_timer() {
         .owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(move |_, _| {
+            Notify::callback(move |_| {
                 if c2.fetch_add(1, Ordering::SeqCst) == 0 {
                     clock.advance(ms(1));
                     timers.poll(); // folds this timer's next expiry into this call
@@ -296,20 +297,20 @@ fn a_panic_payload_that_panics_on_drop_does_not_stop_its_timer() {
 #[test]
 fn callback_names_a_snapshot_cannot_restore_are_refused_at_create() {
     let f = Manual::new();
-    let long = "x".repeat(crate::checkpoint::MAX_NAME + 1);
+    let long = "x".repeat(crate::timers::types::MAX_NAME + 1);
     for name in ["none", "queue", long.as_str()] {
         let r = f
             .owner
-            .create(ClockId::Monotonic, Notify::callback_named(name, |_, _| ()));
+            .create(ClockId::Monotonic, Notify::callback_named(name, |_| ()));
         assert!(
             matches!(r, Err(Error::InvalidConfig(_))),
             "{name:.8}: {r:?}"
         );
     }
-    let fits = "é".repeat(crate::checkpoint::MAX_NAME / 2);
+    let fits = "é".repeat(crate::timers::types::MAX_NAME / 2);
     assert!(f
         .owner
-        .create(ClockId::Monotonic, Notify::callback_named(&fits, |_, _| ()))
+        .create(ClockId::Monotonic, Notify::callback_named(&fits, |_| ()))
         .is_ok());
     assert!(f.owner.checkpoint().try_encode().is_ok());
 }
@@ -323,7 +324,7 @@ fn a_callback_closure_is_released_on_delete() {
         .owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(move |_, _| assert!(Arc::strong_count(&held) > 0)),
+            Notify::callback(move |_| assert!(Arc::strong_count(&held) > 0)),
         )
         .unwrap();
     assert_eq!(Arc::strong_count(&token), 2);
@@ -333,7 +334,7 @@ fn a_callback_closure_is_released_on_delete() {
     f.owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(move |_, _| assert!(Arc::strong_count(&held) > 0)),
+            Notify::callback(move |_| assert!(Arc::strong_count(&held) > 0)),
         )
         .unwrap();
     drop(f);
@@ -348,7 +349,7 @@ fn a_failed_create_drops_its_callback() {
     let held = Arc::new(());
     let callback = |held: &Arc<()>| {
         let held = held.clone();
-        Notify::callback(move |_, _| assert!(Arc::strong_count(&held) > 0))
+        Notify::callback(move |_| assert!(Arc::strong_count(&held) > 0))
     };
     f.owner.set_restore_ids(true);
     let taken = f
@@ -401,7 +402,7 @@ fn owners_dropped_while_their_on_fire_callbacks_run_on_drivers_all_end() {
             let id = owner
                 .create(
                     ClockId::Monotonic,
-                    Notify::on_fire(move |fired| {
+                    Notify::callback(move |fired| {
                         let _ = &flag;
                         c.fetch_add(1, Ordering::Relaxed);
                         if let Some(o) = fired.owner() {
@@ -458,7 +459,7 @@ fn collected_callbacks_grow_their_buffer_only_fallibly() {
     let ids: Vec<_> = (0..3 * BATCH)
         .map(|_| {
             let r = ran.clone();
-            let cb = Notify::callback(move |_, _| {
+            let cb = Notify::callback(move |_| {
                 r.fetch_add(1, Ordering::SeqCst);
             });
             f.owner.create(ClockId::Monotonic, cb).unwrap()

@@ -300,7 +300,7 @@ fn poll_waits_for_deliveries_another_poller_has_begun() {
     let stalled = f.queue(ClockId::Monotonic);
     let other = f
         .owner
-        .create(ClockId::Monotonic, Notify::callback(|_, _| ()))
+        .create(ClockId::Monotonic, Notify::callback(|_| ()))
         .unwrap();
     f.arm(stalled, ms(10), Duration::ZERO);
     f.arm(other, ms(11), Duration::ZERO);

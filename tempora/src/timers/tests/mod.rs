@@ -1,5 +1,5 @@
 //! The service's rules, one file per topic; each test fails if its rule is broken. Most run
-//! on a manual clock ([`crate::testing::Manual`]); `service` also runs real drivers and the
+//! on a manual clock ([`crate::timers::testing::Manual`]); `service` also runs real drivers and the
 //! deadline fd on the OS clocks, asserting no timing.
 //!
 //! - `firing`: when a timer fires (never early, within a tick), on which clock, and what a
@@ -11,6 +11,9 @@
 //! - `service`: the builder, background drivers and the deadline fd.
 //! - `failures`: panics under locks, dead drivers and orphaned owners: calls fail clearly
 //!   and never hang.
+//! - `stats`: statistics, groups and limits through the service.
+//! - `signals`: signal timers through a port playing the kernel's queue; `lookouts`: those
+//!   that share a look.
 
 use super::*;
 use crate::clock::ClockId;
@@ -18,7 +21,8 @@ use crate::clock::{ClockSource, ManualClock, TimeSpec, NANOS_PER_SEC};
 use crate::error::Error;
 use crate::sync::Ordering;
 use crate::sync::Poisoned;
-use crate::testing::{self, quiet_panics, Manual, TestClock, TestRng};
+use crate::testing::{quiet_panics, TestRng};
+use crate::timers::testing::{self, Manual, TestClock};
 use proptest::prelude::*;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
@@ -31,9 +35,11 @@ mod callbacks;
 mod calls;
 mod failures;
 mod firing;
+mod lookouts;
 mod owners;
 mod service;
 mod signals;
+mod stats;
 
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;

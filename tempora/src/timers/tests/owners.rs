@@ -176,7 +176,7 @@ fn churn_across_threads_leaves_nothing_behind() {
                         let o = if i % 4 == 0 { &shared } else { &own };
                         let notify = match next() % 5 {
                             0 => Notify::None,
-                            1 => Notify::callback(|_, _| {}),
+                            1 => Notify::callback(|_| {}),
                             _ => Notify::Queue,
                         };
                         let id = o.create(ClockId::Monotonic, notify).unwrap();
@@ -485,7 +485,7 @@ fn weak_timer_and_weak_events_keep_no_owner_alive() {
     let b = owner
         .timer(
             ClockId::Monotonic,
-            Notify::callback(move |_, _| {
+            Notify::callback(move |_| {
                 let _ = &flag;
                 weak_a
                     .settime(SetFlags::RELATIVE, ms(1), Duration::ZERO)

@@ -80,7 +80,7 @@ fn a_driver_fires_timers_with_nobody_polling() {
         let e = owner.recv_timeout(Duration::from_secs(30)).unwrap();
         assert_eq!(e.map(|e| e.id), Some(t));
     }
-    assert!(timers.driver_wakeups() > 0);
+    assert!(timers.stats().drivers.wakeups > 0);
 }
 
 /// A thread blocked in `recv` on a service with one driver fires its own periodic timer: it
@@ -100,7 +100,7 @@ fn a_receiver_waiting_fires_its_own_timer() {
     let c = owner
         .create(
             ClockId::Monotonic,
-            Notify::callback(move |_, _| {
+            Notify::callback(move |_| {
                 let name = std::thread::current().name().map(str::to_owned);
                 r2.lock().unwrap().push(name);
             }),
@@ -225,7 +225,7 @@ fn a_panicking_callback_does_not_stop_its_driver() {
     });
     let owner = timers.owner();
     let boom = owner
-        .create(ClockId::Monotonic, Notify::callback(|_, _| panic!("boom")))
+        .create(ClockId::Monotonic, Notify::callback(|_| panic!("boom")))
         .unwrap();
     let after = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
     quiet_panics(|| {

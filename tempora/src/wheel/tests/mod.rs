@@ -6,6 +6,7 @@
 //!   advances, rescheduling, stale keys, rebasing, the builder, and dropping payloads.
 //! - `model`: the model-based property tests, for both storages, against a `BTreeMap`.
 
+use super::core::Links;
 use super::intrusive::{Intrusive, Locate, Node};
 use super::layout::{granularity, level_for_delta, level_start, round_up_bucket, LVL_CLK_SHIFT};
 use super::*;

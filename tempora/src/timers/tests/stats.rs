@@ -2,7 +2,8 @@
 
 use crate::clock::{ClockId, ManualClock};
 use crate::stats::{Counts, GroupStats};
-use crate::testing::{self, quiet_panics};
+use crate::testing::quiet_panics;
+use crate::timers::testing;
 use crate::{Error, Notify, SetFlags, Timers};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -87,12 +88,12 @@ fn callbacks_count_deliveries_and_panics() {
     let (timers, clock) = service();
     let o = timers.owner();
     let ok = o
-        .create(ClockId::Monotonic, Notify::Callback(Arc::new(|_, _| {})))
+        .create(ClockId::Monotonic, Notify::callback(|_| {}))
         .unwrap();
     let bad = o
         .create(
             ClockId::Monotonic,
-            Notify::Callback(Arc::new(|_, _| panic!("a callback panics"))),
+            Notify::callback(|_| panic!("a callback panics")),
         )
         .unwrap();
     o.settime(ok, SetFlags::RELATIVE, MS, MS).unwrap();
@@ -401,6 +402,34 @@ fn prometheus_output_parses_with_the_values() {
         other => panic!("lateness is not a summary: {other:?}"),
     }
     assert!(value("tempora_base_polls_total", &[("base", "0")]) >= 1.0);
+    let stats = timers.stats();
+    assert_eq!(
+        value("tempora_id_table_buckets", &[]),
+        stats.registry.id_table_buckets as f64
+    );
+    assert_eq!(value("tempora_driver_wakeups_total", &[]), 0.0, "no driver");
+}
+
+/// The registry's sizes are in the statistics whether or not the service counts: the table's
+/// buckets as built, its bytes, no pooled pages before an owner went.
+#[test]
+fn the_registrys_sizes_are_statistics_with_counting_off() {
+    let timers = testing::manual(ManualClock::new(), |b| {
+        b.stats(false).initial_buckets(256);
+    });
+    let o = timers.owner();
+    o.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    let stats = timers.stats();
+    assert!(!stats.enabled);
+    assert_eq!(stats.registry.id_table_buckets, 256);
+    assert!(
+        stats.registry.id_table_bytes >= 256 * 8,
+        "{:?}",
+        stats.registry
+    );
+    assert_eq!(stats.registry.pooled_bytes, 0);
+    assert_eq!(stats.drivers.wakeups, 0);
+    assert_eq!(stats.drivers.spare_threads, 0);
 }
 
 #[cfg(feature = "serde")]

@@ -1,0 +1,72 @@
+//! Loom models of `wake.rs`'s protocols (`.ci/loom.sh`).
+
+use super::*;
+use crate::wheel::Mode;
+use loom::sync::Arc;
+use std::ptr::NonNull;
+
+fn entry(base: &Base, alarm: &Alarm, tick: u64) {
+    // A sleep's entry (never followed: nothing pops it).
+    let sleep = NonNull::dangling();
+    let (_, ring) = base
+        .locked_sleeps(tick, |w| w.insert_with(tick, Mode::PRECISE, sleep))
+        .unwrap();
+    if ring {
+        alarm.lower(tick, 0);
+    }
+}
+
+fn refresh(base: &CachePadded<Base>, alarm: &Alarm, holder: bool) -> u64 {
+    let res = Resolution::new(1).unwrap();
+    alarm.refresh(std::iter::once(base), res, 0, &[0; CLOCKS], holder, false)
+}
+
+/// A sleeper's refresh races an arm earlier than anything it saw (the entry at 10, with
+/// one at 100 already armed): whatever the interleaving, the fd ends up firing by 10, so
+/// the entry is never missed. Publishing the deadline outside the base lock, or moving
+/// the fd outside the alarm's lock, fails this model.
+#[test]
+fn loom_a_refresh_never_misses_an_earlier_arm() {
+    loom::model(|| {
+        let base = Arc::new(CachePadded::new(Base::new([0; CLOCKS])));
+        let alarm = Arc::new(Alarm::new(true, true).unwrap());
+        entry(&base, &alarm, 100);
+        refresh(&base, &alarm, false);
+        let (b2, a2) = (base.clone(), alarm.clone());
+        let armer = loom::thread::spawn(move || entry(&b2, &a2, 10));
+        refresh(&base, &alarm, false);
+        armer.join().unwrap();
+        let plan = alarm.lock();
+        assert!(plan.armed <= 10, "the fd fires at {}", plan.armed);
+    });
+}
+
+/// A receiver holds the alarm (covering 100) while an arm at 10 rings and the driver
+/// refreshes: the fd fires by 10 or the holder covers it, and once the receiver
+/// releases, the fd fires by 10 whatever it covered. Letting a refresh disarm the fd
+/// for a time the holder does not cover, or a release that forgets its cover, fails
+/// this model.
+#[test]
+fn loom_a_holder_and_a_driver_never_miss_an_arm() {
+    loom::model(|| {
+        let base = Arc::new(CachePadded::new(Base::new([0; CLOCKS])));
+        let alarm = Arc::new(Alarm::new(true, true).unwrap());
+        entry(&base, &alarm, 100);
+        refresh(&base, &alarm, false);
+        let covered = alarm.hold().unwrap();
+        assert_eq!(covered, 100);
+        let (b2, a2) = (base.clone(), alarm.clone());
+        let armer = loom::thread::spawn(move || entry(&b2, &a2, 10));
+        let (b3, a3) = (base.clone(), alarm.clone());
+        let driver = loom::thread::spawn(move || refresh(&b3, &a3, false));
+        armer.join().unwrap();
+        driver.join().unwrap();
+        {
+            let plan = alarm.lock();
+            assert!(plan.armed <= 10 || plan.covered <= 10, "{:?}", *plan);
+        }
+        alarm.release(0);
+        let armed = alarm.lock().armed;
+        assert!(armed <= 10, "the fd fires at {armed}");
+    });
+}
