@@ -57,8 +57,9 @@ impl Sides {
 /// fired: a spare took over, so every one fires before it returns, none early. With
 /// `spare_drivers(0)` the call sleeps 200 ms and no callback due after it began fires before
 /// it returns (those due before it, collected with it by a late driver, may); queue events
-/// do, fired by the test's thread waiting for them in `recv_timeout`, which leads while it
-/// waits (`Owner::recv`, "Who fires while a receiver waits"). What is judged
+/// may, fired by the test's thread waiting for them in `recv_timeout`, which leads while it
+/// waits until it hands a callback to the blocked driver (`Owner::recv`, "Who fires while a
+/// receiver waits"). What is judged
 /// is which side of the blocked call's return a timer fired on, which no scheduling delay can
 /// change; the lateness is only reported.
 fn run(spares: usize) -> Run {
@@ -176,7 +177,11 @@ fn a_blocked_callback_delays_no_other_timer_beyond_the_bound() {
 #[test]
 fn without_spares_a_blocked_callback_delays_the_others() {
     let r = run(0);
-    eprintln!("without spares: max lateness {} µs", r.max_late / 1000);
+    eprintln!(
+        "without spares: max lateness {} µs, {} queue events fired meanwhile by the receiver",
+        r.max_late / 1000,
+        r.due_inside - r.calls_inside
+    );
     assert_eq!(r.fired, 1200, "timers lost");
     assert_eq!(r.takeovers, 0);
     assert_eq!(
@@ -184,10 +189,6 @@ fn without_spares_a_blocked_callback_delays_the_others() {
         "callbacks due while the only driver was blocked ran before it returned ({} timers \
          fired before it returned in all)",
         r.before
-    );
-    assert!(
-        r.due_inside > 0,
-        "no queue event due while the driver was blocked was fired by the waiting receiver"
     );
 }
 
