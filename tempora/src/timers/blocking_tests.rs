@@ -300,10 +300,10 @@ fn wait_for(done: impl Fn() -> bool) {
 }
 
 /// A blocks 100 ms; B falls due 20 ms later and blocks, on the spare that took over, until C
-/// has fired (at most 10 s); C falls due at 300 ms and needs a second hand-over. A replaced
-/// leader must leave the standby fd alone: if A's, on return, disarms the fd that B's leader
-/// armed for C, C waits for B to return (it fired 320 ms late in 5 runs of 5 when B slept
-/// 600 ms). Judged: C fired before B returned, which no scheduling delay can change.
+/// has fired (at most 10 s); C falls due at 300 ms and needs a second hand-over: a third
+/// thread of the crew must follow on the alarm while A and B block (an earlier design, whose
+/// replaced leader disarmed the timer its successor armed for C, fired C only once B
+/// returned). Judged: C fired before B returned, which no scheduling delay can change.
 #[test]
 fn a_replaced_leader_leaves_its_successors_standby_armed() {
     for _ in 0..3 {
@@ -357,9 +357,9 @@ fn a_replaced_leader_leaves_its_successors_standby_armed() {
 }
 
 /// Two callbacks fall due at once, and whichever runs first blocks until the other has run
-/// (at most 10 s): the other was collected by the same poll, so a standby armed at the next
+/// (at most 10 s): the other was collected by the same poll, so an alarm armed at the next
 /// timer's deadline (or none) does not cover it, and it waits for the blocking one to return
-/// (or for a timer due at +300 ms). A call with others queued behind it arms the standby
+/// (or for a timer due at +300 ms). A call with others queued behind it moves the alarm
 /// `CALL_GRACE_NS` ahead. Judged: the other ran before the blocking one returned.
 #[test]
 fn a_callback_queued_behind_a_blocking_one_is_taken_over() {
@@ -411,8 +411,9 @@ fn a_callback_queued_behind_a_blocking_one_is_taken_over() {
 
 /// A one-shot callback that re-arms itself 1 ms ahead, 200 times: nothing blocks, so no
 /// spare should take over. Its arm is earlier than the deadline the driver published, so it
-/// rings. A ring moves the standby to the time the arm falls due; one that fires the standby
-/// at once has a spare take over (129 of 200 calls).
+/// rings. A ring moves the alarm to the time the arm falls due, when the thread that ran the
+/// call waits again; one that fired the alarm at once had a spare take over (129 of 200
+/// calls, in an earlier design).
 #[test]
 fn a_callback_rearming_itself_causes_no_hand_over() {
     let timers = testing::driven(|b| {

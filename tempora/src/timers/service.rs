@@ -17,7 +17,9 @@ use crate::stats::tally::Tally;
 use crate::stats::{DriverStats, GroupStats, RegistryStats, Stats};
 use crate::sync::Ordering;
 use std::fmt;
-use std::os::fd::{AsFd, BorrowedFd};
+#[cfg(not(loom))]
+use std::os::fd::AsFd;
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
