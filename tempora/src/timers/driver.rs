@@ -40,8 +40,9 @@
 //! the poll, so they never wait for a callback.
 //!
 //! Calls collected together wait for each other: before a call with others behind it, the
-//! thread moves the alarm to `CALL_GRACE_NS` (0.5 ms) from now, so a follower takes the rest
-//! over if the call outlives that, and after the batch it refreshes the alarm again.
+//! thread moves the alarm to `CALL_GRACE_NS` (0.5 ms) from now (never past the next deadline;
+//! moved on at most once per half grace as quick calls go by), so a follower takes the rest
+//! over if one call outlives that, and after the batch it refreshes the alarm again.
 //!
 //! The bounds, per driver, while callbacks block:
 //!
@@ -184,14 +185,19 @@ fn work(core: &Arc<Core>, k: usize, calls: &mut Vec<Call>) {
         crew.pending().extend(calls.drain(..));
     }
     let mut spares = core.drivers.spare_limit;
-    let mut graced = false;
+    // Where this thread last moved the alarm for a call's grace (`NO_EXPIRY`: it did not).
+    let mut graced = NO_EXPIRY;
     loop {
         match crew.next(spares) {
             Next::Run(call, more) => {
                 if more {
+                    // Moved on as the calls go by, at most once per half grace: a batch of
+                    // quick calls wakes nobody.
                     let now = core.clock.now(ClockId::Monotonic);
-                    core.wake.alarms[k].lower(now.saturating_add(CALL_GRACE_NS), now);
-                    graced = true;
+                    if graced == NO_EXPIRY || now.saturating_add(CALL_GRACE_NS / 2) >= graced {
+                        let at = now.saturating_add(CALL_GRACE_NS);
+                        graced = core.wake.alarms[k].grace(at, graced, now);
+                    }
                 }
                 core.run_call(call);
                 crew.ran();
@@ -204,7 +210,7 @@ fn work(core: &Arc<Core>, k: usize, calls: &mut Vec<Call>) {
             Next::Follow => break,
         }
     }
-    if graced {
+    if graced != NO_EXPIRY {
         refresh(core, k, &core.now_all());
     }
 }

@@ -131,6 +131,8 @@ pub(crate) struct Plan {
     pub(crate) held: bool,
     /// The service stops: the fd fires every millisecond, and nothing moves it again.
     pub(crate) stopped: bool,
+    /// The last refresh's deadline: no timer falls due before it but those that rang since.
+    pub(crate) deadline: u64,
 }
 
 /// A timerfd on the monotonic clock, armed at the earliest firing of the bases it watches
@@ -174,6 +176,7 @@ impl Alarm {
                 covered: NO_EXPIRY,
                 held: false,
                 stopped: false,
+                deadline: NO_EXPIRY,
             }),
         })
     }
@@ -244,6 +247,7 @@ impl Alarm {
             });
         }
         let mono = now[MONOTONIC];
+        plan.deadline = deadline;
         if holder {
             plan.covered = deadline;
         }
@@ -260,6 +264,20 @@ impl Alarm {
             self.set(&mut plan, want, mono);
         }
         deadline
+    }
+
+    /// A thread about to run a call with others behind it wants a follower woken if the call
+    /// outlives `at` (`driver.rs`, "Callbacks that block"): moves the fd to `at`, never past
+    /// the last refresh's deadline; later only if it is still at `prev`, where this thread
+    /// put it (a ring that lowered it since is kept). Returns where the fd now fires.
+    pub(crate) fn grace(&self, at: u64, prev: u64, mono: u64) -> u64 {
+        let mut plan = self.lock();
+        let want = at.min(plan.deadline);
+        // Fired on purpose: the wake-up it owes a driver's thread is not moved.
+        if plan.armed != FIRED && (want < plan.armed || (plan.armed == prev && want > prev)) {
+            self.set(&mut plan, want, mono);
+        }
+        plan.armed
     }
 
     /// A receiver takes the alarm for its wait: the time it must wake at (`NO_EXPIRY`:
