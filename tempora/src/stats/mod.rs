@@ -271,7 +271,8 @@ impl GroupStats {
 pub struct BaseStats {
     /// The base's index.
     pub base: usize,
-    /// Polls of the base (each a round of pops and deliveries).
+    /// Polls of the base (each a round of pops and deliveries). A poll on the OS clocks
+    /// passes over a base with nothing due, uncounted.
     pub polls: u64,
     /// Entries popped and fired (a timer or sleep came due).
     pub fired: u64,

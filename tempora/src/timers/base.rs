@@ -6,24 +6,37 @@
 //!   │   ├─ wheels[REALTIME, MONOTONIC, BOOTTIME]: NodeWheel   ticks of `tick` ns on that
 //!   │   │                                clock, linking the timer objects themselves
 //!   │   ├─ sleeps: Wheel<NonNull<SleepCell>>   the sleeps' entries, on the monotonic clock
-//!   │   └─ sleep[3]                      the tick on each wheel's clock before which the
-//!   │                                    driver serving this base must be woken (0: awake)
+//!   │   └─ sleep[3]                      the tick on each wheel's clock before which an arm
+//!   │                                    must wake the base's sleeper (0: it is awake)
+//!   ├─ due: AtomicU64                    nothing of the base fires before it (0: poll it)
 //!   └─ delivery: RankedMutex<(), DELIVERY>   held from a poll's pop of a batch to its
 //!                                        delivery
 //! ```
 //!
 //! # Waking a sleeping driver
 //!
-//! A sleeper that arms its alarm at monotonic time `D` first publishes, under each of its
-//! bases' locks, `sleep[w]` = the tick of `D` on wheel `w`'s clock (and re-reads that base's
-//! wheels in the same critical section, lowering `D` if something earlier arrived, so every
-//! published value is at or after the `D` it finally arms). Whoever changes a wheel
-//! compares, under the same lock, the wheel's new next expiry with `sleep[w]`; if it is
-//! earlier, it lowers `sleep[w]` to that entry (a later arm between the two rings no more)
-//! and rings after unlocking: it moves the alarm to the entry (`wake.rs`). Both sides hold
-//! the base lock, so "the sleeper did not see the new timer and the armer did not see its
-//! deadline" is impossible, and the alarm's own lock orders the ring with the arm (`Alarm`
-//! in `wake.rs`). Arming later than `D` rings nobody.
+//! A sleeper's refresh reads each base under its lock: the base's earliest firing `E` (a
+//! monotonic time), published as `sleep[w]` = the tick of `E` on wheel `w`'s clock, and then
+//! arms its alarm at the minimum `D` over its bases, so every published value is at or after
+//! the `D` it arms. Whoever changes a wheel compares, under the same lock, the wheel's new
+//! next expiry with `sleep[w]`; if it is earlier, it lowers `sleep[w]` to that entry (a later
+//! arm between the two rings no more) and rings after unlocking: it moves the alarm to the
+//! entry if that is earlier than `D` (`wake.rs`). Both sides hold the base lock, so "the
+//! sleeper did not see the new timer and the armer did not see its deadline" is impossible,
+//! and the alarm's own lock orders the ring with the arm (`Alarm` in `wake.rs`). Arming at or
+//! after the base's own `E` rings nobody.
+//!
+//! # Polling only what is due
+//!
+//! The same refresh stores `E` in the base's `due` word, and a ring stores 0 there before
+//! it moves the alarm. A poll on the OS clocks skips a base whose `due` is after its
+//! monotonic reading, without taking its locks, and a refresh reuses that `due` instead of
+//! reading the base again: nothing of it can fire before `due`, since an entry placed earlier
+//! rang. So a wake-up costs the bases with something due, not every base. The word is read
+//! relaxed: a poller that missed a ring's 0 either refreshed before that ring's move of the
+//! alarm (which then compares with the refresh's arm under the alarm's lock and moves it to
+//! the entry), or woke for that move and took the alarm's lock after it (`Alarm::woke`). A
+//! clock step ([`Base::repoll`]) sets every base's `due` to 0 before it fires the alarms.
 //!
 //! A timer wheel's entries are the timer objects themselves, linked through their own wheel
 //! node (`links`; the intrusive storage, `wheel/intrusive.rs`) and named by address
@@ -127,6 +140,9 @@ pub(crate) struct Base {
     state: Locked<BaseState, { rank::BASE }>,
     /// Held by a poller from the pop of a batch until its delivery (module doc).
     delivery: RankedMutex<(), { rank::DELIVERY }>,
+    /// "Nothing before": no entry of this base fires before this monotonic time (ns), as of
+    /// the last refresh that read the base (0: poll it; "Polling only what is due").
+    due: AtomicU64,
     /// Written by the holder of `delivery` only (`BaseCounters`).
     pub(crate) counters: BaseCounters,
 }
@@ -213,6 +229,7 @@ impl Base {
                 sleep: [0; CLOCKS],
             }),
             delivery: RankedMutex::new(()),
+            due: AtomicU64::new(0),
             counters: BaseCounters::default(),
         }
     }
@@ -271,9 +288,32 @@ impl Base {
             let ring = fires_at < st.sleep[i];
             if ring {
                 st.sleep[i] = fires_at;
+                // Relaxed: ordered before the ring's move of the alarm, which takes the
+                // alarm's lock ("Polling only what is due").
+                self.due.store(0, Ordering::Relaxed);
             }
             (r, ring)
         })
+    }
+
+    /// The time before which nothing of this base fires ([`Base::publish`]; 0 after a ring
+    /// or [`Base::repoll`]). Relaxed: see "Polling only what is due".
+    #[inline]
+    pub(crate) fn due(&self) -> u64 {
+        self.due.load(Ordering::Relaxed)
+    }
+
+    /// A refresh read the base, under its lock: nothing of it fires before monotonic time
+    /// `earliest`, and an arm earlier than `sleep[w]` (on each wheel's clock) rings.
+    pub(crate) fn publish(&self, st: &mut BaseState, earliest: u64, sleep: [u64; CLOCKS]) {
+        st.sleep = sleep;
+        self.due.store(earliest, Ordering::Relaxed);
+    }
+
+    /// The next poll reads this base whatever it published (a clock step: its realtime
+    /// entries' monotonic times moved).
+    pub(crate) fn repoll(&self) {
+        self.due.store(0, Ordering::Relaxed);
     }
 
     /// The delivery lock (module doc), or [`Poisoned`] if a delivery panicked.

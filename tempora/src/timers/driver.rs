@@ -174,6 +174,7 @@ fn refresh(core: &Core, k: usize, now: &[u64; crate::clock::CLOCKS]) -> u64 {
         now,
         false,
         false,
+        core.skips_idle_bases(),
     )
 }
 
@@ -321,6 +322,7 @@ fn fire_held(core: &Core, alarm: &super::wake::Alarm) -> u64 {
         &now,
         true,
         false,
+        core.skips_idle_bases(),
     );
     if handed {
         // After the refresh, which would disarm it: the driver wakes for them.

@@ -279,8 +279,9 @@ impl Core {
         drop(crate::sync::pin());
     }
 
-    /// Polls every base, handing each batch's calls to `after` once no lock is held; stops
-    /// early (after that batch) if `after` returns `false`.
+    /// Polls every base with something due (`base.rs`, "Polling only what is due"), handing
+    /// each batch's calls to `after` once no lock is held; stops early (after that batch) if
+    /// `after` returns `false`.
     pub(crate) fn poll_then(
         &self,
         now: [u64; CLOCKS],
@@ -308,9 +309,14 @@ impl Core {
         let n = self.bases.len();
         let first = self.my_base();
         let timed = self.stats.enabled;
+        let skip = self.skips_idle_bases();
         'bases: for i in 0..n {
             let b = (first + i) % n;
             let base = &self.bases[b];
+            if skip && base.due() > now[MONOTONIC] {
+                // Nothing of it is due yet (`base.rs`, "Polling only what is due").
+                continue;
+            }
             let mut counted = false;
             loop {
                 // Held from the pop until the batch is delivered: the poll barrier (`base.rs`).

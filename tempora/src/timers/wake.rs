@@ -86,7 +86,8 @@ impl Wakeups {
 
     /// Fires every alarm at once (a clock step, `Timers::clock_was_set`): its sleeper polls,
     /// which re-evaluates every base.
-    pub(crate) fn ring_all(&self) {
+    pub(crate) fn ring_all(&self, bases: &[CachePadded<Base>]) {
+        bases.iter().for_each(|b| b.repoll());
         #[cfg(test)]
         self.rings
             .fetch_add(self.alarms.len().max(1) as u64, Ordering::Relaxed);
@@ -222,10 +223,12 @@ impl Alarm {
         }
     }
 
-    /// Publishes the earliest firing of `bases` in each, and arms the fd at it (a holder, or
+    /// Publishes each of `bases`' earliest firing in it (a base with nothing due since its
+    /// last one keeps it), and arms the fd at the earliest (a holder, or
     /// an earlier holder's cover, moves it only if it is sooner: the module doc). `rearm_past`:
     /// re-arm a past deadline that is unchanged (a deadline fd must become readable; a driver
-    /// that finds one polls again instead). Returns the deadline (monotonic ns).
+    /// that finds one polls again instead). `skip`: on the OS clocks, a base with nothing due
+    /// is not read again (`Core::skips_idle_bases`). Returns the deadline (monotonic ns).
     pub(crate) fn refresh<'a>(
         &self,
         bases: impl Iterator<Item = &'a CachePadded<Base>>,
@@ -234,19 +237,27 @@ impl Alarm {
         now: &[u64; CLOCKS],
         holder: bool,
         rearm_past: bool,
+        skip: bool,
     ) -> u64 {
         let mut plan = self.lock();
+        let mono = now[MONOTONIC];
         let mut deadline = NO_EXPIRY;
         for base in bases {
+            // Nothing of a base whose `due` is still ahead can fire before it, and what it
+            // published stands (`base.rs`, "Polling only what is due").
+            let due = base.due();
+            if skip && due > mono {
+                deadline = deadline.min(due);
+                continue;
+            }
             // A poisoned base fires nothing again: it has no deadline.
             let _ = base.locked(|st| {
-                deadline = deadline.min(earliest_fire(res, max_deferral, st, now));
-                for w in 0..CLOCKS {
-                    st.sleep[w] = from_monotonic(res, w, deadline, now);
-                }
+                let earliest = earliest_fire(res, max_deferral, st, now);
+                let sleep = std::array::from_fn(|w| from_monotonic(res, w, earliest, now));
+                base.publish(st, earliest, sleep);
+                deadline = deadline.min(earliest);
             });
         }
-        let mono = now[MONOTONIC];
         plan.deadline = deadline;
         if holder {
             plan.covered = deadline;

@@ -93,6 +93,36 @@ fn a_driver_fires_timers_with_nobody_polling() {
     assert!(timers.stats().drivers.wakeups > 0);
 }
 
+/// A wake-up polls the bases with something due, not every base (`base.rs`, "Polling only
+/// what is due"): with eight bases and one periodic timer, the other seven are read once, by
+/// the first poll, and never again however often the driver wakes.
+#[test]
+fn a_wake_up_polls_only_the_bases_with_something_due() {
+    let timers = testing::driven(|b| {
+        b.bases(8).drivers(1);
+    });
+    let owner = timers.owner();
+    let t = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner.settime(t, SetFlags::RELATIVE, ms(1), ms(1)).unwrap();
+    // Taken without waiting in `recv`: the driver alone fires them.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut got = 0;
+    while got < 20 && Instant::now() < deadline {
+        match owner.try_recv() {
+            Some(_) => got += 1,
+            None => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    assert_eq!(got, 20, "the driver fired {got} of 20 expiries in 30 s");
+    let bases = timers.stats().bases;
+    let busy: Vec<_> = bases.iter().filter(|b| b.fired > 0).collect();
+    assert_eq!(busy.len(), 1, "one base holds the timer: {bases:?}");
+    assert!(busy[0].polls >= 20, "{bases:?}");
+    for b in bases.iter().filter(|b| b.fired == 0) {
+        assert!(b.polls <= 1, "an idle base was polled again: {bases:?}");
+    }
+}
+
 /// A thread blocked in `recv` on a service with one driver fires its own periodic timer: it
 /// sleeps until the alarm's time itself and polls, so the driver's threads are not woken for
 /// it. A callback due meanwhile still runs on a driver's thread, never on the receiver's,

@@ -18,7 +18,15 @@ fn entry(base: &Base, alarm: &Alarm, tick: u64) {
 
 fn refresh(base: &CachePadded<Base>, alarm: &Alarm, holder: bool) -> u64 {
     let res = Resolution::new(1).unwrap();
-    alarm.refresh(std::iter::once(base), res, 0, &[0; CLOCKS], holder, false)
+    alarm.refresh(
+        std::iter::once(base),
+        res,
+        0,
+        &[0; CLOCKS],
+        holder,
+        false,
+        true,
+    )
 }
 
 /// A sleeper's refresh races an arm earlier than anything it saw (the entry at 10, with
@@ -68,5 +76,40 @@ fn loom_a_holder_and_a_driver_never_miss_an_arm() {
         alarm.release(0);
         let armed = alarm.lock().armed;
         assert!(armed <= 10, "the fd fires at {armed}");
+    });
+}
+
+/// A refresh that passes over a base with nothing due (its `due`, 100, after the clock at
+/// 50: `base.rs`, "Polling only what is due") races an arm at 60 that rings: whatever the
+/// interleaving, the fd fires by 60. Either the ring's move comes after the refresh's arm,
+/// under the alarm's lock, or the refresh took that lock after the move and so sees the
+/// ring's 0 and reads the base. A ring that leaves `due` alone, or clears it only after the
+/// move, fails this model.
+#[test]
+fn loom_a_refresh_that_passes_over_a_base_never_misses_its_arm() {
+    loom::model(|| {
+        let base = Arc::new(CachePadded::new(Base::new([0; CLOCKS])));
+        let alarm = Arc::new(Alarm::new(true, true).unwrap());
+        let res = Resolution::new(1).unwrap();
+        let at_50 = |base: &CachePadded<Base>, alarm: &Alarm| {
+            alarm.refresh(
+                std::iter::once(base),
+                res,
+                0,
+                &[50; CLOCKS],
+                false,
+                false,
+                true,
+            )
+        };
+        entry(&base, &alarm, 100);
+        assert_eq!(at_50(&base, &alarm), 100);
+        assert_eq!(base.due(), 100);
+        let (b2, a2) = (base.clone(), alarm.clone());
+        let armer = loom::thread::spawn(move || entry(&b2, &a2, 60));
+        at_50(&base, &alarm);
+        armer.join().unwrap();
+        let armed = alarm.lock().armed;
+        assert!(armed <= 60, "the fd fires at {armed}");
     });
 }
