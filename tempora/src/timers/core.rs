@@ -15,7 +15,7 @@ use super::lookout::Lookouts;
 use super::object::Itimer;
 use super::serial::Call;
 use super::signal::SignalPort;
-use super::wake::Wakeups;
+use super::wake::{Refresh, Wakeups};
 use crate::clock::{ClockSource, Resolution, ALL_CLOCKS, CLOCKS};
 use crate::registry::Registry;
 use crate::stats::tally::Hub;
@@ -130,9 +130,11 @@ impl Core {
                 self.res,
                 self.max_deferral,
                 &now,
-                false,
-                true,
-                self.skips_idle_bases(),
+                Refresh {
+                    rearm_past: true,
+                    skip: self.skips_idle_bases(),
+                    ..Refresh::default()
+                },
             );
         }
     }

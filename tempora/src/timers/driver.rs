@@ -80,7 +80,7 @@ use super::core::Core;
 use super::crew::Next;
 use super::health::DRIVER_DIED;
 use super::serial::Call;
-use super::wake::NO_EXPIRY;
+use super::wake::{Refresh, NO_EXPIRY};
 use crate::clock::ClockId;
 use crate::error::Error;
 use crate::sync::Ordering;
@@ -172,9 +172,10 @@ fn refresh(core: &Core, k: usize, now: &[u64; crate::clock::CLOCKS]) -> u64 {
         core.res,
         core.max_deferral,
         now,
-        false,
-        false,
-        core.skips_idle_bases(),
+        Refresh {
+            skip: core.skips_idle_bases(),
+            ..Refresh::default()
+        },
     )
 }
 
@@ -320,9 +321,11 @@ fn fire_held(core: &Core, alarm: &super::wake::Alarm) -> u64 {
         core.res,
         core.max_deferral,
         &now,
-        true,
-        false,
-        core.skips_idle_bases(),
+        Refresh {
+            holder: true,
+            skip: core.skips_idle_bases(),
+            ..Refresh::default()
+        },
     );
     if handed {
         // After the refresh, which would disarm it: the driver wakes for them.

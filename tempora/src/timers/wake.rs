@@ -121,6 +121,19 @@ impl Wakeups {
     }
 }
 
+/// Who refreshes an alarm, and how ([`Alarm::refresh`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Refresh {
+    /// A receiver that holds the alarm: it covers the deadline itself.
+    pub(crate) holder: bool,
+    /// Re-arm a past deadline that is unchanged (a deadline fd must become readable; a
+    /// driver that finds one polls again instead).
+    pub(crate) rearm_past: bool,
+    /// On the OS clocks: a base with nothing due is not read again
+    /// (`Core::skips_idle_bases`).
+    pub(crate) skip: bool,
+}
+
 /// Where an alarm's fd fires, and what a receiver holding it covers.
 #[derive(Debug)]
 pub(crate) struct Plan {
@@ -224,21 +237,22 @@ impl Alarm {
     }
 
     /// Publishes each of `bases`' earliest firing in it (a base with nothing due since its
-    /// last one keeps it), and arms the fd at the earliest (a holder, or
-    /// an earlier holder's cover, moves it only if it is sooner: the module doc). `rearm_past`:
-    /// re-arm a past deadline that is unchanged (a deadline fd must become readable; a driver
-    /// that finds one polls again instead). `skip`: on the OS clocks, a base with nothing due
-    /// is not read again (`Core::skips_idle_bases`). Returns the deadline (monotonic ns).
+    /// last one keeps it), and arms the fd at the earliest (a holder, or an earlier holder's
+    /// cover, moves it only if it is sooner: the module doc). Returns the deadline
+    /// (monotonic ns).
     pub(crate) fn refresh<'a>(
         &self,
         bases: impl Iterator<Item = &'a CachePadded<Base>>,
         res: Resolution,
         max_deferral: u64,
         now: &[u64; CLOCKS],
-        holder: bool,
-        rearm_past: bool,
-        skip: bool,
+        how: Refresh,
     ) -> u64 {
+        let Refresh {
+            holder,
+            rearm_past,
+            skip,
+        } = how;
         let mut plan = self.lock();
         let mono = now[MONOTONIC];
         let mut deadline = NO_EXPIRY;

@@ -23,9 +23,11 @@ fn refresh(base: &CachePadded<Base>, alarm: &Alarm, holder: bool) -> u64 {
         res,
         0,
         &[0; CLOCKS],
-        holder,
-        false,
-        true,
+        Refresh {
+            holder,
+            skip: true,
+            ..Refresh::default()
+        },
     )
 }
 
@@ -97,9 +99,10 @@ fn loom_a_refresh_that_passes_over_a_base_never_misses_its_arm() {
                 res,
                 0,
                 &[50; CLOCKS],
-                false,
-                false,
-                true,
+                Refresh {
+                    skip: true,
+                    ..Refresh::default()
+                },
             )
         };
         entry(&base, &alarm, 100);
