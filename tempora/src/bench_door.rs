@@ -11,7 +11,7 @@
 
 use crate::clock::ClockId;
 use crate::registry::{self, Locked, Service};
-use crate::timers::itimer::{ItimerPublished, ItimerState};
+use crate::timers::object::itimer::{ItimerPublished, ItimerState};
 use crate::timers::object::{Itimer, ItimerFixed, ItimerInit};
 use crate::timers::{NotifyKind, TimerId};
 use crate::wheel::intrusive::Node;
@@ -104,7 +104,7 @@ impl Owner {
     /// As `Owner::getoverrun`.
     pub fn getoverrun(&self, id: TimerId) -> Result<i32, Error> {
         self.0.read(id, |_, published| {
-            crate::timers::itimer::overrun_last(published)
+            crate::timers::object::itimer::overrun_last(published)
         })
     }
 

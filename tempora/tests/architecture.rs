@@ -502,9 +502,9 @@ fn describe(g: &BTreeMap<PathBuf, BTreeSet<PathBuf>>, found: &[Vec<PathBuf>]) ->
 fn the_import_reader_sees_arrows_through_parents_and_tests() {
     let g = graph();
     let arrows = |from: &str| g[Path::new(from)].clone();
-    assert!(arrows("timers/mod.rs").contains(Path::new("timers/owner.rs")));
-    assert!(arrows("timers/poll.rs").contains(Path::new("timers/core.rs")));
-    assert!(arrows("timers/base.rs").contains(Path::new("timers/object.rs")));
+    assert!(arrows("timers/mod.rs").contains(Path::new("timers/calls/owner.rs")));
+    assert!(arrows("timers/firing/poll.rs").contains(Path::new("timers/shared/mod.rs")));
+    assert!(arrows("timers/shared/base.rs").contains(Path::new("timers/object/mod.rs")));
     // A raw identifier (`suites::r#async`) and a path that starts at a name a `use` brought in
     // (`use super::report;` then `report::table::text`) are arrows too.
     let bench = graph_of(&repo().join("tempora-bench/src"));
@@ -680,7 +680,7 @@ fn repo_files() -> Vec<PathBuf> {
     all
 }
 
-/// Every file or folder ARCHITECTURE.md cites in backticks (`timers/base.rs`,
+/// Every file or folder ARCHITECTURE.md cites in backticks (`timers/shared/base.rs`,
 /// `checkpoint/tests/`) exists: some file of the repository's path ends with it.
 #[test]
 fn every_file_the_map_cites_exists() {

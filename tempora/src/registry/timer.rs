@@ -378,7 +378,7 @@ impl<S: Service> Timer<S> {
     /// incarnation, and no holder of its lock wrote, between the first load and the last (the
     /// lock's version, `VersionedLock`); `Ok(None)` if the slot holds another timer.
     /// [`Unreadable::Held`] while a holder is changing the state: the caller waits and tries
-    /// again, or gives up (a signal handler whose own thread holds it, `timers/owner.rs`).
+    /// again, or gives up (a signal handler whose own thread holds it, `timers/calls/owner.rs`).
     ///
     /// `read` gets a copy: a copy taken while a holder wrote may be torn, and is dropped
     /// unused when the version moved; it never sees `read`.

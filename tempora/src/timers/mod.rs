@@ -286,38 +286,16 @@
 //!   Under the timer's lock the poll then checks that the timer still waits where it was
 //!   popped and was not linked again (`base.rs`).
 
-mod arm;
-pub(crate) mod base;
 pub(crate) mod builder;
-#[cfg(not(loom))]
-mod clockwatch;
-pub(crate) mod contract;
-pub(crate) mod core;
-mod crew;
-pub(crate) mod driver;
-pub(crate) mod fd;
-mod handle;
-pub(crate) mod health;
+pub(crate) mod calls;
+pub(crate) mod firing;
 #[cfg(not(loom))]
 pub mod inspect;
-pub(crate) mod itimer;
-pub(crate) mod lookout;
-mod notify;
 pub(crate) mod object;
-mod owner;
-pub(crate) mod poll;
-mod serial;
 pub(crate) mod service;
-pub(crate) mod sigdeliver;
-pub(crate) mod signal;
-pub(crate) mod sleep;
-pub(crate) mod types;
-pub(crate) mod wake;
+pub(crate) mod shared;
+pub(crate) mod signals;
 
-#[cfg(all(test, not(loom)))]
-mod blocking_tests;
-#[cfg(all(test, not(loom)))]
-mod precision_tests;
 #[cfg(all(test, not(loom)))]
 pub(crate) mod testing;
 #[cfg(all(test, not(loom)))]
@@ -325,11 +303,11 @@ mod tests;
 
 pub use crate::registry::TimerId;
 pub use builder::Builder;
-pub use handle::{TimerHandle, WeakTimer};
-pub use notify::Event;
-pub use owner::{Events, Owner, Recv};
+pub use calls::handle::{TimerHandle, WeakTimer};
+pub use calls::owner::{Events, Owner, Recv};
+pub use object::notify::Event;
 
-pub use types::{
+pub use object::types::{
     Callback, Fired, ItimerSpec, Notify, NotifyKind, Precision, SetFlags, Status, TimerInfo,
     WeakOwner,
 };

@@ -1,24 +1,24 @@
 //! An owner's calls: the POSIX timer calls on its timers, and receiving their events.
 
-use super::core::Core;
-use super::health::QUEUE_POISONED;
-use super::itimer::{self, Consumed};
-use super::notify::{self, Event, Registered};
-use super::object::placement_of;
-use super::object::{
-    callback_of, Attached, CallbackCell, EventQueue, Itimer, ItimerInit, LockedTimer,
-};
-use super::serial::{CallFn, Serial};
-use super::signal::SignalCell;
-use super::types::{
-    self, ItimerSpec, Notify, NotifyKind, Placement, Precision, SetFlags, TimerInfo,
-};
 use crate::alloc::{probe_arc, try_box};
 use crate::clock::{ClockId, LazyNow, TimeSpec};
 use crate::error::Error;
 use crate::registry::{self, TimerId};
 use crate::stats::{Counter, OwnerStats};
 use crate::sync::{self, Ordering, Poisoned};
+use crate::timers::object::itimer::{self, Consumed};
+use crate::timers::object::notify::{self, Event, Registered};
+use crate::timers::object::placement_of;
+use crate::timers::object::serial::{CallFn, Serial};
+use crate::timers::object::signal::SignalCell;
+use crate::timers::object::types::{
+    self, ItimerSpec, Notify, NotifyKind, Placement, Precision, SetFlags, TimerInfo,
+};
+use crate::timers::object::{
+    callback_of, Attached, CallbackCell, EventQueue, Itimer, ItimerInit, LockedTimer,
+};
+use crate::timers::shared::health::QUEUE_POISONED;
+use crate::timers::shared::Core;
 use std::fmt;
 use std::future::Future;
 use std::mem::ManuallyDrop;
@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-/// An ID namespace of [`Timers`](super::Timers), with its event queue. Cloning shares it; it is deleted, with
+/// An ID namespace of [`Timers`](crate::timers::Timers), with its event queue. Cloning shares it; it is deleted, with
 /// all its timers, by [`Owner::destroy`] or when its last handle is dropped.
 #[derive(Clone)]
 pub struct Owner {
@@ -64,7 +64,7 @@ impl Owner {
     /// # Errors
     /// [`Error::NoFreeId`] (`EAGAIN`) when every ID is in use; [`Error::LimitReached`]
     /// (`EAGAIN`) when a group the owner is in is at its
-    /// [`max_timers`](super::Group::set_max_timers); [`Error::OutOfMemory`] (`EAGAIN`) when
+    /// [`max_timers`](crate::timers::Group::set_max_timers); [`Error::OutOfMemory`] (`EAGAIN`) when
     /// the timer's memory cannot be allocated (the `timers` module doc, "Memory");
     /// [`Error::OwnerDeleted`].
     #[doc(alias = "timer_create")]
@@ -77,7 +77,7 @@ impl Owner {
     ///
     /// # Errors
     /// [`Error::NotRestoring`] if restore mode is off; [`Error::InvalidId`] for a negative ID
-    /// or one beyond the ID limit ([`Builder::id_bits`](super::Builder::id_bits));
+    /// or one beyond the ID limit ([`Builder::id_bits`](crate::timers::Builder::id_bits));
     /// [`Error::IdInUse`] if this owner has a timer `id`; [`Error::LimitReached`];
     /// [`Error::OutOfMemory`]; [`Error::OwnerDeleted`]. Nothing is allocated or changed on
     /// error.
@@ -591,7 +591,7 @@ impl Owner {
     }
 
     /// Waits for the next event. Something else must poll meanwhile (a background driver, or
-    /// another thread calling [`Timers::poll`](super::Timers::poll)).
+    /// another thread calling [`Timers::poll`](crate::timers::Timers::poll)).
     ///
     /// # Who fires while a receiver waits
     ///
@@ -604,8 +604,8 @@ impl Owner {
     ///
     /// # Errors
     /// Once the queue is empty: [`Error::OwnerDeleted`] if the owner is destroyed,
-    /// [`Error::ServiceStopped`] if its service stopped (its last [`Timers`](super::Timers) handle and [`Sleep`](crate::time::Sleep) dropped), [`Error::Poisoned`] if
-    /// the service failed (see [`Timers::health`](super::Timers::health)). Never waits for an event that cannot come.
+    /// [`Error::ServiceStopped`] if its service stopped (its last [`Timers`](crate::timers::Timers) handle and [`Sleep`](crate::time::Sleep) dropped), [`Error::Poisoned`] if
+    /// the service failed (see [`Timers::health`](crate::timers::Timers::health)). Never waits for an event that cannot come.
     pub fn recv(&self) -> Result<Event, Error> {
         loop {
             if let Some(e) = self.recv_until(None)? {
@@ -633,8 +633,10 @@ impl Owner {
                 return Err(e);
             }
             let sink = self.sink();
-            let woke = super::driver::wait_leading(self.core(), deadline, |t| sink.wait(t))
-                .unwrap_or_else(|| sink.wait(deadline));
+            let woke = crate::timers::firing::driver::wait_leading(self.core(), deadline, |t| {
+                sink.wait(t)
+            })
+            .unwrap_or_else(|| sink.wait(deadline));
             if !woke {
                 return Ok(self.try_recv());
             }
@@ -685,7 +687,7 @@ impl Owner {
     /// (the owner is destroyed, or its service stopped or failed). It holds a handle to the
     /// owner, so it can move into a task of its own; a task that must not keep the owner
     /// alive (one that the owner's own callbacks reach, or that should end with the owner)
-    /// takes [`WeakOwner::events`](super::WeakOwner::events) instead, which ends once the
+    /// takes [`WeakOwner::events`](crate::timers::WeakOwner::events) instead, which ends once the
     /// owner's last strong handle is dropped (`handle.rs`, "No capture cycles").
     ///
     /// # Cancel safety
@@ -864,9 +866,9 @@ pub struct Events {
 enum Held {
     /// [`Owner::events`]: the stream keeps the owner alive.
     Strong(Owner),
-    /// [`WeakOwner::events`](super::WeakOwner::events): upgraded for each poll; the stream
+    /// [`WeakOwner::events`](crate::timers::WeakOwner::events): upgraded for each poll; the stream
     /// ends once the owner has.
-    Weak(super::WeakOwner),
+    Weak(crate::timers::object::types::WeakOwner),
 }
 
 impl Held {
@@ -880,7 +882,7 @@ impl Held {
 }
 
 impl Events {
-    pub(super) fn weak(owner: super::WeakOwner) -> Events {
+    pub(super) fn weak(owner: crate::timers::object::types::WeakOwner) -> Events {
         Events {
             owner: Held::Weak(owner),
             token: 0,

@@ -76,14 +76,14 @@
 //! no wake-ups (the one that waited last is the one woken; a follower with company wakes once,
 //! to retire).
 
-use super::core::Core;
-use super::crew::Next;
-use super::health::DRIVER_DIED;
-use super::serial::Call;
-use super::wake::NO_EXPIRY;
 use crate::clock::ClockId;
 use crate::error::Error;
 use crate::sync::Ordering;
+use crate::timers::object::serial::Call;
+use crate::timers::shared::crew::Next;
+use crate::timers::shared::health::DRIVER_DIED;
+use crate::timers::shared::wake::NO_EXPIRY;
+use crate::timers::shared::Core;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};

@@ -23,18 +23,20 @@
 //! dropped (the owner may go while the batch runs): an owner's first event of a run is pushed
 //! at once, as before, and its queue is held from its second event on.
 
-use super::base::timer_at;
-use super::core::Core;
-use super::health::{BASE_POISONED, QUEUE_POISONED};
-use super::itimer::{Arm, Consumed};
-use super::object::{callback_of, popped_here, sink_of, EventQueue, EventRef, Itimer, LockedTimer};
-use super::serial::Call;
-use super::sleep::SleepCell;
-use super::types::{NotifyKind, Status};
 use crate::clock::{ClockId, LazyNow, ALL_CLOCKS, CLOCKS};
 use crate::registry::{Timer, TIMER_POISONED};
 use crate::stats::Counter;
 use crate::sync::{Ordering, Poisoned};
+use crate::timers::object::itimer::{Arm, Consumed};
+use crate::timers::object::serial::Call;
+use crate::timers::object::sleep_cell::SleepCell;
+use crate::timers::object::types::{NotifyKind, Status};
+use crate::timers::object::{
+    callback_of, popped_here, sink_of, EventQueue, EventRef, Itimer, LockedTimer,
+};
+use crate::timers::shared::base::timer_at;
+use crate::timers::shared::health::{BASE_POISONED, QUEUE_POISONED};
+use crate::timers::shared::Core;
 use crate::wheel::Key;
 use std::cell::Cell;
 use std::ptr::NonNull;

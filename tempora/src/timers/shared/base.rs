@@ -80,11 +80,11 @@
 //! `Error::Poisoned` to arming calls and as a failure of the whole service to its receivers.
 //! A poisoned delivery lock (a panic while delivering) counts the same.
 
-use super::object::Itimer;
-use super::sleep::SleepCell;
 use crate::clock::{ClockId, CLOCKS};
 use crate::registry::Timer;
 use crate::sync::{rank, AtomicU64, Locked, MutexGuard, Ordering, Poisoned, RankedMutex};
+use crate::timers::object::sleep_cell::SleepCell;
+use crate::timers::object::Itimer;
 use crate::wheel::intrusive::{Locate, Node, NodeWheel};
 use crate::wheel::Wheel;
 use std::ptr::NonNull;

@@ -42,10 +42,10 @@
 //! to find the number pending becomes the looker. Lock order: a timer, then the lookouts
 //! (`sync::rank`).
 
-use super::object::Itimer;
-use super::signal::SignalCell;
 use crate::registry::Timer;
 use crate::sync::{rank, RankedMutex};
+use crate::timers::object::signal::SignalCell;
+use crate::timers::object::Itimer;
 use std::collections::HashMap;
 use std::ptr::NonNull;
 
@@ -58,7 +58,7 @@ pub(crate) const BACKSTOP_GRAIN: u64 = 100_000_000;
 /// (`sigdeliver.rs`'s `PROBE_CAP`, which asserts this), for a late driver.
 pub(crate) const STALE: u64 = 30_000_000;
 
-pub(crate) use super::signal::{
+pub(crate) use crate::timers::object::signal::{
     SLOT_DETACHED as DETACHED, SLOT_LOOKER as LOOKER, SLOT_NONE as NONE,
 };
 /// The most followers a lookout lists; past it, a timer looks on its own.

@@ -61,7 +61,7 @@ fn until_driver_sleeps(timers: &Timers) {
     let mono = ClockId::Monotonic.index();
     while !timers.core.bases.iter().any(|b| {
         let t = b.locked(|st| st.sleep[mono]).unwrap();
-        t != 0 && t != crate::timers::wake::NO_EXPIRY
+        t != 0 && t != crate::timers::shared::wake::NO_EXPIRY
     }) {
         std::thread::yield_now();
     }

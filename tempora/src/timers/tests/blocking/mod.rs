@@ -1,13 +1,13 @@
-//! Callbacks that block (`driver.rs`, "Callbacks that block"): real drivers on the OS clocks.
+//! Callbacks that block (`firing/driver.rs`, "Callbacks that block"): real drivers on the OS clocks.
 //! Where they can, the tests judge order, not time: a blocking callback waits (with a
 //! deadline of seconds) until the timers it must not hold up have fired, and the test checks
 //! that they fired before it returned, which no scheduling delay on a loaded machine can
 //! change. Lateness is asserted only against `BLOCKED_BOUND` (500 ms).
 
-use super::testing;
-use super::*;
 use crate::clock::ClockId;
 use crate::clock::{ClockSource, OsClock};
+use crate::timers::testing;
+use crate::timers::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as O};
 use std::sync::Arc;
 use std::sync::Mutex;
