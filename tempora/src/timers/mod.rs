@@ -304,7 +304,8 @@ mod tests;
 pub use crate::registry::TimerId;
 pub use builder::Builder;
 pub use calls::handle::{TimerHandle, WeakTimer};
-pub use calls::owner::{Events, Owner, Recv};
+pub use calls::owner::Owner;
+pub use calls::receive::{Events, Recv};
 pub use object::notify::Event;
 
 pub use object::types::{

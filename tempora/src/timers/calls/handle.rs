@@ -22,7 +22,8 @@
 //! [`Error::OwnerDeleted`]; the teardown runs on the thread that drops the last handle,
 //! which may be the call's).
 
-use super::owner::{Events, Owner};
+use super::owner::Owner;
+use super::receive::Events;
 use crate::clock::{ClockId, TimeSpec};
 use crate::error::Error;
 use crate::registry::TimerId;
