@@ -272,6 +272,11 @@ pub enum NotifyKind {
 }
 
 /// A timer's status, as the kernel's `it_status`.
+///
+/// All three are observable: in a listing ([`TimerInfo::status`], and an inspection
+/// endpoint's `pending`), and in a snapshot (`checkpoint::TimerRecord`, stored as 0, 1, 2),
+/// where `RequeuePending` is what tells a periodic timer waiting for its event or signal to
+/// be consumed from an armed one (`checkpoint/rules.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(u8)]
 #[non_exhaustive]
