@@ -96,7 +96,7 @@ fn a_driver_fires_timers_with_nobody_polling() {
 /// A thread blocked in `recv` on a service with one driver fires its own periodic timer: it
 /// sleeps until the alarm's time itself and polls, so the driver's threads are not woken for
 /// it. A callback due meanwhile still runs on a driver's thread, never on the receiver's,
-/// and a second receiver (which cannot hold the alarm) gets its events as before.
+/// and a second receiver (which cannot hold the alarm) still gets its events.
 #[test]
 fn a_receiver_waiting_fires_its_own_timer() {
     let timers = testing::driven(|b| {

@@ -272,9 +272,9 @@ fn wait_for(done: impl Fn() -> bool) {
 
 /// A blocks 100 ms; B falls due 20 ms later and blocks, on the spare that took over, until C
 /// has fired (at most 10 s); C falls due at 300 ms and needs a second hand-over: a third
-/// thread of the crew must follow on the alarm while A and B block (an earlier design, whose
-/// replaced leader disarmed the timer its successor armed for C, fired C only once B
-/// returned). Judged: C fired before B returned, which no scheduling delay can change.
+/// thread of the crew must follow on the alarm while A and B block, and fails if a replaced
+/// leader disarms the alarm its successor armed for C (C then fires only once B returns).
+/// Judged: C fired before B returned, which no scheduling delay can change.
 #[test]
 fn a_replaced_leader_leaves_its_successors_standby_armed() {
     for _ in 0..3 {
@@ -383,8 +383,8 @@ fn a_callback_queued_behind_a_blocking_one_is_taken_over() {
 /// A one-shot callback that re-arms itself 1 ms ahead, 200 times: nothing blocks, so no
 /// spare should take over. Its arm is earlier than the deadline the driver published, so it
 /// rings. A ring moves the alarm to the time the arm falls due, when the thread that ran the
-/// call waits again; one that fired the alarm at once had a spare take over (129 of 200
-/// calls, in an earlier design).
+/// call waits again; an alarm fired at once instead would have a spare take over the
+/// calls.
 #[test]
 fn a_callback_rearming_itself_causes_no_hand_over() {
     let timers = testing::driven(|b| {
