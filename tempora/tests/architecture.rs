@@ -438,6 +438,61 @@ fn no_file_imports_a_layer_above_its_own() {
     );
 }
 
+/// The rooms of `timers/`, bottom-up, as its module doc and ARCHITECTURE.md list them: a file
+/// of a room imports only files of its own room or of rooms below it, test code included,
+/// so no two rooms import each other.
+const TIMERS_ROOMS: &[&[&str]] = &[
+    &["object"],
+    &["shared"],
+    &["signals"],
+    &["firing"],
+    &["calls"],
+    &[
+        "service.rs",
+        "inspect",
+        "builder.rs",
+        "mod.rs",
+        "testing.rs",
+        "tests",
+    ],
+];
+
+/// The room of a file under `timers/` (a path relative to `src/`).
+fn room_of(file: &Path) -> Option<usize> {
+    let mut parts = file.components().map(|c| c.as_os_str().to_string_lossy());
+    if parts.next()? != "timers" {
+        return None;
+    }
+    let top = parts.next()?;
+    let room = TIMERS_ROOMS.iter().position(|r| r.contains(&&*top));
+    assert!(
+        room.is_some(),
+        "{} is in no room of timers/",
+        file.display()
+    );
+    room
+}
+
+#[test]
+fn no_room_of_timers_imports_a_room_above_its_own() {
+    let mut up = Vec::new();
+    for (from, tos) in graph() {
+        let Some(below) = room_of(&from) else {
+            continue;
+        };
+        for to in tos {
+            if room_of(&to).is_some_and(|above| above > below) {
+                up.push(format!("{} -> {}", from.display(), to.display()));
+            }
+        }
+    }
+    assert!(
+        up.is_empty(),
+        "imports that run up the rooms of timers/ (its module doc):\n{}",
+        up.join("\n")
+    );
+}
+
 /// The direction check sees an upward import in test code: a test module of a lower layer
 /// that names a type of a higher one fails it.
 #[test]

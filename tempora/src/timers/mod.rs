@@ -1,23 +1,28 @@
 //! The POSIX interval-timer service: [`Timers`], its [`Owner`]s, and their timers.
 //!
 //! ```text
-//!  Timers ── Core { registry, clock source, tick, bases[B], wake, health }       core.rs
-//!     │        ├─ Base: lock, wheel per clock, sleeps' wheel,                   base.rs
+//!  Timers ── Core { registry, clock source, tick, bases[B], wake, health }  shared/mod.rs
+//!     │        ├─ Base: lock, wheel per clock, sleeps' wheel,              shared/base.rs
 //!     │        │        driver sleep ticks, delivery lock
-//!     │        ├─ Wakeups: alarms[D] (timerfd + epoll) or the deadline fd       wake.rs
-//!     │        ├─ crews[D]: each driver's threads, callbacks not run yet       crew.rs
-//!     │        └─ Health: stop, failure, the owners' queues to close            health.rs
-//!     ├─ drivers[D] (threads: wait on their alarm; the one woken polls all     driver.rs
-//!     │              bases, re-arms it, runs the callbacks)
-//!     └─ owner() ─► Owner ── registry owner (IDs → timer objects)               owner.rs
-//!                         └─ OwnerPart: core, sink (event queue + waiting      contract.rs,
-//!                            receivers of Queue timers)                         notify.rs
+//!     │        ├─ Wakeups: alarms[D] (timerfd + epoll) or the deadline fd  shared/wake.rs
+//!     │        ├─ crews[D]: each driver's threads, callbacks not run yet   shared/crew.rs
+//!     │        └─ Health: stop, failure, the owners' queues to close       shared/health.rs
+//!     ├─ drivers[D] (threads: wait on their alarm; the one woken polls    firing/driver.rs
+//!     │              all bases, re-arms it, runs the callbacks)
+//!     └─ owner() ─► Owner ── registry owner (IDs → timer objects)          calls/owner.rs
+//!                         └─ OwnerPart: core, sink (event queue + waiting  shared/contract.rs,
+//!                            receivers of Queue timers)                    object/notify.rs
 //! ```
 //!
-//! `Timers` itself is in `service.rs`, its builder in `builder.rs`; this file is the module's
-//! doc and its public names. Every file of the module is in ARCHITECTURE.md's files table,
-//! bottom-up: each imports only files listed above it (`tempora/tests/architecture.rs` checks
-//! that, and that no import circle forms).
+//! The module is a room per job, each a folder whose `mod.rs` says what it holds and its part
+//! of `impl Core`'s work, bottom-up: `object/` (the timer object and what it is made of: the
+//! value types, the POSIX rules, the owner's event queue), `shared/` (`Core` and its parts;
+//! arming), `signals/` (signal timers), `firing/` (polling, delivery, the drivers), `calls/`
+//! (an owner's calls, receiving included). `Timers` itself is in `service.rs`, its builder in
+//! `builder.rs`, the inspection endpoint in `inspect/`; this file is the module's doc and its
+//! public names. Every file of the module is in ARCHITECTURE.md's files table, bottom-up:
+//! each imports only files listed above it (`tempora/tests/architecture.rs` checks that, and
+//! that no import circle forms).
 //! Checkpoint and restore of an owner live in [`crate::checkpoint`].
 //!
 //! The calls and their POSIX names: [`Owner::create`] (`timer_create`), [`Owner::settime`]
