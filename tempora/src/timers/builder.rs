@@ -10,13 +10,13 @@ use crate::sync::{AtomicU64, RankedMutex};
 use crate::timers::firing::driver::Drivers;
 use crate::timers::object::signal::{OsSignals, SignalPort};
 use crate::timers::object::Itimer;
+use crate::timers::service::Timers;
 use crate::timers::shared::base::Base;
 use crate::timers::shared::crew::Crew;
 use crate::timers::shared::health::Health;
 use crate::timers::shared::lookout::Lookouts;
 use crate::timers::shared::wake::{Alarm, Wakeups};
 use crate::timers::shared::{Core, DriverCounts};
-use crate::timers::Timers;
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::sync::Arc;
@@ -112,7 +112,7 @@ impl Builder {
         self
     }
 
-    /// How long after its expiry a [`Precision::Deferrable`](crate::timers::Precision::Deferrable)
+    /// How long after its expiry a [`Precision::Deferrable`](crate::timers::object::types::Precision::Deferrable)
     /// timer may wait for a driver that is awake anyway (default 1 s). A driver with only
     /// deferrable timers due sleeps until the earliest of them plus this, so it wakes for them
     /// at most once per `max_deferral`; [`Duration::MAX`] lets them wait for as long as no
