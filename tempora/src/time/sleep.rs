@@ -225,8 +225,8 @@ impl Drop for Sleep {
         };
         drop(waker);
         if let Some(b) = in_flight {
-            // A poll of base `b` popped the entry and delivers it under this lock: once we
-            // hold it, that delivery is over (`timers/object/sleep_cell.rs`). Poisoned: it ended too.
+            // A poll of base `b` popped the entry and delivers it under this lock: once we hold it,
+            // that delivery is over (`timers/object/sleep_cell.rs`). Poisoned: it ended too.
             drop(core.bases[b].delivery());
         }
         core.health.flush_halt();

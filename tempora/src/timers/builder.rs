@@ -112,11 +112,12 @@ impl Builder {
         self
     }
 
-    /// How long after its expiry a [`Precision::Deferrable`](crate::timers::object::types::Precision::Deferrable)
-    /// timer may wait for a driver that is awake anyway (default 1 s). A driver with only
-    /// deferrable timers due sleeps until the earliest of them plus this, so it wakes for them
-    /// at most once per `max_deferral`; [`Duration::MAX`] lets them wait for as long as no
-    /// other timer wakes a driver (the kernel's rule).
+    /// How long after its expiry a
+    /// [`Precision::Deferrable`](crate::timers::object::types::Precision::Deferrable) timer may
+    /// wait for a driver that is awake anyway (default 1 s). A driver with only deferrable timers
+    /// due sleeps until the earliest of them plus this, so it wakes for them at most once per
+    /// `max_deferral`; [`Duration::MAX`] lets them wait for as long as no other timer wakes a
+    /// driver (the kernel's rule).
     pub fn max_deferral(&mut self, d: Duration) -> &mut Self {
         self.max_deferral = d;
         self

@@ -154,14 +154,14 @@ impl Timers {
         self.core.poll_app()
     }
 
-    /// A file descriptor (a timerfd on the monotonic clock) that becomes readable when a
-    /// timer is due, for an application-driven service ([`Builder::drivers`](crate::timers::Builder::drivers)`(0)`) whose
-    /// event loop waits on it beside its sockets and calls [`Timers::poll`] when it is
-    /// readable: `poll` re-arms it at the next deadline, which also makes it not readable
-    /// again (there is no need to `read(2)` it). An arm that moves the next deadline earlier
-    /// re-arms it at once; an arm later than it costs no system call (the drivers' rule,
-    /// `base.rs`). Like [`Timers::next_deadline`], it may fire early after timers were
-    /// cancelled (a poll then fires nothing and re-arms it), never late.
+    /// A file descriptor (a timerfd on the monotonic clock) that becomes readable when a timer is
+    /// due, for an application-driven service
+    /// ([`Builder::drivers`](crate::timers::Builder::drivers)`(0)`) whose event loop waits on it
+    /// beside its sockets and calls [`Timers::poll`] when it is readable: `poll` re-arms it at the
+    /// next deadline, which also makes it not readable again (there is no need to `read(2)` it). An
+    /// arm that moves the next deadline earlier re-arms it at once; an arm later than it costs no
+    /// system call (the drivers' rule, `base.rs`). Like [`Timers::next_deadline`], it may fire
+    /// early after timers were cancelled (a poll then fires nothing and re-arms it), never late.
     ///
     /// Made on the first call (a service that never asks pays nothing); closed when the last
     /// thing that holds the service's core is gone: its `Timers` handles, sleeps and owners.

@@ -24,8 +24,8 @@ use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// An ID namespace of [`Timers`](crate::timers::Timers), with its event queue. Cloning shares it; it is deleted, with
-/// all its timers, by [`Owner::destroy`] or when its last handle is dropped.
+/// An ID namespace of [`Timers`](crate::timers::Timers), with its event queue. Cloning shares it;
+/// it is deleted, with all its timers, by [`Owner::destroy`] or when its last handle is dropped.
 #[derive(Clone)]
 pub struct Owner {
     /// Dropped by `Drop` unless the process forked since the service was built: then leaked
@@ -391,7 +391,7 @@ impl Owner {
             return Ok(overrun);
         }
         // A signal timer whose signal is outstanding learns here whether it was delivered
-        // (`sigdeliver.rs`): under the lock.
+        // (`signals/mod.rs`): under the lock.
         let core = self.core();
         let now = core.lazy_now();
         // Pinned across the look and the release of the followers it may find gone

@@ -199,8 +199,10 @@ impl Owner {
     ///
     /// # Errors
     /// Once the queue is empty: [`Error::OwnerDeleted`] if the owner is destroyed,
-    /// [`Error::ServiceStopped`] if its service stopped (its last [`Timers`](crate::timers::Timers) handle and [`Sleep`](crate::time::Sleep) dropped), [`Error::Poisoned`] if
-    /// the service failed (see [`Timers::health`](crate::timers::Timers::health)). Never waits for an event that cannot come.
+    /// [`Error::ServiceStopped`] if its service stopped (its last [`Timers`](crate::timers::Timers)
+    /// handle and [`Sleep`](crate::time::Sleep) dropped), [`Error::Poisoned`] if the service failed
+    /// (see [`Timers::health`](crate::timers::Timers::health)). Never waits for an event that
+    /// cannot come.
     pub fn recv(&self) -> Result<Event, Error> {
         loop {
             if let Some(e) = self.recv_until(None)? {

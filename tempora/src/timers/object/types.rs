@@ -16,11 +16,11 @@ use std::sync::Arc;
 /// [`Owner::destroy`](crate::timers::Owner::destroy) or deletes the timer.
 pub type Callback = Arc<dyn Fn(&Fired<'_>) + Send + Sync>;
 
-/// One expiry of a [callback timer](Notify::callback), handed to its closure: the
-/// timer, the overrun, and its owner, reached without the closure keeping it alive. Its calls
-/// (`settime`, `gettime`, `getoverrun`, `delete`, `owner`) are the owner's on this timer; they fail
-/// with [`Error::OwnerDeleted`](crate::Error::OwnerDeleted) once the owner's last handle was
-/// dropped (a call taken before that may still run, as after [`Owner::delete`](crate::timers::Owner::delete)).
+/// One expiry of a [callback timer](Notify::callback), handed to its closure: the timer, the
+/// overrun, and its owner, reached without the closure keeping it alive. Its calls (`settime`,
+/// `gettime`, `getoverrun`, `delete`, `owner`) are the owner's on this timer; they fail with
+/// [`Error::OwnerDeleted`](crate::Error::OwnerDeleted) once the owner's last handle was dropped (a
+/// call taken before that may still run, as after [`Owner::delete`](crate::timers::Owner::delete)).
 ///
 /// The owner is reached through a [`WeakOwner`]: each call takes a strong handle for its
 /// length, so an owner whose user handles are all dropped ends at once, its timers with it,
@@ -95,11 +95,12 @@ impl fmt::Debug for WeakOwner {
 #[derive(Clone, Default)]
 #[non_exhaustive]
 pub enum Notify {
-    /// Nothing is delivered (`SIGEV_NONE`); [`Owner::gettime`](crate::timers::Owner::gettime) shows the state.
+    /// Nothing is delivered (`SIGEV_NONE`); [`Owner::gettime`](crate::timers::Owner::gettime) shows
+    /// the state.
     #[default]
     None,
-    /// An [`Event`](crate::timers::Event) on the owner's queue: `SIGEV_SIGNAL`'s rules without a signal, at
-    /// most one pending per timer.
+    /// An [`Event`](crate::timers::Event) on the owner's queue: `SIGEV_SIGNAL`'s rules without a
+    /// signal, at most one pending per timer.
     Queue,
     /// A closure run by the poll that fires the timer (`SIGEV_THREAD`), handed a [`Fired`]:
     /// the timer's ID, the overrun and its owner's calls on it, so that it needs to capture no
@@ -210,7 +211,8 @@ impl fmt::Debug for Notify {
     }
 }
 
-/// Flags of [`Owner::settime`](crate::timers::Owner::settime): the `flags` argument of `timer_settime`.
+/// Flags of [`Owner::settime`](crate::timers::Owner::settime): the `flags` argument of
+/// `timer_settime`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SetFlags(u32);
 
@@ -253,7 +255,8 @@ impl ItimerSpec {
     }
 }
 
-/// How a timer notifies, without its closure: what a listing ([`Owner::timers`](crate::timers::Owner::timers)) reports.
+/// How a timer notifies, without its closure: what a listing
+/// ([`Owner::timers`](crate::timers::Owner::timers)) reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(u8)]
 #[non_exhaustive]
@@ -332,9 +335,10 @@ pub(crate) fn callback_name_error(name: &str) -> Option<&'static str> {
     }
 }
 
-/// When a timer may fire after its expiry ([`Owner::set_precision`](crate::timers::Owner::set_precision)):
-/// the kernel's choices between exact hrtimers, timer slack and deferrable timers. No timer
-/// ever fires before its expiry, whatever its precision.
+/// When a timer may fire after its expiry
+/// ([`Owner::set_precision`](crate::timers::Owner::set_precision)): the kernel's choices between
+/// exact hrtimers, timer slack and deferrable timers. No timer ever fires before its expiry,
+/// whatever its precision.
 ///
 /// | precision | fires in | wakes a driver by itself |
 /// |---|---|---|

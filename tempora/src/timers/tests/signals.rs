@@ -1,6 +1,6 @@
 //! Signal timers under the manual clock, through a port that plays the kernel's signal queue
 //! (`testing::TestSignals`): what is queued, when, with which `si_overrun`, and what
-//! `getoverrun` says, in the cases programs rely on (`sigdeliver.rs` has the rules). The real
+//! `getoverrun` says, in the cases programs rely on (`signals/mod.rs` has the rules). The real
 //! signals are tested by `tempora/tests/signals.rs` and the C suite.
 
 use super::*;
@@ -577,7 +577,7 @@ fn a_blocked_signal_its_disposition_ignores_is_taken_at_the_unblock_with_its_ove
     }
 }
 
-/// Which side of an expiry a consumption fell (`sigdeliver.rs`): a timer at 2 s, then every
+/// Which side of an expiry a consumption fell (`signals/mod.rs`): a timer at 2 s, then every
 /// 3 s, its signal blocked from the start. The look at 5 s finds the signal pending, so the
 /// next look comes `LOOK_LEAD` before 8 s. Taken after that look (a program that unblocks as
 /// the expiry at 8 s passes), the expiry at 8 s preceded the consumption: an overrun of that

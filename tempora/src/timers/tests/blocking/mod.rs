@@ -1,8 +1,8 @@
-//! Callbacks that block (`firing/driver.rs`, "Callbacks that block"): real drivers on the OS clocks.
-//! Where they can, the tests judge order, not time: a blocking callback waits (with a
-//! deadline of seconds) until the timers it must not hold up have fired, and the test checks
-//! that they fired before it returned, which no scheduling delay on a loaded machine can
-//! change. Lateness is asserted only against `BLOCKED_BOUND` (500 ms).
+//! Callbacks that block (`firing/driver.rs`, "Callbacks that block"): real drivers on the OS
+//! clocks. Where they can, the tests judge order, not time: a blocking callback waits (with a
+//! deadline of seconds) until the timers it must not hold up have fired, and the test checks that
+//! they fired before it returned, which no scheduling delay on a loaded machine can change.
+//! Lateness is asserted only against `BLOCKED_BOUND` (500 ms).
 //!
 //! - `one.rs`: one callback that blocks: a spare takes over, hand-overs, a timer's calls
 //!   one at a time, spares joined at the drop.
