@@ -51,7 +51,7 @@ impl Service for Itimer {
     type Links = Node;
     type State = ItimerState;
     type Init = ItimerInit;
-    type Owner = OwnerPart;
+    type OwnerPart = OwnerPart;
     type Released = Released;
 
     fn init(
