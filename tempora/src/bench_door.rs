@@ -11,7 +11,7 @@
 
 use crate::clock::ClockId;
 use crate::registry::{self, Locked, Service};
-use crate::timers::itimer::{ItimerPublished, ItimerState};
+use crate::timers::object::itimer::{ItimerPublished, ItimerState};
 use crate::timers::object::{Itimer, ItimerFixed, ItimerInit};
 use crate::timers::{NotifyKind, TimerId};
 use crate::wheel::intrusive::Node;
@@ -27,7 +27,7 @@ impl Service for Bare {
     type Links = Node;
     type State = ItimerState;
     type Init = ();
-    type Owner = ();
+    type OwnerPart = ();
     type Released = ();
 
     fn init(fixed: &ItimerFixed, published: &ItimerPublished, state: &mut ItimerState, _: ()) {
@@ -53,7 +53,7 @@ pub struct Registry(registry::Registry<Bare>);
 
 /// An owner of a [`Registry`].
 #[derive(Debug)]
-pub struct Owner(registry::Owner<Bare>);
+pub struct BareOwner(registry::Owner<Bare>);
 
 impl Default for Registry {
     fn default() -> Self {
@@ -71,12 +71,12 @@ impl Registry {
     }
 
     /// A new owner.
-    pub fn owner(&self) -> Owner {
-        Owner(self.0.owner(()))
+    pub fn owner(&self) -> BareOwner {
+        BareOwner(self.0.owner(()))
     }
 }
 
-impl Owner {
+impl BareOwner {
     /// Creates a timer with the next free ID.
     ///
     /// # Errors
@@ -104,7 +104,7 @@ impl Owner {
     /// As `Owner::getoverrun`.
     pub fn getoverrun(&self, id: TimerId) -> Result<i32, Error> {
         self.0.read(id, |_, published| {
-            crate::timers::itimer::overrun_last(published)
+            crate::timers::object::itimer::overrun_last(published)
         })
     }
 

@@ -438,6 +438,61 @@ fn no_file_imports_a_layer_above_its_own() {
     );
 }
 
+/// The rooms of `timers/`, bottom-up, as its module doc and ARCHITECTURE.md list them: a file
+/// of a room imports only files of its own room or of rooms below it, test code included,
+/// so no two rooms import each other.
+const TIMERS_ROOMS: &[&[&str]] = &[
+    &["object"],
+    &["shared"],
+    &["signals"],
+    &["firing"],
+    &["calls"],
+    &[
+        "service.rs",
+        "inspect",
+        "builder.rs",
+        "mod.rs",
+        "testing.rs",
+        "tests",
+    ],
+];
+
+/// The room of a file under `timers/` (a path relative to `src/`).
+fn room_of(file: &Path) -> Option<usize> {
+    let mut parts = file.components().map(|c| c.as_os_str().to_string_lossy());
+    if parts.next()? != "timers" {
+        return None;
+    }
+    let top = parts.next()?;
+    let room = TIMERS_ROOMS.iter().position(|r| r.contains(&&*top));
+    assert!(
+        room.is_some(),
+        "{} is in no room of timers/",
+        file.display()
+    );
+    room
+}
+
+#[test]
+fn no_room_of_timers_imports_a_room_above_its_own() {
+    let mut up = Vec::new();
+    for (from, tos) in graph() {
+        let Some(below) = room_of(&from) else {
+            continue;
+        };
+        for to in tos {
+            if room_of(&to).is_some_and(|above| above > below) {
+                up.push(format!("{} -> {}", from.display(), to.display()));
+            }
+        }
+    }
+    assert!(
+        up.is_empty(),
+        "imports that run up the rooms of timers/ (its module doc):\n{}",
+        up.join("\n")
+    );
+}
+
 /// The direction check sees an upward import in test code: a test module of a lower layer
 /// that names a type of a higher one fails it.
 #[test]
@@ -502,9 +557,9 @@ fn describe(g: &BTreeMap<PathBuf, BTreeSet<PathBuf>>, found: &[Vec<PathBuf>]) ->
 fn the_import_reader_sees_arrows_through_parents_and_tests() {
     let g = graph();
     let arrows = |from: &str| g[Path::new(from)].clone();
-    assert!(arrows("timers/mod.rs").contains(Path::new("timers/owner.rs")));
-    assert!(arrows("timers/poll.rs").contains(Path::new("timers/core.rs")));
-    assert!(arrows("timers/base.rs").contains(Path::new("timers/object.rs")));
+    assert!(arrows("timers/mod.rs").contains(Path::new("timers/calls/owner.rs")));
+    assert!(arrows("timers/firing/poll.rs").contains(Path::new("timers/shared/mod.rs")));
+    assert!(arrows("timers/shared/base.rs").contains(Path::new("timers/object/mod.rs")));
     // A raw identifier (`suites::r#async`) and a path that starts at a name a `use` brought in
     // (`use super::report;` then `report::table::text`) are arrows too.
     let bench = graph_of(&repo().join("tempora-bench/src"));
@@ -680,7 +735,7 @@ fn repo_files() -> Vec<PathBuf> {
     all
 }
 
-/// Every file or folder ARCHITECTURE.md cites in backticks (`timers/base.rs`,
+/// Every file or folder ARCHITECTURE.md cites in backticks (`timers/shared/base.rs`,
 /// `checkpoint/tests/`) exists: some file of the repository's path ends with it.
 #[test]
 fn every_file_the_map_cites_exists() {

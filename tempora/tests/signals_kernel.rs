@@ -26,8 +26,8 @@
 //!
 //! # What must agree, and what is checked where tempora cannot agree
 //!
-//! User space cannot see a signal leave the queue, nor take one back (`sigdeliver.rs`), which
-//! forces four divergences from the kernel's timers:
+//! User space cannot see a signal leave the queue, nor take one back (`timers/signals/mod.rs`),
+//! which forces four divergences from the kernel's timers:
 //!
 //! * (a) a signal's `si_overrun` is fixed when it is queued: the periods that pass while it
 //!   waits are what `getoverrun` reports once it is seen delivered (the kernel's value), and
@@ -97,7 +97,7 @@ const SHIFT: u64 = Q / 8;
 const WINDOW: u64 = Q / 2;
 /// The intervals drawn: one-shots twice as often; `Q/2` is below `PROBE_CAP`.
 const INTERVALS: [u64; 6] = [0, 0, Q / 2, Q, 2 * Q, 3 * Q];
-/// tempora's longest wait between two probes of a pending signal (`sigdeliver.rs`).
+/// tempora's longest wait between two probes of a pending signal (`timers/signals/mod.rs`).
 const PROBE_CAP: u64 = 10_000_000;
 /// How far an expiry must be from a phase's calls for both sides to agree on it, beyond the
 /// uncertainty of the arming's instants.

@@ -56,7 +56,7 @@ pub struct Tempora(tempora::bench_door::Registry);
 
 impl Registry for Tempora {
     const NAME: &'static str = "tempora";
-    type Owner = tempora::bench_door::Owner;
+    type Owner = tempora::bench_door::BareOwner;
     fn new() -> Self {
         Tempora(tempora::bench_door::Registry::new())
     }

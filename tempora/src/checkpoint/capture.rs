@@ -72,7 +72,7 @@ impl Owner {
                 expiry,
                 interval: st.interval.min(i64::MAX as u64) as i64,
                 overrun: i64::from(st.overrun.max(-1)),
-                overrun_last: crate::timers::itimer::overrun_last(l.published()),
+                overrun_last: crate::timers::object::itimer::overrun_last(l.published()),
                 precision: Precision::unpack(l.fixed().precision.load(Ordering::Relaxed)),
                 signal: signal_record(&l),
             });
@@ -88,7 +88,7 @@ impl Owner {
     }
 }
 
-/// A locked signal timer's target and signal state (`timers/sigdeliver.rs` has the bits);
+/// A locked signal timer's target and signal state (`timers/signals/mod.rs` has the bits);
 /// `None` for any other timer.
 fn signal_record(l: &LockedTimer<'_>) -> Option<SignalRecord> {
     let cell = signal_of(l)?;

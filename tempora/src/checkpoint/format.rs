@@ -8,7 +8,7 @@ use super::snapshot::{
 };
 use crate::clock::ClockId;
 use crate::error::Error;
-use crate::timers::types::{slack_ns, slack_of_ns};
+use crate::timers::object::types::{slack_ns, slack_of_ns};
 use crate::timers::Precision;
 use crate::timers::{Status, TimerId};
 use std::borrow::Cow;

@@ -6,11 +6,11 @@ use crate::clock::ClockId;
 use crate::clock::CLOCKS;
 use crate::error::Error;
 use crate::sync::Ordering;
-use crate::timers::core::Core;
+use crate::timers::firing::poll::enqueue;
+use crate::timers::object::signal::SignalCell;
 use crate::timers::object::LockedTimer;
-use crate::timers::poll::enqueue;
-use crate::timers::sigdeliver::Restored;
-use crate::timers::signal::SignalCell;
+use crate::timers::shared::Core;
+use crate::timers::signals::Restored;
 use crate::timers::{Notify, NotifyKind, Owner};
 use std::task::Waker;
 

@@ -122,7 +122,7 @@ fn check_signal(t: &TimerRecord, signal: &SignalRecord) -> Result<(), String> {
         return Err(format!("a signal target on a timer named {:?}", t.notify));
     }
     let signo = signal.target.signo();
-    if !(1..=crate::timers::signal::SIGNO_MAX).contains(&signo) {
+    if !(1..=crate::timers::object::signal::SIGNO_MAX).contains(&signo) {
         return Err(format!("signal number {signo} outside 1..=64"));
     }
     if let SignalTarget::Thread { tid, .. } = signal.target {

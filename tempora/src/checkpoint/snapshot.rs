@@ -20,8 +20,8 @@ pub const MAX_PAYLOAD: u64 = 1 << 32;
 /// The longest notification name, in bytes, that fits in a timer record (whose length is a
 /// `u16` that also counts the record's other fields). A create refuses longer callback names,
 /// so every timer can be checkpointed.
-pub const MAX_NAME: usize = crate::timers::types::MAX_NAME;
-pub(crate) use crate::timers::types::{NOTIFY_NONE, NOTIFY_QUEUE, NOTIFY_SIGNAL};
+pub const MAX_NAME: usize = crate::timers::object::types::MAX_NAME;
+pub(crate) use crate::timers::object::types::{NOTIFY_NONE, NOTIFY_QUEUE, NOTIFY_SIGNAL};
 
 /// Where a timer's expiry is, by the rule in the module doc.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

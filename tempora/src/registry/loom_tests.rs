@@ -58,7 +58,7 @@ impl Service for Model {
     type Links = ();
     type State = ();
     type Init = (u8, u8);
-    type Owner = ();
+    type OwnerPart = ();
     type Released = ();
     fn init(fixed: &Fixed, published: &Published, _: &mut (), (clock, notify): (u8, u8)) {
         fixed.clock.store(clock, Ordering::Relaxed);

@@ -266,7 +266,7 @@ impl<S: Service> Registry<S> {
     /// A new owner (an empty ID namespace, restore mode off, next ID 0) whose service part is
     /// `service`; aborts, as a failed allocation does, if its memory cannot be had (the
     /// tests' and the benchmark harness's door: the service's is [`Registry::try_owner`]).
-    pub(crate) fn owner(&self, service: S::Owner) -> Owner<S> {
+    pub(crate) fn owner(&self, service: S::OwnerPart) -> Owner<S> {
         self.try_owner(service).unwrap_or_else(|_| {
             std::alloc::handle_alloc_error(std::alloc::Layout::new::<Owner<S>>())
         })
@@ -274,7 +274,7 @@ impl<S: Service> Registry<S> {
 
     /// A new owner (an empty ID namespace, restore mode off, next ID 0) whose service part is
     /// `service`, or [`Error::OutOfMemory`] if its memory cannot be allocated.
-    pub(crate) fn try_owner(&self, service: S::Owner) -> Result<Owner<S>, Error> {
+    pub(crate) fn try_owner(&self, service: S::OwnerPart) -> Result<Owner<S>, Error> {
         Owner::try_new(&self.shared, service)
     }
 

@@ -9,7 +9,7 @@
 //!                         │             │                    ID block, slots in use (`live`)
 //!                         │             └─ one per (thread index & (N-1)), cache-line padded
 //!                         ├─ exclusive    set while a restore's section runs (`Owner::exclusive`)
-//!                         └─ service      the service's per-owner part (`Service::Owner`)
+//!                         └─ service      the service's per-owner part (`Service::OwnerPart`)
 //! ```
 //!
 //! A create takes the shard of the calling thread, pops a slot from its free list (or its bump
@@ -140,7 +140,7 @@ struct OwnerInner<S: Service> {
     /// Allocated when a thread index first creates here (see `shard_at`).
     shards: Box<[AtomicPtr<CachePadded<Shard>>]>,
     /// The service's part of the owner, handed to its delete hook.
-    service: S::Owner,
+    service: S::OwnerPart,
 }
 
 impl<S: Service> Owner<S> {
@@ -151,7 +151,10 @@ impl<S: Service> Owner<S> {
     /// [`Error::OutOfMemory`] if its memory cannot be allocated (its directory and shard
     /// table fallibly; the `Arc` after [`probe_arc`] checked that its block can be had: the
     /// `timers` module doc, "Memory").
-    pub(crate) fn try_new(shared: &Arc<Shared<S>>, service: S::Owner) -> Result<Owner<S>, Error> {
+    pub(crate) fn try_new(
+        shared: &Arc<Shared<S>>,
+        service: S::OwnerPart,
+    ) -> Result<Owner<S>, Error> {
         let slots = Slots::try_new()?;
         let shards = try_boxed_slice(shared.shards, || AtomicPtr::new(std::ptr::null_mut()))?;
         probe_arc::<OwnerInner<S>>()?;
@@ -181,7 +184,7 @@ impl<S: Service> Owner<S> {
 
     /// The service's part of the owner.
     #[inline]
-    pub(crate) fn service(&self) -> &S::Owner {
+    pub(crate) fn service(&self) -> &S::OwnerPart {
         &self.inner.service
     }
 

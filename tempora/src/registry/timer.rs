@@ -81,7 +81,7 @@ pub(crate) trait Service: Sized + Send + Sync + 'static {
     /// What a create is given to fill the four parts.
     type Init;
     /// Kept by each owner for the delete hook (the service's handle on its own state).
-    type Owner: Send + Sync;
+    type OwnerPart: Send + Sync;
     /// What the delete hook hands back, dropped by the registry once it holds no lock (so a
     /// user's closure inside it never runs under one).
     type Released;
@@ -100,11 +100,11 @@ pub(crate) trait Service: Sized + Send + Sync + 'static {
     /// visible to lookups, on delete and on each timer of an owner being destroyed. It takes
     /// the timer out of whatever the service keeps it in, so nothing of the service refers to
     /// it afterwards. It must not take the lock of a timer or of an owner's ID shard.
-    fn on_delete(owner: &Self::Owner, l: &mut Locked<'_, Self>) -> Self::Released;
+    fn on_delete(owner: &Self::OwnerPart, l: &mut Locked<'_, Self>) -> Self::Released;
 
     /// Runs once when an owner is destroyed, after the delete hook ran on its last timer,
     /// with no registry lock held.
-    fn on_destroy(owner: &Self::Owner);
+    fn on_destroy(owner: &Self::OwnerPart);
 }
 
 /// A type whose all-zero bit pattern is a valid value, equal to its `Default` (outside loom:
@@ -129,7 +129,7 @@ impl Service for () {
     type Links = ();
     type State = ();
     type Init = ();
-    type Owner = ();
+    type OwnerPart = ();
     type Released = ();
     fn init(_: &(), _: &(), _: &mut (), _: ()) {}
     fn on_delete(_: &(), _: &mut Locked<'_, ()>) {}
@@ -378,7 +378,7 @@ impl<S: Service> Timer<S> {
     /// incarnation, and no holder of its lock wrote, between the first load and the last (the
     /// lock's version, `VersionedLock`); `Ok(None)` if the slot holds another timer.
     /// [`Unreadable::Held`] while a holder is changing the state: the caller waits and tries
-    /// again, or gives up (a signal handler whose own thread holds it, `timers/owner.rs`).
+    /// again, or gives up (a signal handler whose own thread holds it, `timers/calls/owner.rs`).
     ///
     /// `read` gets a copy: a copy taken while a holder wrote may be torn, and is dropped
     /// unused when the version moved; it never sees `read`.
@@ -464,7 +464,7 @@ impl<S: Service> Timer<S> {
 
     /// Under the lock of a visible timer: marks it pending (invisible to lookups, its ID still
     /// taken) and runs the service's delete hook.
-    pub(crate) fn mark_deleted(mut l: Locked<'_, S>, owner: &S::Owner) -> S::Released {
+    pub(crate) fn mark_deleted(mut l: Locked<'_, S>, owner: &S::OwnerPart) -> S::Released {
         let word = l.timer.hot.owner.load(Ordering::Relaxed);
         // Relaxed: ordered before the unhash by the bucket lock's Acquire/Release.
         l.timer.hot.owner.store(word | PENDING, Ordering::Relaxed);

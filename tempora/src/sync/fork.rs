@@ -4,7 +4,7 @@
 //!
 //! The handler is registered before the first service is built ([`watch`]), and not through a
 //! `Once`: a fork while another thread runs a `Once` leaves it running in the child for ever
-//! (the same reason as `timers/signal.rs`'s pid cache). Two threads may both register; the
+//! (the same reason as `timers/object/signal.rs`'s pid cache). Two threads may both register; the
 //! generation then moves by two per fork, and only its changing matters.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};

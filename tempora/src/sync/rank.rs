@@ -23,21 +23,21 @@ pub(crate) const BUILDING: u8 = 0;
 pub(crate) const INSPECT: u8 = 0;
 /// An owner's ID shard (`registry/owner.rs`).
 pub(crate) const SHARD: u8 = 1;
-/// A base's delivery lock (`timers/base.rs`).
+/// A base's delivery lock (`timers/shared/base.rs`).
 pub(crate) const DELIVERY: u8 = 1;
-/// A timer (`registry/timer.rs`); a sleep's cell (`timers/sleep.rs`).
+/// A timer (`registry/timer.rs`); a sleep's cell (`timers/object/sleep_cell.rs`).
 pub(crate) const TIMER: u8 = 2;
-/// An alarm's lock: a driver's, or the deadline fd's (`timers/wake.rs`).
+/// An alarm's lock: a driver's, or the deadline fd's (`timers/shared/wake.rs`).
 pub(crate) const ALARM: u8 = 3;
-/// The service's list of owners' event queues (`timers/health.rs`).
+/// The service's list of owners' event queues (`timers/shared/health.rs`).
 pub(crate) const OWNERS: u8 = 3;
-/// A base (`timers/base.rs`).
+/// A base (`timers/shared/base.rs`).
 pub(crate) const BASE: u8 = 4;
 /// A hash bucket (`registry/table.rs`; a split: the old bucket, then two future buckets).
 pub(crate) const BUCKET: u8 = 4;
-/// An owner's readiness-fd lock (`timers/notify.rs`).
+/// An owner's readiness-fd lock (`timers/object/notify.rs`).
 pub(crate) const READY_FD: u8 = 4;
-/// An owner's event queue (`timers/notify.rs`; taken under READY_FD and TIMER).
+/// An owner's event queue (`timers/object/notify.rs`; taken under READY_FD and TIMER).
 pub(crate) const QUEUE: u8 = 5;
 /// The statistics' one-flush-at-a-time lock (`stats/tally.rs`).
 pub(crate) const FLUSHING: u8 = 6;
@@ -47,13 +47,13 @@ pub(crate) const TOTALS: u8 = 8;
 pub(crate) const MEMBERS: u8 = 9;
 /// A statistics group's list of children (`stats/group.rs`).
 pub(crate) const CHILDREN: u8 = 9;
-/// The service's list of spare driver threads (`timers/core.rs`).
+/// The service's list of spare driver threads (`timers/shared/mod.rs`).
 pub(crate) const SPARES: u8 = 9;
-/// A driver crew's callbacks not yet run (`timers/crew.rs`).
+/// A driver crew's callbacks not yet run (`timers/shared/crew.rs`).
 pub(crate) const PENDING: u8 = 9;
 /// An owner's slot-page directory grow lock (`registry/slots.rs`).
 pub(crate) const PAGE_GROW: u8 = 9;
-/// The service's signal lookouts (`timers/lookout.rs`; taken under TIMER).
+/// The service's signal lookouts (`timers/shared/lookout.rs`; taken under TIMER).
 pub(crate) const LOOKOUT: u8 = 9;
 
 /// One lock of the crate: its rank, what it is, where it lives, and what its holders take
@@ -100,14 +100,14 @@ pub(crate) const TABLE: &[Lock] = &[
     Lock {
         rank: DELIVERY,
         lock: "a base's delivery lock",
-        at: "`timers/base.rs`",
+        at: "`timers/shared/base.rs`",
         held_while_taking: "its base (a poll popping a batch), a timer or a sleep's cell (the \
                             poll delivering what it popped)",
     },
     Lock {
         rank: TIMER,
         lock: "a timer; a sleep's cell",
-        at: "`registry/timer.rs`, `timers/sleep.rs`",
+        at: "`registry/timer.rs`, `timers/object/sleep_cell.rs`",
         held_while_taking: "a base (arm, disarm, the delete hook), an event queue (an \
                             expiry queued), an alarm's lock (a ring), a readiness-fd lock \
                             (after a push)",
@@ -115,19 +115,19 @@ pub(crate) const TABLE: &[Lock] = &[
     Lock {
         rank: ALARM,
         lock: "an alarm's lock (a driver's, or the deadline fd's)",
-        at: "`timers/wake.rs`",
+        at: "`timers/shared/wake.rs`",
         held_while_taking: "each base in turn (a refresh after a poll)",
     },
     Lock {
         rank: OWNERS,
         lock: "the service's list of owners' event queues",
-        at: "`timers/health.rs`",
+        at: "`timers/shared/health.rs`",
         held_while_taking: "nothing (a halt closes the queues once it has let go of it)",
     },
     Lock {
         rank: BASE,
         lock: "a base",
-        at: "`timers/base.rs`",
+        at: "`timers/shared/base.rs`",
         held_while_taking: "nothing",
     },
     Lock {
@@ -139,13 +139,13 @@ pub(crate) const TABLE: &[Lock] = &[
     Lock {
         rank: READY_FD,
         lock: "an owner's readiness-fd lock",
-        at: "`timers/notify.rs`",
+        at: "`timers/object/notify.rs`",
         held_while_taking: "its owner's event queue",
     },
     Lock {
         rank: QUEUE,
         lock: "an owner's event queue",
-        at: "`timers/notify.rs`",
+        at: "`timers/object/notify.rs`",
         held_while_taking: "nothing",
     },
     Lock {
@@ -175,13 +175,13 @@ pub(crate) const TABLE: &[Lock] = &[
     Lock {
         rank: SPARES,
         lock: "the service's list of spare driver threads",
-        at: "`timers/core.rs`",
+        at: "`timers/shared/mod.rs`",
         held_while_taking: "nothing",
     },
     Lock {
         rank: PENDING,
         lock: "a driver crew's callbacks not yet run",
-        at: "`timers/crew.rs`",
+        at: "`timers/shared/crew.rs`",
         held_while_taking: "nothing",
     },
     Lock {
@@ -193,7 +193,7 @@ pub(crate) const TABLE: &[Lock] = &[
     Lock {
         rank: LOOKOUT,
         lock: "the service's signal lookouts",
-        at: "`timers/lookout.rs`",
+        at: "`timers/shared/lookout.rs`",
         held_while_taking: "nothing (a release takes the followers out, then lets go)",
     },
 ];

@@ -3,9 +3,9 @@
 
 use crate::clock::ClockId;
 use crate::instant::Instant;
-use crate::timers::core::Core;
-use crate::timers::driver::Drivers;
-use crate::timers::sleep::{Phase, SleepCell, SleepState};
+use crate::timers::firing::driver::Drivers;
+use crate::timers::object::sleep_cell::{Phase, SleepCell, SleepState};
+use crate::timers::shared::Core;
 use crate::Timers;
 use std::fmt;
 use std::future::Future;
@@ -225,8 +225,8 @@ impl Drop for Sleep {
         };
         drop(waker);
         if let Some(b) = in_flight {
-            // A poll of base `b` popped the entry and delivers it under this lock: once we
-            // hold it, that delivery is over (`timers/sleep.rs`). Poisoned: it ended too.
+            // A poll of base `b` popped the entry and delivers it under this lock: once we hold it,
+            // that delivery is over (`timers/object/sleep_cell.rs`). Poisoned: it ended too.
             drop(core.bases[b].delivery());
         }
         core.health.flush_halt();

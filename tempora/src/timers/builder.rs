@@ -1,15 +1,5 @@
 //! Building a [`Timers`] service ([`Builder`]) and starting and stopping its driver threads.
 
-use super::base::Base;
-use super::core::{Core, DriverCounts};
-use super::crew::Crew;
-use super::driver::Drivers;
-use super::health::Health;
-use super::lookout::Lookouts;
-use super::object::Itimer;
-use super::signal::{OsSignals, SignalPort};
-use super::wake::{Alarm, Wakeups};
-use super::Timers;
 use crate::clock::{duration_nanos, ClockSource, OsClock, Resolution, ALL_CLOCKS};
 use crate::error::Error;
 use crate::registry;
@@ -17,6 +7,16 @@ use crate::stats::tally::Hub;
 #[cfg(test)]
 use crate::sync::AtomicBool;
 use crate::sync::{AtomicU64, RankedMutex};
+use crate::timers::firing::driver::Drivers;
+use crate::timers::object::signal::{OsSignals, SignalPort};
+use crate::timers::object::Itimer;
+use crate::timers::service::Timers;
+use crate::timers::shared::base::Base;
+use crate::timers::shared::crew::Crew;
+use crate::timers::shared::health::Health;
+use crate::timers::shared::lookout::Lookouts;
+use crate::timers::shared::wake::{Alarm, Wakeups};
+use crate::timers::shared::{Core, DriverCounts};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::sync::Arc;
@@ -112,11 +112,12 @@ impl Builder {
         self
     }
 
-    /// How long after its expiry a [`Precision::Deferrable`](super::Precision::Deferrable)
-    /// timer may wait for a driver that is awake anyway (default 1 s). A driver with only
-    /// deferrable timers due sleeps until the earliest of them plus this, so it wakes for them
-    /// at most once per `max_deferral`; [`Duration::MAX`] lets them wait for as long as no
-    /// other timer wakes a driver (the kernel's rule).
+    /// How long after its expiry a
+    /// [`Precision::Deferrable`](crate::timers::object::types::Precision::Deferrable) timer may
+    /// wait for a driver that is awake anyway (default 1 s). A driver with only deferrable timers
+    /// due sleeps until the earliest of them plus this, so it wakes for them at most once per
+    /// `max_deferral`; [`Duration::MAX`] lets them wait for as long as no other timer wakes a
+    /// driver (the kernel's rule).
     pub fn max_deferral(&mut self, d: Duration) -> &mut Self {
         self.max_deferral = d;
         self
@@ -190,7 +191,7 @@ impl Builder {
     }
 
     /// Whether the service keeps statistics ([`crate::stats`]; default on). Off, every
-    /// counter update is one predictable branch and [`Timers::stats`](super::Timers::stats)
+    /// counter update is one predictable branch and [`Timers::stats`](crate::timers::Timers::stats)
     /// reads zeros; group limits work either way.
     pub fn stats(&mut self, on: bool) -> &mut Self {
         self.stats = on;
@@ -200,7 +201,7 @@ impl Builder {
     /// Whether the service answers `tempora ls`, `tempora stats` and `tempora top --pid`
     /// from outside the process (default on; the environment's `TEMPORA_INSPECT=0` turns it
     /// off too). What it exposes, to whom, and what it costs: the
-    /// [`inspect`](super::inspect) module. Only a service with driver threads on the OS
+    /// [`inspect`](crate::timers::inspect) module. Only a service with driver threads on the OS
     /// clocks has an endpoint.
     pub fn inspect(&mut self, on: bool) -> &mut Self {
         self.inspect = on;
@@ -238,8 +239,9 @@ impl Builder {
         // Whether the service opens an inspection endpoint (`inspect/`): on the OS clocks,
         // unless turned off.
         #[cfg(not(loom))]
-        let inspect =
-            self.inspect && self.clock.is_os_time() && !super::inspect::endpoint::off_by_env();
+        let inspect = self.inspect
+            && self.clock.is_os_time()
+            && !crate::timers::inspect::endpoint::off_by_env();
         let core = Arc::new(Core {
             registry,
             clock: self.clock.clone(),
@@ -275,9 +277,9 @@ impl Builder {
             // A service without drivers serves its endpoint at its polls.
             #[cfg(not(loom))]
             look: (drivers == 0 && inspect)
-                .then(super::inspect::polled::Polled::open)
+                .then(crate::timers::inspect::polled::Polled::open)
                 .flatten()
-                .map(|p| super::core::PollLook {
+                .map(|p| crate::timers::shared::PollLook {
                     next: crate::sync::AtomicU64::new(0),
                     with: Box::new(p),
                 }),
@@ -287,9 +289,9 @@ impl Builder {
         #[cfg(not(loom))]
         let drivers = {
             let serve = (inspect && drivers > 0)
-                .then(|| super::inspect::endpoint::Endpoint::open(drivers))
+                .then(|| crate::timers::inspect::endpoint::Endpoint::open(drivers))
                 .flatten()
-                .map(|e| Box::new(e) as Box<dyn super::driver::Serve>);
+                .map(|e| Box::new(e) as Box<dyn crate::timers::firing::driver::Serve>);
             Drivers::start(&core, serve)?
         };
         #[cfg(loom)]

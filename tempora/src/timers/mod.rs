@@ -1,23 +1,28 @@
 //! The POSIX interval-timer service: [`Timers`], its [`Owner`]s, and their timers.
 //!
 //! ```text
-//!  Timers ── Core { registry, clock source, tick, bases[B], wake, health }       core.rs
-//!     │        ├─ Base: lock, wheel per clock, sleeps' wheel,                   base.rs
+//!  Timers ── Core { registry, clock source, tick, bases[B], wake, health }  shared/mod.rs
+//!     │        ├─ Base: lock, wheel per clock, sleeps' wheel,              shared/base.rs
 //!     │        │        driver sleep ticks, delivery lock
-//!     │        ├─ Wakeups: alarms[D] (timerfd + epoll) or the deadline fd       wake.rs
-//!     │        ├─ crews[D]: each driver's threads, callbacks not run yet       crew.rs
-//!     │        └─ Health: stop, failure, the owners' queues to close            health.rs
-//!     ├─ drivers[D] (threads: wait on their alarm; the one woken polls all     driver.rs
-//!     │              bases, re-arms it, runs the callbacks)
-//!     └─ owner() ─► Owner ── registry owner (IDs → timer objects)               owner.rs
-//!                         └─ OwnerPart: core, sink (event queue + waiting      contract.rs,
-//!                            receivers of Queue timers)                         notify.rs
+//!     │        ├─ Wakeups: alarms[D] (timerfd + epoll) or the deadline fd  shared/wake.rs
+//!     │        ├─ crews[D]: each driver's threads, callbacks not run yet   shared/crew.rs
+//!     │        └─ Health: stop, failure, the owners' queues to close       shared/health.rs
+//!     ├─ drivers[D] (threads: wait on their alarm; the one woken polls    firing/driver.rs
+//!     │              all bases, re-arms it, runs the callbacks)
+//!     └─ owner() ─► Owner ── registry owner (IDs → timer objects)          calls/owner.rs
+//!                         └─ OwnerPart: core, sink (event queue + waiting  shared/contract.rs,
+//!                            receivers of Queue timers)                    object/notify.rs
 //! ```
 //!
-//! `Timers` itself is in `service.rs`, its builder in `builder.rs`; this file is the module's
-//! doc and its public names. Every file of the module is in ARCHITECTURE.md's files table,
-//! bottom-up: each imports only files listed above it (`tempora/tests/architecture.rs` checks
-//! that, and that no import circle forms).
+//! The module is a room per job, each a folder whose `mod.rs` says what it holds and its part
+//! of `impl Core`'s work, bottom-up: `object/` (the timer object and what it is made of: the
+//! value types, the POSIX rules, the owner's event queue), `shared/` (`Core` and its parts;
+//! arming), `signals/` (signal timers), `firing/` (polling, delivery, the drivers), `calls/`
+//! (an owner's calls, receiving included). `Timers` itself is in `service.rs`, its builder in
+//! `builder.rs`, the inspection endpoint in `inspect/`; this file is the module's doc and its
+//! public names. Every file of the module is in ARCHITECTURE.md's files table, bottom-up:
+//! each imports only files listed above it (`tempora/tests/architecture.rs` checks that, and
+//! that no import circle forms).
 //! Checkpoint and restore of an owner live in [`crate::checkpoint`].
 //!
 //! The calls and their POSIX names: [`Owner::create`] (`timer_create`), [`Owner::settime`]
@@ -62,7 +67,7 @@
 //!   `signalfd` read what they read from a kernel timer. At most one signal per timer is
 //!   pending; the periods that pass meanwhile are overruns, and a periodic timer whose signal
 //!   stays blocked or ignored costs a bounded number of probes, not a wake-up per period
-//!   (`sigdeliver.rs`). Unlike kernel timers, these cost no `RLIMIT_SIGPENDING` unit while
+//!   (`signals/mod.rs`). Unlike kernel timers, these cost no `RLIMIT_SIGPENDING` unit while
 //!   nothing is pending: a process may hold millions. Where a program can tell them from
 //!   kernel timers is the table below.
 //!
@@ -88,7 +93,7 @@
 //! |---|---|---|---|
 //! | delays a periodic timer's signal (blocked, or taken late) while periods pass | the signal's `si_overrun` counts them | that signal's `si_overrun` counts only the periods before it was queued; `timer_getoverrun` reports the kernel's count once the signal is delivered, and the next signal's `si_overrun` carries them (summed over all signals, `1 + si_overrun` counts every expiry on both). So `timer_getoverrun() == si_overrun` holds for a signal taken within its period, and `timer_getoverrun() >= si_overrun` for every signal; the kernel has equality always (both are computed at the dequeue) | user space cannot rewrite a queued `siginfo_t` |
 //! | calls `timer_settime` or `timer_delete` while the timer's signal is pending | the signal is discarded when dequeued: never seen | it is delivered (its `si_timerid` names the re-armed, or deleted, timer), and a re-armed timer's expiries send their own signals: the program sees one signal more than with the kernel | user space cannot retract a queued signal (`sigtimedwait` takes the first of that number, whoever sent it, and a thread other than `main` may not queue another sender's back) |
-//! | takes the signal and waits for the next | re-armed at the dequeue: the next signal comes at the next period | the dequeue is noticed at the next look: the next period, up to 10 ms later for a signal that was pending long, or at `timer_getoverrun`; the periods in between are overruns, none is lost. A signal found pending is looked at 1 ms (at most half a period) before the period it would count: taken in that last millisecond, that period is an overrun of it where the kernel would send a new signal (`sigdeliver.rs`, "Which side of an expiry a consumption fell") | user space cannot see a dequeue |
+//! | takes the signal and waits for the next | re-armed at the dequeue: the next signal comes at the next period | the dequeue is noticed at the next look: the next period, up to 10 ms later for a signal that was pending long, or at `timer_getoverrun`; the periods in between are overruns, none is lost. A signal found pending is looked at 1 ms (at most half a period) before the period it would count: taken in that last millisecond, that period is an overrun of it where the kernel would send a new signal (`signals/mod.rs`, "Which side of an expiry a consumption fell") | user space cannot see a dequeue |
 //! | gives several timers one signal number | each timer's signal is tracked on its own | a timer sees its signal pending while any signal of that number is: one whose signal was taken waits until all are, counting overruns | user space cannot tell which entry of a number is pending (`sigpending` reports numbers) |
 //! | shares a standard (non-realtime) signal with another sender (`kill`) | the timer's signal is queued beside the other | tempora sends a standard signal only once its number is not pending (it waits, retrying within 10 ms, and counts the periods meanwhile), but a `kill` that lands between its check and its send merges with it: one delivery | user space cannot queue two instances of a standard signal |
 //! | holds many timers | each costs one `RLIMIT_SIGPENDING` unit from create to delete (`EAGAIN` past it: ~96k on a default system) | nothing while no signal is pending; one unit per queued signal. A signal refused for want of room (`EAGAIN`) is retried, doubling from 100 µs up to 100 ms, by one timer for all those refused (the others wait until its signal goes: `lookout.rs`), and the periods meanwhile are its overrun | user space cannot use the kernel's preallocated per-timer entry |
@@ -286,38 +291,16 @@
 //!   Under the timer's lock the poll then checks that the timer still waits where it was
 //!   popped and was not linked again (`base.rs`).
 
-mod arm;
-pub(crate) mod base;
 pub(crate) mod builder;
-#[cfg(not(loom))]
-mod clockwatch;
-pub(crate) mod contract;
-pub(crate) mod core;
-mod crew;
-pub(crate) mod driver;
-pub(crate) mod fd;
-mod handle;
-pub(crate) mod health;
+pub(crate) mod calls;
+pub(crate) mod firing;
 #[cfg(not(loom))]
 pub mod inspect;
-pub(crate) mod itimer;
-pub(crate) mod lookout;
-mod notify;
 pub(crate) mod object;
-mod owner;
-pub(crate) mod poll;
-mod serial;
 pub(crate) mod service;
-pub(crate) mod sigdeliver;
-pub(crate) mod signal;
-pub(crate) mod sleep;
-pub(crate) mod types;
-pub(crate) mod wake;
+pub(crate) mod shared;
+pub(crate) mod signals;
 
-#[cfg(all(test, not(loom)))]
-mod blocking_tests;
-#[cfg(all(test, not(loom)))]
-mod precision_tests;
 #[cfg(all(test, not(loom)))]
 pub(crate) mod testing;
 #[cfg(all(test, not(loom)))]
@@ -325,11 +308,12 @@ mod tests;
 
 pub use crate::registry::TimerId;
 pub use builder::Builder;
-pub use handle::{TimerHandle, WeakTimer};
-pub use notify::Event;
-pub use owner::{Events, Owner, Recv};
+pub use calls::handle::{TimerHandle, WeakTimer};
+pub use calls::owner::Owner;
+pub use calls::receive::{Events, Recv};
+pub use object::notify::Event;
 
-pub use types::{
+pub use object::types::{
     Callback, Fired, ItimerSpec, Notify, NotifyKind, Precision, SetFlags, Status, TimerInfo,
     WeakOwner,
 };

@@ -2,13 +2,6 @@
 //! owners: making owners, polling without drivers, the deadline fd, statistics. The calls on
 //! timers are [`Owner`]'s (`owner.rs`); this file holds what spans every owner.
 
-use super::contract::OwnerPart;
-use super::core::Core;
-use super::driver::Drivers;
-use super::object::EventQueue;
-use super::owner::Owner;
-use super::wake;
-use super::wake::NO_EXPIRY;
 use crate::clock::ClockId;
 use crate::error::Error;
 use crate::instant::Instant;
@@ -16,6 +9,13 @@ use crate::stats::group::GroupNode;
 use crate::stats::tally::Tally;
 use crate::stats::{DriverStats, GroupStats, RegistryStats, Stats};
 use crate::sync::Ordering;
+use crate::timers::calls::owner::Owner;
+use crate::timers::firing::driver::Drivers;
+use crate::timers::object::EventQueue;
+use crate::timers::shared::contract::OwnerPart;
+use crate::timers::shared::wake;
+use crate::timers::shared::wake::NO_EXPIRY;
+use crate::timers::shared::Core;
 use std::fmt;
 #[cfg(not(loom))]
 use std::os::fd::AsFd;
@@ -154,14 +154,14 @@ impl Timers {
         self.core.poll_app()
     }
 
-    /// A file descriptor (a timerfd on the monotonic clock) that becomes readable when a
-    /// timer is due, for an application-driven service ([`Builder::drivers`](super::Builder::drivers)`(0)`) whose
-    /// event loop waits on it beside its sockets and calls [`Timers::poll`] when it is
-    /// readable: `poll` re-arms it at the next deadline, which also makes it not readable
-    /// again (there is no need to `read(2)` it). An arm that moves the next deadline earlier
-    /// re-arms it at once; an arm later than it costs no system call (the drivers' rule,
-    /// `base.rs`). Like [`Timers::next_deadline`], it may fire early after timers were
-    /// cancelled (a poll then fires nothing and re-arms it), never late.
+    /// A file descriptor (a timerfd on the monotonic clock) that becomes readable when a timer is
+    /// due, for an application-driven service
+    /// ([`Builder::drivers`](crate::timers::Builder::drivers)`(0)`) whose event loop waits on it
+    /// beside its sockets and calls [`Timers::poll`] when it is readable: `poll` re-arms it at the
+    /// next deadline, which also makes it not readable again (there is no need to `read(2)` it). An
+    /// arm that moves the next deadline earlier re-arms it at once; an arm later than it costs no
+    /// system call (the drivers' rule, `base.rs`). Like [`Timers::next_deadline`], it may fire
+    /// early after timers were cancelled (a poll then fires nothing and re-arms it), never late.
     ///
     /// Made on the first call (a service that never asks pays nothing); closed when the last
     /// thing that holds the service's core is gone: its `Timers` handles, sleeps and owners.

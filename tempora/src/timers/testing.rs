@@ -214,7 +214,7 @@ impl Manual {
 }
 // ---- signals --------------------------------------------------------------------------------
 
-/// A signal port (`timers/signal.rs`) that plays the kernel's signal queue for the manual
+/// A signal port (`timers/object/signal.rs`) that plays the kernel's signal queue for the manual
 /// clock: signals the service sends are queued until the test takes them ([`TestSignals::take`],
 /// a handler or `sigwaitinfo` dequeuing one), and the test decides whether they are ignored
 /// and how much room the queue has (`RLIMIT_SIGPENDING`). It records every send and every
@@ -226,7 +226,7 @@ pub(crate) struct TestSignals {
 
 #[derive(Default)]
 struct SignalQueue {
-    queued: Vec<crate::timers::signal::TimerSignal>,
+    queued: Vec<crate::timers::object::signal::TimerSignal>,
     sent: usize,
     /// Sends asked for, queued or refused.
     attempts: usize,
@@ -245,7 +245,7 @@ impl TestSignals {
     }
 
     /// Dequeues the oldest queued signal (a delivery).
-    pub(crate) fn take(&self) -> Option<crate::timers::signal::TimerSignal> {
+    pub(crate) fn take(&self) -> Option<crate::timers::object::signal::TimerSignal> {
         let mut s = self.state.lock().unwrap();
         if s.queued.is_empty() {
             return None;
@@ -257,7 +257,7 @@ impl TestSignals {
     }
 
     /// Dequeues every queued signal, oldest first.
-    pub(crate) fn take_all(&self) -> Vec<crate::timers::signal::TimerSignal> {
+    pub(crate) fn take_all(&self) -> Vec<crate::timers::object::signal::TimerSignal> {
         std::iter::from_fn(|| self.take()).collect()
     }
 
@@ -312,9 +312,12 @@ impl TestSignals {
     }
 }
 
-impl crate::timers::signal::SignalPort for TestSignals {
-    fn send(&self, sig: &crate::timers::signal::TimerSignal) -> crate::timers::signal::Sent {
-        use crate::timers::signal::Sent;
+impl crate::timers::object::signal::SignalPort for TestSignals {
+    fn send(
+        &self,
+        sig: &crate::timers::object::signal::TimerSignal,
+    ) -> crate::timers::object::signal::Sent {
+        use crate::timers::object::signal::Sent;
         let mut s = self.state.lock().unwrap();
         s.attempts += 1;
         if s.gone.contains(&sig.tid) {
@@ -331,8 +334,8 @@ impl crate::timers::signal::SignalPort for TestSignals {
         Sent::Queued
     }
 
-    fn pending(&self, tid: i32, signo: i32) -> crate::timers::signal::Pending {
-        use crate::timers::signal::Pending;
+    fn pending(&self, tid: i32, signo: i32) -> crate::timers::object::signal::Pending {
+        use crate::timers::object::signal::Pending;
         let mut s = self.state.lock().unwrap();
         s.queries += 1;
         if s.queued.iter().any(|q| q.tid == tid && q.signo == signo) {

@@ -9,7 +9,7 @@
 //!   payloads and hands out [`Key`](super::Key)s;
 //! - the intrusive storage (`intrusive.rs`): objects that carry the four fields themselves
 //!   (the kernel's `timer_list` in `k_itimer`), so an armed object costs no memory beyond
-//!   itself. It is built for the timer service's timer objects; until `timers/base.rs` moves
+//!   itself. It is built for the timer service's timer objects; until `timers/shared/base.rs` moves
 //!   to it (it still uses the slab `Wheel`), only the tests use it.
 //!
 //! # Lists without a bucket field

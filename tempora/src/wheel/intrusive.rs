@@ -19,7 +19,7 @@
 //!   re-placement of an entry visited before its expiry, which unlinks it and links it again
 //!   within one critical section. So under the owner's lock "unlinked" stays unlinked, while
 //!   "linked" may read as unlinked during a `run` of its wheel; a reader without the wheel's
-//!   lock must also exclude `run` (the service's delivery lock does: `timers/base.rs`);
+//!   lock must also exclude `run` (the service's delivery lock does: `timers/shared/base.rs`);
 //! - its tick ([`Node::tick`]): written only by linking and rescheduling, both under the
 //!   owner's lock.
 //!

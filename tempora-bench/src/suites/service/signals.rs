@@ -28,7 +28,7 @@
 //! second of the window while the measuring thread sleeps, what such a timer costs. The
 //! kernel's parks (no re-arm until the dequeue); tempora's probes whether its signal is still
 //! pending at periods spaced as long as it has been pending, up to `PROBE_CAP` (10 ms) apart
-//! (`timers/sigdeliver.rs`). `fired` is the signals taken after the window (1 on both sides).
+//! (`timers/signals/mod.rs`). `fired` is the signals taken after the window (1 on both sides).
 //!
 //! `parked-signals` (n = 100k; `--quick` 10k): n periodic timers (1 ms) whose signals wait
 //! for a window (2 s; `--quick` 1 s, `--full` 5 s), never taken: `ns_per_op` is the process's

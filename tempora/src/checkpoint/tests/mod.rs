@@ -188,7 +188,7 @@ fn signal_sample() -> Snapshot {
     arm(stale, ms(500), Duration::ZERO);
     // Idle, to a thread.
     let thread = Notify::ThreadSignal {
-        tid: crate::timers::signal::gettid(),
+        tid: crate::timers::object::signal::gettid(),
         signo: SIGRTMIN + 3,
         value: 3,
     };

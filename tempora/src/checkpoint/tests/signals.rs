@@ -5,7 +5,7 @@
 //! and a thread target that is not this process's fails the restore whole.
 
 use super::*;
-use crate::timers::signal::{gettid, TimerSignal};
+use crate::timers::object::signal::{gettid, TimerSignal};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

@@ -75,7 +75,7 @@ impl Service for Test {
     type Links = ();
     type State = TestState;
     type Init = (ClockId, NotifyKind);
-    type Owner = Hooks;
+    type OwnerPart = Hooks;
     type Released = ();
     fn init(_: &(), published: &AtomicI32, state: &mut TestState, (clock, notify): Self::Init) {
         published.store(0, Ordering::Relaxed);

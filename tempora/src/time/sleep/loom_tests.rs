@@ -7,7 +7,7 @@ use std::task::Waker;
 
 /// A sleep whose end (`end`) runs its drop in place and keeps its memory, so that a
 /// delivery touching the cell afterwards is a causality violation (the cell's end is a
-/// write under loom: `timers/sleep.rs`), not a use after free in the model.
+/// write under loom: `timers/object/sleep_cell.rs`), not a use after free in the model.
 type Held = Pin<Box<ManuallyDrop<Sleep>>>;
 
 fn pinned(h: &mut Held) -> Pin<&mut Sleep> {

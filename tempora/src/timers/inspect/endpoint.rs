@@ -8,14 +8,14 @@
 //! each listed timer's, for the copy of its fields (`Owner::for_each_locked_pages`); the
 //! writes happen between pieces of the walk, with no lock and no epoch pin held.
 
-use super::super::core::Core;
-use super::super::driver::Serve;
-use super::super::object::{callback_of, signal_of, EventQueue, Itimer, LockedTimer};
-use super::super::service::stats_of;
-use super::super::types::{NotifyKind, Status};
 use super::proto::MAX_REQUEST;
 use super::proto::{encode_stats, put_end, put_owner, put_timer, Header, Request, TimerRecord};
 use crate::sync::Ordering;
+use crate::timers::firing::driver::Serve;
+use crate::timers::object::types::{NotifyKind, Status};
+use crate::timers::object::{callback_of, signal_of, EventQueue, Itimer, LockedTimer};
+use crate::timers::service::stats_of;
+use crate::timers::shared::Core;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32};
 use std::sync::Arc;
@@ -348,7 +348,7 @@ fn read_request(conn: &OwnedFd, step: &dyn Fn() -> bool) -> Result<Request, &'st
         if start.elapsed() >= REQUEST_WAIT || !step() {
             return Err("no request in time");
         }
-        super::super::driver::ready(conn.as_raw_fd(), SLICE_MS);
+        crate::timers::firing::driver::ready(conn.as_raw_fd(), SLICE_MS);
     }
 }
 

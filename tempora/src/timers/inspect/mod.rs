@@ -49,7 +49,7 @@
 //!   and a fork's child closes the parent's endpoints (`pthread_atfork`); a service the child
 //!   builds gets its own, under the child's PID.
 //! - **Off**: `TEMPORA_INSPECT=0` in the environment, or
-//!   [`Builder::inspect`](super::Builder::inspect)`(false)`.
+//!   [`Builder::inspect`](crate::timers::Builder::inspect)`(false)`.
 //!
 //! The wire format (the request, the answer's lines) is in `proto.rs`'s module doc.
 

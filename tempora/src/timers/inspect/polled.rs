@@ -1,5 +1,5 @@
 //! The endpoint of a service without drivers (`drivers(0)`): no thread waits on its socket,
-//! so the program's own polls serve it ([`Timers::poll`](super::super::Timers::poll)), and
+//! so the program's own polls serve it ([`Timers::poll`](crate::timers::Timers::poll)), and
 //! never block doing it.
 //!
 //! - **Looking costs a comparison**: a poll compares the monotonic reading it already took
@@ -14,18 +14,18 @@
 //!   (`endpoint::Listing`). The limits are the drivers' endpoint's: a request within 200 ms
 //!   of the connection, an answer that makes no progress for 1 s dropped.
 //! - **A loop that sleeps on the deadline fd** polls again: while a client is connected, the
-//!   look lowers the fd ([`Timers::deadline_fd`](super::super::Timers::deadline_fd)) to the
+//!   look lowers the fd ([`Timers::deadline_fd`](crate::timers::Timers::deadline_fd)) to the
 //!   time of its next look, so a listing goes on without a timer being due.
 //! - **A program that does not poll** does not answer: the endpoint's name ends in `p`
 //!   (`tempora/<pid>/<n>p`), and a client that waited in vain says why
 //!   ([`InspectError::NotPolled`](super::InspectError::NotPolled)).
 
-use super::super::core::{AtPoll, Core};
 use super::endpoint::{
     refusal, same_user, Endpoint, Listing, Piece, CHUNK, CLIENTS_PER_TURN, REQUEST_WAIT, STALL,
 };
 use super::proto::{Request, MAX_REQUEST};
 use crate::sync::{rank, RankedMutex};
+use crate::timers::shared::{AtPoll, Core};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 

@@ -25,9 +25,9 @@
 //!  refusals  "denied\n" (another user), "error\t<why>\n" (a request it does not know)
 //! ```
 
-use super::super::types::{NotifyKind, Precision, Status};
 use crate::clock::ClockId;
 use crate::stats::{BaseStats, Counts, GroupStats, Lateness, OwnerStats, Stats};
+use crate::timers::object::types::{NotifyKind, Precision, Status};
 use std::fmt::Write as _;
 
 /// The longest request line, `'\n'` included: anything longer is refused unread.

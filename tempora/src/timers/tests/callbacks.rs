@@ -297,7 +297,7 @@ fn a_panic_payload_that_panics_on_drop_does_not_stop_its_timer() {
 #[test]
 fn callback_names_a_snapshot_cannot_restore_are_refused_at_create() {
     let f = Manual::new();
-    let long = "x".repeat(crate::timers::types::MAX_NAME + 1);
+    let long = "x".repeat(crate::timers::object::types::MAX_NAME + 1);
     for name in ["none", "queue", long.as_str()] {
         let r = f
             .owner
@@ -307,7 +307,7 @@ fn callback_names_a_snapshot_cannot_restore_are_refused_at_create() {
             "{name:.8}: {r:?}"
         );
     }
-    let fits = "é".repeat(crate::timers::types::MAX_NAME / 2);
+    let fits = "é".repeat(crate::timers::object::types::MAX_NAME / 2);
     assert!(f
         .owner
         .create(ClockId::Monotonic, Notify::callback_named(&fits, |_| ()))

@@ -32,7 +32,7 @@ fn blocked_timers_sharing_a_number_share_one_look() {
 }
 
 /// The looker that finds the number gone releases its followers: each looks at once, counts
-/// the periods before that look as overruns of the signal taken (`sigdeliver.rs`'s rule),
+/// the periods before that look as overruns of the signal taken (`signals/mod.rs`'s rule),
 /// and sends at its next period.
 #[test]
 fn a_looker_finding_the_number_gone_releases_every_follower() {

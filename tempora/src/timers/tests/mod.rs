@@ -31,12 +31,14 @@ use std::sync::Mutex;
 use std::time::Duration;
 use std::time::Instant;
 
+mod blocking;
 mod callbacks;
 mod calls;
 mod failures;
 mod firing;
 mod lookouts;
 mod owners;
+mod precision;
 mod service;
 mod signals;
 mod stats;

@@ -61,7 +61,7 @@ fn until_driver_sleeps(timers: &Timers) {
     let mono = ClockId::Monotonic.index();
     while !timers.core.bases.iter().any(|b| {
         let t = b.locked(|st| st.sleep[mono]).unwrap();
-        t != 0 && t != crate::timers::wake::NO_EXPIRY
+        t != 0 && t != crate::timers::shared::wake::NO_EXPIRY
     }) {
         std::thread::yield_now();
     }
@@ -126,7 +126,7 @@ fn a_wake_up_polls_only_the_bases_with_something_due() {
 /// A thread blocked in `recv` on a service with one driver fires its own periodic timer: it
 /// sleeps until the alarm's time itself and polls, so the driver's threads are not woken for
 /// it. A callback due meanwhile still runs on a driver's thread, never on the receiver's,
-/// and a second receiver (which cannot hold the alarm) gets its events as before.
+/// and a second receiver (which cannot hold the alarm) still gets its events.
 #[test]
 fn a_receiver_waiting_fires_its_own_timer() {
     let timers = testing::driven(|b| {

@@ -1,11 +1,11 @@
 //! Signal timers under the manual clock, through a port that plays the kernel's signal queue
 //! (`testing::TestSignals`): what is queued, when, with which `si_overrun`, and what
-//! `getoverrun` says, in the cases programs rely on (`sigdeliver.rs` has the rules). The real
+//! `getoverrun` says, in the cases programs rely on (`signals/mod.rs` has the rules). The real
 //! signals are tested by `tempora/tests/signals.rs` and the C suite.
 
 use super::*;
-use crate::timers::sigdeliver::PROBE_CAP;
-use crate::timers::signal::TimerSignal;
+use crate::timers::object::signal::TimerSignal;
+use crate::timers::signals::PROBE_CAP;
 use crate::timers::testing::TestSignals;
 
 const SIGRTMIN: i32 = 34;
@@ -295,7 +295,7 @@ fn the_id_as_value_and_invalid_sigevents() {
     assert!(matches!(e, Error::InvalidSignal(_)), "{e}");
     // Thread 0 and negative IDs are no thread (the kernel's EINVAL), and `check_signal`, which
     // the C ABI calls before its own later checks, answers as the create does.
-    let me = crate::timers::signal::gettid();
+    let me = crate::timers::object::signal::gettid();
     for (tid, signo, ok) in [
         (0, 10, false),
         (-1, 10, false),
@@ -321,7 +321,7 @@ fn the_id_as_value_and_invalid_sigevents() {
 #[test]
 fn a_thread_signal_goes_to_its_thread_and_stops_when_the_thread_is_gone() {
     let (f, port) = with_port();
-    let tid = crate::timers::signal::gettid();
+    let tid = crate::timers::object::signal::gettid();
     let t = thread_signal_timer(&f, tid, 5);
     f.arm(t, ms(10), ms(10));
     f.advance(ms(10));
@@ -577,7 +577,7 @@ fn a_blocked_signal_its_disposition_ignores_is_taken_at_the_unblock_with_its_ove
     }
 }
 
-/// Which side of an expiry a consumption fell (`sigdeliver.rs`): a timer at 2 s, then every
+/// Which side of an expiry a consumption fell (`signals/mod.rs`): a timer at 2 s, then every
 /// 3 s, its signal blocked from the start. The look at 5 s finds the signal pending, so the
 /// next look comes `LOOK_LEAD` before 8 s. Taken after that look (a program that unblocks as
 /// the expiry at 8 s passes), the expiry at 8 s preceded the consumption: an overrun of that
@@ -585,7 +585,7 @@ fn a_blocked_signal_its_disposition_ignores_is_taken_at_the_unblock_with_its_ove
 /// look, the consumption preceded 8 s: the look finds it gone and 8 s sends the next signal.
 #[test]
 fn an_expiry_before_the_consumption_is_an_overrun_and_one_after_it_sends() {
-    use crate::timers::sigdeliver::LOOK_LEAD;
+    use crate::timers::signals::LOOK_LEAD;
     let lead = Duration::from_nanos(LOOK_LEAD);
     let start = |f: &Manual, port: &TestSignals| {
         let t = signal_timer(f, 0);

@@ -2,8 +2,9 @@
 //! then fire everything due on every base, and run the callbacks it collected.
 //!
 //! Driver `k` of `n` serves the bases `b` with `b % n == k`: its alarm (`wake.rs`) fires at the
-//! earliest expiry among them, and whoever wakes polls **all** bases, so a base whose timers
-//! fall due at the same instant as another's needs no wake-up of its own. With one driver (the
+//! earliest expiry among them, and whoever wakes polls **every base with something due**
+//! (`base.rs`, "Polling only what is due"), so a base whose timers fall due at the same
+//! instant as another's needs no wake-up of its own, and one with nothing due costs nothing. With one driver (the
 //! default) OS wake-ups follow distinct expiry instants, not bases × instants. Driver threads
 //! set their timer slack to 1 ns (`PR_SET_TIMERSLACK`), so the OS wakes them when asked rather
 //! than up to 50 µs later (a normal thread's default slack).
@@ -15,9 +16,10 @@
 //!
 //! 1. **Follow**: wait in `epoll_wait` on the driver's alarm. The kernel wakes one waiter per
 //!    expiry, the one that waited last; the others sleep on, at no cost.
-//! 2. **Lead**: the thread woken polls every base (queue, signal and none timers fire inside
-//!    the poll; wake-ups of async tasks run there too), then refreshes the alarm: it
-//!    publishes the next deadline in its bases and arms the timerfd there, one system call.
+//! 2. **Lead**: the thread woken polls every base with something due (queue, signal and
+//!    none timers fire inside the poll; wake-ups of async tasks run there too), then
+//!    refreshes the alarm: it publishes the next deadline in its bases and arms the timerfd
+//!    there, one system call.
 //! 3. **Run the callbacks** the poll collected, under the crew's rule (below), then follow
 //!    again.
 //!
@@ -33,7 +35,7 @@
 //! the crew follows** (`crew.rs`): so when the next timer falls due while the callback still
 //! runs, the alarm wakes that follower, which leads. Nothing is handed over and nothing is
 //! armed for it: the follower was waiting on the same alarm anyway. With nobody following, the
-//! thread starts a spare first (up to [`Builder::spare_drivers`](super::Builder::spare_drivers)
+//! thread starts a spare first (up to [`Builder::spare_drivers`](crate::timers::Builder::spare_drivers)
 //! per driver, default 64); when none may start and spares exist, every one of them in a
 //! callback, it leaves the calls in the crew's list and follows: a thread back from its
 //! callback runs the list before it follows again. Queue, none and signal timers fire inside
@@ -76,14 +78,14 @@
 //! no wake-ups (the one that waited last is the one woken; a follower with company wakes once,
 //! to retire).
 
-use super::core::Core;
-use super::crew::Next;
-use super::health::DRIVER_DIED;
-use super::serial::Call;
-use super::wake::{Refresh, NO_EXPIRY};
 use crate::clock::ClockId;
 use crate::error::Error;
 use crate::sync::Ordering;
+use crate::timers::object::serial::Call;
+use crate::timers::shared::crew::Next;
+use crate::timers::shared::health::DRIVER_DIED;
+use crate::timers::shared::wake::{Refresh, NO_EXPIRY};
+use crate::timers::shared::Core;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};

@@ -25,7 +25,7 @@
 //! timer's `queued` flag (`poll.rs`, `unqueue`). An owner zeroes the count as it first takes
 //! a slot, so a page from another owner carries nothing over.
 //!
-//! [`EventRef`]: super::object::EventRef
+//! [`EventRef`]: super::EventRef
 //!
 //! # Memory
 //!
@@ -154,7 +154,7 @@ pub(crate) const CLOSED_OWNER: u8 = 1;
 pub(crate) const CLOSED_SERVICE: u8 = 2;
 
 #[derive(Debug)]
-pub(super) struct SinkState<E> {
+pub(crate) struct SinkState<E> {
     queue: VecDeque<E>,
     /// Entries the queue has room for without growing, at least: one per `Queue` timer of
     /// the owner (`Sink::reserve`, `Sink::unreserve`; module doc, "Memory").
@@ -186,7 +186,7 @@ impl<E> Default for Sink<E> {
 impl<E> Sink<E> {
     /// Runs `f` on the queue with the lock held; [`Poisoned`] once a holder panicked.
     #[inline]
-    pub(super) fn locked<R>(&self, f: impl FnOnce(&mut SinkState<E>) -> R) -> Result<R, Poisoned> {
+    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut SinkState<E>) -> R) -> Result<R, Poisoned> {
         self.state.with(f)
     }
 

@@ -2,7 +2,7 @@
 //! [`SignalPort`] through which the service queues a timer's signal and asks whether it is
 //! still pending or would be ignored. The OS port ([`OsSignals`]) makes the system calls; tests
 //! give the service a port they drive (`timers::testing::TestSignals`), so that the rules of
-//! `sigdeliver.rs` run under the manual clock.
+//! `signals/mod.rs` run under the manual clock.
 //!
 //! A timer's signal is queued with `rt_sigqueueinfo(2)` (to the process) or
 //! `rt_tgsigqueueinfo(2)` (to one thread), with the `siginfo_t` a kernel timer's signal
@@ -40,7 +40,7 @@ pub(crate) struct SignalCell {
     /// The target thread's ID; 0 for the process.
     pub(crate) tid: i32,
     /// The periods the outstanding (or owed) signal's own expiry was late by: reported in its
-    /// `si_overrun` and, once it is seen delivered, by `getoverrun` (`sigdeliver.rs`).
+    /// `si_overrun` and, once it is seen delivered, by `getoverrun` (`signals/mod.rs`).
     /// Written under the timer's lock.
     lateness: AtomicI32,
     /// The periods of earlier signals the outstanding one's `si_overrun` carries (owed again
@@ -253,7 +253,7 @@ impl SignalCell {
 const QUEUED_IGNORED: u8 = 0x80;
 /// [`SignalCell`]'s `tries` bit: a look found the outstanding signal still pending after its
 /// first period, so the next looks come a little before the periods they would count
-/// (`sigdeliver.rs`, "Which side of an expiry a consumption fell").
+/// (`signals/mod.rs`, "Which side of an expiry a consumption fell").
 const SEEN_PENDING: u8 = 0x40;
 /// [`SignalCell`]'s `tries` bit: its lookout slot is in the service's retry lookout
 /// (`lookout.rs`, `Key::RETRY`), not its target's and number's.
@@ -300,7 +300,7 @@ pub(crate) enum Pending {
     Yes,
     /// `sigpending` on a tempora thread reports it, which may be a signal left on that thread
     /// (never delivered: the thread blocks everything) rather than the process's: `confirm`
-    /// says which, at the price of reading a `/proc` file (`sigdeliver.rs` asks it now and
+    /// says which, at the price of reading a `/proc` file (`signals/mod.rs` asks it now and
     /// then).
     Unconfirmed,
 }

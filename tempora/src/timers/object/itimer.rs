@@ -1,7 +1,7 @@
 //! The POSIX interval-timer rules, as Linux 6.15+ applies them, on one timer's state.
 //!
 //! [`ItimerState`] is what the service keeps of a timer under its lock (the registry hands it
-//! out as a locked timer's state: `object.rs`), and the rules are its methods. Each is given
+//! out as a locked timer's state: `object/mod.rs`), and the rules are its methods. Each is given
 //! the current time; none touches a wheel, a queue or a clock itself. It returns what the caller
 //! (the service) must do: arm the timer at an expiry on some clock, drop it from its wheel,
 //! queue an event, re-arm. That keeps the rules testable on their own, with any time.
@@ -62,7 +62,7 @@ use crate::sync::{AtomicI32, Ordering};
 pub(crate) struct ItimerPublished {
     /// What `getoverrun` returns (`0..=i32::MAX`: [`overrun_last`] reads it), and in the sign
     /// bit [`LOOK`]: a signal timer's signal is outstanding, so `getoverrun` must take the
-    /// lock and look whether it was delivered (`sigdeliver.rs`). Every other `getoverrun` is a
+    /// lock and look whether it was delivered (`signals/mod.rs`). Every other `getoverrun` is a
     /// lock-free read.
     overrun_last: AtomicI32,
 }
@@ -102,7 +102,7 @@ unsafe impl Zeroable for ItimerPublished {}
 // both clocks Realtime, notify None, in no wheel).
 unsafe impl Zeroable for ItimerState {}
 
-/// A timer's state under its lock (line 2 of its object; `object.rs` checks the layout).
+/// A timer's state under its lock (line 2 of its object; `object/mod.rs` checks the layout).
 ///
 /// The small fields are packed into two bytes (the kernel packs `k_itimer`'s flags alike):
 ///
@@ -114,7 +114,7 @@ unsafe impl Zeroable for ItimerState {}
 ///                                  of the base's wheel (one per clock) that holds it
 ///         bit  4    coarse         the expiry came from a coarse clock reading (`coarse`)
 ///         bit  5    owed           a signal timer's expiry whose signal is not sent yet
-///                                  (`sigdeliver.rs`)
+///                                  (`signals/mod.rs`)
 ///  flags  bits 0-1  status         Status (the kernel's it_status)
 ///         bit  2    queued         the timer's one preallocated event is on its owner's queue
 ///         bits 3-4  clock          the clock the timer was created on (index into ALL_CLOCKS)
@@ -308,7 +308,7 @@ impl ItimerState {
         set(&mut self.waits, COARSE, u8::from(coarse));
     }
 
-    /// A signal timer's expiry whose signal is not sent yet (`sigdeliver.rs`).
+    /// A signal timer's expiry whose signal is not sent yet (`signals/mod.rs`).
     pub(crate) fn owed(&self) -> bool {
         get(self.waits, OWED) != 0
     }

@@ -2,6 +2,13 @@
 //! timer's one signal, kept from user space, where a queued signal cannot be seen leaving the
 //! queue.
 //!
+//! This room is the signal timers' part of `impl Core`'s work: what an expiry does (this
+//! file: sending, probing an outstanding signal, overruns, retries) and what the owner's
+//! calls do to a signal (`calls.rs`: settime's hand-over, getoverrun's look, a restored
+//! timer's signal). What they stand on lies lower, as every timer object carries it: a
+//! timer's target and the port signals are queued through (`object/signal.rs`), and the
+//! looks timers of one signal number share, a part of `Core` (`shared/lookout.rs`).
+//!
 //! # The kernel's rules, and what stands in for the dequeue
 //!
 //! A kernel timer has one preallocated signal. An expiry queues it unless it is already
@@ -70,14 +77,14 @@
 //! What a program can observe differently from the kernel's timers is the table in the
 //! `timers` module's doc ("Where tempora differs from the kernel").
 
-use super::core::Core;
-use super::itimer::{add_periods, forward, set_look, set_overrun_last, Arm};
-use super::lookout::{self, Key, Member, Role, BACKSTOP, BACKSTOP_GRAIN, DETACHED};
-use super::object::{signal_of, sink_of, LockedTimer};
-use super::signal::{Pending, Sent, SignalCell, TimerSignal};
-use super::types::Status;
 use crate::clock::{ClockId, LazyNow};
 use crate::registry::TIMER_POISONED;
+use crate::timers::object::itimer::{add_periods, forward, set_look, set_overrun_last, Arm};
+use crate::timers::object::signal::{Pending, Sent, SignalCell, TimerSignal};
+use crate::timers::object::types::Status;
+use crate::timers::object::{signal_of, sink_of, LockedTimer};
+use crate::timers::shared::lookout::{self, Key, Member, Role, BACKSTOP, BACKSTOP_GRAIN, DETACHED};
+use crate::timers::shared::Core;
 use std::cell::{Cell, RefCell};
 
 mod calls;

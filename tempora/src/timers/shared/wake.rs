@@ -33,12 +33,12 @@
 //! One thread at a time holds an alarm.
 
 use super::base::Base;
-#[cfg(not(loom))]
-use super::fd;
 use crate::clock::{ClockId, Resolution, ALL_CLOCKS, CLOCKS};
 use crate::sync::{rank, RankedMutex};
 #[cfg(test)]
 use crate::sync::{AtomicU64, Ordering};
+#[cfg(not(loom))]
+use crate::timers::object::fd;
 use crossbeam_utils::CachePadded;
 #[cfg(not(loom))]
 use std::os::fd::{AsRawFd, OwnedFd};

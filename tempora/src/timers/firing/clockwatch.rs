@@ -4,9 +4,9 @@
 //! (`inspect/endpoint.rs`), waiting on its socket beside the timerfd, so the endpoint needs no
 //! thread of its own. Started with the drivers (`driver.rs`, `Drivers::start`).
 
-use super::core::Core;
-use super::fd;
 use crate::sync::Ordering;
+use crate::timers::object::fd;
+use crate::timers::shared::Core;
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, OwnedFd};
 

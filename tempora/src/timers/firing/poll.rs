@@ -14,27 +14,29 @@
 //! batch is delivered and before the delivery lock is let go ([`Pushes`]), instead of one
 //! lock per event: the timer's `queued` flag is set under its lock as its event is held, and
 //! the event joins the queue, in pop order, before the poll lets anything else see the batch
-//! delivered (the poll barrier), so a receiver after the poll finds it as before. Meanwhile
+//! delivered (the poll barrier), so a receiver after the poll finds it there. Meanwhile
 //! nothing can tell the difference: a receiver does not look at a timer's flag without an
 //! entry, a re-set or delete makes the held event stale exactly as a queued one, and another
 //! expiry of the timer finds it `queued` and only moves its `sigqueue_seq`. An event the
 //! queue has no room for (`notify.rs`, "Memory") has its timer's flag cleared again under
 //! its lock, as a refused push does at once. Holding a queue costs a reference taken and
 //! dropped (the owner may go while the batch runs): an owner's first event of a run is pushed
-//! at once, as before, and its queue is held from its second event on.
+//! at once, and its queue is held from its second event on.
 
-use super::base::timer_at;
-use super::core::Core;
-use super::health::{BASE_POISONED, QUEUE_POISONED};
-use super::itimer::{Arm, Consumed};
-use super::object::{callback_of, popped_here, sink_of, EventQueue, EventRef, Itimer, LockedTimer};
-use super::serial::Call;
-use super::sleep::SleepCell;
-use super::types::{NotifyKind, Status};
 use crate::clock::{ClockId, LazyNow, ALL_CLOCKS, CLOCKS};
 use crate::registry::{Timer, TIMER_POISONED};
 use crate::stats::Counter;
 use crate::sync::{Ordering, Poisoned};
+use crate::timers::object::itimer::{Arm, Consumed};
+use crate::timers::object::serial::Call;
+use crate::timers::object::sleep_cell::SleepCell;
+use crate::timers::object::types::{NotifyKind, Status};
+use crate::timers::object::{
+    callback_of, popped_here, sink_of, EventQueue, EventRef, Itimer, LockedTimer,
+};
+use crate::timers::shared::base::timer_at;
+use crate::timers::shared::health::{BASE_POISONED, QUEUE_POISONED};
+use crate::timers::shared::Core;
 use crate::wheel::Key;
 use std::cell::Cell;
 use std::ptr::NonNull;
@@ -50,7 +52,7 @@ enum Popped {
         timer: NonNull<Timer<Itimer>>,
     },
     /// A sleep's cell, with its entry's key: the entry is current only while the cell still
-    /// holds that key (`sleep.rs`).
+    /// holds that key (`object/sleep_cell.rs`).
     Sleep { key: Key, cell: NonNull<SleepCell> },
 }
 
@@ -422,7 +424,7 @@ impl Core {
             Popped::Sleep { key, cell } => {
                 // SAFETY: the entry was in the wheel when popped, and this poll holds base
                 // `b`'s delivery lock, which the sleep's holder waits for before freeing a
-                // cell whose entry it could not remove (`sleep.rs`, "Why the memory stays
+                // cell whose entry it could not remove (`object/sleep_cell.rs`, "Why the memory stays
                 // valid").
                 let cell = unsafe { cell.as_ref() };
                 self.deliver_sleep(b, key, cell, now, calls)
@@ -454,7 +456,7 @@ impl Core {
             let clock = ALL_CLOCKS[w];
             // A signal timer's retry of an owed signal is due whenever it was placed, and so
             // is a look at an outstanding one (placed before the period it would count:
-            // `sigdeliver.rs`; a look counts only the periods already passed).
+            // `signals/mod.rs`; a look counts only the periods already passed).
             if l.state.notify() == NotifyKind::Signal
                 && (now.get(clock) >= l.state.expiry
                     || l.state.owed()

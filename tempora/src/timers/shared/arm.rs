@@ -9,16 +9,16 @@
 //! "Never early, whatever the precision".
 
 use super::base::{timer_addr, BaseWheel};
-use super::core::Core;
 use super::health::BASE_POISONED;
-use super::itimer::Arm;
-use super::object::{placement_of, LockedTimer};
-use super::sleep::{SleepCell, SleepState};
-use super::types::Placement;
 use super::wake::NO_EXPIRY;
+use super::Core;
 use crate::clock::ClockId;
 use crate::error::Error;
 use crate::sync::{thread_index, Poisoned};
+use crate::timers::object::itimer::Arm;
+use crate::timers::object::sleep_cell::{SleepCell, SleepState};
+use crate::timers::object::types::Placement;
+use crate::timers::object::{placement_of, LockedTimer};
 use crate::wheel::{Key, Mode};
 
 use std::ptr::NonNull;
@@ -60,7 +60,7 @@ impl Core {
     /// `apply`, arming on base `b` (a delivery re-arms on the base it popped the timer from:
     /// see "Delivery and the poll barrier" in `base.rs`).
     #[inline]
-    pub(super) fn apply_on(
+    pub(crate) fn apply_on(
         &self,
         l: &mut LockedTimer<'_>,
         arm: Arm,
@@ -72,7 +72,7 @@ impl Core {
     /// `apply_on` with `slack` whatever the timer's precision: for an entry that is no
     /// expiry of the timer's own (a signal timer's backstop, `lookout.rs`), placed where it
     /// is never moved again before it falls due.
-    pub(super) fn apply_on_slack(
+    pub(crate) fn apply_on_slack(
         &self,
         l: &mut LockedTimer<'_>,
         arm: Arm,

@@ -7,17 +7,17 @@
 //! callback, which the registry drops once it holds no lock (a callback's `Drop` is user
 //! code). Destroying an owner closes its event queue, so its receivers stop waiting.
 
-use super::core::Core;
-use super::itimer::{ItimerPublished, ItimerState};
 use super::lookout::{Key, Member};
-use super::notify::CLOSED_OWNER;
-use super::object::{
-    callback_of, signal_of, Attached, EventQueue, Itimer, ItimerFixed, ItimerInit, LockedTimer,
-};
-use super::types::NotifyKind;
+use super::Core;
 use crate::registry::Service;
 use crate::stats::Counter;
 use crate::sync::Ordering;
+use crate::timers::object::itimer::{ItimerPublished, ItimerState};
+use crate::timers::object::notify::CLOSED_OWNER;
+use crate::timers::object::types::NotifyKind;
+use crate::timers::object::{
+    callback_of, signal_of, Attached, EventQueue, Itimer, ItimerFixed, ItimerInit, LockedTimer,
+};
 use crate::wheel::intrusive::Node;
 use std::sync::Arc;
 
@@ -51,7 +51,7 @@ impl Service for Itimer {
     type Links = Node;
     type State = ItimerState;
     type Init = ItimerInit;
-    type Owner = OwnerPart;
+    type OwnerPart = OwnerPart;
     type Released = Released;
 
     fn init(

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::clock::{ClockSource, ManualClock};
-use crate::timers::TimerId;
+use crate::registry::TimerId;
 use std::cell::RefCell;
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! What the owner's calls do to a signal timer's signal: settime forgets an outstanding one
 //! and hands its lookout's followers over, `getoverrun` looks at it, and a restore puts a
-//! snapshot's signal back. The expiry side is `sigdeliver.rs`'s.
+//! snapshot's signal back. The expiry side is `signals/mod.rs`'s.
 
 use super::*;
 

@@ -38,23 +38,22 @@
 //! the entry), or woke for that move and took the alarm's lock after it (`Alarm::woke`). A
 //! clock step ([`Base::repoll`]) sets every base's `due` to 0 before it fires the alarms.
 //!
-//! A timer wheel's entries are the timer objects themselves, linked through their own wheel
-//! node (`links`; the intrusive storage, `wheel/intrusive.rs`) and named by address
-//! ([`timer_addr`]). Sleeps wait in a slab wheel of their own (`BaseState::sleeps`), whose entries
-//! hold their cells' addresses (`sleep.rs` has their rules, with entry keys). The timer in
-//! turn records where it waits (`ItimerState::base` and `wheel()`), written under
-//! the timer's lock. Only a holder of both the timer's lock and the base lock links the node
-//! or moves it, and only under the base lock does anyone unlink it: a disarm (which also
-//! holds the timer's lock), or a poll's `run`, which pops it or, visiting it before its
-//! expiry, unlinks and links it again within the critical section. So under the timer's lock
-//! alone a node that is not linked stays so and its tick does not change, while a linked one
-//! may read as unlinked during a `run`; under the timer's lock *and* the base's delivery lock
-//! (nobody else runs that base) `is_linked` is exact (the wheel's node contract). A popped
-//! timer is *due* only while the timer, under its lock, still names that base and wheel and
-//! its node is not linked: expiry pops under the base lock and checks under each timer's lock
-//! afterwards, so a timer that a settime re-linked or a delete disarmed in between is left
-//! alone. (A second pop of the same node before this check would need the base's delivery
-//! lock, which this poll holds.)
+//! A timer wheel's entries are the timer objects themselves, linked through their own wheel node
+//! (`links`; the intrusive storage, `wheel/intrusive.rs`) and named by address ([`timer_addr`]).
+//! Sleeps wait in a slab wheel of their own (`BaseState::sleeps`), whose entries hold their cells'
+//! addresses (`object/sleep_cell.rs` has their rules, with entry keys). The timer in turn records
+//! where it waits (`ItimerState::base` and `wheel()`), written under the timer's lock. Only a
+//! holder of both the timer's lock and the base lock links the node or moves it, and only under the
+//! base lock does anyone unlink it: a disarm (which also holds the timer's lock), or a poll's
+//! `run`, which pops it or, visiting it before its expiry, unlinks and links it again within the
+//! critical section. So under the timer's lock alone a node that is not linked stays so and its
+//! tick does not change, while a linked one may read as unlinked during a `run`; under the timer's
+//! lock *and* the base's delivery lock (nobody else runs that base) `is_linked` is exact (the
+//! wheel's node contract). A popped timer is *due* only while the timer, under its lock, still
+//! names that base and wheel and its node is not linked: expiry pops under the base lock and checks
+//! under each timer's lock afterwards, so a timer that a settime re-linked or a delete disarmed in
+//! between is left alone. (A second pop of the same node before this check would need the base's
+//! delivery lock, which this poll holds.)
 //!
 //! # Delivery and the poll barrier
 //!
@@ -93,11 +92,11 @@
 //! `Error::Poisoned` to arming calls and as a failure of the whole service to its receivers.
 //! A poisoned delivery lock (a panic while delivering) counts the same.
 
-use super::object::Itimer;
-use super::sleep::SleepCell;
 use crate::clock::{ClockId, CLOCKS};
 use crate::registry::Timer;
 use crate::sync::{rank, AtomicU64, Locked, MutexGuard, Ordering, Poisoned, RankedMutex};
+use crate::timers::object::sleep_cell::SleepCell;
+use crate::timers::object::Itimer;
 use crate::wheel::intrusive::{Locate, Node, NodeWheel};
 use crate::wheel::Wheel;
 use std::ptr::NonNull;
@@ -198,7 +197,7 @@ fn bump(a: &AtomicU64, n: u64) {
 /// What the base lock covers.
 pub(crate) struct BaseState {
     pub(crate) wheels: [BaseWheel; CLOCKS],
-    /// The sleeps (`sleep.rs`), on the monotonic clock: a slab wheel of their cells'
+    /// The sleeps (`object/sleep_cell.rs`), on the monotonic clock: a slab wheel of their cells'
     /// addresses. A burst of sleeps due at one instant is popped from contiguous entries, and
     /// their cells (scattered in their futures) are then touched from the batch with their
     /// misses overlapping; linked through the cells, the pop would follow one dependent miss
@@ -209,11 +208,10 @@ pub(crate) struct BaseState {
 }
 
 // SAFETY: `Locked` shares its state only with the holder of its lock, and asks `T: Send`. The
-// wheels hold plain addresses (timer objects, sleep cells) that nothing dereferences when a
-// base is dropped, and that are followed only under the rules that keep them valid: a popped
-// timer under a pinned epoch and its own lock (`timers/mod.rs`, "Safety of the timer
-// addresses"), a sleep's cell under the base's delivery lock (`sleep.rs`, "Why the memory
-// stays valid").
+// wheels hold plain addresses (timer objects, sleep cells) that nothing dereferences when a base is
+// dropped, and that are followed only under the rules that keep them valid: a popped timer under a
+// pinned epoch and its own lock (`timers/mod.rs`, "Safety of the timer addresses"), a sleep's cell
+// under the base's delivery lock (`object/sleep_cell.rs`, "Why the memory stays valid").
 unsafe impl Send for BaseState {}
 
 impl Base {

@@ -22,12 +22,13 @@
 //! [`Error::OwnerDeleted`]; the teardown runs on the thread that drops the last handle,
 //! which may be the call's).
 
-use super::object::Itimer;
-use super::owner::{Events, Owner};
-use super::types::{Fired, ItimerSpec, Notify, SetFlags, WeakOwner};
+use super::owner::Owner;
+use super::receive::Events;
 use crate::clock::{ClockId, TimeSpec};
 use crate::error::Error;
 use crate::registry::TimerId;
+use crate::timers::object::types::{Fired, ItimerSpec, Notify, SetFlags, WeakOwner};
+use crate::timers::object::Itimer;
 use std::mem::ManuallyDrop;
 
 /// A timer of an [`Owner`] that is deleted when the handle is dropped (or by

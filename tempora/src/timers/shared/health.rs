@@ -8,10 +8,10 @@
 //! tasks, which is user code, so a failure met under a lock only marks the halt pending;
 //! every public call runs it once it holds no lock (`flush_halt`).
 
-use super::notify;
-use super::object::EventQueue;
 use crate::error::Error;
 use crate::sync::{rank, AtomicBool, MutexGuard, Ordering, RankedMutex};
+use crate::timers::object::notify;
+use crate::timers::object::EventQueue;
 use std::sync::{Arc, OnceLock, Weak};
 
 /// `Error::Poisoned` texts of the service's locks.

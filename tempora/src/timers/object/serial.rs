@@ -27,7 +27,7 @@
 //! ```
 
 use super::types::{Callback, Fired, WeakOwner};
-use super::TimerId;
+use crate::registry::TimerId;
 use crate::stats::tally::Tally;
 use crate::sync::{AtomicU64, Ordering};
 use std::sync::Arc;

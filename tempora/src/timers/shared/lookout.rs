@@ -2,14 +2,14 @@
 //! waits on it.
 //!
 //! A periodic signal timer whose signal stays pending (its target blocks it) looks whether it
-//! is still pending every `PROBE_CAP` at most (`sigdeliver.rs`). One look answers for every
+//! is still pending every `PROBE_CAP` at most (`signals/mod.rs`). One look answers for every
 //! timer of the same target and signal number: a number is pending for its target while any
 //! of their signals is (the `timers` module's table). So the timers of one (target, number)
 //! share a [`Lookout`]: one of them, the *looker*, keeps looking on its own schedule; the others,
 //! *followers*, leave their looks to it and wait far out in their wheel (`BACKSTOP`). When the
 //! looker finds the number gone, it takes the followers' list (their signals were all taken)
 //! and the poll that found it has each of them look at once (their periods counted then, the
-//! rule of `sigdeliver.rs`), so that 100k blocked timers cost one look every 10 ms, not 100k.
+//! rule of `signals/mod.rs`), so that 100k blocked timers cost one look every 10 ms, not 100k.
 //!
 //! Signals refused for want of room (`EAGAIN`: the user's `RLIMIT_SIGPENDING` is held) share
 //! the service's retry lookout (`Key::RETRY`) the same way: one owed timer retries on its
@@ -42,10 +42,10 @@
 //! to find the number pending becomes the looker. Lock order: a timer, then the lookouts
 //! (`sync::rank`).
 
-use super::object::Itimer;
-use super::signal::SignalCell;
 use crate::registry::Timer;
 use crate::sync::{rank, RankedMutex};
+use crate::timers::object::signal::SignalCell;
+use crate::timers::object::Itimer;
 use std::collections::HashMap;
 use std::ptr::NonNull;
 
@@ -55,10 +55,10 @@ pub(crate) const BACKSTOP: u64 = 10_000_000_000;
 pub(crate) const BACKSTOP_GRAIN: u64 = 100_000_000;
 
 /// A looker that has not looked for this long has left: three of its longest spacing
-/// (`sigdeliver.rs`'s `PROBE_CAP`, which asserts this), for a late driver.
+/// (`signals/mod.rs`'s `PROBE_CAP`, which asserts this), for a late driver.
 pub(crate) const STALE: u64 = 30_000_000;
 
-pub(crate) use super::signal::{
+pub(crate) use crate::timers::object::signal::{
     SLOT_DETACHED as DETACHED, SLOT_LOOKER as LOOKER, SLOT_NONE as NONE,
 };
 /// The most followers a lookout lists; past it, a timer looks on its own.

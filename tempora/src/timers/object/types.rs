@@ -9,18 +9,18 @@ use std::sync::Arc;
 /// timer's ID, the event's overrun, and its owner's calls on the timer.
 ///
 /// A closure that acts on its own timer should do so through the [`Fired`] it is handed: one
-/// that captured an [`Owner`](super::Owner) keeps that owner alive for as long as the timer
+/// that captured an [`Owner`](crate::timers::Owner) keeps that owner alive for as long as the timer
 /// exists (the timer holds the closure, the closure the owner, the owner its timers), so that
 /// dropping every other handle ends nothing (the timer goes on firing, its memory and its
 /// service's stay allocated) until someone calls
-/// [`Owner::destroy`](super::Owner::destroy) or deletes the timer.
+/// [`Owner::destroy`](crate::timers::Owner::destroy) or deletes the timer.
 pub type Callback = Arc<dyn Fn(&Fired<'_>) + Send + Sync>;
 
-/// One expiry of a [callback timer](Notify::callback), handed to its closure: the
-/// timer, the overrun, and its owner, reached without the closure keeping it alive. Its calls
-/// (`settime`, `gettime`, `getoverrun`, `delete`, `owner`) are the owner's on this timer; they fail
-/// with [`Error::OwnerDeleted`](crate::Error::OwnerDeleted) once the owner's last handle was
-/// dropped (a call taken before that may still run, as after [`Owner::delete`](super::Owner::delete)).
+/// One expiry of a [callback timer](Notify::callback), handed to its closure: the timer, the
+/// overrun, and its owner, reached without the closure keeping it alive. Its calls (`settime`,
+/// `gettime`, `getoverrun`, `delete`, `owner`) are the owner's on this timer; they fail with
+/// [`Error::OwnerDeleted`](crate::Error::OwnerDeleted) once the owner's last handle was dropped (a
+/// call taken before that may still run, as after [`Owner::delete`](crate::timers::Owner::delete)).
 ///
 /// The owner is reached through a [`WeakOwner`]: each call takes a strong handle for its
 /// length, so an owner whose user handles are all dropped ends at once, its timers with it,
@@ -75,8 +75,8 @@ impl<'a> Fired<'a> {
     }
 }
 
-/// A handle to an [`Owner`](super::Owner) that does not keep it alive
-/// ([`Owner::downgrade`](super::Owner::downgrade)), as `std::sync::Weak` is to `Arc`:
+/// A handle to an [`Owner`](crate::timers::Owner) that does not keep it alive
+/// ([`Owner::downgrade`](crate::timers::Owner::downgrade)), as `std::sync::Weak` is to `Arc`:
 /// [`upgrade`](WeakOwner::upgrade) gives the owner while a strong handle of it is alive.
 /// What a closure captures to reach an owner other than its own timer's (which [`Fired`]
 /// gives).
@@ -91,19 +91,20 @@ impl fmt::Debug for WeakOwner {
     }
 }
 
-/// How a timer reports its expiry, chosen at [`Owner::create`](super::Owner::create).
+/// How a timer reports its expiry, chosen at [`Owner::create`](crate::timers::Owner::create).
 #[derive(Clone, Default)]
 #[non_exhaustive]
 pub enum Notify {
-    /// Nothing is delivered (`SIGEV_NONE`); [`Owner::gettime`](super::Owner::gettime) shows the state.
+    /// Nothing is delivered (`SIGEV_NONE`); [`Owner::gettime`](crate::timers::Owner::gettime) shows
+    /// the state.
     #[default]
     None,
-    /// An [`Event`](super::Event) on the owner's queue: `SIGEV_SIGNAL`'s rules without a signal, at
-    /// most one pending per timer.
+    /// An [`Event`](crate::timers::Event) on the owner's queue: `SIGEV_SIGNAL`'s rules without a
+    /// signal, at most one pending per timer.
     Queue,
     /// A closure run by the poll that fires the timer (`SIGEV_THREAD`), handed a [`Fired`]:
     /// the timer's ID, the overrun and its owner's calls on it, so that it needs to capture no
-    /// [`Owner`](super::Owner) ([`Notify::callback`], [`Notify::callback_named`]).
+    /// [`Owner`](crate::timers::Owner) ([`Notify::callback`], [`Notify::callback_named`]).
     Callback {
         /// The name a checkpoint records it under, for a restore to map back to a closure
         /// (see [`crate::checkpoint`]); `None` for an unnamed one.
@@ -113,7 +114,7 @@ pub enum Notify {
     },
     /// A real signal to the process (`SIGEV_SIGNAL`), queued with `si_code = SI_TIMER`, the
     /// timer's ID in `si_timerid`, `value` in `si_value` and the overrun in `si_overrun`; at
-    /// most one pending per timer, as the kernel's (`timers/signal.rs` says how, and where
+    /// most one pending per timer, as the kernel's (`timers/object/signal.rs` says how, and where
     /// user space makes it differ).
     Signal {
         /// The signal number, `1..=SIGRTMAX`.
@@ -210,7 +211,8 @@ impl fmt::Debug for Notify {
     }
 }
 
-/// Flags of [`Owner::settime`](super::Owner::settime): the `flags` argument of `timer_settime`.
+/// Flags of [`Owner::settime`](crate::timers::Owner::settime): the `flags` argument of
+/// `timer_settime`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SetFlags(u32);
 
@@ -253,7 +255,8 @@ impl ItimerSpec {
     }
 }
 
-/// How a timer notifies, without its closure: what a listing ([`Owner::timers`](super::Owner::timers)) reports.
+/// How a timer notifies, without its closure: what a listing
+/// ([`Owner::timers`](crate::timers::Owner::timers)) reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(u8)]
 #[non_exhaustive]
@@ -272,6 +275,11 @@ pub enum NotifyKind {
 }
 
 /// A timer's status, as the kernel's `it_status`.
+///
+/// All three are observable: in a listing ([`TimerInfo::status`], and an inspection
+/// endpoint's `pending`), and in a snapshot (`checkpoint::TimerRecord`, stored as 0, 1, 2),
+/// where `RequeuePending` is what tells a periodic timer waiting for its event or signal to
+/// be consumed from an armed one (`checkpoint/rules.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(u8)]
 #[non_exhaustive]
@@ -285,7 +293,7 @@ pub enum Status {
     RequeuePending = 2,
 }
 
-/// One line of an owner's timer listing ([`Owner::timers`](super::Owner::timers)).
+/// One line of an owner's timer listing ([`Owner::timers`](crate::timers::Owner::timers)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TimerInfo {
@@ -327,15 +335,16 @@ pub(crate) fn callback_name_error(name: &str) -> Option<&'static str> {
     }
 }
 
-/// When a timer may fire after its expiry ([`Owner::set_precision`](super::Owner::set_precision)):
-/// the kernel's choices between exact hrtimers, timer slack and deferrable timers. No timer
-/// ever fires before its expiry, whatever its precision.
+/// When a timer may fire after its expiry
+/// ([`Owner::set_precision`](crate::timers::Owner::set_precision)): the kernel's choices between
+/// exact hrtimers, timer slack and deferrable timers. No timer ever fires before its expiry,
+/// whatever its precision.
 ///
 /// | precision | fires in | wakes a driver by itself |
 /// |---|---|---|
 /// | `Precise` | `[expiry, expiry + tick)` | yes |
 /// | `Slack(d)` | `[expiry, expiry + max(d, tick))` | yes, at instants shared with other slack timers |
-/// | `Deferrable` | `[expiry, expiry + max_deferral]` | no: it fires when a driver is awake anyway, at the latest [`max_deferral`](super::Builder::max_deferral) after its expiry |
+/// | `Deferrable` | `[expiry, expiry + max_deferral]` | no: it fires when a driver is awake anyway, at the latest [`max_deferral`](crate::timers::Builder::max_deferral) after its expiry |
 ///
 /// (Plus the time a driver takes to wake up and reach the timer, which no mode bounds.)
 ///
@@ -351,13 +360,13 @@ pub(crate) fn callback_name_error(name: &str) -> Option<&'static str> {
 /// ([`ClockSource::now_coarse`](crate::clock::ClockSource::now_coarse)) plus that lag
 /// instead of the exact clock: an upper bound of the time, so the expiry is never early, at
 /// most the lag late, and the other half of the slack still groups. The timer's
-/// [`gettime`](super::Owner::gettime) then reads up to the lag more than the value set, and
+/// [`gettime`](crate::timers::Owner::gettime) then reads up to the lag more than the value set, and
 /// the old setting `settime` returns up to the lag less (a due one as 1 ns). A periodic
 /// arming reads the exact clock, as its expiry is the base of every later period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Precision {
-    /// The owner's default ([`Owner::set_default_slack`](super::Owner::set_default_slack)),
+    /// The owner's default ([`Owner::set_default_slack`](crate::timers::Owner::set_default_slack)),
     /// read at each arming: precise unless the owner has a default slack.
     #[default]
     Default,

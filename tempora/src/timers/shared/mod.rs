@@ -1,24 +1,38 @@
 //! The service's shared state, [`Core`]: what every owner, driver and sleep of one service
 //! holds (through an `Arc`).
 //!
-//! Its components own their files: the bases (`base.rs`) and the registry they serve;
-//! arming (`arm.rs`) and polling with delivery (`poll.rs`), written as `Core`'s methods over
-//! those bases; wake-ups (`wake.rs`: the drivers' alarms, the deadline fd);
-//! health (`health.rs`: stop, failure, the owners' queues to close); and the registry's
-//! contract (`contract.rs`). Nothing here imports those method files, so the parts stay below
-//! the code that drives them.
+//! This room is `Core` and its parts, each in its own file: the bases (`base.rs`) and the
+//! registry they serve; wake-ups (`wake.rs`: the drivers' alarms, the deadline fd); the
+//! drivers' crews (`crew.rs`: each driver's threads, the callbacks not run yet); health
+//! (`health.rs`: stop, failure, the owners' queues to close); the looks signal timers share
+//! (`lookout.rs`). Nothing in those files imports `Core`, so the parts stay below the code
+//! that drives them.
+//!
+//! Its part of `impl Core`'s work: reading the clocks (this file), arming (`arm.rs`: where an
+//! entry goes, placing and removing timers and sleeps), and the registry's contract
+//! (`contract.rs`: the delete hook that disarms a deleted timer). The rest of `impl Core` is
+//! the rooms above: signal timers' expiries and calls (`signals/`), polling and delivery
+//! (`firing/poll.rs`).
 
-use super::base::Base;
-use super::crew::Crew;
-use super::health::Health;
-use super::lookout::Lookouts;
-use super::object::Itimer;
-use super::serial::Call;
-use super::signal::SignalPort;
-use super::wake::{Refresh, Wakeups};
+use self::base::Base;
+use self::crew::Crew;
+use self::health::Health;
+use self::lookout::Lookouts;
+use self::wake::{Refresh, Wakeups};
 use crate::clock::{ClockSource, Resolution, ALL_CLOCKS, CLOCKS};
 use crate::registry::Registry;
 use crate::stats::tally::Hub;
+use crate::timers::object::serial::Call;
+use crate::timers::object::signal::SignalPort;
+use crate::timers::object::Itimer;
+
+pub(crate) mod arm;
+pub(crate) mod base;
+pub(crate) mod contract;
+pub(crate) mod crew;
+pub(crate) mod health;
+pub(crate) mod lookout;
+pub(crate) mod wake;
 #[cfg(test)]
 use crate::sync::AtomicBool;
 use crate::sync::{rank, AtomicU64, RankedMutex};

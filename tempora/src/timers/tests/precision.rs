@@ -2,12 +2,12 @@
 //! by a simulated driver that sleeps until `Timers::next_deadline`, as a background driver
 //! does. Each test fails if its rule is broken.
 
-use super::testing::{self, Manual, TestClock};
-use super::*;
 use crate::clock::ClockId;
 use crate::clock::{ClockSource, ManualClock};
 use crate::error::Error;
 use crate::instant::Instant;
+use crate::timers::testing::{self, Manual, TestClock};
+use crate::timers::*;
 use proptest::prelude::*;
 use std::sync::Arc;
 use std::sync::Mutex;

@@ -1,3 +1,18 @@
+//! The timer object and what it is made of: the room every other room of `timers/` stands
+//! on. A reader of a timer's rules, values or queue opens this folder alone; it holds no
+//! `impl Core` (the shared state is `shared/`, above it).
+//!
+//! - `types.rs`: the value types callers pass and get back (`Notify`, `ItimerSpec`, `Fired`).
+//! - `fd.rs`: the eventfd and timerfd calls the queue, the alarms and the clock watch use.
+//! - `itimer.rs`: a timer's state and the POSIX rules over it (settime, gettime, expire,
+//!   consume).
+//! - `serial.rs`: a callback's calls, one at a time.
+//! - `signal.rs`: a signal timer's target, and the port signals are queued through.
+//! - `notify.rs`: an owner's event queue and the threads and tasks waiting on it (the
+//!   receiving calls that read it are the owner's, `calls/receive.rs`).
+//! - `sleep_cell.rs`: a sleep's cell, the ID-less timer a base's sleeps' wheel points at.
+//! - this file: the service's parts of a timer object, laid out below.
+//!
 //! What the service keeps in each timer object and in each owner: the [`Itimer`] service the
 //! registry serves.
 //!
@@ -18,20 +33,28 @@
 //! ```
 //!
 //! The `registry::Service` implementation that ties these parts to the registry is in
-//! `contract.rs`, above the core whose wheels its delete hook takes a timer out of: the hook
+//! `shared/contract.rs`, above the core whose wheels its delete hook takes a timer out of: the hook
 //! hands back the timer's callback, which the registry drops once it holds no lock, and
 //! destroying an owner closes its event queue.
 
-use super::notify::Sink;
-use super::serial::Serial;
-use super::signal::SignalCell;
-use super::types::{NotifyKind, Placement};
+use self::notify::Sink;
+use self::serial::Serial;
+use self::signal::SignalCell;
+use self::types::{NotifyKind, Placement};
 use crate::clock::ClockId;
 use crate::registry::{Locked, Zeroable};
 use crate::stats::tally::Tally;
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 use crate::wheel::intrusive::Node;
 use std::sync::Arc;
+
+pub(crate) mod fd;
+pub(crate) mod itimer;
+pub(crate) mod notify;
+pub(crate) mod serial;
+pub(crate) mod signal;
+pub(crate) mod sleep_cell;
+pub(crate) mod types;
 
 /// The POSIX interval-timer service, as the registry sees it.
 pub(crate) struct Itimer;
@@ -89,7 +112,7 @@ pub(crate) struct ItimerFixed {
     /// What a `Callback` or `Signal` timer carries (a leaked `Box`), null for the other
     /// kinds. Cleared, and the box taken back, only by the delete hook under the timer's lock.
     pub(crate) attached: AtomicPtr<Attached>,
-    /// The timer's [`Precision`](super::types::Precision), packed: zeroed at create (the
+    /// The timer's [`Precision`](self::types::Precision), packed: zeroed at create (the
     /// owner's default) and written by `Owner::set_precision` under the timer's lock, which
     /// every reader holds. The one field of line 1 written after create, and rarely.
     pub(crate) precision: AtomicU64,
@@ -188,9 +211,9 @@ pub(crate) fn placement_of(l: &LockedTimer<'_>) -> Placement {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use super::itimer::{ItimerPublished, ItimerState};
     use super::*;
     use crate::registry::Timer;
-    use crate::timers::itimer::{ItimerPublished, ItimerState};
     use crate::wheel::intrusive::Node;
     use std::mem::{offset_of, size_of};
 
@@ -256,7 +279,7 @@ mod tests {
     /// ARCHITECTURE.md's drawing of the timer object names each field at its offset.
     #[test]
     fn the_maps_timer_object_is_the_layout() {
-        let map = include_str!("../../ARCHITECTURE.md");
+        let map = include_str!("../../../ARCHITECTURE.md");
         let i = map
             .find("<!-- object:begin -->")
             .expect("the drawing's begin marker");
