@@ -635,8 +635,8 @@ int tempora_owner_restore_ids(const struct tempora_owner_t *owner, int op);
  not the handler was installed with `SA_RESTART`, so a loop whose handler sets a quit flag
  can look at it (an event already queued is taken first). The wait sleeps on the owner's
  readiness fd (`tempora_owner_event_fd`, made by the first wait that sleeps); if that fd
- cannot be made (the process is out of fds) it sleeps as before, and a handler does not
- end it.
+ cannot be made (the process is out of fds) it sleeps on the owner's queue instead,
+ which a handler does not end.
 
  Returns 0, or -1 with `errno`: `EAGAIN` (the timeout passed first), `EINTR` (a signal
  handler ran during the wait), `EINVAL` (NULL owner, an invalid timeout, the owner

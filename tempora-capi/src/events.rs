@@ -39,7 +39,7 @@ fn write_event(out: *mut tempora_event, e: tempora::Event) {
 /// not the handler was installed with `SA_RESTART`, so a loop whose handler sets a quit flag
 /// can look at it (an event already queued is taken first). The wait sleeps on the owner's
 /// readiness fd (`tempora_owner_event_fd`, made by the first wait that sleeps); if that fd
-/// cannot be made (the process is out of fds) it sleeps in `Owner::recv_timeout` instead,
+/// cannot be made (the process is out of fds) it sleeps on the owner's queue instead,
 /// which a handler does not end.
 ///
 /// Returns 0, or -1 with `errno`: `EAGAIN` (the timeout passed first), `EINTR` (a signal
