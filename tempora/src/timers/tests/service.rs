@@ -76,21 +76,30 @@ fn a_driver_fires_timers_with_nobody_polling() {
     let owner = timers.owner();
     let t = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
     owner.settime(t, SetFlags::RELATIVE, ms(1), ms(1)).unwrap();
-    // Taken without waiting in `recv`, which would fire them itself (`Owner::recv`, "Who
-    // fires while a receiver waits"): the driver alone fires them.
+    let got = take_driven(&owner, 3);
+    assert!(got.iter().all(|e| e.id == t), "{got:?}");
+    assert!(timers.stats().drivers.wakeups > 0);
+}
+
+/// `n` events of `owner`, taken without waiting in `recv`, which would fire them itself
+/// (`Owner::recv`, "Who fires while a receiver waits"): the driver alone fires them. Fails
+/// if they do not come within 30 s.
+fn take_driven(owner: &crate::timers::Owner, n: usize) -> Vec<crate::timers::Event> {
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut got = 0;
-    while got < 3 && Instant::now() < deadline {
+    let mut got = Vec::new();
+    while got.len() < n && Instant::now() < deadline {
         match owner.try_recv() {
-            Some(e) => {
-                assert_eq!(e.id, t);
-                got += 1;
-            }
+            Some(e) => got.push(e),
             None => std::thread::sleep(Duration::from_millis(1)),
         }
     }
-    assert_eq!(got, 3, "the driver fired {got} of 3 expiries in 30 s");
-    assert!(timers.stats().drivers.wakeups > 0);
+    assert_eq!(
+        got.len(),
+        n,
+        "the driver fired {} of {n} expiries in 30 s",
+        got.len()
+    );
+    got
 }
 
 /// A wake-up polls the bases with something due, not every base (`base.rs`, "Polling only
@@ -104,16 +113,7 @@ fn a_wake_up_polls_only_the_bases_with_something_due() {
     let owner = timers.owner();
     let t = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
     owner.settime(t, SetFlags::RELATIVE, ms(1), ms(1)).unwrap();
-    // Taken without waiting in `recv`: the driver alone fires them.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut got = 0;
-    while got < 20 && Instant::now() < deadline {
-        match owner.try_recv() {
-            Some(_) => got += 1,
-            None => std::thread::sleep(Duration::from_millis(1)),
-        }
-    }
-    assert_eq!(got, 20, "the driver fired {got} of 20 expiries in 30 s");
+    take_driven(&owner, 20);
     let bases = timers.stats().bases;
     let busy: Vec<_> = bases.iter().filter(|b| b.fired > 0).collect();
     assert_eq!(busy.len(), 1, "one base holds the timer: {bases:?}");
