@@ -62,6 +62,8 @@ fn spares_retire_after_a_burst_of_blocked_callbacks() {
         .unwrap();
     assert!(within_bound(|| ran.load(Ordering::SeqCst) == 1).is_some());
     let baseline = threads();
+    let spares = || timers.stats().drivers.spare_threads;
+    let spares_before = spares();
     for round in 0..2 {
         let gate = Arc::new(Gate::default());
         let entered = Arc::new(AtomicUsize::new(0));
@@ -95,6 +97,11 @@ fn spares_retire_after_a_burst_of_blocked_callbacks() {
         );
         *gate.open.lock().unwrap() = true;
         gate.cv.notify_all();
+        assert!(
+            spares() >= spares_before + BURST - 2,
+            "round {round}: the statistics count {} spares in the burst",
+            spares()
+        );
         let back = within_bound(|| threads() <= baseline);
         eprintln!(
             "round {round}: {baseline} threads before, {peak} in the burst, back in {back:?}"
@@ -103,6 +110,12 @@ fn spares_retire_after_a_burst_of_blocked_callbacks() {
             back.is_some(),
             "round {round}: {} threads {BOUND:?} after the burst, {baseline} before it",
             threads()
+        );
+        // The statistics count the spares running, not those that retired.
+        assert!(
+            spares() <= spares_before,
+            "round {round}: the statistics count {} spares after the burst, {spares_before} before",
+            spares()
         );
         for id in ids {
             owner.delete(id).unwrap();

@@ -12,7 +12,7 @@
 //! | `tempora_base_polls_total`, `_fired_total`, `_batches_total` | counter | `base` | per base |
 //! | `tempora_base_max_pop_hold_seconds` | gauge | `base` | longest base-lock hold while popping |
 //! | `tempora_driver_wakeups_total`, `tempora_spare_takeovers_total` | counter | | the drivers' wake-ups, the spares' take-overs |
-//! | `tempora_spare_threads` | gauge | | spare driver threads started |
+//! | `tempora_spare_threads` | gauge | | spare driver threads running |
 //! | `tempora_id_table_buckets`, `tempora_id_table_bytes`, `tempora_pooled_slot_bytes` | gauge | | the ID table's size, the slot pages kept for reuse |
 //!
 //! Owner rows and group rows are separate families, so summing either never counts a timer

@@ -292,7 +292,8 @@ pub struct DriverStats {
     /// Times a spare driver took the place of a driver that was running callbacks past its
     /// next deadline (or past an earlier arm) ([`Builder::spare_drivers`](crate::Builder::spare_drivers)).
     pub spare_takeovers: u64,
-    /// Spare driver threads started so far (they stay, waiting, until the service stops).
+    /// Spare driver threads running now: started while callbacks ran, and not yet retired (a
+    /// spare idle for a second retires while another thread of its driver waits).
     pub spare_threads: usize,
 }
 

@@ -295,7 +295,14 @@ pub(crate) fn stats_of(core: &Core) -> Stats {
     // Relaxed: counters, read alone.
     drivers.wakeups = core.drivers.wakeups.load(Ordering::Relaxed);
     drivers.spare_takeovers = core.drivers.takeovers.load(Ordering::Relaxed);
-    drivers.spare_threads = core.drivers.spares.lock_or_recover().len();
+    // The spares started and not retired (the handles' list also holds spares that ended
+    // since the last start).
+    drivers.spare_threads = core
+        .drivers
+        .crews
+        .iter()
+        .map(|c| c.started.load(Ordering::Relaxed))
+        .sum();
     let mut registry = RegistryStats::default();
     registry.id_table_buckets = core.registry.buckets();
     registry.id_table_bytes = core.registry.table_bytes();
