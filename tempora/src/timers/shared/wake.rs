@@ -11,16 +11,18 @@
 //!
 //! A refresh (a driver's, after its poll; or after every `Timers::poll`) runs under the
 //! alarm's lock: base by base, under each base's lock, it reads the base's earliest firing and
-//! publishes the deadline so far in the base's `sleep` (`base.rs`, "Waking a sleeping
-//! driver"); then it arms the fd at the minimum. An arm earlier than a base's published
-//! `sleep` rings: it lowers that `sleep` to its own entry (under the base lock) and, under the
-//! alarm's lock, moves the fd to the entry if that is earlier than where the fd is armed.
+//! publishes it in the base's `sleep` and `due` (`base.rs`, "Waking a sleeping driver"; a base
+//! whose `due` is still ahead is passed over, "Polling only what is due"); then it arms the fd
+//! at the minimum. An arm earlier than a base's published `sleep` rings: it lowers that
+//! `sleep` to its own entry and clears `due` (under the base lock) and, under the alarm's
+//! lock, moves the fd to the entry if that is earlier than where the fd is armed.
 //!
 //! So the fd is never later than the earliest entry: a ring that waited for a refresh's lock
-//! compares with that refresh's arm, which either saw its entry (the refresh scanned the base
+//! compares with that refresh's arm, which either saw its entry (the refresh read the base
 //! after the arm) or is at most the `sleep` the arm compared with (each published value is at
 //! or after the deadline the refresh arms). A ring never wakes anyone at once: the fd fires
-//! when the entry falls due. An arm later than the published deadline costs nothing.
+//! when the entry falls due. An arm at or after its base's published earliest firing costs
+//! nothing.
 //!
 //! # A receiver that holds the alarm
 //!
