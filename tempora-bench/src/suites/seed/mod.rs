@@ -320,7 +320,8 @@ fn beside_spinners<T>(threads: usize, f: impl FnOnce() -> T) -> T {
     let started = Barrier::new(spinners + 1);
     std::thread::scope(|s| {
         for _ in 0..spinners {
-            s.spawn(|| {
+            let spin = std::thread::Builder::new().name("seed-spinner".into());
+            spin.spawn_scoped(s, || {
                 started.wait();
                 let mut x = 0x9e37_79b9_7f4a_7c15u64;
                 // Relaxed: a stop flag; the spin touches no shared line but this one, read.
@@ -332,7 +333,8 @@ fn beside_spinners<T>(threads: usize, f: impl FnOnce() -> T) -> T {
                     }
                     black_box(x);
                 }
-            });
+            })
+            .expect("a spinner thread");
         }
         started.wait();
         let r = f();
@@ -702,5 +704,24 @@ mod tests {
         assert!(side_by_side(&[(at(0), at(100))]), "one thread alone");
         assert!(!side_by_side(&[(at(0), at(100)), (at(100), at(200))]));
         assert!(!side_by_side(&[(at(0), at(100)), (at(30), at(110))]));
+    }
+
+    /// The one-thread round of a two-thread case runs beside one more thread, spinning (on a
+    /// machine with a CPU for it), and alone when there is no second thread to stand for.
+    #[test]
+    fn the_one_thread_round_runs_beside_a_spinner_for_each_other_thread() {
+        let spinners = || {
+            std::fs::read_dir("/proc/self/task")
+                .unwrap()
+                .flatten()
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|c| c.trim() == "seed-spinner")
+                })
+                .count()
+        };
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(beside_spinners(1, spinners), 0);
+        assert_eq!(beside_spinners(2, spinners), usize::from(cpus >= 2));
     }
 }
