@@ -185,7 +185,7 @@ impl<L: Locate> NodeWheel<L> {
     }
 
     /// Linked objects.
-    #[cfg(test)]
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.core.len()
     }

@@ -129,7 +129,7 @@ fn run(core: &Arc<Core>, k: usize, first_lead: bool) {
         }
         if !woke {
             // Spares retire; the driver's own thread stays.
-            if crew.retire() {
+            if spare && crew.retire() {
                 return;
             }
             continue;

@@ -167,7 +167,8 @@ impl Core {
             self.disarm(l)?;
         }
         debug_assert!(here || !l.links().is_linked(), "linked in another wheel");
-        let placed = self.bases[b].locked_wheel(w, fires_at, |wheel| {
+        let by_time = w == ClockId::Monotonic.index() && !mode.is_deferrable();
+        let placed = self.bases[b].locked_wheel(w, fires_at, by_time, |wheel| {
             // SAFETY: the node is in no wheel or in this one (`here`: the timer names it;
             // otherwise `disarm` took it out), and the object stays alive while linked
             // ("Safety of the timer addresses").
@@ -201,7 +202,7 @@ impl Core {
         // nothing walks a poisoned base again, so its address is never followed.
         let base = &self.bases[usize::from(l.state.base)];
         // SAFETY: the timer names this base and wheel, so its node is in no wheel or here.
-        let unlinked = base.locked_wheel(w, NO_EXPIRY, |wheel| unsafe { wheel.take(r) });
+        let unlinked = base.locked_wheel(w, NO_EXPIRY, true, |wheel| unsafe { wheel.take(r) });
         l.state.set_wheel(0);
         unlinked
             .map(drop)

@@ -35,8 +35,15 @@
 //! rang. So a wake-up costs the bases with something due, not every base. The word is read
 //! relaxed: a poller that missed a ring's 0 either refreshed before that ring's move of the
 //! alarm (which then compares with the refresh's arm under the alarm's lock and moves it to
-//! the entry), or woke for that move and took the alarm's lock after it (`Alarm::woke`). A
-//! clock step ([`Base::repoll`]) sets every base's `due` to 0 before it fires the alarms.
+//! the entry), or woke for that move and took the alarm's lock after it (`Alarm::woke`).
+//!
+//! Only a base whose entries all fire by the monotonic clock alone is ever passed over. A
+//! base holding a realtime or boot-time entry, or a deferrable one, publishes 0, and placing
+//! one stores 0: a realtime entry's monotonic time moves with a clock step (a refresh that
+//! read the clocks before the step would publish a stale one), a boot-time one's with a
+//! suspend, and a deferrable entry fires whenever a driver is awake anyway, so such a base is
+//! read at every wake-up, as every base was before. A clock step ([`Base::repoll`]) also sets
+//! every base's `due` to 0 before it fires the alarms.
 //!
 //! A timer wheel's entries are the timer objects themselves, linked through their own wheel node
 //! (`links`; the intrusive storage, `wheel/intrusive.rs`) and named by address ([`timer_addr`]).
@@ -254,14 +261,18 @@ impl Base {
     /// driver serving this base: `fires_at` (the tick at which the entry `f` inserted or moved
     /// fires; `NO_EXPIRY` for a removal) is before the driver's published sleep (see the module
     /// doc).
+    /// `by_time`: the entry fires by its tick on the monotonic clock alone (not a realtime or
+    /// boot-time one, not deferrable), so it leaves the base's `due` as it is unless it rings
+    /// ("Polling only what is due").
     #[inline]
     pub(crate) fn locked_wheel<R>(
         &self,
         i: usize,
         fires_at: u64,
+        by_time: bool,
         f: impl FnOnce(&mut BaseWheel) -> R,
     ) -> Result<(R, bool), Poisoned> {
-        self.locked_ringing(i, fires_at, |st| f(&mut st.wheels[i]))
+        self.locked_ringing(i, fires_at, by_time, |st| f(&mut st.wheels[i]))
     }
 
     /// [`Base::locked_wheel`] for the sleeps' wheel (the monotonic clock's).
@@ -271,7 +282,9 @@ impl Base {
         fires_at: u64,
         f: impl FnOnce(&mut Wheel<NonNull<SleepCell>>) -> R,
     ) -> Result<(R, bool), Poisoned> {
-        self.locked_ringing(ClockId::Monotonic.index(), fires_at, |st| f(&mut st.sleeps))
+        self.locked_ringing(ClockId::Monotonic.index(), fires_at, true, |st| {
+            f(&mut st.sleeps)
+        })
     }
 
     #[inline]
@@ -279,6 +292,7 @@ impl Base {
         &self,
         i: usize,
         fires_at: u64,
+        by_time: bool,
         f: impl FnOnce(&mut BaseState) -> R,
     ) -> Result<(R, bool), Poisoned> {
         self.locked(|st| {
@@ -286,6 +300,8 @@ impl Base {
             let ring = fires_at < st.sleep[i];
             if ring {
                 st.sleep[i] = fires_at;
+            }
+            if ring || !by_time {
                 // Relaxed: ordered before the ring's move of the alarm, which takes the
                 // alarm's lock ("Polling only what is due").
                 self.due.store(0, Ordering::Relaxed);
@@ -302,10 +318,20 @@ impl Base {
     }
 
     /// A refresh read the base, under its lock: nothing of it fires before monotonic time
-    /// `earliest`, and an arm earlier than `sleep[w]` (on each wheel's clock) rings.
+    /// `earliest`, and an arm earlier than `sleep[w]` (on each wheel's clock) rings. `due`
+    /// becomes `earliest` only if every entry fires by the monotonic clock alone, else 0
+    /// ("Polling only what is due").
     pub(crate) fn publish(&self, st: &mut BaseState, earliest: u64, sleep: [u64; CLOCKS]) {
         st.sleep = sleep;
-        self.due.store(earliest, Ordering::Relaxed);
+        let mono = ClockId::Monotonic.index();
+        let by_time = st
+            .wheels
+            .iter()
+            .enumerate()
+            .all(|(w, wheel)| w == mono || wheel.len() == 0)
+            && st.wheels[mono].next_deferred_fire().is_none();
+        let due = if by_time { earliest } else { 0 };
+        self.due.store(due, Ordering::Relaxed);
     }
 
     /// The next poll reads this base whatever it published (a clock step: its realtime

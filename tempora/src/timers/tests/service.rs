@@ -123,6 +123,50 @@ fn a_wake_up_polls_only_the_bases_with_something_due() {
     }
 }
 
+/// A deferrable timer fires when a driver is awake anyway, whichever base holds it: a base
+/// whose only timer is deferrable is never passed over as having nothing due until its
+/// bound. Here a periodic 1 ms timer on one base keeps the driver waking, and a deferrable
+/// one on the other base, due in 5 ms with a bound of 60 s, comes within seconds.
+#[test]
+fn a_deferrable_timer_on_another_base_fires_when_the_driver_wakes_anyway() {
+    let timers = testing::driven(|b| {
+        b.bases(2).drivers(1).max_deferral(Duration::from_secs(60));
+    });
+    let owner = timers.owner();
+    let t = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner.settime(t, SetFlags::RELATIVE, ms(1), ms(1)).unwrap();
+    let mine = crate::sync::thread_index() % 2;
+    let d = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner
+        .set_precision(d, crate::Precision::Deferrable)
+        .unwrap();
+    // Armed from a thread of the other base.
+    std::thread::scope(|s| loop {
+        let armed = s
+            .spawn(|| {
+                (crate::sync::thread_index() % 2 != mine).then(|| {
+                    owner
+                        .settime(d, SetFlags::RELATIVE, ms(5), Duration::ZERO)
+                        .unwrap()
+                })
+            })
+            .join()
+            .unwrap();
+        if armed.is_some() {
+            break;
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        match owner.try_recv() {
+            Some(e) if e.id == d => return,
+            Some(_) => {}
+            None => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    panic!("the deferrable timer did not fire in 20 s while the driver woke every 1 ms");
+}
+
 /// A thread blocked in `recv` on a service with one driver fires its own periodic timer: it
 /// sleeps until the alarm's time itself and polls, so the driver's threads are not woken for
 /// it. A callback due meanwhile still runs on a driver's thread, never on the receiver's,
