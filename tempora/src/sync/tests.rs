@@ -159,3 +159,29 @@ fn guards_release_and_poison() {
     assert_eq!(*m.lock().unwrap(), 4);
     assert_eq!(m.into_inner(), 4);
 }
+
+/// Threads alive at the same time hold different indices (`thread_index`), however many came
+/// and went before them: sixteen threads past one barrier, each reading its own.
+#[test]
+fn live_threads_hold_different_indices() {
+    for _ in 0..50 {
+        let all_alive = std::sync::Barrier::new(16);
+        let seen = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for _ in 0..16 {
+                s.spawn(|| {
+                    all_alive.wait();
+                    let i = super::thread_index();
+                    seen.lock().unwrap().push(i);
+                    // Held until every thread has read its own.
+                    all_alive.wait();
+                });
+            }
+        });
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_unstable();
+        let n = seen.len();
+        seen.dedup();
+        assert_eq!(seen.len(), n, "indices shared by live threads: {seen:?}");
+    }
+}

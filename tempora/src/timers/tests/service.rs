@@ -140,22 +140,28 @@ fn a_deferrable_timer_on_another_base_fires_when_the_driver_wakes_anyway() {
     owner
         .set_precision(d, crate::Precision::Deferrable)
         .unwrap();
-    // Armed from a thread of the other base.
-    std::thread::scope(|s| loop {
-        let armed = s
-            .spawn(|| {
-                (crate::sync::thread_index() % 2 != mine).then(|| {
+    // Armed from a thread of the other base: of 16 threads that each take their index while
+    // all are alive (an index is taken back when its thread ends, so threads one after
+    // another could all get the same), one whose index has the other parity arms it.
+    let armed = std::sync::atomic::AtomicBool::new(false);
+    let all_alive = std::sync::Barrier::new(16);
+    std::thread::scope(|s| {
+        for _ in 0..16 {
+            s.spawn(|| {
+                let other = crate::sync::thread_index() % 2 != mine;
+                all_alive.wait();
+                if other && !armed.swap(true, Ordering::SeqCst) {
                     owner
                         .settime(d, SetFlags::RELATIVE, ms(5), Duration::ZERO)
-                        .unwrap()
-                })
-            })
-            .join()
-            .unwrap();
-        if armed.is_some() {
-            break;
+                        .unwrap();
+                }
+            });
         }
     });
+    assert!(
+        armed.load(Ordering::SeqCst),
+        "no thread of the other base among 16"
+    );
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         match owner.try_recv() {
