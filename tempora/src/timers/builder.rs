@@ -249,7 +249,7 @@ impl Builder {
             res,
             batch: self.batch,
             bases: (0..bases)
-                .map(|_| CachePadded::new(Base::new(start)))
+                .map(|_| CachePadded::new(Base::new(start, self.os_clock)))
                 .collect(),
             callback_panics: AtomicU64::new(0),
             base_count: StrengthReducedUsize::new(bases),

@@ -206,7 +206,7 @@ impl Timers {
         if self.core.health.forked() {
             return;
         }
-        self.core.wake.ring_all(&self.core.bases);
+        self.core.wake.ring_all();
     }
 
     /// The instant (on the service's monotonic clock, [`Timers::now`]) at which [`Timers::poll`] next

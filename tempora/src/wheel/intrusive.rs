@@ -185,7 +185,7 @@ impl<L: Locate> NodeWheel<L> {
     }
 
     /// Linked objects.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.core.len()
     }

@@ -89,7 +89,7 @@ impl ClockWatch {
             Some(s) => self.wait_serving(core, s, &stopped),
         };
         while waited() && !core.health.shutdown.load(Ordering::Acquire) {
-            core.wake.ring_all(&core.bases);
+            core.wake.ring_all();
         }
     }
 
@@ -100,7 +100,7 @@ impl ClockWatch {
         let step = || {
             if !stopped.get() && ready(self.fd.as_raw_fd(), 0) {
                 if self.wait() {
-                    core.wake.ring_all(&core.bases);
+                    core.wake.ring_all();
                 } else {
                     stopped.set(true);
                 }

@@ -174,10 +174,7 @@ fn refresh(core: &Core, k: usize, now: &[u64; crate::clock::CLOCKS]) -> u64 {
         core.res,
         core.max_deferral,
         now,
-        Refresh {
-            skip: core.skips_idle_bases(),
-            ..Refresh::default()
-        },
+        Refresh::default(),
     )
 }
 
@@ -325,7 +322,6 @@ fn fire_held(core: &Core, alarm: &super::wake::Alarm) -> u64 {
         &now,
         Refresh {
             holder: true,
-            skip: core.skips_idle_bases(),
             ..Refresh::default()
         },
     );

@@ -311,11 +311,10 @@ impl Core {
         let n = self.bases.len();
         let first = self.my_base();
         let timed = self.stats.enabled;
-        let skip = self.skips_idle_bases();
         'bases: for i in 0..n {
             let b = (first + i) % n;
             let base = &self.bases[b];
-            if skip && base.due() > now[MONOTONIC] {
+            if base.due() > now[MONOTONIC] {
                 // Nothing of it is due yet (`base.rs`, "Polling only what is due").
                 continue;
             }

@@ -42,8 +42,8 @@
 //! one stores 0: a realtime entry's monotonic time moves with a clock step (a refresh that
 //! read the clocks before the step would publish a stale one), a boot-time one's with a
 //! suspend, and a deferrable entry fires whenever a driver is awake anyway, so such a base is
-//! read at every wake-up, as every base was before. A clock step ([`Base::repoll`]) also sets
-//! every base's `due` to 0 before it fires the alarms.
+//! read at every wake-up, as every base was before. Off the OS clocks no base publishes
+//! `due`.
 //!
 //! A timer wheel's entries are the timer objects themselves, linked through their own wheel node
 //! (`links`; the intrusive storage, `wheel/intrusive.rs`) and named by address ([`timer_addr`]).
@@ -149,6 +149,10 @@ pub(crate) struct Base {
     /// "Nothing before": no entry of this base fires before this monotonic time (ns), as of
     /// the last refresh that read the base (0: poll it; "Polling only what is due").
     due: AtomicU64,
+    /// The service's clocks are the OS's, which step only with notice (`ring_all`): `due`
+    /// may be published. Another source may move one clock against another unannounced, so
+    /// its bases keep `due` at 0 and are read at every poll.
+    skippable: bool,
     /// Written by the holder of `delivery` only (`BaseCounters`).
     pub(crate) counters: BaseCounters,
 }
@@ -222,8 +226,8 @@ pub(crate) struct BaseState {
 unsafe impl Send for BaseState {}
 
 impl Base {
-    /// A base whose wheels start at the given ticks.
-    pub(crate) fn new(start: [u64; CLOCKS]) -> Base {
+    /// A base whose wheels start at the given ticks; `skippable`: on the OS clocks (`due`).
+    pub(crate) fn new(start: [u64; CLOCKS], skippable: bool) -> Base {
         Base {
             state: Locked::new(BaseState {
                 wheels: start.map(BaseWheel::new),
@@ -235,6 +239,7 @@ impl Base {
             }),
             delivery: RankedMutex::new(()),
             due: AtomicU64::new(0),
+            skippable,
             counters: BaseCounters::default(),
         }
     }
@@ -310,8 +315,8 @@ impl Base {
         })
     }
 
-    /// The time before which nothing of this base fires ([`Base::publish`]; 0 after a ring
-    /// or [`Base::repoll`]). Relaxed: see "Polling only what is due".
+    /// The time before which nothing of this base fires ([`Base::publish`]; 0 after a ring,
+    /// and always off the OS clocks). Relaxed: see "Polling only what is due".
     #[inline]
     pub(crate) fn due(&self) -> u64 {
         self.due.load(Ordering::Relaxed)
@@ -319,25 +324,22 @@ impl Base {
 
     /// A refresh read the base, under its lock: nothing of it fires before monotonic time
     /// `earliest`, and an arm earlier than `sleep[w]` (on each wheel's clock) rings. `due`
-    /// becomes `earliest` only if every entry fires by the monotonic clock alone, else 0
-    /// ("Polling only what is due").
-    pub(crate) fn publish(&self, st: &mut BaseState, earliest: u64, sleep: [u64; CLOCKS]) {
+    /// becomes `earliest` only on the OS clocks and if every entry fires by the monotonic
+    /// clock alone (`by_time`), else 0 ("Polling only what is due").
+    pub(crate) fn publish(
+        &self,
+        st: &mut BaseState,
+        earliest: u64,
+        by_time: bool,
+        sleep: [u64; CLOCKS],
+    ) {
         st.sleep = sleep;
-        let mono = ClockId::Monotonic.index();
-        let by_time = st
-            .wheels
-            .iter()
-            .enumerate()
-            .all(|(w, wheel)| w == mono || wheel.len() == 0)
-            && st.wheels[mono].next_deferred_fire().is_none();
-        let due = if by_time { earliest } else { 0 };
+        let due = if self.skippable && by_time {
+            earliest
+        } else {
+            0
+        };
         self.due.store(due, Ordering::Relaxed);
-    }
-
-    /// The next poll reads this base whatever it published (a clock step: its realtime
-    /// entries' monotonic times moved).
-    pub(crate) fn repoll(&self) {
-        self.due.store(0, Ordering::Relaxed);
     }
 
     /// The delivery lock (module doc), or [`Poisoned`] if a delivery panicked.

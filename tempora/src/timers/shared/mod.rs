@@ -126,14 +126,6 @@ impl Core {
         ALL_CLOCKS.map(|c| src.now(c))
     }
 
-    /// Whether polls and refreshes pass over a base whose `due` is ahead (`base.rs`, "Polling
-    /// only what is due"): on the OS clocks only, whose steps ring every alarm. Another source
-    /// may move one clock against another unannounced, which only reading every base sees.
-    #[inline]
-    pub(crate) fn skips_idle_bases(&self) -> bool {
-        self.os_clock
-    }
-
     /// Re-arms the deadline fd, if there is one, at the earliest firing of all bases
     /// (`Wakeups::refresh_deadline`).
     pub(crate) fn refresh_deadline(&self) {
@@ -146,7 +138,6 @@ impl Core {
                 &now,
                 Refresh {
                     rearm_past: true,
-                    skip: self.skips_idle_bases(),
                     ..Refresh::default()
                 },
             );

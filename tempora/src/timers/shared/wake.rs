@@ -88,8 +88,7 @@ impl Wakeups {
 
     /// Fires every alarm at once (a clock step, `Timers::clock_was_set`): its sleeper polls,
     /// which re-evaluates every base.
-    pub(crate) fn ring_all(&self, bases: &[CachePadded<Base>]) {
-        bases.iter().for_each(|b| b.repoll());
+    pub(crate) fn ring_all(&self) {
         #[cfg(test)]
         self.rings
             .fetch_add(self.alarms.len().max(1) as u64, Ordering::Relaxed);
@@ -131,9 +130,6 @@ pub(crate) struct Refresh {
     /// Re-arm a past deadline that is unchanged (a deadline fd must become readable; a
     /// driver that finds one polls again instead).
     pub(crate) rearm_past: bool,
-    /// On the OS clocks: a base with nothing due is not read again
-    /// (`Core::skips_idle_bases`).
-    pub(crate) skip: bool,
 }
 
 /// Where an alarm's fd fires, and what a receiver holding it covers.
@@ -250,11 +246,7 @@ impl Alarm {
         now: &[u64; CLOCKS],
         how: Refresh,
     ) -> u64 {
-        let Refresh {
-            holder,
-            rearm_past,
-            skip,
-        } = how;
+        let Refresh { holder, rearm_past } = how;
         let mut plan = self.lock();
         let mono = now[MONOTONIC];
         let mut deadline = NO_EXPIRY;
@@ -262,15 +254,15 @@ impl Alarm {
             // Nothing of a base whose `due` is still ahead can fire before it, and what it
             // published stands (`base.rs`, "Polling only what is due").
             let due = base.due();
-            if skip && due > mono {
+            if due > mono {
                 deadline = deadline.min(due);
                 continue;
             }
             // A poisoned base fires nothing again: it has no deadline.
             let _ = base.locked(|st| {
-                let earliest = earliest_fire(res, max_deferral, st, now);
+                let (earliest, by_time) = base_deadline(res, max_deferral, st, now);
                 let sleep = std::array::from_fn(|w| from_monotonic(res, w, earliest, now));
-                base.publish(st, earliest, sleep);
+                base.publish(st, earliest, by_time, sleep);
                 deadline = deadline.min(earliest);
             });
         }
@@ -400,19 +392,35 @@ pub(crate) fn earliest_fire(
     st: &super::base::BaseState,
     now: &[u64; CLOCKS],
 ) -> u64 {
-    st.wheels
-        .iter()
-        .enumerate()
-        .flat_map(|(w, wheel)| {
-            let fire = wheel.next_fire().map(|t| to_monotonic(res, w, t, now));
-            let deferred = wheel
-                .next_deferred_fire()
-                .map(|t| to_monotonic(res, w, t, now).saturating_add(max_deferral));
-            fire.into_iter().chain(deferred)
-        })
-        .chain(st.sleeps.next_fire().map(|t| res.tick_start(t)))
-        .min()
-        .unwrap_or(NO_EXPIRY)
+    base_deadline(res, max_deferral, st, now).0
+}
+
+/// [`earliest_fire`], and whether every entry of the base fires by the monotonic clock alone
+/// (none on another clock, none deferrable: `base.rs`, "Polling only what is due"), read in
+/// the same pass over the wheels.
+fn base_deadline(
+    res: Resolution,
+    max_deferral: u64,
+    st: &super::base::BaseState,
+    now: &[u64; CLOCKS],
+) -> (u64, bool) {
+    let mut earliest = st
+        .sleeps
+        .next_fire()
+        .map_or(NO_EXPIRY, |t| res.tick_start(t));
+    let mut by_time = true;
+    for (w, wheel) in st.wheels.iter().enumerate() {
+        let fire = wheel.next_fire();
+        let deferred = wheel.next_deferred_fire();
+        by_time &= deferred.is_none() && (w == MONOTONIC || fire.is_none());
+        if let Some(t) = fire {
+            earliest = earliest.min(to_monotonic(res, w, t, now));
+        }
+        if let Some(t) = deferred {
+            earliest = earliest.min(to_monotonic(res, w, t, now).saturating_add(max_deferral));
+        }
+    }
+    (earliest, by_time)
 }
 
 /// Monotonic time (ns) at which wheel `w`'s tick `tick` starts, with the clocks at `now`.

@@ -17,7 +17,7 @@ const MONO: usize = 1;
 #[test]
 fn loom_a_poll_pops_a_timer_its_owner_deletes_and_arms_again() {
     loom::model(|| {
-        let base = Arc::new(Base::new([0; CLOCKS]));
+        let base = Arc::new(Base::new([0; CLOCKS], true));
         let timer = Arc::new(Timer::<Itimer>::default());
         // Visible (owner key 1), so that `lock_visible` enters it.
         timer.hot.owner.store(2, Ordering::Relaxed);

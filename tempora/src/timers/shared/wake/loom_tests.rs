@@ -25,7 +25,6 @@ fn refresh(base: &CachePadded<Base>, alarm: &Alarm, holder: bool) -> u64 {
         &[0; CLOCKS],
         Refresh {
             holder,
-            skip: true,
             ..Refresh::default()
         },
     )
@@ -38,7 +37,7 @@ fn refresh(base: &CachePadded<Base>, alarm: &Alarm, holder: bool) -> u64 {
 #[test]
 fn loom_a_refresh_never_misses_an_earlier_arm() {
     loom::model(|| {
-        let base = Arc::new(CachePadded::new(Base::new([0; CLOCKS])));
+        let base = Arc::new(CachePadded::new(Base::new([0; CLOCKS], true)));
         let alarm = Arc::new(Alarm::new(true, true).unwrap());
         entry(&base, &alarm, 100);
         refresh(&base, &alarm, false);
@@ -59,7 +58,7 @@ fn loom_a_refresh_never_misses_an_earlier_arm() {
 #[test]
 fn loom_a_holder_and_a_driver_never_miss_an_arm() {
     loom::model(|| {
-        let base = Arc::new(CachePadded::new(Base::new([0; CLOCKS])));
+        let base = Arc::new(CachePadded::new(Base::new([0; CLOCKS], true)));
         let alarm = Arc::new(Alarm::new(true, true).unwrap());
         entry(&base, &alarm, 100);
         refresh(&base, &alarm, false);
@@ -90,7 +89,7 @@ fn loom_a_holder_and_a_driver_never_miss_an_arm() {
 #[test]
 fn loom_a_refresh_that_passes_over_a_base_never_misses_its_arm() {
     loom::model(|| {
-        let base = Arc::new(CachePadded::new(Base::new([0; CLOCKS])));
+        let base = Arc::new(CachePadded::new(Base::new([0; CLOCKS], true)));
         let alarm = Arc::new(Alarm::new(true, true).unwrap());
         let res = Resolution::new(1).unwrap();
         let at_50 = |base: &CachePadded<Base>, alarm: &Alarm| {
@@ -99,10 +98,7 @@ fn loom_a_refresh_that_passes_over_a_base_never_misses_its_arm() {
                 res,
                 0,
                 &[50; CLOCKS],
-                Refresh {
-                    skip: true,
-                    ..Refresh::default()
-                },
+                Refresh::default(),
             )
         };
         entry(&base, &alarm, 100);
