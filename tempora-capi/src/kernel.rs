@@ -1,4 +1,5 @@
-//! The C library's own timer calls, for the timers tempora does not serve: found with
+//! The C library's own timer calls, for the timers tempora does not serve, and its
+//! `sigtimedwait`, which the drop-in's signal waits call (`waits.rs`): found with
 //! `dlsym(RTLD_NEXT, name)` (the definitions the program would have called without this
 //! library: glibc's, with its `SIGEV_THREAD` helper thread and its `timer_t` encoding), or,
 //! where there are none to find (a fully static program), the system calls themselves.
@@ -19,7 +20,9 @@
 //! timer's `timer_t` comes from that create, their calls here (from a signal handler too)
 //! only read the atomics, never `dlsym`, which is not.
 
-use libc::{c_int, c_long, c_void, clockid_t, itimerspec, sigevent, timer_t};
+use libc::{
+    c_int, c_long, c_void, clockid_t, itimerspec, sigevent, siginfo_t, sigset_t, timer_t, timespec,
+};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -62,6 +65,7 @@ static SETTIME: Next = Next::new(c"timer_settime");
 static GETTIME: Next = Next::new(c"timer_gettime");
 static GETOVERRUN: Next = Next::new(c"timer_getoverrun");
 static DELETE: Next = Next::new(c"timer_delete");
+static SIGTIMEDWAIT: Next = Next::new(c"sigtimedwait");
 
 /// A system call's result as the C library returns it: its value, or -1 with `errno` set
 /// (`libc::syscall` sets it).
@@ -167,5 +171,35 @@ pub unsafe fn timer_delete(t: timer_t) -> c_int {
         Some(a) => unsafe { std::mem::transmute::<usize, F>(a)(t) },
         // SAFETY: the kernel checks the ID.
         None => int(unsafe { libc::syscall(libc::SYS_timer_delete, kernel_id(t)) }),
+    }
+}
+
+/// The C library's `sigtimedwait` (for the drop-in's signal waits, `waits.rs`): a
+/// cancellation point there, and its `siginfo_t` as the program would have read it. In a
+/// program with no C library to ask, the system call (not a cancellation point).
+///
+/// Declared `C-unwind`: a thread cancelled inside it unwinds through its Rust callers, which
+/// hold nothing that needs dropping there (`waits.rs`, "Cancellation").
+///
+/// # Safety
+/// The C library's contract: `set` readable, `info` NULL or writable, `timeout` NULL or
+/// readable.
+pub unsafe fn sigtimedwait(
+    set: *const sigset_t,
+    info: *mut siginfo_t,
+    timeout: *const timespec,
+) -> c_int {
+    type F = unsafe extern "C-unwind" fn(*const sigset_t, *mut siginfo_t, *const timespec) -> c_int;
+    match SIGTIMEDWAIT.get() {
+        // SAFETY: the C library's sigtimedwait, of this type; the caller's contract.
+        Some(a) => unsafe { std::mem::transmute::<usize, F>(a)(set, info, timeout) },
+        None => {
+            // The kernel's sigset is 64 bits (`_NSIG / 8` bytes), the C library's first word.
+            const KERNEL_SIGSET: usize = 8;
+            // SAFETY: the kernel checks the pointers (EFAULT) and the timeout (EINVAL).
+            int(unsafe {
+                libc::syscall(libc::SYS_rt_sigtimedwait, set, info, timeout, KERNEL_SIGSET)
+            })
+        }
     }
 }

@@ -43,6 +43,10 @@ mod kernel;
 // C declarations are tempora_posix.h's, not tempora.h's).
 pub mod posix;
 
+// The C library's signal waits, led by a thread that waits for a timer's signal, for the
+// drop-in (which exports them; no call of tempora.h's).
+pub mod waits;
+
 // Failure, errno and the message; `entry`, the boundary each call runs inside; and
 // tempora_last_error, the header's last function.
 mod failure;

@@ -138,6 +138,8 @@ pub unsafe fn create(
     if r == -1 {
         return -1;
     }
+    // SAFETY: `sev` is the caller's (NULL or readable).
+    unsafe { crate::waits::note_timer_signal(sev) };
     // SAFETY: non-NULL (the create succeeded) and writable (the caller's contract).
     unsafe { timerid.write(timer_of(maker, id)) };
     0

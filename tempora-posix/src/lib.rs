@@ -12,8 +12,13 @@
 //! gives. What differs from the kernel's timers is the `timers` module doc's table, the one
 //! table of differences.
 //!
+//! # The signal waits
+//! `sigwait`, `sigwaitinfo` and `sigtimedwait` are the C library's, but a thread that waits
+//! for the signal of one of tempora's timers takes the driver's place while it waits, so its
+//! timer's expiry wakes it alone, as a kernel timer's does (`tempora_capi::waits`).
+//!
 //! # The shared library's exports
-//! Only the five calls: the link makes every symbol of the archives it links (the rlibs)
+//! Only the five timer calls and the three waits: the link makes every symbol of the archives it links (the rlibs)
 //! local (`--exclude-libs`, `build.rs`), tempora's C ABI (`tempora_*`)
 //! included, so a program that also links `libtempora` keeps two apart copies and never has
 //! one's calls bound into the other. The five are unversioned, which
@@ -21,7 +26,7 @@
 //! dynamic loader takes an unversioned definition for a versioned reference); a version
 //! script that named them would make the preload miss them.
 
-use libc::{c_int, clockid_t, itimerspec, sigevent, timer_t};
+use libc::{c_int, clockid_t, itimerspec, sigevent, siginfo_t, sigset_t, timer_t, timespec};
 use tempora_capi::posix::{self, Maker};
 
 /// `timer_create(2)`: a tempora timer on `CLOCK_REALTIME`, `CLOCK_MONOTONIC` or
@@ -83,4 +88,40 @@ pub unsafe extern "C" fn timer_getoverrun(timerid: timer_t) -> c_int {
 pub unsafe extern "C" fn timer_delete(timerid: timer_t) -> c_int {
     // SAFETY: any value may be passed.
     unsafe { posix::delete(Maker::DropIn, timerid) }
+}
+
+/// `sigtimedwait(2)`: the C library's, led while it waits for a tempora timer's signal (see
+/// the crate doc). `C-unwind`: a cancellation point, as the C library's is.
+///
+/// # Safety
+/// The C library's contract: `set` readable, `info` NULL or writable, `timeout` NULL or
+/// readable.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn sigtimedwait(
+    set: *const sigset_t,
+    info: *mut siginfo_t,
+    timeout: *const timespec,
+) -> c_int {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { tempora_capi::waits::sigtimedwait(set, info, timeout) }
+}
+
+/// `sigwaitinfo(2)`, as [`sigtimedwait`] without a timeout.
+///
+/// # Safety
+/// The C library's contract: `set` readable, `info` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn sigwaitinfo(set: *const sigset_t, info: *mut siginfo_t) -> c_int {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { tempora_capi::waits::sigwaitinfo(set, info) }
+}
+
+/// `sigwait(3)`, as [`sigwaitinfo`] until a signal comes.
+///
+/// # Safety
+/// The C library's contract: `set` readable, `sig` writable.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { tempora_capi::waits::sigwait(set, sig) }
 }

@@ -298,10 +298,10 @@ fn prints_from(dir: &Path, name: &str, expect: impl Fn(&str) -> String) {
     }
 }
 
-/// The shared library's dynamic symbols are the five calls (tempora's C ABI stays inside),
-/// and its soname is the name `-ltempora-posix` finds.
+/// The shared library's dynamic symbols are the five timer calls and the three signal waits
+/// (tempora's C ABI stays inside), and its soname is the name `-ltempora-posix` finds.
 #[test]
-fn the_shared_library_exports_the_five_calls_alone() {
+fn the_shared_library_exports_the_eight_calls_alone() {
     let so = prefix().join("lib/libtempora-posix.so");
     let out = Command::new("nm")
         .args(["-D", "--defined-only", "--format=just-symbols"])
@@ -317,6 +317,9 @@ fn the_shared_library_exports_the_five_calls_alone() {
     assert_eq!(
         syms,
         [
+            "sigtimedwait",
+            "sigwait",
+            "sigwaitinfo",
             "timer_create",
             "timer_delete",
             "timer_getoverrun",

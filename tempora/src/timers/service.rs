@@ -234,6 +234,38 @@ impl Timers {
         (best != NO_EXPIRY).then_some(Instant::from_nanos(best))
     }
 
+    /// Lets the calling thread fire the service's timers while it blocks in a wait of its
+    /// own: for a thread that waits for what one of its timers sends it (a signal it takes
+    /// with `sigtimedwait`, a message on its own channel), so that the expiry wakes one
+    /// thread, this one, instead of the driver and then this one. [`Owner::recv`] waits so
+    /// (its doc, "Who fires while a receiver waits"); the drop-in's `sigwait` does too.
+    ///
+    /// `wait(t)` blocks until the thread's own reason comes (it returns `true`) or until the
+    /// instant `t` (`None`: no limit; it returns `false`, early too if it likes). The thread
+    /// takes the driver's place: `wait` is given the service's next deadline (or `until` if
+    /// that is sooner) and, when it returns `false` before `until`, the thread fires what is
+    /// due, as the driver would have (the callbacks it finds go to the driver's threads),
+    /// and waits again. Returns what the last `wait` returned (`Some(false)` once `until`
+    /// passed), or `None` at once, without calling `wait`, when the thread cannot lead:
+    /// the service has more drivers than one or none, runs on another clock source than the
+    /// OS's, another thread leads, the thread is inside tempora (a signal handler that
+    /// interrupted a call), or the memory a first poll needs cannot be had. The caller then
+    /// waits as usual.
+    ///
+    /// A thread that leads and does not come back (a signal handler runs long in its wait,
+    /// or `wait` panics, or never returns) delays the other timers by at most 10 ms: then a
+    /// driver's thread fires in its place (`wake.rs`, "The backstop").
+    pub fn wait_leading(
+        &self,
+        until: Option<std::time::Instant>,
+        wait: impl FnMut(Option<std::time::Instant>) -> bool,
+    ) -> Option<bool> {
+        if self.core.health.forked() {
+            return None;
+        }
+        crate::timers::firing::driver::wait_leading(&self.core, until, wait)
+    }
+
     /// Time from now until [`Timers::next_deadline`] (zero if it has passed), for a loop's
     /// `epoll_wait`/`poll` timeout; `None` if no timer is armed.
     pub fn next_timeout(&self) -> Option<Duration> {

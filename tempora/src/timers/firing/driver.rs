@@ -226,13 +226,15 @@ fn work(core: &Arc<Core>, k: usize, calls: &mut Vec<Call>) {
 pub(crate) fn wait_leading(
     core: &Core,
     until: Option<Instant>,
-    wait: impl Fn(Option<Instant>) -> bool,
+    mut wait: impl FnMut(Option<Instant>) -> bool,
 ) -> Option<bool> {
-    if core.wake.alarms.len() != 1 || !core.os_clock || !may_poll() {
+    // A thread inside tempora (a signal handler's wait) must not poll: the poll takes locks
+    // its own thread may hold.
+    if core.wake.alarms.len() != 1 || !core.os_clock || crate::sync::holds_a_lock() || !may_poll() {
         return None;
     }
     let alarm = &core.wake.alarms[0];
-    let mut covered = alarm.hold()?;
+    let (mut covered, ticket) = alarm.hold()?;
     // Woken at the alarm's time as the driver would be: the thread's timer slack (50 µs by
     // default) would make every expiry that late, so it is 1 ns for the wait and restored
     // after it.
@@ -257,9 +259,9 @@ pub(crate) fn wait_leading(
         }
         // The alarm's time came: fire what is due, as the driver would have.
         core.drivers.receiver_polls.fetch_add(1, Ordering::Relaxed);
-        covered = fire_held(core, alarm);
+        covered = fire_held(core, alarm, ticket);
     };
-    alarm.release(core.clock.now(ClockId::Monotonic));
+    alarm.release(ticket, core.clock.now(ClockId::Monotonic));
     if slack > 1 {
         // SAFETY: as above; `slack` is what the thread had.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack as libc::c_ulong, 0, 0, 0) };
@@ -294,7 +296,7 @@ fn may_poll() -> bool {
 /// A holding receiver's poll: fires what is due, hands the callbacks collected to the
 /// driver's crew (running one itself only if the list cannot grow), and refreshes the alarm
 /// as its holder. The deadline it now covers.
-fn fire_held(core: &Core, alarm: &super::wake::Alarm) -> u64 {
+fn fire_held(core: &Core, alarm: &super::wake::Alarm, ticket: u64) -> u64 {
     let mut handed = false;
     core.poll_then(core.now_all(), &mut |calls| {
         for call in calls.drain(..) {
@@ -321,7 +323,7 @@ fn fire_held(core: &Core, alarm: &super::wake::Alarm) -> u64 {
         core.max_deferral,
         &now,
         Refresh {
-            holder: true,
+            holder: Some(ticket),
             ..Refresh::default()
         },
     );

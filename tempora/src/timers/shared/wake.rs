@@ -30,9 +30,22 @@
 //! driver's place for the wait ([`Alarm::hold`]): it sleeps until the alarm's time itself,
 //! polls, and so is woken once for its own timer instead of the driver and then itself
 //! (`owner.rs`, "Who fires while a receiver waits"). While a thread holds it, the alarm
-//! `covers` that time: the fd is needed only for what falls due earlier (a ring, or a driver's
-//! refresh, arms it only then), and [`Alarm::release`] gives the covered time back to the fd.
+//! `covers` that time: the fd is needed for what falls due earlier (a ring, or a driver's
+//! refresh, arms it then), and [`Alarm::release`] gives the covered time back to the fd.
 //! One thread at a time holds an alarm.
+//!
+//! **The backstop.** A holder may not come back when it should: a signal handler runs in its
+//! wait, the thread is cancelled inside it, or a handler leaves it by `longjmp` (a C
+//! program's `sigwait`, `tempora-posix`). So while a hold covers a time, the fd stays armed
+//! at most [`HOLD_BACKSTOP_NS`] after it, and at least half that after it, so that a holder
+//! on time is never raced by the driver: it moves the fd on once per half backstop of
+//! progress, not at every wake-up. A driver's thread woken by the backstop finds the cover
+//! overdue by half a backstop or more, and the hold **lapses**: the cover is dropped and the
+//! fd armed at the deadline, as with no holder. A lapsed hold may be taken by another
+//! receiver; each hold has a ticket, so the refresh or release of a hold that was taken over
+//! acts as a non-holder's (a refresh) or not at all (a release). So a timer is late by at
+//! most the backstop whatever a holder does, and a holder that never returns costs the
+//! service nothing but its one hold.
 
 use super::base::Base;
 use crate::clock::{ClockId, Resolution, ALL_CLOCKS, CLOCKS};
@@ -55,6 +68,24 @@ const FIRED: u64 = 0;
 
 /// The monotonic wheel's index: alarms are on that clock.
 const MONOTONIC: usize = ClockId::Monotonic.index();
+
+/// How long after the time it covers a holder may be gone before a driver's thread fires in
+/// its place (the module doc, "The backstop"): the bound on lateness a holder can cause.
+pub(crate) const HOLD_BACKSTOP_NS: u64 = 10_000_000;
+
+/// Where the fd rests while a hold covers `covered`: kept if it is already between half a
+/// backstop and a backstop after it (`armed`), else moved a backstop after it.
+fn backstop(covered: u64, armed: u64) -> u64 {
+    if covered == NO_EXPIRY {
+        return NO_EXPIRY;
+    }
+    let far = covered.saturating_add(HOLD_BACKSTOP_NS);
+    if (covered.saturating_add(HOLD_BACKSTOP_NS / 2)..=far).contains(&armed) {
+        armed
+    } else {
+        far
+    }
+}
 
 /// A service's alarms.
 pub(crate) struct Wakeups {
@@ -125,8 +156,9 @@ impl Wakeups {
 /// Who refreshes an alarm, and how ([`Alarm::refresh`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Refresh {
-    /// A receiver that holds the alarm: it covers the deadline itself.
-    pub(crate) holder: bool,
+    /// A receiver that holds the alarm, by its hold's ticket ([`Alarm::hold`]): it covers
+    /// the deadline itself. A ticket whose hold was taken over refreshes as a non-holder.
+    pub(crate) holder: Option<u64>,
     /// Re-arm a past deadline that is unchanged (a deadline fd must become readable; a
     /// driver that finds one polls again instead).
     pub(crate) rearm_past: bool,
@@ -141,6 +173,10 @@ pub(crate) struct Plan {
     pub(crate) covered: u64,
     /// A receiver holds the alarm.
     pub(crate) held: bool,
+    /// The ticket of the latest hold (the module doc, "The backstop").
+    pub(crate) ticket: u64,
+    /// The hold lapsed: its holder was overdue, and another receiver may take it over.
+    pub(crate) lapsed: bool,
     /// The service stops: the fd fires every millisecond, and nothing moves it again.
     pub(crate) stopped: bool,
     /// The last refresh's deadline: no timer falls due before it but those that rang since.
@@ -187,6 +223,8 @@ impl Alarm {
                 armed: NO_EXPIRY,
                 covered: NO_EXPIRY,
                 held: false,
+                ticket: 0,
+                lapsed: false,
                 stopped: false,
                 deadline: NO_EXPIRY,
             }),
@@ -267,8 +305,15 @@ impl Alarm {
             });
         }
         plan.deadline = deadline;
-        if holder {
+        if plan.held && holder == Some(plan.ticket) {
             plan.covered = deadline;
+            plan.lapsed = false;
+        } else if plan.covered != NO_EXPIRY
+            && mono >= plan.covered.saturating_add(HOLD_BACKSTOP_NS / 2)
+        {
+            // The holder is overdue: its hold lapses (the module doc, "The backstop").
+            plan.covered = NO_EXPIRY;
+            plan.lapsed = true;
         }
         if plan.armed == FIRED && self.driver {
             // Fired on purpose for a driver's thread, which re-arms it once awake (`woke`).
@@ -277,7 +322,7 @@ impl Alarm {
         let want = if deadline < plan.covered {
             deadline
         } else {
-            NO_EXPIRY
+            backstop(plan.covered, plan.armed)
         };
         if want != plan.armed || (rearm_past && want <= mono) {
             self.set(&mut plan, want, mono);
@@ -300,24 +345,33 @@ impl Alarm {
     }
 
     /// A receiver takes the alarm for its wait: the time it must wake at (`NO_EXPIRY`:
-    /// nothing is armed), or `None` if another receiver holds it or the service stops. The fd
-    /// is disarmed; a ring or a refresh arms it again for what falls due sooner.
-    pub(crate) fn hold(&self) -> Option<u64> {
+    /// nothing is armed) and its hold's ticket, or `None` if another receiver holds it (a
+    /// hold that lapsed may be taken over) or the service stops. The fd moves to the
+    /// backstop; a ring or a refresh arms it again for what falls due sooner.
+    pub(crate) fn hold(&self) -> Option<(u64, u64)> {
         let mut plan = self.lock();
-        if plan.held || plan.stopped || plan.armed == FIRED {
+        if (plan.held && !plan.lapsed) || plan.stopped || plan.armed == FIRED {
             return None;
         }
         plan.held = true;
+        plan.lapsed = false;
+        plan.ticket += 1;
         plan.covered = plan.armed;
-        self.set(&mut plan, NO_EXPIRY, 0);
-        Some(plan.covered)
+        let at = backstop(plan.covered, NO_EXPIRY);
+        self.set(&mut plan, at, 0);
+        Some((plan.covered, plan.ticket))
     }
 
-    /// The receiver gives the alarm back: what it covered goes to the fd (`mono`: the
-    /// service's monotonic reading, off the OS clocks).
-    pub(crate) fn release(&self, mono: u64) {
+    /// The receiver of hold `ticket` gives the alarm back: what it covered goes to the fd
+    /// (`mono`: the service's monotonic reading, off the OS clocks). Nothing, if its hold was
+    /// taken over.
+    pub(crate) fn release(&self, ticket: u64, mono: u64) {
         let mut plan = self.lock();
+        if !plan.held || plan.ticket != ticket {
+            return;
+        }
         plan.held = false;
+        plan.lapsed = false;
         let covered = std::mem::replace(&mut plan.covered, NO_EXPIRY);
         if covered < plan.armed {
             self.set(&mut plan, covered, mono);

@@ -16,13 +16,18 @@ fn entry(base: &Base, alarm: &Alarm, tick: u64) {
     }
 }
 
-fn refresh(base: &CachePadded<Base>, alarm: &Alarm, holder: bool) -> u64 {
+fn refresh(base: &CachePadded<Base>, alarm: &Alarm, holder: Option<u64>) -> u64 {
+    refresh_at(base, alarm, holder, 0)
+}
+
+/// A refresh with every clock at `now`.
+fn refresh_at(base: &CachePadded<Base>, alarm: &Alarm, holder: Option<u64>, now: u64) -> u64 {
     let res = Resolution::new(1).unwrap();
     alarm.refresh(
         std::iter::once(base),
         res,
         0,
-        &[0; CLOCKS],
+        &[now; CLOCKS],
         Refresh {
             holder,
             ..Refresh::default()
@@ -40,10 +45,10 @@ fn loom_a_refresh_never_misses_an_earlier_arm() {
         let base = Arc::new(CachePadded::new(Base::new([0; CLOCKS], true)));
         let alarm = Arc::new(Alarm::new(true, true).unwrap());
         entry(&base, &alarm, 100);
-        refresh(&base, &alarm, false);
+        refresh(&base, &alarm, None);
         let (b2, a2) = (base.clone(), alarm.clone());
         let armer = loom::thread::spawn(move || entry(&b2, &a2, 10));
-        refresh(&base, &alarm, false);
+        refresh(&base, &alarm, None);
         armer.join().unwrap();
         let plan = alarm.lock();
         assert!(plan.armed <= 10, "the fd fires at {}", plan.armed);
@@ -61,20 +66,21 @@ fn loom_a_holder_and_a_driver_never_miss_an_arm() {
         let base = Arc::new(CachePadded::new(Base::new([0; CLOCKS], true)));
         let alarm = Arc::new(Alarm::new(true, true).unwrap());
         entry(&base, &alarm, 100);
-        refresh(&base, &alarm, false);
-        let covered = alarm.hold().unwrap();
+        refresh(&base, &alarm, None);
+        let (covered, ticket) = alarm.hold().unwrap();
         assert_eq!(covered, 100);
+        assert_eq!(alarm.lock().armed, 100 + HOLD_BACKSTOP_NS, "the backstop");
         let (b2, a2) = (base.clone(), alarm.clone());
         let armer = loom::thread::spawn(move || entry(&b2, &a2, 10));
         let (b3, a3) = (base.clone(), alarm.clone());
-        let driver = loom::thread::spawn(move || refresh(&b3, &a3, false));
+        let driver = loom::thread::spawn(move || refresh(&b3, &a3, None));
         armer.join().unwrap();
         driver.join().unwrap();
         {
             let plan = alarm.lock();
             assert!(plan.armed <= 10 || plan.covered <= 10, "{:?}", *plan);
         }
-        alarm.release(0);
+        alarm.release(ticket, 0);
         let armed = alarm.lock().armed;
         assert!(armed <= 10, "the fd fires at {armed}");
     });
@@ -110,5 +116,51 @@ fn loom_a_refresh_that_passes_over_a_base_never_misses_its_arm() {
         armer.join().unwrap();
         let armed = alarm.lock().armed;
         assert!(armed <= 60, "the fd fires at {armed}");
+    });
+}
+
+/// A holder that never comes back (cancelled, or gone by `longjmp`, in its wait): the
+/// driver's thread, woken by the backstop, finds the hold overdue while a second receiver
+/// tries to take the alarm and the first one's late release races both. Whatever the
+/// interleaving, the fd fires by the entry at 300 or a live hold covers it, and the stale
+/// holder's release never drops the second one's cover. A release without its ticket, or a
+/// hold that never lapses, fails this model.
+#[test]
+fn loom_a_holder_that_never_returns_is_overtaken() {
+    loom::model(|| {
+        let base = Arc::new(CachePadded::new(Base::new([0; CLOCKS], true)));
+        let alarm = Arc::new(Alarm::new(true, true).unwrap());
+        entry(&base, &alarm, 100);
+        refresh(&base, &alarm, None);
+        let (covered, stale) = alarm.hold().unwrap();
+        assert_eq!(covered, 100);
+        // The backstop fired: the driver's thread pops the entry at 100 (not modelled: the
+        // base holds the next one, at 300) and refreshes, the holder overdue.
+        entry(&base, &alarm, 300);
+        let woke = 100 + HOLD_BACKSTOP_NS;
+        let (b2, a2) = (base.clone(), alarm.clone());
+        let driver = loom::thread::spawn(move || refresh_at(&b2, &a2, None, woke));
+        let a3 = alarm.clone();
+        let late = loom::thread::spawn(move || a3.release(stale, woke));
+        let second = alarm.hold();
+        driver.join().unwrap();
+        late.join().unwrap();
+        let plan = alarm.lock();
+        if let Some((_, ticket)) = second {
+            assert!(
+                plan.held && plan.ticket == ticket,
+                "the second hold was dropped"
+            );
+        }
+        if plan.held && !plan.lapsed {
+            assert!(plan.covered <= 300 || plan.armed <= 300, "{:?}", *plan);
+        } else {
+            assert!(
+                plan.armed <= 300,
+                "the fd fires at {}: {:?}",
+                plan.armed,
+                *plan
+            );
+        }
     });
 }

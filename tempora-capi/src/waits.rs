@@ -1,0 +1,212 @@
+//! The C library's signal waits, `sigwait`, `sigwaitinfo` and `sigtimedwait`, for the drop-in
+//! (crate tempora-posix exports them): a thread that waits for a signal one of tempora's
+//! timers may send takes the driver's place while it waits
+//! ([`Timers::wait_leading`](tempora::timers::Timers::wait_leading)), so that its timer's
+//! expiry wakes one thread, this one, which fires the timer and takes its signal, instead of
+//! the driver and then this one. With the kernel's timers the expiry also wakes the waiter
+//! alone: this is what makes a latency tool's loop (a `SIGEV_THREAD_ID` timer per thread,
+//! waited for with `sigwait`) cost on the drop-in what it costs on the kernel.
+//!
+//! # When a wait leads
+//! Only when all of these hold; otherwise it is the C library's call, unchanged:
+//! * the wait blocks (no timeout, or a valid one above zero: a zero or invalid timeout goes to
+//!   the C library, which answers at once, `EINVAL` included);
+//! * the set holds a signal number some tempora timer of the process was created with
+//!   ([`note_timer_signal`]: a set of `SIGINT` and `SIGTERM` alone never leads);
+//! * the process-wide service exists (a timer was created), and it may be led
+//!   (`Timers::wait_leading`: one driver, OS clocks, no other thread leading, the thread not
+//!   inside tempora).
+//!
+//! A leading wait is a loop of the C library's `sigtimedwait` with the timeout cut at the
+//! service's next deadline; when that comes first, the thread fires what is due (its own
+//! timer's signal is queued to it then, and the next turn takes it at once) and waits again.
+//! What the program sees is the C library's: the same return values and `errno`
+//! (`EAGAIN` once its own timeout passed, `EINTR` when a handler ran, `sigwait` going on
+//! after one as glibc's does), the same `siginfo_t`.
+//!
+//! # Cancellation, handlers, `longjmp`
+//! Each turn's `sigtimedwait` is the C library's, a cancellation point: a thread cancelled
+//! there unwinds through the frames of this module and of `wait_leading`, which hold no value
+//! that needs dropping at that call (plain frames: the unwind only passes). The hold it had
+//! is never given back then, nor when a handler leaves the wait by `longjmp`, or runs long
+//! inside it: the driver's backstop takes over within 10 ms (`wake.rs`, "The backstop"),
+//! and another thread may lead after it.
+
+use crate::kernel;
+use libc::{c_int, sigevent, siginfo_t, sigset_t, timespec};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The signal numbers tempora timers of this process were created with: bit `n - 1` for
+/// signal `n`. Only grows (a deleted timer's number stays: a wait that leads for nothing
+/// costs nothing but the lead).
+static TIMER_SIGNALS: AtomicU64 = AtomicU64::new(0);
+
+/// Notes the signal a timer created with `sev` sends (`SIGALRM` for a NULL sigevent), for
+/// the waits to know which sets may take one.
+///
+/// # Safety
+/// `sev` NULL or a readable sigevent.
+pub(crate) unsafe fn note_timer_signal(sev: *const sigevent) {
+    // SAFETY: the caller's contract.
+    let signo = match unsafe { sev.as_ref() } {
+        None => libc::SIGALRM,
+        Some(sev) if matches!(sev.sigev_notify, libc::SIGEV_SIGNAL | libc::SIGEV_THREAD_ID) => {
+            sev.sigev_signo
+        }
+        Some(_) => return,
+    };
+    if (1..=64).contains(&signo) {
+        // Relaxed: a hint read by waits that start later; a wait that misses it is one that
+        // started before the create, and waits as the C library's.
+        TIMER_SIGNALS.fetch_or(1 << (signo - 1), Ordering::Relaxed);
+    }
+}
+
+/// The service to lead while waiting for `set`, if a wait for `set` should lead (the module
+/// doc, "When a wait leads").
+///
+/// # Safety
+/// `set` NULL or readable.
+unsafe fn leads(set: *const sigset_t) -> Option<&'static tempora::timers::Timers> {
+    let mut signals = TIMER_SIGNALS.load(Ordering::Relaxed);
+    if signals == 0 || set.is_null() {
+        return None;
+    }
+    while signals != 0 {
+        let signo = signals.trailing_zeros() as c_int + 1;
+        signals &= signals - 1;
+        // SAFETY: `set` is readable (the caller's contract); sigismember only reads it.
+        if unsafe { libc::sigismember(set, signo) } == 1 {
+            return tempora::time::built_global();
+        }
+    }
+    None
+}
+
+/// `errno` of the calling thread.
+fn errno() -> c_int {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Sets `errno` of the calling thread.
+fn set_errno(e: c_int) {
+    // SAFETY: the thread's errno location, valid for the thread's life.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// A wait of `set` until `until` (`None`: no limit) that leads `timers` meanwhile: the C
+/// library's `sigtimedwait` result and `errno`, or `None` when the thread may not lead.
+///
+/// # Safety
+/// As [`sigtimedwait`].
+unsafe fn wait_leading(
+    timers: &tempora::timers::Timers,
+    set: *const sigset_t,
+    info: *mut siginfo_t,
+    until: Option<Instant>,
+) -> Option<c_int> {
+    let mut got: c_int = -1;
+    let mut err: c_int = 0;
+    let led = timers.wait_leading(until, |t| {
+        let ts = t.map(|t| {
+            let d = t.saturating_duration_since(Instant::now());
+            timespec {
+                tv_sec: d.as_secs() as libc::time_t,
+                tv_nsec: d.subsec_nanos() as libc::c_long,
+            }
+        });
+        let tsp = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |ts| ts as *const timespec);
+        // SAFETY: the caller's `set` and `info`; `tsp` NULL or a local.
+        let r = unsafe { kernel::sigtimedwait(set, info, tsp) };
+        if r > 0 {
+            got = r;
+            return true;
+        }
+        let e = errno();
+        if e == libc::EAGAIN && t.is_some() {
+            // This turn's time came: the deadline (fire and wait again), or `until`.
+            return false;
+        }
+        err = e;
+        true
+    })?;
+    if !led {
+        err = libc::EAGAIN;
+    }
+    if got > 0 {
+        return Some(got);
+    }
+    set_errno(err);
+    Some(-1)
+}
+
+/// `sigtimedwait(2)`: the C library's, led as the module doc says.
+///
+/// # Safety
+/// The C library's contract: `set` readable, `info` NULL or writable, `timeout` NULL or
+/// readable.
+pub unsafe fn sigtimedwait(
+    set: *const sigset_t,
+    info: *mut siginfo_t,
+    timeout: *const timespec,
+) -> c_int {
+    // SAFETY: the caller's contract (NULL or readable).
+    let until = match unsafe { timeout.as_ref() } {
+        None => None,
+        Some(ts) if ts.tv_sec >= 0 && (0..1_000_000_000).contains(&ts.tv_nsec) => {
+            let d = Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+            if d.is_zero() {
+                // SAFETY: the caller's contract, passed on.
+                return unsafe { kernel::sigtimedwait(set, info, timeout) };
+            }
+            // A timeout too long to represent waits without a limit.
+            Instant::now().checked_add(d)
+        }
+        // SAFETY: the caller's contract, passed on (the C library says EINVAL).
+        Some(_) => return unsafe { kernel::sigtimedwait(set, info, timeout) },
+    };
+    // SAFETY: `set` is readable (the caller's contract).
+    if let Some(timers) = unsafe { leads(set) } {
+        // SAFETY: the caller's contract.
+        if let Some(r) = unsafe { wait_leading(timers, set, info, until) } {
+            return r;
+        }
+    }
+    // SAFETY: the caller's contract, passed on.
+    unsafe { kernel::sigtimedwait(set, info, timeout) }
+}
+
+/// `sigwaitinfo(2)`: `sigtimedwait` without a timeout, as the C library's is.
+///
+/// # Safety
+/// The C library's contract: `set` readable, `info` NULL or writable.
+pub unsafe fn sigwaitinfo(set: *const sigset_t, info: *mut siginfo_t) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { sigtimedwait(set, info, std::ptr::null()) }
+}
+
+/// `sigwait(3)`: `sigwaitinfo` until a signal comes (a handler's `EINTR` waits on, as the C
+/// library's does); 0 with the number in `*sig`, or the error number.
+///
+/// # Safety
+/// The C library's contract: `set` readable, `sig` writable.
+pub unsafe fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int {
+    // SAFETY: all-zero is a valid siginfo_t.
+    let mut info: siginfo_t = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: the caller's `set`; `info` is a local.
+        let r = unsafe { sigwaitinfo(set, &mut info) };
+        if r > 0 {
+            // SAFETY: the caller's contract.
+            unsafe { sig.write(r) };
+            return 0;
+        }
+        match errno() {
+            libc::EINTR => continue,
+            e => return e,
+        }
+    }
+}
