@@ -12,28 +12,33 @@
 //! * the wait blocks (no timeout, or a valid one above zero: a zero or invalid timeout goes to
 //!   the C library, which answers at once, `EINVAL` included);
 //! * the set holds a signal number some tempora timer of the process was created with
-//!   ([`note_timer_signal`]: a set of `SIGINT` and `SIGTERM` alone never leads);
+//!   (`note_timer_signal`: a set of `SIGINT` and `SIGTERM` alone never leads);
 //! * the process-wide service exists (a timer was created), and it may be led
 //!   (`Timers::wait_leading`: one driver, OS clocks, no other thread leading, the thread not
 //!   inside tempora).
 //!
-//! A leading wait is a loop of the C library's `sigtimedwait` with the timeout cut at the
-//! service's next deadline; when that comes first, the thread fires what is due (its own
-//! timer's signal is queued to it then, and the next turn takes it at once) and waits again.
+//! A leading wait is a loop of waits cut at the service's next deadline; when that comes
+//! first, the thread fires what is due (its own timer's signal is queued to it then, and the
+//! next turn takes it at once) and waits again.
 //! What the program sees is the C library's: the same return values and `errno`
 //! (`EAGAIN` once its own timeout passed, `EINTR` when a handler ran, `sigwait` going on
 //! after one as glibc's does), the same `siginfo_t`.
 //!
 //! # Cancellation, handlers, `longjmp`
-//! Each turn's `sigtimedwait` is the C library's, a cancellation point: a thread cancelled
-//! there unwinds through the frames of this module and of `wait_leading`, which hold no value
-//! that needs dropping at that call (plain frames: the unwind only passes). The hold it had
-//! is never given back then, nor when a handler leaves the wait by `longjmp`, or runs long
-//! inside it: the driver's backstop takes over within 10 ms (`wake.rs`, "The backstop"),
-//! and another thread may lead after it.
+//! A leading wait blocks every signal but inside its `ppoll` (`wait_leading`, "Handlers"), so
+//! a handler runs only where the C library's wait would have been interrupted, and the wait
+//! returns `EINTR` after it as that one does. `ppoll` and `sigtimedwait` are the C library's,
+//! cancellation points: a thread cancelled there unwinds through the frames of this module
+//! and of `wait_leading`, which hold no value that needs dropping at that call (plain
+//! frames: the unwind only passes), and runs its cleanup handlers with every signal blocked.
+//! The hold it had is never given back then, nor when a handler leaves the wait by
+//! `longjmp`, or runs long inside it: the driver's backstop takes over within 10 ms
+//! (`wake.rs`, "The backstop"), and another thread may lead after it. The wait's signalfd
+//! is closed when the thread exits, or at its next leading wait.
 
 use crate::kernel;
 use libc::{c_int, sigevent, siginfo_t, sigset_t, timespec};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -95,8 +100,43 @@ fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
+/// The signalfd of the thread's leading wait while it waits (-1 otherwise): closed by the
+/// wait, or when the thread exits if it never returned (cancelled in the wait), or by the
+/// thread's next leading wait (left by `longjmp`).
+struct WaitFd(Cell<c_int>);
+
+impl WaitFd {
+    /// Closes the fd held, if any.
+    fn close(&self) {
+        let fd = self.0.replace(-1);
+        if fd >= 0 {
+            // SAFETY: our own signalfd, closed once (the cell is cleared first).
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+impl Drop for WaitFd {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+thread_local! {
+    static WAIT_FD: WaitFd = const { WaitFd(Cell::new(-1)) };
+}
+
 /// A wait of `set` until `until` (`None`: no limit) that leads `timers` meanwhile: the C
 /// library's `sigtimedwait` result and `errno`, or `None` when the thread may not lead.
+///
+/// # Handlers
+/// A handler that runs in the C library's wait makes it return `EINTR`; one that ran while
+/// this thread fires timers between two turns must too, or a program that checks a flag on
+/// `EINTR` would wait on. So the thread blocks every signal while it leads, and waits in
+/// `ppoll` on a signalfd of `set` with the program's mask (and `set`) for the wait: a signal
+/// the program lets through reaches its handler inside `ppoll` alone, which then returns
+/// `EINTR`, however late it came. `set`'s signals are taken with a zero-timeout
+/// `sigtimedwait`, the C library's, when the signalfd says one is pending.
 ///
 /// # Safety
 /// As [`sigtimedwait`].
@@ -106,9 +146,50 @@ unsafe fn wait_leading(
     info: *mut siginfo_t,
     until: Option<Instant>,
 ) -> Option<c_int> {
+    // SAFETY: `set` is readable (the caller's contract).
+    let fd = unsafe { libc::signalfd(-1, set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    WAIT_FD.with(|w| {
+        w.close();
+        w.0.set(fd);
+    });
+    // SAFETY: all-zero is a valid (empty) sigset_t.
+    let (mut all, mut old) = unsafe {
+        (
+            std::mem::zeroed::<sigset_t>(),
+            std::mem::zeroed::<sigset_t>(),
+        )
+    };
+    // SAFETY: locals; `set` readable. pthread_sigmask leaves the C library's own signals
+    // (cancellation) unblocked.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    }
+    let mut during = old;
+    // SAFETY: `set` readable, `during` a local.
+    unsafe {
+        for signo in 1..=64 {
+            if libc::sigismember(set, signo) == 1 {
+                libc::sigaddset(&mut during, signo);
+            }
+        }
+    }
+    let zero = timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     let mut got: c_int = -1;
     let mut err: c_int = 0;
-    let led = timers.wait_leading(until, |t| {
+    let led = timers.wait_leading(until, |t| loop {
+        // SAFETY: the caller's `set` and `info`; `zero` is a local.
+        let r = unsafe { kernel::sigtimedwait(set, info, &zero) };
+        if r > 0 {
+            got = r;
+            return true;
+        }
         let ts = t.map(|t| {
             let d = t.saturating_duration_since(Instant::now());
             timespec {
@@ -119,21 +200,27 @@ unsafe fn wait_leading(
         let tsp = ts
             .as_ref()
             .map_or(std::ptr::null(), |ts| ts as *const timespec);
-        // SAFETY: the caller's `set` and `info`; `tsp` NULL or a local.
-        let r = unsafe { kernel::sigtimedwait(set, info, tsp) };
-        if r > 0 {
-            got = r;
-            return true;
-        }
-        let e = errno();
-        if e == libc::EAGAIN && t.is_some() {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, `tsp` NULL or a local, `during` a local; a cancellation point.
+        match unsafe { libc::ppoll(&mut pfd, 1, tsp, &during) } {
             // This turn's time came: the deadline (fire and wait again), or `until`.
-            return false;
+            0 => return false,
+            // One of `set` is pending: take it (another thread may take it first).
+            r if r > 0 => continue,
+            _ => {
+                err = errno();
+                return true;
+            }
         }
-        err = e;
-        true
-    })?;
-    if !led {
+    });
+    // SAFETY: the mask the thread had.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    WAIT_FD.with(WaitFd::close);
+    if !led? {
         err = libc::EAGAIN;
     }
     if got > 0 {
@@ -170,6 +257,16 @@ pub unsafe fn sigtimedwait(
     };
     // SAFETY: `set` is readable (the caller's contract).
     if let Some(timers) = unsafe { leads(set) } {
+        // A signal already pending is taken without leading (a burst's next signals).
+        let zero = timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: the caller's contract; `zero` is a local.
+        let r = unsafe { kernel::sigtimedwait(set, info, &zero) };
+        if r > 0 || errno() != libc::EAGAIN {
+            return r;
+        }
         // SAFETY: the caller's contract.
         if let Some(r) = unsafe { wait_leading(timers, set, info, until) } {
             return r;

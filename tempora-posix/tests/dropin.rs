@@ -1,6 +1,6 @@
 //! The drop-in, as a program built against the C library alone meets it: the C suite's POSIX
 //! programs (`tempora-capi/tests/c`: `dropin.c`, `fork.c` and the `sig_*.c` ones, built
-//! without `tempora_posix.h`) and `tests/c/mixed.c` run on the C library, with
+//! without `tempora_posix.h`), `tests/c/mixed.c` and `tests/c/waits.c` run on the C library, with
 //! `LD_PRELOAD=libtempora-posix.so`, linked with `-ltempora-posix`, and linked with
 //! `libtempora-posix.a`, and print the same lines each way (but where the kernel and tempora
 //! differ on purpose, as the capi suite says). That the drop-in took effect is shown by
@@ -248,6 +248,18 @@ fn kernel_only_clocks_stay_the_kernels_beside_tempora_timers() {
             "whose: CPU-time kernel, CLOCK_MONOTONIC tempora, thread CPU-time kernel, CLOCK_TAI kernel\n",
         )
     });
+}
+
+/// `sigwait`, `sigwaitinfo` and `sigtimedwait` (`tests/c/waits.c`) return on the drop-in what
+/// the C library's return (signals and their fields, `EAGAIN` no sooner than asked,
+/// `EINVAL`, `EINTR`, a cancelled waiter), and an expiry a thread waits for wakes that thread
+/// alone: the driver thread wakes for at most a third of them (on the drop-in before its own
+/// waits, for every one). A waiter held in a 200 ms handler, or cancelled, stops no other
+/// timer (the alarm's backstop, `wake.rs`).
+#[test]
+fn the_signal_waits_return_what_the_c_librarys_return_and_wake_the_waiter_alone() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+    prints_from(&dir, "waits", str::to_owned);
 }
 
 /// A `-static` program: no C library's `timer_create` to find, so the kernel's timers are

@@ -177,6 +177,68 @@ fn a_deferrable_timer_on_another_base_fires_when_the_driver_wakes_anyway() {
 /// sleeps until the alarm's time itself and polls, so the driver's threads are not woken for
 /// it. A callback due meanwhile still runs on a driver's thread, never on the receiver's,
 /// and a second receiver (which cannot hold the alarm) still gets its events.
+/// A thread that leads through `Timers::wait_leading` and then never polls (its `wait`
+/// ignores the deadline it is given, as a thread held in a signal handler would): the
+/// driver's backstop fires the other timers (`wake.rs`, "The backstop"), and another
+/// receiver may lead once the hold lapsed. Without the backstop the event below never comes
+/// while the first thread holds the alarm.
+#[test]
+fn a_leader_that_never_polls_delays_other_timers_by_the_backstop_alone() {
+    let timers = testing::driven(|b| {
+        b.bases(2).drivers(1);
+    });
+    let owner = timers.owner();
+    let t = owner.create(ClockId::Monotonic, Notify::Queue).unwrap();
+    owner.settime(t, SetFlags::RELATIVE, ms(5), ms(5)).unwrap();
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let t2 = timers.clone();
+    let stuck = std::thread::spawn(move || {
+        t2.wait_leading(None, |_| {
+            held_tx.send(()).unwrap();
+            // Held until the test is done: never back to poll.
+            go_rx.recv().unwrap();
+            true
+        })
+    });
+    held_rx.recv().unwrap();
+    for _ in 0..5 {
+        let e = owner.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert_eq!(e.map(|e| e.id), Some(t), "no event while a leader is stuck");
+    }
+    go_tx.send(()).unwrap();
+    assert_eq!(stuck.join().unwrap(), Some(true));
+}
+
+/// `Timers::wait_leading` leads only a service with one driver: with none or two it returns
+/// `None` without calling `wait`.
+#[test]
+fn wait_leading_needs_one_driver() {
+    for drivers in [0, 2] {
+        let timers = testing::driven(|b| {
+            b.bases(2).drivers(drivers);
+        });
+        let r = timers.wait_leading(None, |_| panic!("waited without leading"));
+        assert_eq!(r, None, "{drivers} drivers");
+    }
+    let timers = testing::driven(|b| {
+        b.bases(2).drivers(1);
+    });
+    let until = std::time::Instant::now() + Duration::from_millis(20);
+    let mut turns = 0;
+    let r = timers.wait_leading(Some(until), |t| {
+        turns += 1;
+        assert!(t.is_some_and(|t| t <= until));
+        std::thread::sleep(
+            t.unwrap()
+                .saturating_duration_since(std::time::Instant::now()),
+        );
+        false
+    });
+    assert_eq!(r, Some(false), "until passed");
+    assert!(turns >= 1);
+}
+
 #[test]
 fn a_receiver_waiting_fires_its_own_timer() {
     let timers = testing::driven(|b| {
