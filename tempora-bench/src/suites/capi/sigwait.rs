@@ -184,8 +184,8 @@ fn driver_switches() -> Option<BTreeMap<i32, u64>> {
 /// What the waiting thread hands back: the loop's outcome and its samples.
 type Taken = Result<(u64, Vec<u64>, Vec<c_int>), String>;
 
-/// The loop on a thread of its own (its mask and timer slack are the loop's to set): `n`
-/// signals of `side`'s timer.
+/// One run: the loop on `calls`, on a thread of its own (its mask and timer slack are the
+/// loop's to set), until `n` signals came; the driver threads' wake-ups counted around it.
 fn run_once(calls: Calls, n: usize) -> Result<Run, String> {
     let signo = signo();
     let before = driver_switches();
