@@ -160,6 +160,9 @@ pub enum Field {
     /// seed t4/t5: rounds measured again because the scheduler took a thread off its CPU
     /// during them, or the threads' phases did not run side by side.
     Disturbed,
+    /// capi sigwait-latency: wake-ups of the process's tempora driver threads per expiry taken
+    /// (about 0 when the waiting thread fires its timer itself, about 1 when a driver does).
+    DriverWakeupsPerExpiry,
 }
 
 impl Field {
@@ -429,6 +432,7 @@ mod tests {
             "rss_per_conn",
             "client_cpu_ns_per_req",
             "disturbed",
+            "driver_wakeups_per_expiry",
         ];
         assert_eq!(keys, saved);
         let names: Vec<&str> = Suite::ALL.iter().map(|s| s.name()).collect();

@@ -594,6 +594,41 @@ mod tests {
     }
 
     #[test]
+    fn the_drop_ins_sigwait_p50_is_held_within_1_2x_of_the_kernels() {
+        let row = |imp: &str, p50: f64| {
+            let fields = Fields::default().with(Field::P50Ns, p50);
+            Row::new(
+                "sigwait-latency",
+                imp,
+                1000,
+                1,
+                Measured::fields_only(fields),
+            )
+            .into_record(Capi)
+        };
+        let target = TARGETS
+            .iter()
+            .find(|t| t.case == "sigwait-latency")
+            .unwrap();
+        // 1.15x the kernel's median: met; 1.25x: not met.
+        let v = evaluate(
+            target,
+            &[row("kernel-c", 20_000.0), row("tempora-posix-c", 23_000.0)],
+        );
+        assert_eq!(v.status, Status::Met);
+        assert_eq!(v.figure, Some(23_000.0));
+        assert_eq!(v.reference, Some(("kernel-c".to_string(), 20_000.0)));
+        let v = evaluate(
+            target,
+            &[row("kernel-c", 20_000.0), row("tempora-posix-c", 25_000.0)],
+        );
+        assert_eq!(v.status, Status::NotMet);
+        // No kernel row: not measured.
+        let v = evaluate(target, &[row("tempora-posix-c", 23_000.0)]);
+        assert!(matches!(v.status, Status::NotMeasured(_)));
+    }
+
+    #[test]
     fn firing_targets_read_temporas_own_rows_and_a_zero_meets_a_zero_limit() {
         let row = |imp: &str, wakeups: f64, early: u64| {
             let fields = Fields::default()
@@ -722,7 +757,7 @@ mod tests {
 
     #[test]
     fn every_target_has_a_goal_a_known_unit_and_a_known_distribution() {
-        assert_eq!(TARGETS.len(), 61);
+        assert_eq!(TARGETS.len(), 62);
         for t in TARGETS.iter() {
             assert!(t.goal > 0.0, "{}", t.what);
             assert!(

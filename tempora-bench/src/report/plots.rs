@@ -126,7 +126,7 @@ pub(super) fn plots(records: &[Record], suite: Suite, machine: &Machine) -> Vec<
             });
         }
         // Lateness percentiles (the callbacks' and the signals').
-        if case == "lateness" || case == "deliver-signal" {
+        if case == "lateness" || case == "deliver-signal" || case == "sigwait-latency" {
             let names = ["p50", "p99", "p99.9"];
             let series: Vec<(String, Vec<(f64, f64)>)> = impls
                 .iter()
@@ -152,6 +152,10 @@ pub(super) fn plots(records: &[Record], suite: Suite, machine: &Machine) -> Vec<
                     caption: if case == "lateness" {
                         "Lateness (delivery time − exact expiry) percentiles, one line per \
                          implementation and load n; log scale."
+                    } else if case == "sigwait-latency" {
+                        "A latency tool's loop (a 1 kHz SIGEV_THREAD_ID timer, sigwait): time \
+                         from the expiry a signal stands for to sigwait's return, percentiles; \
+                         log scale."
                     } else {
                         "A periodic timer's signal: time from the first expiry a signal stands \
                          for to sigtimedwait's return, percentiles; log scale."

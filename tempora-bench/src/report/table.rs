@@ -139,11 +139,19 @@ fn note(r: &Record) -> String {
         f.num(Field::P99Ns),
         f.num(Field::P999Ns),
     ) {
+        let max = f
+            .num(Field::MaxNs)
+            .map_or(String::new(), |m| format!(", max {:.0} µs", m / 1e3));
         let overruns = f
             .num(Field::Overruns)
             .map_or(String::new(), |o| format!(", {o} overruns"));
+        let driver = f
+            .num(Field::DriverWakeupsPerExpiry)
+            .map_or(String::new(), |d| {
+                format!(", {d:.2} driver wake-ups per expiry")
+            });
         return format!(
-            "late p50 {:.0} µs, p99 {:.0} µs, p99.9 {:.0} µs{overruns}",
+            "late p50 {:.0} µs, p99 {:.0} µs, p99.9 {:.0} µs{max}{overruns}{driver}",
             p50 / 1e3,
             p99 / 1e3,
             p999 / 1e3

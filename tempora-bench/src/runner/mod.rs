@@ -556,7 +556,8 @@ mod tests {
             text.starts_with("seed\n  cases: t1-create, t1-getoverrun,"),
             "{text}"
         );
-        let capi = "\ncapi\n  cases: settime, gettime, create-delete, deliver-signal\n  \
+        let capi = "\ncapi\n  cases: settime, gettime, create-delete, deliver-signal, \
+                    sigwait-latency\n  \
                     impls: tempora-c, tempora, tempora-posix-c, kernel-c\n";
         assert!(
             text.contains(capi),

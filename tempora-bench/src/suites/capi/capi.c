@@ -15,12 +15,15 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -203,6 +206,9 @@ struct capi_dropin {
     int (*settime)(timer_t, int, const struct itimerspec *, struct itimerspec *);
     int (*gettime)(timer_t, struct itimerspec *);
     int (*delete_)(timer_t);
+    /* Used by the sigwait-latency loop only (below). */
+    int (*getoverrun)(timer_t);
+    int (*sigwait)(const sigset_t *, int *);
 };
 
 static void capi_dropin_sigevent(struct sigevent *sev) {
@@ -278,6 +284,116 @@ double capi_create_delete_dropin(const struct capi_dropin *f, size_t n, int pass
     double ns = capi_per_call(start, n, passes);
     capi_sink += sum;
     return ns;
+}
+
+/* ---- sigwait-latency: a latency tool's loop, expiry to sigwait's return ----
+ *
+ * What a latency tool's measuring thread does, on the calling thread (the Rust side starts one
+ * for each run, sigwait.rs): set its timer slack to 1 ns, block `signo`, create a
+ * CLOCK_MONOTONIC timer that signals this thread alone (SIGEV_THREAD_ID), arm it at
+ * now + lead_ns (TIMER_ABSTIME) with period period_ns, then n times: sigwait for the signal,
+ * read CLOCK_MONOTONIC into wake[i] at once, and timer_getoverrun into overrun[i]. Which expiry
+ * each wake-up stands for, and so its lateness, is the Rust side's arithmetic. Both sides call
+ * the same four timer calls and sigwait through the same pointers: the C library's
+ * (capi_sigwait_kernel) or the drop-in's (capi_sigwait_dropin). `*stop` set (read after each
+ * sigwait) ends the loop without counting that wake-up: the Rust side sets it, and signals the
+ * thread, when the signals stopped coming. */
+
+struct capi_wait_calls {
+    int (*create)(clockid_t, struct sigevent *, timer_t *);
+    int (*settime)(timer_t, int, const struct itimerspec *, struct itimerspec *);
+    int (*getoverrun)(timer_t);
+    int (*delete_)(timer_t);
+    int (*sigwait)(const sigset_t *, int *);
+};
+
+/* One run's outcome besides the samples: the first expiry, how many signals were taken, and
+ * the call that failed (NULL if none did). */
+struct capi_wait_run {
+    uint64_t start_ns;
+    size_t got;
+    const char *failed;
+};
+
+/* The loop above: 0, or minus the errno of the call `out->failed` names (the samples taken
+ * before it are in out->got). */
+static int capi_sigwait_loop(const struct capi_wait_calls *c, int signo, uint64_t lead_ns,
+                             uint64_t period_ns, size_t n, uint64_t *wake, int *overrun,
+                             const int *stop, struct capi_wait_run *out) {
+    out->start_ns = 0;
+    out->got = 0;
+    out->failed = NULL;
+    if (prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) != 0) {
+        out->failed = "prctl(PR_SET_TIMERSLACK)";
+        return (int)capi_failed();
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, signo);
+    int e = pthread_sigmask(SIG_BLOCK, &set, NULL);
+    if (e != 0) {
+        out->failed = "pthread_sigmask";
+        return -e;
+    }
+    struct sigevent sev;
+    capi_kernel_sigevent(&sev, signo, (int)syscall(SYS_gettid), 0);
+    timer_t t;
+    if (c->create(CLOCK_MONOTONIC, &sev, &t) != 0) {
+        out->failed = "timer_create";
+        return (int)capi_failed();
+    }
+    uint64_t start = capi_now_ns() + lead_ns;
+    struct itimerspec its = {{(time_t)(period_ns / 1000000000u), (long)(period_ns % 1000000000u)},
+                             {(time_t)(start / 1000000000u), (long)(start % 1000000000u)}};
+    if (c->settime(t, TIMER_ABSTIME, &its, NULL) != 0) {
+        int r = (int)capi_failed();
+        c->delete_(t);
+        out->failed = "timer_settime";
+        return r;
+    }
+    out->start_ns = start;
+    int r = 0;
+    size_t i = 0;
+    while (i < n) {
+        int sig;
+        e = c->sigwait(&set, &sig);
+        uint64_t now = capi_now_ns();
+        if (e != 0) {
+            out->failed = "sigwait";
+            r = -e;
+            break;
+        }
+        if (__atomic_load_n(stop, __ATOMIC_RELAXED))
+            break;
+        int o = c->getoverrun(t);
+        if (o < 0) {
+            out->failed = "timer_getoverrun";
+            r = (int)capi_failed();
+            break;
+        }
+        wake[i] = now;
+        overrun[i] = o;
+        i++;
+    }
+    out->got = i;
+    c->delete_(t);
+    return r;
+}
+
+int capi_sigwait_kernel(int signo, uint64_t lead_ns, uint64_t period_ns, size_t n,
+                        uint64_t *wake, int *overrun, const int *stop,
+                        struct capi_wait_run *out) {
+    static const struct capi_wait_calls libc_calls = {timer_create, timer_settime,
+                                                      timer_getoverrun, timer_delete, sigwait};
+    return capi_sigwait_loop(&libc_calls, signo, lead_ns, period_ns, n, wake, overrun, stop, out);
+}
+
+int capi_sigwait_dropin(const struct capi_dropin *f, int signo, uint64_t lead_ns,
+                        uint64_t period_ns, size_t n, uint64_t *wake, int *overrun,
+                        const int *stop, struct capi_wait_run *out) {
+    const struct capi_wait_calls calls = {f->create, f->settime, f->getoverrun, f->delete_,
+                                          f->sigwait};
+    return capi_sigwait_loop(&calls, signo, lead_ns, period_ns, n, wake, overrun, stop, out);
 }
 
 /* ---- deliver-signal: a timer's real signal, expiry to sigtimedwait ----

@@ -24,6 +24,17 @@
 //!   thread). `capi.c` compiles tempora's loop only when `tempora.h` defines
 //!   `TEMPORA_SIGEV_SIGNAL`; without it the case has no `tempora-c` row. Its own step and
 //!   sides ([`SignalLoop`]): the services of the other cases have no driver.
+//! - `sigwait-latency` (`sigwait.rs`): a latency tool's loop, `kernel-c` against
+//!   `tempora-posix-c` only: one thread at 1 ns timer slack takes n signals (n = 1000 per
+//!   run) of its 1 kHz `SIGEV_THREAD_ID` timer with `sigwait`; `p50_ns` (the headline),
+//!   `p99_ns`, `max_ns` of the time from each expiry to `sigwait`'s return, and how often the
+//!   drop-in's driver woke per expiry. The kernel's expiry is an hrtimer interrupt that wakes
+//!   the waiter; the drop-in's `sigwait` leads its service while it waits, so its own thread
+//!   sleeps until the expiry, fires the timer (queues the signal to itself) and takes the
+//!   signal in a second wait that returns at once: more work on the waiter's path than the
+//!   kernel's, with no other thread's wake-up between. The kernel's interrupt
+//!   work is counted by nobody, which favours the kernel; the drop-in's calls go through
+//!   dlsym's pointers, the kernel's through the same kind of pointer to the C library's.
 //!
 //! Implementations (JSON `impl`):
 //! - `tempora-c`: the C loop on `tempora_timer_settime`, `tempora_timer_gettime`,
@@ -62,6 +73,9 @@
 //! `tempora`'s cost what they cost from the C loop, within half a nanosecond (measured when the
 //! suite was written). `kernel-c` goes through glibc's thin wrappers, one syscall per call.
 
+mod dropin;
+mod sigwait;
+
 use std::ffi::{c_int, c_void};
 use std::hint::black_box;
 use std::ptr;
@@ -77,6 +91,7 @@ use crate::suites::service::signals::{
 };
 use crate::workload::spread_nsec;
 use crate::{median, Field, Fields, Measured, Plan, Row, Settings, Step, Suite};
+use dropin::{dropin, CDropin};
 
 const CASES: [&str; 3] = ["settime", "gettime", "create-delete"];
 
@@ -424,102 +439,6 @@ impl Side for KernelC {
             capi_create_delete_kernel(n, passes as c_int, self.signo, self.tid)
         })
     }
-}
-
-/// `capi.c`'s `struct capi_dropin`: the drop-in's calls, as `libtempora-posix.so` exports
-/// them.
-#[repr(C)]
-struct CDropin {
-    create: CreateFn,
-    settime: SettimeFn,
-    gettime: GettimeFn,
-    delete: DeleteFn,
-}
-
-type CreateFn =
-    unsafe extern "C" fn(libc::clockid_t, *mut libc::sigevent, *mut libc::timer_t) -> c_int;
-type SettimeFn = unsafe extern "C" fn(
-    libc::timer_t,
-    c_int,
-    *const libc::itimerspec,
-    *mut libc::itimerspec,
-) -> c_int;
-type GettimeFn = unsafe extern "C" fn(libc::timer_t, *mut libc::itimerspec) -> c_int;
-type DeleteFn = unsafe extern "C" fn(libc::timer_t) -> c_int;
-
-/// Where `libtempora-posix.so` is: `TEMPORA_POSIX_SO`, or cargo's `libtempora_posix.so` beside
-/// this binary or in its `deps/` (where cargo leaves it when building tempora-bench, which
-/// depends on the crate for this).
-fn dropin_path() -> Option<std::path::PathBuf> {
-    if let Some(p) = std::env::var_os("TEMPORA_POSIX_SO") {
-        return Some(p.into());
-    }
-    let exe = std::env::current_exe().ok()?;
-    let dir = exe.parent()?;
-    [
-        dir.join("libtempora_posix.so"),
-        dir.join("deps/libtempora_posix.so"),
-    ]
-    .into_iter()
-    .find(|p| p.exists())
-}
-
-/// The drop-in's calls, from `libtempora-posix.so` loaded once (`RTLD_LOCAL`: its
-/// `timer_create` & co. stand in for no other call of this process) and never unloaded.
-fn dropin() -> Result<&'static CDropin, String> {
-    static LOADED: std::sync::OnceLock<Result<CDropin, String>> = std::sync::OnceLock::new();
-    LOADED
-        .get_or_init(|| {
-            use std::os::unix::ffi::OsStrExt;
-            let path = dropin_path().ok_or(
-                "libtempora_posix.so is not beside the binary (cargo build -p tempora-posix, or set TEMPORA_POSIX_SO)",
-            )?;
-            let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-                .map_err(|_| "a NUL in the drop-in's path")?;
-            let dlerror = || {
-                // SAFETY: dlerror returns NULL or a NUL-terminated message.
-                let e = unsafe { libc::dlerror() };
-                if e.is_null() {
-                    "unknown".to_owned()
-                } else {
-                    // SAFETY: non-NULL: a NUL-terminated message.
-                    unsafe { std::ffi::CStr::from_ptr(e) }.to_string_lossy().into_owned()
-                }
-            };
-            // SAFETY: a NUL-terminated path; the library's initialisers are Rust's and C's
-            // own, and it is never unloaded.
-            let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-            if handle.is_null() {
-                return Err(format!("dlopen {}: {}", path.display(), dlerror()));
-            }
-            let sym = |name: &std::ffi::CStr| {
-                // SAFETY: a live handle and a NUL-terminated name.
-                let p = unsafe { libc::dlsym(handle, name.as_ptr()) };
-                if p.is_null() {
-                    Err(format!("dlsym {name:?}: {}", dlerror()))
-                } else {
-                    Ok(p)
-                }
-            };
-            let (create, settime, gettime, delete) = (
-                sym(c"timer_create")?,
-                sym(c"timer_settime")?,
-                sym(c"timer_gettime")?,
-                sym(c"timer_delete")?,
-            );
-            // SAFETY: each is the drop-in's function of that name, with the C library's
-            // signature, which the field's type spells.
-            Ok(unsafe {
-                CDropin {
-                    create: std::mem::transmute::<*mut c_void, CreateFn>(create),
-                    settime: std::mem::transmute::<*mut c_void, SettimeFn>(settime),
-                    gettime: std::mem::transmute::<*mut c_void, GettimeFn>(gettime),
-                    delete: std::mem::transmute::<*mut c_void, DeleteFn>(delete),
-                }
-            })
-        })
-        .as_ref()
-        .map_err(Clone::clone)
 }
 
 /// `tempora-posix-c`: n timers of the drop-in (`libtempora-posix.so`'s default owner), driven by
@@ -1010,6 +929,7 @@ pub fn plan<'a>(plan: &mut Plan<'a>) {
         }
         plan.add(step);
     }
+    sigwait::plan(plan);
 }
 
 #[cfg(test)]
