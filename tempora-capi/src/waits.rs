@@ -127,7 +127,8 @@ thread_local! {
 }
 
 /// A wait of `set` until `until` (`None`: no limit) that leads `timers` meanwhile: the C
-/// library's `sigtimedwait` result and `errno`, or `None` when the thread may not lead.
+/// library's `sigtimedwait` result and `errno`, or `None` when the thread may not lead. The
+/// caller has just found nothing of `set` pending.
 ///
 /// # Handlers
 /// A handler that runs in the C library's wait makes it return `EINTR`; one that ran while
@@ -183,13 +184,18 @@ unsafe fn wait_leading(
     };
     let mut got: c_int = -1;
     let mut err: c_int = 0;
+    // The caller took what was pending just before: the first turn waits at once.
+    let mut look = false;
     let led = timers.wait_leading(until, |t| loop {
-        // SAFETY: the caller's `set` and `info`; `zero` is a local.
-        let r = unsafe { kernel::sigtimedwait(set, info, &zero) };
-        if r > 0 {
-            got = r;
-            return true;
+        if look {
+            // SAFETY: the caller's `set` and `info`; `zero` is a local.
+            let r = unsafe { kernel::sigtimedwait(set, info, &zero) };
+            if r > 0 {
+                got = r;
+                return true;
+            }
         }
+        look = true;
         let ts = t.map(|t| {
             let d = t.saturating_duration_since(Instant::now());
             timespec {
