@@ -27,14 +27,17 @@
 //! # Cancellation, handlers, `longjmp`
 //! A leading wait blocks every signal but inside its `ppoll` (`wait_leading`, "Handlers"), so
 //! a handler runs only where the C library's wait would have been interrupted, and the wait
-//! returns `EINTR` after it as that one does. `ppoll` and `sigtimedwait` are the C library's,
-//! cancellation points: a thread cancelled there unwinds through the frames of this module
-//! and of `wait_leading`, which hold no value that needs dropping at that call (plain
-//! frames: the unwind only passes), and runs its cleanup handlers with every signal blocked.
+//! returns `EINTR` after it as that one does. The `ppoll` is its one cancellation point
+//! (cancellation is disabled around the rest: a cancel that acted while the thread fires
+//! timers would lose a timer it popped): a thread cancelled there unwinds through the frames
+//! of this module and of `wait_leading`, which hold no value that needs dropping at that
+//! call (plain frames: the unwind only passes), and runs its cleanup handlers with every
+//! signal blocked.
 //! The hold it had is never given back then, nor when a handler leaves the wait by
 //! `longjmp`, or runs long inside it: the driver's backstop takes over within 10 ms
 //! (`wake.rs`, "The backstop"), and another thread may lead after it. The wait's signalfd
-//! is closed when the thread exits, or at its next leading wait.
+//! is closed when the thread exits; a thread that left a wait by `longjmp` keeps it, and
+//! does not lead again.
 
 use crate::kernel;
 use libc::{c_int, sigevent, siginfo_t, sigset_t, timespec};
@@ -101,13 +104,14 @@ fn set_errno(e: c_int) {
 }
 
 /// The signalfd of the thread's leading wait while it waits (-1 otherwise): closed by the
-/// wait, or when the thread exits if it never returned (cancelled in the wait), or by the
-/// thread's next leading wait (left by `longjmp`).
+/// wait, or when the thread exits if it never returned (cancelled in the wait). A wait left
+/// by `longjmp` leaves it set, and the thread never leads again (its waits are the C
+/// library's); a wait in a handler that interrupted a leading one finds it set too, and
+/// does not lead.
 struct WaitFd(Cell<c_int>);
 
-impl WaitFd {
-    /// Closes the fd held, if any.
-    fn close(&self) {
+impl Drop for WaitFd {
+    fn drop(&mut self) {
         let fd = self.0.replace(-1);
         if fd >= 0 {
             // SAFETY: our own signalfd, closed once (the cell is cleared first).
@@ -116,14 +120,37 @@ impl WaitFd {
     }
 }
 
-impl Drop for WaitFd {
-    fn drop(&mut self) {
-        self.close();
-    }
-}
-
 thread_local! {
     static WAIT_FD: WaitFd = const { WaitFd(Cell::new(-1)) };
+}
+
+/// glibc's `PTHREAD_CANCEL_DISABLE`.
+const CANCEL_DISABLE: c_int = 1;
+
+extern "C" {
+    fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int;
+}
+
+extern "C-unwind" {
+    /// The C library's `ppoll`, a cancellation point: declared as one that may unwind.
+    #[link_name = "ppoll"]
+    fn ppoll_unwinding(
+        fds: *mut libc::pollfd,
+        nfds: libc::nfds_t,
+        timeout: *const timespec,
+        sigmask: *const sigset_t,
+    ) -> c_int;
+}
+
+/// How a leading wait ended.
+enum Woke {
+    /// A signal of the set (its number).
+    Signal(c_int),
+    /// The wait failed with this `errno` (`EINTR`: a handler ran).
+    Failed(c_int),
+    /// `ppoll` failed for want of something the C library's wait never needs: wait as it
+    /// does for the time left.
+    Fallback,
 }
 
 /// A wait of `set` until `until` (`None`: no limit) that leads `timers` meanwhile: the C
@@ -137,7 +164,13 @@ thread_local! {
 /// `ppoll` on a signalfd of `set` with the program's mask (and `set`) for the wait: a signal
 /// the program lets through reaches its handler inside `ppoll` alone, which then returns
 /// `EINTR`, however late it came. `set`'s signals are taken with a zero-timeout
-/// `sigtimedwait`, the C library's, when the signalfd says one is pending.
+/// `sigtimedwait`, the C library's, when the signalfd says one is pending (and after an
+/// `EINTR`, as the kernel's wait returns a signal of the set that came with the handler's).
+///
+/// # Cancellation
+/// Only the `ppoll` is a cancellation point, with the caller's cancel state: the thread
+/// disables cancellation for the rest, so a cancel never acts while it fires timers (a
+/// timer popped and not yet delivered would be lost) or after it took a signal.
 ///
 /// # Safety
 /// As [`sigtimedwait`].
@@ -147,15 +180,38 @@ unsafe fn wait_leading(
     info: *mut siginfo_t,
     until: Option<Instant>,
 ) -> Option<c_int> {
+    // A wait inside a handler that interrupted a leading one, or after one left by
+    // `longjmp`, does not lead; nor does one while the thread exits.
+    if WAIT_FD.try_with(|w| w.0.get()).map_or(true, |fd| fd >= 0) {
+        return None;
+    }
+    let mut cancel: c_int = 0;
+    // SAFETY: writes the caller's state to a local.
+    unsafe { pthread_setcancelstate(CANCEL_DISABLE, &mut cancel) };
+    // SAFETY: the caller's contract; `cancel` is the caller's state.
+    let r = unsafe { lead(timers, set, info, until, cancel) };
+    // SAFETY: the caller's state, as it was.
+    unsafe { pthread_setcancelstate(cancel, std::ptr::null_mut()) };
+    r
+}
+
+/// [`wait_leading`] with cancellation disabled (`cancel`: the caller's state, for `ppoll`).
+///
+/// # Safety
+/// As [`sigtimedwait`].
+unsafe fn lead(
+    timers: &tempora::timers::Timers,
+    set: *const sigset_t,
+    info: *mut siginfo_t,
+    until: Option<Instant>,
+    cancel: c_int,
+) -> Option<c_int> {
     // SAFETY: `set` is readable (the caller's contract).
     let fd = unsafe { libc::signalfd(-1, set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
     if fd < 0 {
         return None;
     }
-    WAIT_FD.with(|w| {
-        w.close();
-        w.0.set(fd);
-    });
+    WAIT_FD.with(|w| w.0.set(fd));
     // SAFETY: all-zero is a valid (empty) sigset_t.
     let (mut all, mut old) = unsafe {
         (
@@ -182,16 +238,16 @@ unsafe fn wait_leading(
         tv_sec: 0,
         tv_nsec: 0,
     };
-    let mut got: c_int = -1;
-    let mut err: c_int = 0;
+    // SAFETY: the caller's `set` and `info`; `zero` is a local.
+    let take = || unsafe { kernel::sigtimedwait(set, info, &zero) };
+    let mut woke = Woke::Failed(libc::EAGAIN);
     // The caller took what was pending just before: the first turn waits at once.
     let mut look = false;
     let led = timers.wait_leading(until, |t| loop {
         if look {
-            // SAFETY: the caller's `set` and `info`; `zero` is a local.
-            let r = unsafe { kernel::sigtimedwait(set, info, &zero) };
+            let r = take();
             if r > 0 {
-                got = r;
+                woke = Woke::Signal(r);
                 return true;
             }
         }
@@ -211,29 +267,64 @@ unsafe fn wait_leading(
             events: libc::POLLIN,
             revents: 0,
         };
-        // SAFETY: one pollfd, `tsp` NULL or a local, `during` a local; a cancellation point.
-        match unsafe { libc::ppoll(&mut pfd, 1, tsp, &during) } {
+        // SAFETY: the caller's cancel state for the wait alone, then disabled again.
+        unsafe { pthread_setcancelstate(cancel, std::ptr::null_mut()) };
+        // SAFETY: one pollfd, `tsp` NULL or a local, `during` a local; a cancellation point,
+        // reached with no value of these frames left to drop.
+        let r = unsafe { ppoll_unwinding(&mut pfd, 1, tsp, &during) };
+        let e = errno();
+        // SAFETY: as above.
+        unsafe { pthread_setcancelstate(CANCEL_DISABLE, std::ptr::null_mut()) };
+        match r {
             // This turn's time came: the deadline (fire and wait again), or `until`.
             0 => return false,
             // One of `set` is pending: take it (another thread may take it first).
             r if r > 0 => continue,
+            _ if e == libc::EINTR => {
+                let r = take();
+                woke = if r > 0 {
+                    Woke::Signal(r)
+                } else {
+                    Woke::Failed(libc::EINTR)
+                };
+                return true;
+            }
             _ => {
-                err = errno();
+                woke = Woke::Fallback;
                 return true;
             }
         }
     });
     // SAFETY: the mask the thread had.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
-    WAIT_FD.with(WaitFd::close);
-    if !led? {
-        err = libc::EAGAIN;
-    }
-    if got > 0 {
-        return Some(got);
-    }
-    set_errno(err);
-    Some(-1)
+    let fd = WAIT_FD.with(|w| w.0.replace(-1));
+    // SAFETY: our signalfd, closed once (cancellation is disabled: `close` never unwinds).
+    unsafe { libc::close(fd) };
+    Some(match (led?, woke) {
+        (true, Woke::Signal(r)) => r,
+        (true, Woke::Failed(e)) => {
+            set_errno(e);
+            -1
+        }
+        (true, Woke::Fallback) => {
+            let left = until.map(|u| {
+                let d = u.saturating_duration_since(Instant::now());
+                timespec {
+                    tv_sec: d.as_secs() as libc::time_t,
+                    tv_nsec: d.subsec_nanos() as libc::c_long,
+                }
+            });
+            let tsp = left
+                .as_ref()
+                .map_or(std::ptr::null(), |ts| ts as *const timespec);
+            // SAFETY: the caller's contract; `tsp` NULL or a local.
+            unsafe { kernel::sigtimedwait(set, info, tsp) }
+        }
+        (false, _) => {
+            set_errno(libc::EAGAIN);
+            -1
+        }
+    })
 }
 
 /// `sigtimedwait(2)`: the C library's, led as the module doc says.
@@ -261,9 +352,10 @@ pub unsafe fn sigtimedwait(
         // SAFETY: the caller's contract, passed on (the C library says EINVAL).
         Some(_) => return unsafe { kernel::sigtimedwait(set, info, timeout) },
     };
-    // SAFETY: `set` is readable (the caller's contract).
-    if let Some(timers) = unsafe { leads(set) } {
-        // A signal already pending is taken without leading (a burst's next signals).
+    if TIMER_SIGNALS.load(Ordering::Relaxed) != 0 && tempora::time::built_global().is_some() {
+        let saved = errno();
+        // A signal already pending is taken without leading (a burst's next signals); an
+        // unreadable `set` fails here, with the C library's EFAULT.
         let zero = timespec {
             tv_sec: 0,
             tv_nsec: 0,
@@ -271,11 +363,21 @@ pub unsafe fn sigtimedwait(
         // SAFETY: the caller's contract; `zero` is a local.
         let r = unsafe { kernel::sigtimedwait(set, info, &zero) };
         if r > 0 || errno() != libc::EAGAIN {
+            if r > 0 {
+                set_errno(saved);
+            }
             return r;
         }
-        // SAFETY: the caller's contract.
-        if let Some(r) = unsafe { wait_leading(timers, set, info, until) } {
-            return r;
+        set_errno(saved);
+        // SAFETY: `set` is readable (the call above read it).
+        if let Some(timers) = unsafe { leads(set) } {
+            // SAFETY: the caller's contract.
+            if let Some(r) = unsafe { wait_leading(timers, set, info, until) } {
+                if r > 0 {
+                    set_errno(saved);
+                }
+                return r;
+            }
         }
     }
     // SAFETY: the caller's contract, passed on.

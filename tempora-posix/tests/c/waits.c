@@ -11,7 +11,8 @@
  *     EAGAIN at once;
  *   - a handler that runs in sigwaitinfo makes it return EINTR, while sigwait goes on;
  *   - a handler that runs long inside the wait does not stop the other timers;
- *   - a thread cancelled in sigwait ends as cancelled, and the timers go on firing. */
+ *   - a thread cancelled in sigwait ends as cancelled, and the timers go on firing, however
+ *     often waiters are cancelled, and wherever the cancel lands. */
 #define _GNU_SOURCE
 #include "../../../tempora-capi/tests/c/sig.h"
 #include <dirent.h>
@@ -166,6 +167,16 @@ static void *cancelled_waiter(void *arg)
     return NULL;
 }
 
+/* Waits for the signal `arg` points to, for ever (until cancelled). */
+static void *process_waiter(void *arg)
+{
+    sigset_t set = sigset_of(*(int *)arg);
+    int s;
+    for (;;)
+        sigwait(&set, &s);
+    return NULL;
+}
+
 int main(void)
 {
     sig_a = SIGRTMIN + 1;
@@ -254,6 +265,35 @@ int main(void)
     CHECK(sigwait(&set, &s) == 0);
     printf("a wait after it takes %s\n", sig_name(s));
 
-    printf("deleted: %d %d\n", timer_delete(t), timer_delete(th));
+    /* A waiter cancelled at any moment, while it waits or while it fires the timers, never
+     * leaves a timer dead: a process-directed 1 ms timer keeps its period through 100
+     * cancels of threads waiting for its signal. */
+    int sig_c = SIGRTMIN + 3;
+    block(sig_c);
+    struct sigevent sc;
+    memset(&sc, 0, sizeof sc);
+    sc.sigev_notify = SIGEV_SIGNAL;
+    sc.sigev_signo = sig_c;
+    timer_t tc = create("create SIGEV_SIGNAL every 1 ms", CLOCK_MONOTONIC, &sc);
+    arm(tc, MS, MS);
+    int dead = 0;
+    unsigned seed = 1;
+    for (int i = 0; i < 100; i++) {
+        CHECK(pthread_create(&w, NULL, process_waiter, &sig_c) == 0);
+        seed = seed * 1103515245u + 12345u;
+        sleep_until(now_ns() + (int64_t)(seed >> 16) % (3 * MS));
+        CHECK(pthread_cancel(w) == 0);
+        CHECK(pthread_join(w, NULL) == 0);
+        struct itimerspec cur;
+        CHECK(timer_gettime(tc, &cur) == 0);
+        dead += cur.it_value.tv_sec == 0 && cur.it_value.tv_nsec == 0;
+    }
+    sigset_t cset = sigset_of(sig_c);
+    siginfo_t csi = take(&cset);
+    printf("a timer whose waiter was cancelled 100 times: %s, and its signal comes: %s\n",
+           dead == 0 ? "armed" : "dead", csi.si_signo == sig_c ? "yes" : "no");
+    arm(tc, 0, 0);
+
+    printf("deleted: %d %d %d\n", timer_delete(t), timer_delete(th), timer_delete(tc));
     return 0;
 }

@@ -408,7 +408,7 @@ impl SignalPort for OsSignals {
             // signal: `Timers::wait_leading`) and blocks the signal: `sigpending` reports its
             // own set with the process's, so a miss is certain, at two cheap system calls
             // instead of a `/proc` read. A hit may be the process's: the status file says.
-            if tid == gettid() && !own_pending(signo) {
+            if tid == gettid() && own_pending(signo) == Some(false) {
                 return Pending::No;
             }
             // A thread's own set: its status file (`sigpending` would report the caller's,
@@ -420,9 +420,14 @@ impl SignalPort for OsSignals {
             };
         }
         if !crate::sync::blocks_all_signals() {
-            // An application's thread (its own poll): `sigpending` reports only what that
-            // thread blocks.
-            return yes(self.confirm(signo));
+            // An application's thread (its own poll, or a receiver leading while it waits):
+            // `sigpending` reports only what that thread blocks. Blocked here and not pending
+            // for the thread or the process, it is not pending for the process: certain. A
+            // hit may be the thread's own, which the process's set says.
+            return match own_pending(signo) {
+                Some(false) => Pending::No,
+                Some(true) | None => yes(self.confirm(signo)),
+            };
         }
         // A tempora thread blocks everything: `sigpending` shows the process's set and this
         // thread's own. A miss is certain.
@@ -478,18 +483,22 @@ impl SignalPort for OsSignals {
     }
 }
 
-/// Whether `signo` may be pending for the calling thread: `false` only if the thread blocks
-/// it and `sigpending` (its own set with the process's, for what it blocks) lacks it.
-fn own_pending(signo: i32) -> bool {
+/// Whether `signo` is pending for the calling thread or the process, if the thread blocks it
+/// (`sigpending` reports its own set with the process's, for what it blocks); `None` if it
+/// does not block it, or a call failed.
+fn own_pending(signo: i32) -> Option<bool> {
     let mut blocked = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
     let mut pending = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
     // SAFETY: a query of the thread's mask (no new one) and `sigpending` write the sets;
     // `sigismember` reads each only after its call succeeded.
     unsafe {
-        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), blocked.as_mut_ptr()) != 0
+        if libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), blocked.as_mut_ptr()) != 0
             || libc::sigismember(blocked.as_ptr(), signo) != 1
             || libc::sigpending(pending.as_mut_ptr()) != 0
-            || libc::sigismember(pending.as_ptr(), signo) == 1
+        {
+            return None;
+        }
+        Some(libc::sigismember(pending.as_ptr(), signo) == 1)
     }
 }
 

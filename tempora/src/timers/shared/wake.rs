@@ -177,6 +177,10 @@ pub(crate) struct Plan {
     pub(crate) ticket: u64,
     /// The hold lapsed: its holder was overdue, and another receiver may take it over.
     pub(crate) lapsed: bool,
+    /// Where a driver's thread running calls wants a follower woken if a call outlives it
+    /// ([`Alarm::grace`]; `NO_EXPIRY`: none): a holder never arms the fd later. Cleared by a
+    /// driver's thread's refresh (its batch is done) or wake-up.
+    pub(crate) grace: u64,
     /// The service stops: the fd fires every millisecond, and nothing moves it again.
     pub(crate) stopped: bool,
     /// The last refresh's deadline: no timer falls due before it but those that rang since.
@@ -225,6 +229,7 @@ impl Alarm {
                 held: false,
                 ticket: 0,
                 lapsed: false,
+                grace: NO_EXPIRY,
                 stopped: false,
                 deadline: NO_EXPIRY,
             }),
@@ -305,7 +310,12 @@ impl Alarm {
             });
         }
         plan.deadline = deadline;
-        if plan.held && holder == Some(plan.ticket) {
+        let holding = plan.held && holder == Some(plan.ticket);
+        if !holding {
+            // A driver's thread's refresh: its calls are done, or it polls anew.
+            plan.grace = NO_EXPIRY;
+        }
+        if holding {
             plan.covered = deadline;
             plan.lapsed = false;
         } else if plan.covered != NO_EXPIRY
@@ -322,7 +332,7 @@ impl Alarm {
         let want = if deadline < plan.covered {
             deadline
         } else {
-            backstop(plan.covered, plan.armed)
+            backstop(plan.covered, plan.armed).min(plan.grace)
         };
         if want != plan.armed || (rearm_past && want <= mono) {
             self.set(&mut plan, want, mono);
@@ -337,6 +347,7 @@ impl Alarm {
     pub(crate) fn grace(&self, at: u64, prev: u64, mono: u64) -> u64 {
         let mut plan = self.lock();
         let want = at.min(plan.deadline);
+        plan.grace = want;
         // Fired on purpose: the wake-up it owes a driver's thread is not moved.
         if plan.armed != FIRED && (want < plan.armed || (plan.armed == prev && want > prev)) {
             self.set(&mut plan, want, mono);
@@ -357,7 +368,7 @@ impl Alarm {
         plan.lapsed = false;
         plan.ticket += 1;
         plan.covered = plan.armed;
-        let at = backstop(plan.covered, NO_EXPIRY);
+        let at = backstop(plan.covered, NO_EXPIRY).min(plan.grace);
         self.set(&mut plan, at, 0);
         Some((plan.covered, plan.ticket))
     }
@@ -388,6 +399,7 @@ impl Alarm {
     /// A driver's thread woke: an alarm fired on purpose (`FIRED`) may be armed again.
     pub(crate) fn woke(&self) {
         let mut plan = self.lock();
+        plan.grace = NO_EXPIRY;
         if plan.armed == FIRED {
             plan.armed = NO_EXPIRY;
         }

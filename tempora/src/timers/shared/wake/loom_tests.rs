@@ -164,3 +164,28 @@ fn loom_a_holder_that_never_returns_is_overtaken() {
         }
     });
 }
+
+/// A driver's thread about to run a call with others behind it moves the fd to its grace
+/// (50) while a receiver takes the alarm and refreshes as its holder: whatever the
+/// interleaving, the fd fires by the grace, so a follower takes the calls over if the call
+/// outlives it (`driver.rs`, "Callbacks that block"). A hold or a holder's refresh that
+/// moves the fd to its backstop past the grace fails this model.
+#[test]
+fn loom_a_holder_never_moves_the_fd_past_a_grace() {
+    loom::model(|| {
+        let base = Arc::new(CachePadded::new(Base::new([0; CLOCKS], true)));
+        let alarm = Arc::new(Alarm::new(true, true).unwrap());
+        entry(&base, &alarm, 100);
+        refresh(&base, &alarm, None);
+        let (b2, a2) = (base.clone(), alarm.clone());
+        let holder = loom::thread::spawn(move || {
+            if let Some((_, ticket)) = a2.hold() {
+                refresh(&b2, &a2, Some(ticket));
+            }
+        });
+        alarm.grace(50, 100, 0);
+        holder.join().unwrap();
+        let armed = alarm.lock().armed;
+        assert!(armed <= 50, "the fd fires at {armed}, past the grace");
+    });
+}
