@@ -142,6 +142,15 @@ extern "C-unwind" {
     ) -> c_int;
 }
 
+/// The time from now until `t` (zero once it passed), as a wait's relative timeout.
+fn until_then(t: Instant) -> timespec {
+    let d = t.saturating_duration_since(Instant::now());
+    timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    }
+}
+
 /// How a leading wait ended.
 enum Woke {
     /// A signal of the set (its number).
@@ -252,13 +261,7 @@ unsafe fn lead(
             }
         }
         look = true;
-        let ts = t.map(|t| {
-            let d = t.saturating_duration_since(Instant::now());
-            timespec {
-                tv_sec: d.as_secs() as libc::time_t,
-                tv_nsec: d.subsec_nanos() as libc::c_long,
-            }
-        });
+        let ts = t.map(until_then);
         let tsp = ts
             .as_ref()
             .map_or(std::ptr::null(), |ts| ts as *const timespec);
@@ -307,13 +310,7 @@ unsafe fn lead(
             -1
         }
         (true, Woke::Fallback) => {
-            let left = until.map(|u| {
-                let d = u.saturating_duration_since(Instant::now());
-                timespec {
-                    tv_sec: d.as_secs() as libc::time_t,
-                    tv_nsec: d.subsec_nanos() as libc::c_long,
-                }
-            });
+            let left = until.map(until_then);
             let tsp = left
                 .as_ref()
                 .map_or(std::ptr::null(), |ts| ts as *const timespec);
