@@ -64,13 +64,14 @@ check_tree() {
     out=$("$work/$name-static") || fail "$name-static failed: $out"
     echo "examples/c/$name.c: shared and -static built with pkg-config, ran"
   done
-  # The drop-in: the five calls alone, unversioned; a program built against the C library
-  # alone runs on tempora under LD_PRELOAD (its timer_t carries the drop-in's tag).
+  # The drop-in: the five timer calls and the three signal waits alone, unversioned; a
+  # program built against the C library alone runs on tempora under LD_PRELOAD (its timer_t
+  # carries the drop-in's tag).
   so=$libdir/libtempora-posix.so.$version
   readelf -d "$so" | grep -q "SONAME.*\[libtempora-posix.so.$major\]" || fail "SONAME of $so"
   readelf --dyn-syms -W "$so" | awk '$7 != "UND" && $4 == "FUNC" {print $8}' | sort > "$work/posix-exports"
-  printf '%s\n' timer_create timer_delete timer_getoverrun timer_gettime timer_settime > "$work/posix-want"
-  diff "$work/posix-want" "$work/posix-exports" || fail "libtempora-posix.so exports more or less than the five calls"
+  printf '%s\n' sigtimedwait sigwait sigwaitinfo timer_create timer_delete timer_getoverrun timer_gettime timer_settime > "$work/posix-want"
+  diff "$work/posix-want" "$work/posix-exports" || fail "libtempora-posix.so exports more or less than its eight calls"
   printf '%s\n' '#define _POSIX_C_SOURCE 200809L' '#include <signal.h>' '#include <stdint.h>' '#include <stdio.h>' '#include <time.h>' \
     'int main(void) { timer_t t; struct sigevent sev = {.sigev_notify = SIGEV_NONE};' \
     '  struct itimerspec its = {{0, 0}, {1, 0}};' \
@@ -80,7 +81,7 @@ check_tree() {
   cc -std=c11 -Wall -Werror "$work/plain.c" -o "$work/plain"
   [ "$("$work/plain")" = kernel ] || fail "a plain program's timer is not the kernel's"
   [ "$(LD_PRELOAD=$so "$work/plain")" = tempora ] || fail "LD_PRELOAD=libtempora-posix.so did not serve the timer"
-  echo "libtempora-posix.so: the five calls, unversioned; LD_PRELOAD serves a plain program's timer"
+  echo "libtempora-posix.so: the eight calls, unversioned; LD_PRELOAD serves a plain program's timer"
   unset PKG_CONFIG_PATH
 }
 

@@ -18,13 +18,13 @@
 //! timer's expiry wakes it alone, as a kernel timer's does (`tempora_capi::waits`).
 //!
 //! # The shared library's exports
-//! Only the five timer calls and the three waits: the link makes every symbol of the archives it links (the rlibs)
-//! local (`--exclude-libs`, `build.rs`), tempora's C ABI (`tempora_*`)
-//! included, so a program that also links `libtempora` keeps two apart copies and never has
-//! one's calls bound into the other. The five are unversioned, which
-//! lets them stand in for glibc's versioned `timer_create@GLIBC_2.34` & co. at run time (the
-//! dynamic loader takes an unversioned definition for a versioned reference); a version
-//! script that named them would make the preload miss them.
+//! Only the five timer calls and the three waits: the link makes every symbol of the
+//! archives it links (the rlibs) local (`--exclude-libs`, `build.rs`), tempora's C ABI
+//! (`tempora_*`) included, so a program that also links `libtempora` keeps two apart copies
+//! and never has one's calls bound into the other. The eight are unversioned, which lets
+//! them stand in for glibc's versioned `timer_create@GLIBC_2.34`, `sigwait@GLIBC_2.2.5` & co.
+//! at run time (the dynamic loader takes an unversioned definition for a versioned
+//! reference); a version script that named them would make the preload miss them.
 
 use libc::{c_int, clockid_t, itimerspec, sigevent, siginfo_t, sigset_t, timer_t, timespec};
 use tempora_capi::posix::{self, Maker};
