@@ -279,6 +279,10 @@ impl Core {
         held.reserve(self.batch);
         HELD.with(|c| c.set(held));
         drop(crate::sync::pin());
+        // The thread's index, which its first delivery counts under: claimed now, since
+        // claiming it registers a thread-exit hook with the C library, which aborts the
+        // process if that cannot get memory (a spare that first leads after memory ran out).
+        let _ = crate::sync::thread_index();
     }
 
     /// Polls every base with something due (`base.rs`, "Polling only what is due"), handing
