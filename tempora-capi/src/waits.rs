@@ -71,25 +71,34 @@ pub(crate) unsafe fn note_timer_signal(sev: *const sigevent) {
     }
 }
 
-/// The service to lead while waiting for `set`, if a wait for `set` should lead (the module
-/// doc, "When a wait leads").
+/// Whether `set` holds one of `signals` (a `TIMER_SIGNALS` reading).
 ///
 /// # Safety
-/// `set` NULL or readable.
-unsafe fn leads(set: *const sigset_t) -> Option<&'static tempora::timers::Timers> {
-    let mut signals = TIMER_SIGNALS.load(Ordering::Relaxed);
-    if signals == 0 || set.is_null() {
-        return None;
-    }
+/// `set` readable.
+unsafe fn holds_one_of(set: *const sigset_t, mut signals: u64) -> bool {
     while signals != 0 {
         let signo = signals.trailing_zeros() as c_int + 1;
         signals &= signals - 1;
         // SAFETY: `set` is readable (the caller's contract); sigismember only reads it.
         if unsafe { libc::sigismember(set, signo) } == 1 {
-            return tempora::time::built_global();
+            return true;
         }
     }
-    None
+    false
+}
+
+/// Takes a signal of `set` already pending, without waiting: the C library's `sigtimedwait`
+/// with a zero timeout (`EAGAIN` if none is).
+///
+/// # Safety
+/// As [`sigtimedwait`].
+unsafe fn take(set: *const sigset_t, info: *mut siginfo_t) -> c_int {
+    const ZERO: timespec = timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: the caller's contract; `ZERO` is a constant.
+    unsafe { kernel::sigtimedwait(set, info, &ZERO) }
 }
 
 /// `errno` of the calling thread.
@@ -243,12 +252,8 @@ unsafe fn lead(
             }
         }
     }
-    let zero = timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: the caller's `set` and `info`; `zero` is a local.
-    let take = || unsafe { kernel::sigtimedwait(set, info, &zero) };
+    // SAFETY: the caller's `set` and `info`.
+    let take = || unsafe { take(set, info) };
     let mut woke = Woke::Failed(libc::EAGAIN);
     // The caller took what was pending just before: the first turn waits at once.
     let mut look = false;
@@ -324,6 +329,40 @@ unsafe fn lead(
     })
 }
 
+/// A wait of `set` until `until` that leads, when it should (the module doc, "When a wait
+/// leads"): its result, with `errno` as the C library's wait leaves it; `None` for the C
+/// library's wait, unchanged.
+///
+/// # Safety
+/// As [`sigtimedwait`].
+unsafe fn led(set: *const sigset_t, info: *mut siginfo_t, until: Option<Instant>) -> Option<c_int> {
+    let signals = TIMER_SIGNALS.load(Ordering::Relaxed);
+    if signals == 0 {
+        return None;
+    }
+    let timers = tempora::time::built_global()?;
+    let saved = errno();
+    // A signal already pending is taken without leading (a burst's next signals); an
+    // unreadable `set` fails here, with the C library's EFAULT.
+    // SAFETY: the caller's contract.
+    let r = match unsafe { take(set, info) } {
+        r if r > 0 || errno() != libc::EAGAIN => r,
+        _ => {
+            set_errno(saved);
+            // SAFETY: `set` is readable (the take above read it).
+            if !unsafe { holds_one_of(set, signals) } {
+                return None;
+            }
+            // SAFETY: the caller's contract.
+            unsafe { wait_leading(timers, set, info, until) }?
+        }
+    };
+    if r > 0 {
+        set_errno(saved);
+    }
+    Some(r)
+}
+
 /// `sigtimedwait(2)`: the C library's, led as the module doc says.
 ///
 /// # Safety
@@ -349,33 +388,9 @@ pub unsafe fn sigtimedwait(
         // SAFETY: the caller's contract, passed on (the C library says EINVAL).
         Some(_) => return unsafe { kernel::sigtimedwait(set, info, timeout) },
     };
-    if TIMER_SIGNALS.load(Ordering::Relaxed) != 0 && tempora::time::built_global().is_some() {
-        let saved = errno();
-        // A signal already pending is taken without leading (a burst's next signals); an
-        // unreadable `set` fails here, with the C library's EFAULT.
-        let zero = timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: the caller's contract; `zero` is a local.
-        let r = unsafe { kernel::sigtimedwait(set, info, &zero) };
-        if r > 0 || errno() != libc::EAGAIN {
-            if r > 0 {
-                set_errno(saved);
-            }
-            return r;
-        }
-        set_errno(saved);
-        // SAFETY: `set` is readable (the call above read it).
-        if let Some(timers) = unsafe { leads(set) } {
-            // SAFETY: the caller's contract.
-            if let Some(r) = unsafe { wait_leading(timers, set, info, until) } {
-                if r > 0 {
-                    set_errno(saved);
-                }
-                return r;
-            }
-        }
+    // SAFETY: the caller's contract.
+    if let Some(r) = unsafe { led(set, info, until) } {
+        return r;
     }
     // SAFETY: the caller's contract, passed on.
     unsafe { kernel::sigtimedwait(set, info, timeout) }

@@ -404,11 +404,15 @@ impl SignalPort for OsSignals {
     fn pending(&self, tid: i32, signo: i32) -> Pending {
         let yes = |b: bool| if b { Pending::Yes } else { Pending::No };
         if tid != 0 {
-            // The calling thread is the target (it leads while it waits for its own timer's
-            // signal: `Timers::wait_leading`) and blocks the signal: `sigpending` reports its
-            // own set with the process's, so a miss is certain, at two cheap system calls
-            // instead of a `/proc` read. A hit may be the process's: the status file says.
-            if tid == gettid() && own_pending(signo) == Some(false) {
+            // The calling thread is the target (an application's thread that leads while it
+            // waits for its own timer's signal: `Timers::wait_leading`; a tempora thread is
+            // never one, and skips the `gettid`) and blocks the signal: a miss of
+            // `own_pending` is certain, at two cheap system calls instead of a `/proc` read.
+            // A hit may be the process's: the status file says.
+            if !crate::sync::blocks_all_signals()
+                && tid == gettid()
+                && own_pending(signo) == Some(false)
+            {
                 return Pending::No;
             }
             // A thread's own set: its status file (`sigpending` would report the caller's,
@@ -419,27 +423,14 @@ impl SignalPort for OsSignals {
                 Status::Unreadable => Pending::Yes,
             };
         }
-        if !crate::sync::blocks_all_signals() {
-            // An application's thread (its own poll, or a receiver leading while it waits):
-            // `sigpending` reports only what that thread blocks. Blocked here and not pending
-            // for the thread or the process, it is not pending for the process: certain. A
-            // hit may be the thread's own, which the process's set says.
-            return match own_pending(signo) {
-                Some(false) => Pending::No,
-                Some(true) | None => yes(self.confirm(signo)),
-            };
-        }
-        // A tempora thread blocks everything: `sigpending` shows the process's set and this
-        // thread's own. A miss is certain.
-        let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-        // SAFETY: `sigpending` writes the set; `sigismember` reads it after that.
-        let hit = unsafe {
-            libc::sigpending(set.as_mut_ptr()) != 0 || libc::sigismember(set.as_ptr(), signo) == 1
-        };
-        if hit {
-            Pending::Unconfirmed
-        } else {
-            Pending::No
+        // Blocked by the calling thread and not pending for it or the process, it is not
+        // pending for the process: certain. A hit may be the thread's own: a tempora thread
+        // (it blocks everything) has it confirmed now and then, an application's thread (its
+        // own poll, or a receiver leading while it waits) by the process's set at once.
+        match own_pending(signo) {
+            Some(false) => Pending::No,
+            Some(true) if crate::sync::blocks_all_signals() => Pending::Unconfirmed,
+            _ => yes(self.confirm(signo)),
         }
     }
 
@@ -485,17 +476,21 @@ impl SignalPort for OsSignals {
 
 /// Whether `signo` is pending for the calling thread or the process, if the thread blocks it
 /// (`sigpending` reports its own set with the process's, for what it blocks); `None` if it
-/// does not block it, or a call failed.
+/// does not block it, or a call failed. A tempora thread blocks every signal: its mask is not
+/// asked.
 fn own_pending(signo: i32) -> Option<bool> {
     let mut blocked = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
     let mut pending = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
     // SAFETY: a query of the thread's mask (no new one) and `sigpending` write the sets;
     // `sigismember` reads each only after its call succeeded.
     unsafe {
-        if libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), blocked.as_mut_ptr()) != 0
-            || libc::sigismember(blocked.as_ptr(), signo) != 1
-            || libc::sigpending(pending.as_mut_ptr()) != 0
+        if !crate::sync::blocks_all_signals()
+            && (libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), blocked.as_mut_ptr()) != 0
+                || libc::sigismember(blocked.as_ptr(), signo) != 1)
         {
+            return None;
+        }
+        if libc::sigpending(pending.as_mut_ptr()) != 0 {
             return None;
         }
         Some(libc::sigismember(pending.as_ptr(), signo) == 1)

@@ -310,20 +310,19 @@ impl Alarm {
             });
         }
         plan.deadline = deadline;
-        let holding = plan.held && holder == Some(plan.ticket);
-        if !holding {
-            // A driver's thread's refresh: its calls are done, or it polls anew.
-            plan.grace = NO_EXPIRY;
-        }
-        if holding {
+        if plan.held && holder == Some(plan.ticket) {
             plan.covered = deadline;
             plan.lapsed = false;
-        } else if plan.covered != NO_EXPIRY
-            && mono >= plan.covered.saturating_add(HOLD_BACKSTOP_NS / 2)
-        {
-            // The holder is overdue: its hold lapses (the module doc, "The backstop").
-            plan.covered = NO_EXPIRY;
-            plan.lapsed = true;
+        } else {
+            // A driver's thread's refresh: its calls are done, or it polls anew.
+            plan.grace = NO_EXPIRY;
+            if plan.covered != NO_EXPIRY
+                && mono >= plan.covered.saturating_add(HOLD_BACKSTOP_NS / 2)
+            {
+                // The holder is overdue: its hold lapses (the module doc, "The backstop").
+                plan.covered = NO_EXPIRY;
+                plan.lapsed = true;
+            }
         }
         if plan.armed == FIRED && self.driver {
             // Fired on purpose for a driver's thread, which re-arms it once awake (`woke`).
